@@ -1,0 +1,49 @@
+// One seeded random generator for everything random in tformer (weights,
+// dropout masks, data). The same seed gives the same numbers on every
+// machine and thread count: the numbers are drawn sequentially from
+// xoshiro256** (seeded through splitmix64), and normals come from the
+// Box-Muller transform, both written out here rather than taken from
+// <random>, whose distributions differ between standard libraries.
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace tformer::core {
+
+class Generator {
+public:
+    /// Full state, for checkpoints that must resume exactly.
+    using State = std::array<uint64_t, 4>;
+
+    explicit Generator(uint64_t seed = 0) { manual_seed(seed); }
+
+    /// Restarts the stream from `seed`.
+    void manual_seed(uint64_t seed);
+
+    /// Next raw 64-bit number.
+    uint64_t next_u64();
+
+    /// Uniform in [0, 1) with 53 random bits.
+    double uniform();
+
+    /// Standard normal (Box-Muller; uses two uniforms per call).
+    double normal();
+
+    /// Uniform integer in [0, n); throws ValueError when n <= 0.
+    int64_t randint(int64_t n);
+
+    State state() const { return s_; }
+    void set_state(const State& s) { s_ = s; }
+
+private:
+    State s_{};
+};
+
+/// The process-wide generator used when none is passed.
+Generator& default_generator();
+
+/// Seeds the process-wide generator.
+void manual_seed(uint64_t seed);
+
+}  // namespace tformer::core

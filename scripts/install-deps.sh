@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian 12 machine lacks to build and test tformer.
+# Idempotent: packages already present are skipped, and the script says what it installs.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config   # compiler and build system
+  libopenblas-openmp-dev             # BLAS, OpenMP build: one thread pool shared with our loops
+  libfmt-dev                         # printing and error messages
+  catch2                             # unit tests (Catch2 v2)
+  libbenchmark-dev                   # micro-benchmarks in bench/
+  nlohmann-json3-dev                 # the JSON header of safetensors checkpoints
+  libcli11-dev                       # the tformer command line
+  libpng-dev                         # loss curves and attention heatmaps as PNG
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages already installed"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Debian's alternatives may still point libblas/liblapack at another build;
+# we link libopenblas directly, so nothing to switch here.
+echo "install-deps: done"
