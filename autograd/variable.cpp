@@ -1,0 +1,259 @@
+#include "autograd/variable.hpp"
+
+#include "core/elementwise.hpp"
+
+#include <cmath>
+
+namespace tformer::autograd {
+
+namespace {
+std::atomic<int64_t> g_live_nodes{0};
+thread_local bool t_grad_enabled = true;
+std::atomic<bool> g_anomaly{false};
+std::atomic<uint64_t> g_backward_pass{0};
+
+const std::shared_ptr<VariableImpl>& checked(const std::shared_ptr<VariableImpl>& impl, const char* what) {
+    if (!impl) fail<ValueError>("{}: Variable is undefined", what);
+    return impl;
+}
+}  // namespace
+
+// ---- Node ---------------------------------------------------------------------------------
+
+Node::Node(const char* name, std::vector<std::shared_ptr<VariableImpl>> inputs)
+    : name_(name), inputs_(std::move(inputs)) {
+    g_live_nodes.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Destroying the last handle to a long chain (a -> op -> op -> ... 100,000
+// times) would recurse once per node through shared_ptr destructors and
+// overflow the stack. Instead, a node that is about to free the last
+// reference to an input's node takes that node over and frees it here, in a
+// loop: the teardown is iterative, like the topological sort.
+Node::~Node() {
+    std::vector<std::shared_ptr<Node>> doomed;
+    auto detach_inputs = [&doomed](std::vector<std::shared_ptr<VariableImpl>>& inputs) {
+        for (auto& input : inputs) {
+            if (input && input.use_count() == 1 && input->grad_fn && input->grad_fn.use_count() == 1)
+                doomed.push_back(std::move(input->grad_fn));
+            input.reset();
+        }
+        inputs.clear();
+    };
+    detach_inputs(inputs_);
+    while (!doomed.empty()) {
+        std::shared_ptr<Node> node = std::move(doomed.back());
+        doomed.pop_back();
+        detach_inputs(node->inputs_);
+        // `node` dies here with no inputs left, so its destructor does not recurse
+    }
+    g_live_nodes.fetch_sub(1, std::memory_order_relaxed);
+}
+
+int64_t live_node_count() { return g_live_nodes.load(std::memory_order_relaxed); }
+
+// ---- Variable -------------------------------------------------------------------------------
+
+Variable::Variable(Tensor value, bool requires_grad) : impl_(std::make_shared<VariableImpl>()) {
+    if (!value.defined()) fail<ValueError>("Variable: value tensor is undefined");
+    if (requires_grad && !core::is_floating(value.dtype()))
+        fail<ValueError>("Variable: only floating tensors can require gradients, got {}", core::dtype_name(value.dtype()));
+    impl_->value = std::move(value);
+    impl_->requires_grad = requires_grad;
+}
+
+const Tensor& Variable::value() const { return checked(impl_, "value")->value; }
+const Tensor& Variable::grad() const { return checked(impl_, "grad")->grad; }
+
+void Variable::set_grad(Tensor grad) const {
+    checked(impl_, "set_grad");
+    if (grad.defined() && !(grad.shape() == impl_->value.shape()))
+        fail<ShapeError>("set_grad: gradient of shape {} for a value of shape {}", core::shape_str(grad.shape()),
+                         core::shape_str(impl_->value.shape()));
+    impl_->grad = std::move(grad);
+}
+
+void Variable::zero_grad() const { checked(impl_, "zero_grad")->grad = Tensor(); }
+
+bool Variable::requires_grad() const { return checked(impl_, "requires_grad")->requires_grad; }
+
+const Variable& Variable::requires_grad_(bool on) const {
+    checked(impl_, "requires_grad_");
+    if (impl_->grad_fn)
+        fail<ValueError>("requires_grad_: only leaves can change requires_grad; this Variable was made by '{}' "
+                         "(use detach() first)", impl_->grad_fn->name());
+    if (on && !core::is_floating(impl_->value.dtype()))
+        fail<ValueError>("requires_grad_: only floating tensors can require gradients, got {}",
+                         core::dtype_name(impl_->value.dtype()));
+    impl_->requires_grad = on;
+    return *this;
+}
+
+bool Variable::is_leaf() const { return checked(impl_, "is_leaf")->grad_fn == nullptr; }
+
+std::string Variable::op_name() const {
+    checked(impl_, "op_name");
+    return impl_->grad_fn ? impl_->grad_fn->name() : "leaf";
+}
+
+Variable Variable::detach() const { return Variable(value(), false); }
+
+void Variable::retain_grad() const { checked(impl_, "retain_grad")->retains_grad = true; }
+
+void Variable::register_hook(std::function<void(const Tensor&)> hook) const {
+    checked(impl_, "register_hook");
+    if (!impl_->requires_grad)
+        fail<ValueError>("register_hook: this Variable does not require a gradient, so a hook would never run");
+    impl_->hooks.push_back(std::move(hook));
+}
+
+// ---- grad mode and anomaly mode ---------------------------------------------------------------
+
+bool grad_enabled() { return t_grad_enabled; }
+NoGradGuard::NoGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { t_grad_enabled = previous_; }
+EnableGradGuard::EnableGradGuard() : previous_(t_grad_enabled) { t_grad_enabled = true; }
+EnableGradGuard::~EnableGradGuard() { t_grad_enabled = previous_; }
+
+void set_anomaly_mode(bool on) { g_anomaly.store(on); }
+bool anomaly_mode() { return g_anomaly.load(); }
+AnomalyGuard::AnomalyGuard() : previous_(anomaly_mode()) { set_anomaly_mode(true); }
+AnomalyGuard::~AnomalyGuard() { set_anomaly_mode(previous_); }
+
+// ---- recording ------------------------------------------------------------------------------------
+
+namespace detail {
+
+Variable make_recorded(Tensor value, std::shared_ptr<Node> node) {
+    Variable out(std::move(value));
+    out.impl()->grad_fn = std::move(node);
+    out.impl()->requires_grad = true;
+    return out;
+}
+
+std::vector<std::shared_ptr<VariableImpl>> impls_of(std::span<const Variable> inputs) {
+    std::vector<std::shared_ptr<VariableImpl>> impls;
+    impls.reserve(inputs.size());
+    // inputs that need no gradient are kept as null: backward skips them
+    for (const Variable& v : inputs) impls.push_back(v.defined() && v.requires_grad() ? v.impl() : nullptr);
+    return impls;
+}
+
+}  // namespace detail
+
+// ---- backward ---------------------------------------------------------------------------------------
+
+namespace {
+
+// Post-order depth-first search with an explicit stack: every node appears
+// after all the nodes that consume it once the list is reversed. Marks
+// visited impls with this pass's number instead of a hash set.
+std::vector<VariableImpl*> topological_order(VariableImpl* root, uint64_t pass) {
+    std::vector<VariableImpl*> order;
+    struct Frame {
+        VariableImpl* impl;
+        size_t next_input;
+    };
+    std::vector<Frame> stack;
+    root->visit_mark = pass;
+    stack.push_back({root, 0});
+    while (!stack.empty()) {
+        Frame& top = stack.back();
+        Node* node = top.impl->grad_fn.get();
+        if (node && top.next_input < node->inputs().size()) {
+            VariableImpl* input = node->inputs()[top.next_input++].get();
+            if (input && input->visit_mark != pass) {
+                input->visit_mark = pass;
+                stack.push_back({input, 0});
+            }
+        } else {
+            order.push_back(top.impl);
+            stack.pop_back();
+        }
+    }
+    return order;  // inputs before the ops that use them; walk it backwards
+}
+
+void check_finite(const Tensor& g, const Node& node, size_t input) {
+    bool finite = true;
+    for (double v : g.to_vector()) finite = finite && std::isfinite(v);
+    if (!finite)
+        fail<ValueError>("anomaly: backward of '{}' produced NaN or Inf in the gradient of its input {} (shape {})",
+                         node.name(), input, core::shape_str(g.shape()));
+}
+
+// a += b without touching a's storage (gradients may be shared, see grad()).
+void accumulate(Tensor& into, const Tensor& g) { into = into.defined() ? core::add(into, g) : g; }
+
+}  // namespace
+
+void Variable::backward(const Tensor& grad_out, BackwardOptions options) const {
+    checked(impl_, "backward");
+    if (!impl_->requires_grad)
+        fail<ValueError>("backward: this Variable does not require a gradient (no input of the ops that made it "
+                         "requires one, or it was made under NoGradGuard)");
+    Tensor seed = grad_out;
+    if (!seed.defined()) {
+        if (impl_->value.numel() != 1)
+            fail<ValueError>("backward: output of shape {} is not a scalar; pass a gradient of that shape",
+                             core::shape_str(impl_->value.shape()));
+        seed = core::ones(impl_->value.shape(), impl_->value.dtype());
+    } else if (!(seed.shape() == impl_->value.shape())) {
+        fail<ShapeError>("backward: gradient of shape {} for an output of shape {}", core::shape_str(seed.shape()),
+                         core::shape_str(impl_->value.shape()));
+    } else if (seed.dtype() != impl_->value.dtype()) {
+        seed = seed.to(impl_->value.dtype());
+    }
+
+    const uint64_t pass = g_backward_pass.fetch_add(1) + 1;
+    std::vector<VariableImpl*> order = topological_order(impl_.get(), pass);
+    const bool anomaly = anomaly_mode();
+
+    impl_->pending_grad = seed;
+    std::vector<Tensor> slots;
+    std::vector<uint8_t> wanted;
+    try {
+        for (auto it = order.rbegin(); it != order.rend(); ++it) {
+            VariableImpl* v = *it;
+            Tensor g = std::move(v->pending_grad);
+            v->pending_grad = Tensor();
+            if (!g.defined()) continue;  // no gradient reached this value
+            for (auto& hook : v->hooks) hook(g);
+            Node* node = v->grad_fn.get();
+            if (!node) {  // a leaf: keep the gradient
+                accumulate(v->grad, g);
+                continue;
+            }
+            if (v->retains_grad) accumulate(v->grad, g);
+            if (node->released())
+                fail<ValueError>("backward: the graph through '{}' was already freed by an earlier backward; "
+                                 "pass BackwardOptions{{.retain_graph = true}} to the first call to backward twice",
+                                 node->name());
+            const auto& inputs = node->inputs();
+            slots.assign(inputs.size(), Tensor());
+            wanted.assign(inputs.size(), 0);
+            for (size_t i = 0; i < inputs.size(); ++i) wanted[i] = inputs[i] != nullptr;
+            Grads grads(slots, wanted);
+            node->backward(g, grads);
+            for (size_t i = 0; i < inputs.size(); ++i) {
+                if (!inputs[i] || !slots[i].defined()) continue;
+                const Tensor& want = inputs[i]->value;
+                if (!(slots[i].shape() == want.shape()) || slots[i].dtype() != want.dtype())
+                    fail<ValueError>("backward of '{}': gradient for input {} has shape {} and dtype {}, but the "
+                                     "input has shape {} and dtype {}",
+                                     node->name(), i, core::shape_str(slots[i].shape()),
+                                     core::dtype_name(slots[i].dtype()), core::shape_str(want.shape()),
+                                     core::dtype_name(want.dtype()));
+                if (anomaly) check_finite(slots[i], *node, i);
+                accumulate(inputs[i]->pending_grad, slots[i]);
+            }
+            if (!options.retain_graph) node->release();
+        }
+    } catch (...) {
+        // leave no half-collected gradients behind for the next pass
+        for (VariableImpl* v : order) v->pending_grad = Tensor();
+        throw;
+    }
+}
+
+}  // namespace tformer::autograd

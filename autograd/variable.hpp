@@ -1,0 +1,254 @@
+// autograd::Variable and the graph it records.
+//
+// Reverse-mode automatic differentiation in the style of micrograd, on
+// tensors. Every differentiable op computes its value with a core kernel
+// and, when any input requires a gradient, records a Node: the op's name,
+// its inputs, and a backward function that turns the gradient of the output
+// into gradients of the inputs. Variable::backward() sorts the recorded
+// graph topologically (iteratively, no recursion), walks it from the output
+// back to the leaves, and accumulates each leaf's gradient in grad().
+//
+//   Variable a(core::tensor({1, 2}, {2}), /*requires_grad=*/true);
+//   Variable y = sum(mul(a, a));   // y = Σ a²
+//   y.backward();                  // a.grad() = 2a = [2, 4]
+#pragma once
+
+#include "core/tensor.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace tformer::autograd {
+
+using core::Tensor;
+
+struct VariableImpl;
+class Variable;
+
+/// Gradients a backward function fills in, one slot per input of its op.
+/// A slot left undefined means "no gradient flows to this input".
+class Grads {
+public:
+    explicit Grads(std::span<Tensor> slots, std::span<const uint8_t> wanted) : slots_(slots), wanted_(wanted) {}
+    /// True when input i requires a gradient (skip the work otherwise).
+    bool wanted(size_t i) const { return wanted_[i] != 0; }
+    Tensor& operator[](size_t i) { return slots_[i]; }
+    size_t size() const { return slots_.size(); }
+
+private:
+    std::span<Tensor> slots_;
+    std::span<const uint8_t> wanted_;
+};
+
+/// One recorded op: who its inputs were and how to send a gradient back to them.
+class Node {
+public:
+    Node(const char* name, std::vector<std::shared_ptr<VariableImpl>> inputs);
+    virtual ~Node();
+    Node(const Node&) = delete;
+    Node& operator=(const Node&) = delete;
+
+    /// The op's name, e.g. "matmul"; anomaly mode and errors quote it.
+    const char* name() const { return name_; }
+    const std::vector<std::shared_ptr<VariableImpl>>& inputs() const { return inputs_; }
+    /// Computes input gradients from the output gradient `grad_out`.
+    virtual void backward(const Tensor& grad_out, Grads& grads) = 0;
+    /// Drops what the op saved for backward (after a backward without retain_graph).
+    virtual void release() = 0;
+    /// True once release() ran: a second backward through this node is an error.
+    bool released() const { return released_; }
+
+protected:
+    bool released_ = false;
+
+private:
+    friend struct VariableImpl;
+    friend class Variable;
+    const char* name_;
+    std::vector<std::shared_ptr<VariableImpl>> inputs_;
+};
+
+/// A Node whose backward is a lambda (or any callable) stored inline, so
+/// recording an op costs one allocation for the node and its saved tensors.
+template <class Backward>
+class LambdaNode final : public Node {
+public:
+    LambdaNode(const char* name, std::vector<std::shared_ptr<VariableImpl>> inputs, Backward&& fn)
+        : Node(name, std::move(inputs)), fn_(std::move(fn)) {}
+    void backward(const Tensor& grad_out, Grads& grads) override { (*fn_)(grad_out, grads); }
+    void release() override {
+        fn_.reset();
+        released_ = true;
+    }
+
+private:
+    std::optional<Backward> fn_;
+};
+
+/// What a Variable handle points to.
+struct VariableImpl {
+    Tensor value;
+    Tensor grad;                      ///< accumulated gradient (leaves, or retain_grad)
+    std::shared_ptr<Node> grad_fn;    ///< the op that made this value; null for leaves
+    bool requires_grad = false;
+    bool retains_grad = false;        ///< keep grad() on a non-leaf too
+    std::vector<std::function<void(const Tensor&)>> hooks;
+    // bookkeeping for backward(): which pass visited this node last, and the
+    // gradient collected so far during that pass
+    uint64_t visit_mark = 0;
+    Tensor pending_grad;
+};
+
+/// Options of Variable::backward.
+struct BackwardOptions {
+    bool retain_graph = false;  ///< keep saved tensors so backward can run again
+};
+
+class Variable {
+public:
+    /// An undefined Variable.
+    Variable() = default;
+    /// A leaf holding `value`; with requires_grad, backward() fills grad().
+    explicit Variable(Tensor value, bool requires_grad = false);
+
+    bool defined() const { return impl_ != nullptr; }
+    /// The tensor this Variable holds.
+    const Tensor& value() const;
+    /// The accumulated gradient; undefined until a backward reaches this leaf.
+    /// Gradients may share storage with other gradients: replace them, never
+    /// modify them in place.
+    const Tensor& grad() const;
+    /// Replaces the gradient (optimizers' clipping, tests).
+    void set_grad(Tensor grad) const;
+    /// Forgets the gradient (PyTorch's zero_grad(set_to_none=True)).
+    void zero_grad() const;
+
+    bool requires_grad() const;
+    /// Turns gradient tracking on or off for a leaf; returns *this.
+    const Variable& requires_grad_(bool on = true) const;
+    /// No op made this Variable (it was created directly).
+    bool is_leaf() const;
+    /// Name of the op that made this Variable, or "leaf".
+    std::string op_name() const;
+    /// The same value, cut from the graph (no grad_fn, requires_grad false).
+    Variable detach() const;
+    /// Keep grad() on this non-leaf after backward, for inspection.
+    void retain_grad() const;
+    /// Calls hook(grad) once per backward pass with this Variable's complete gradient.
+    void register_hook(std::function<void(const Tensor&)> hook) const;
+
+    /// Backpropagates from this Variable. Without `grad_out` the Variable must
+    /// hold a single element (a loss); otherwise grad_out has its shape.
+    void backward(const Tensor& grad_out = {}, BackwardOptions options = {}) const;
+
+    // shorthands for value()'s metadata
+    const core::Shape& shape() const { return value().shape(); }
+    int dim() const { return value().dim(); }
+    int64_t size(int64_t d) const { return value().size(d); }
+    int64_t numel() const { return value().numel(); }
+    core::DType dtype() const { return value().dtype(); }
+    double item() const { return value().item(); }
+
+    const std::shared_ptr<VariableImpl>& impl() const { return impl_; }
+
+private:
+    std::shared_ptr<VariableImpl> impl_;
+};
+
+// ---- grad mode --------------------------------------------------------------------------
+
+/// True when ops record graphs (the default); false inside a NoGradGuard.
+bool grad_enabled();
+
+/// Turns graph recording off for its lifetime (evaluation, decoding,
+/// optimizer updates), like `with torch.no_grad():`.
+class NoGradGuard {
+public:
+    NoGradGuard();
+    ~NoGradGuard();
+    NoGradGuard(const NoGradGuard&) = delete;
+    NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+private:
+    bool previous_;
+};
+
+/// Turns graph recording back on inside a NoGradGuard (tutorials).
+class EnableGradGuard {
+public:
+    EnableGradGuard();
+    ~EnableGradGuard();
+    EnableGradGuard(const EnableGradGuard&) = delete;
+    EnableGradGuard& operator=(const EnableGradGuard&) = delete;
+
+private:
+    bool previous_;
+};
+
+// ---- anomaly mode -------------------------------------------------------------------------
+
+/// When on, every backward function's output is checked for NaN and Inf, and
+/// the first offender throws ValueError naming the op, like PyTorch's
+/// detect_anomaly. Off by default (it costs a pass over every gradient).
+void set_anomaly_mode(bool on);
+bool anomaly_mode();
+
+/// Turns anomaly mode on for its lifetime.
+class AnomalyGuard {
+public:
+    AnomalyGuard();
+    ~AnomalyGuard();
+    AnomalyGuard(const AnomalyGuard&) = delete;
+    AnomalyGuard& operator=(const AnomalyGuard&) = delete;
+
+private:
+    bool previous_;
+};
+
+/// Graph nodes alive right now; tests use it to prove graphs are freed.
+int64_t live_node_count();
+
+// ---- recording ops ---------------------------------------------------------------------------
+
+/// True when an op on these inputs must record a node.
+inline bool needs_grad(std::initializer_list<const Variable*> inputs) {
+    if (!grad_enabled()) return false;
+    for (const Variable* v : inputs)
+        if (v->defined() && v->requires_grad()) return true;
+    return false;
+}
+
+namespace detail {
+Variable make_recorded(Tensor value, std::shared_ptr<Node> node);
+std::vector<std::shared_ptr<VariableImpl>> impls_of(std::span<const Variable> inputs);
+}  // namespace detail
+
+/// The result of an op: `value` with, when grad mode is on and some input
+/// requires a gradient, a node named `name` whose backward is `backward`,
+/// called as backward(grad_out, grads). Capture in `backward` only the
+/// tensors it needs (by value), never the output Variable itself.
+template <class Backward>
+Variable record(const char* name, Tensor value, std::span<const Variable> inputs, Backward&& backward) {
+    bool any = false;
+    if (grad_enabled())
+        for (const Variable& v : inputs) any = any || (v.defined() && v.requires_grad());
+    if (!any) return Variable(std::move(value));
+    auto node = std::make_shared<LambdaNode<std::decay_t<Backward>>>(name, detail::impls_of(inputs),
+                                                                     std::forward<Backward>(backward));
+    return detail::make_recorded(std::move(value), std::move(node));
+}
+
+template <class Backward>
+Variable record(const char* name, Tensor value, std::initializer_list<Variable> inputs, Backward&& backward) {
+    return record(name, std::move(value), std::span<const Variable>(inputs.begin(), inputs.size()),
+                  std::forward<Backward>(backward));
+}
+
+}  // namespace tformer::autograd
