@@ -172,8 +172,8 @@ TEST_CASE("embedding_backward(grad, ids, V, padding_idx): scatter-add of rows, p
     }
 }
 
-TEST_CASE("embedding_backward(grad, ids, V, padding_idx): same bits for 1 and several threads", "[core][index]") {
-    // large enough that the column loop is split across threads
+TEST_CASE("embedding_backward(grad, ids, V, padding_idx): deterministic, same bits for 1 and 2 threads", "[core][index]") {
+    // large enough that a parallel version would split the work
     Generator gen(4);
     const int64_t V = 50, D = 256;
     const Tensor ids = randint({64, 20}, 0, V, gen);  // (B, T)
@@ -307,6 +307,18 @@ TEST_CASE("stack(tensors, dim): new dimension at any position, select undoes it"
     const Tensor a = tensor({1, 2}, {2}), b = tensor({3, 4}, {2});
     require_same(stack({a, b}, 0), tensor({1, 2, 3, 4}, {2, 2}));
     require_same(stack({a, b}, 1), tensor({1, 3, 2, 4}, {2, 2}));
+}
+
+TEST_CASE("split, concat, embedding, embedding_backward, gather: tensors with no elements", "[core][index]") {
+    const std::vector<Tensor> pieces = split(zeros({0, 3}), 2, 0);
+    REQUIRE(pieces.size() == 1);
+    CHECK(pieces[0].shape() == Shape{0, 3});
+    require_same(concat({zeros({0, 3}), ones({2, 3})}, 0), ones({2, 3}));
+    const Tensor no_ids = Tensor::empty({2, 0}, DType::int64);  // (B, T) with T = 0
+    CHECK(embedding(ones({5, 4}), no_ids).shape() == Shape{2, 0, 4});
+    require_same(embedding_backward(zeros({2, 0, 4}), no_ids, 5, 1), zeros({5, 4}));
+    CHECK(gather(ones({3, 4}), 1, Tensor::empty({3, 0}, DType::int64)).shape() == Shape{3, 0});
+    require_same(scatter_add(ones({3, 4}), 0, Tensor::empty({0, 4}, DType::int64), zeros({0, 4})), ones({3, 4}));
 }
 
 // ---- errors -----------------------------------------------------------------------------------
