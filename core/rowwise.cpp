@@ -20,6 +20,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace tformer::core {
@@ -603,12 +605,19 @@ Tensor cross_entropy_rows_backward(const Tensor& grad_rows, const Tensor& logits
                 return;
             }
             const T* x = xp + n * V;
-            const auto [m, log_sum] = max_and_log_sum(x, V);
-            const Acc gn = gp[n];
+            // p = softmax(x), with one exp per entry: d holds exp(x - m) until the sum is known
+            T m = x[0];
+            for (int64_t v = 1; v < V; ++v)
+                if (x[v] > m) m = x[v];
+            Acc sum = 0;
             for (int64_t v = 0; v < V; ++v) {
-                const Acc p = std::exp((x[v] - m) - log_sum);
+                d[v] = std::exp(x[v] - m);
+                sum += d[v];
+            }
+            const Acc gn = gp[n], inv_sum = 1.0 / sum;
+            for (int64_t v = 0; v < V; ++v) {
                 const Acc q = eps / static_cast<Acc>(V) + (v == t ? 1 - eps : 0.0);
-                d[v] = static_cast<T>(gn * (p - q));
+                d[v] = static_cast<T>(gn * (d[v] * inv_sum - q));
             }
         });
     });
