@@ -2,6 +2,8 @@
 //   tensor([[ 0.1000, -1.2000],
 //           [ 3.0000,  4.0000]], shape=(2, 2), dtype=float32)
 // Large tensors show the first and last `edge_items` of each dimension with "...".
+// The exact rules (fixed or scientific notation, the shape/dtype suffix, 0-d,
+// empty and undefined tensors) are written at the top of print.cpp.
 #pragma once
 
 #include "core/tensor.hpp"
@@ -20,7 +22,9 @@ struct PrintOptions {
     int line_width = 80;       ///< wrap rows wider than this
 };
 
+/// The tensor as text, e.g. "tensor([1.0000, 2.0000], shape=(2), dtype=float32)".
 std::string to_string(const Tensor& t, const PrintOptions& options = {});
+/// Writes to_string(t) with the default options.
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
 
 }  // namespace tformer::core

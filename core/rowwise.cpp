@@ -1,0 +1,626 @@
+// Row-wise kernels, fast fused versions: softmax and log-softmax with their
+// backwards, the two masked softmaxes of attention, layer norm forward and
+// backward, and per-row cross-entropy. The formulas are in rowwise.hpp; the
+// plain-loop oracles the tests compare against are in rowwise_reference.cpp.
+//
+// Every kernel sees its input as R rows of L contiguous elements, (R, L),
+// where R is the product of all dims but the last. A non-contiguous x (a
+// transposed or sliced view) is copied once to make that true, so the inner
+// loops are plain for-loops over a row that the compiler can vectorise.
+//
+// Threads: rows go to parallel_for with cost L per row. Every row is
+// computed start to end by one thread, in one fixed order, so the result
+// does not depend on how rows are split: 1 and 2 threads give identical
+// bits. All input checks happen before any parallel loop, because an
+// exception must never leave an OpenMP region.
+#include "core/rowwise.hpp"
+
+#include "core/parallel.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace tformer::core {
+
+namespace {
+
+// Row sums are accumulated in double even for float32 rows: a float sum of
+// thousands of terms loses digits that softmax's normalisation and layer
+// norm's variance would then carry into every output.
+using Acc = double;
+
+template <class T>
+constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+template <class T>
+constexpr T kNaN = std::numeric_limits<T>::quiet_NaN();
+
+// (..., L) -> (...): the shape of per-row results such as mean and rstd.
+Shape leading_shape(const Shape& shape) {
+    Shape out = shape;
+    out.erase(out.size() - 1);
+    return out;
+}
+
+// x seen as `count` contiguous rows of `length` elements: (R, L).
+struct Rows {
+    Tensor data;     // (..., L), contiguous
+    int64_t count;   // R
+    int64_t length;  // L
+};
+
+// Checks that x is a defined float32/float64 tensor with at least one dim and
+// returns its rows, copying x only when it is not contiguous.
+Rows as_rows(const Tensor& x, const char* op, const char* name) {
+    if (!x.defined()) fail<ValueError>("{}: {} is undefined", op, name);
+    if (!is_floating(x.dtype()))
+        fail<ValueError>("{}: {} must be float32 or float64, got {}", op, name, dtype_name(x.dtype()));
+    if (x.dim() == 0) fail<ShapeError>("{}: {} must have at least 1 dimension, got a 0-d tensor", op, name);
+    return {x.contiguous(), shape_numel(leading_shape(x.shape())), x.shape().back()};
+}
+
+// Checks that t has exactly `shape` and `dtype` (e.g. grad_y against y, or
+// the saved mean against x.shape[:-1]) and returns it contiguous.
+Tensor expect(const Tensor& t, const char* name, const Shape& shape, DType dtype, const char* op) {
+    if (!t.defined()) fail<ValueError>("{}: {} is undefined", op, name);
+    if (!(t.shape() == shape))
+        fail<ShapeError>("{}: {} has shape {}, expected {}", op, name, shape_str(t.shape()), shape_str(shape));
+    if (t.dtype() != dtype)
+        fail<ValueError>("{}: {} has dtype {}, expected {}", op, name, dtype_name(t.dtype()), dtype_name(dtype));
+    return t.contiguous();
+}
+
+// Calls row(r) for every r in [0, rows), split across threads (cost = L).
+template <class Row>
+void for_each_row(int64_t rows, int64_t length, Row&& row) {
+    parallel_for(0, rows, length, [&](int64_t first, int64_t last) {
+        for (int64_t r = first; r < last; ++r) row(r);
+    });
+}
+
+constexpr auto keep_all = [](int64_t) { return true; };
+
+// Whether a kept entry of the row is NaN; only asked in the rare case where
+// the row max came out as -inf, to tell "all -inf" from "NaN present".
+template <class T, class Keep>
+bool any_nan(const T* x, int64_t n, Keep keep) {
+    for (int64_t i = 0; i < n; ++i)
+        if (keep(i) && std::isnan(x[i])) return true;
+    return false;
+}
+
+}  // namespace
+
+// =====================================================================================
+// softmax
+// =====================================================================================
+
+namespace {
+
+// y_i = exp(x_i - m) / Σ_{kept j} exp(x_j - m) for kept i, 0 for the others,
+// with m the max over kept entries. exp(x_i - m) ≤ 1, so nothing overflows,
+// and the sum is ≥ 1 (the max term is exp(0)). When no entry is kept, or
+// every kept entry is -inf, there is no mass to share and the row is zeros.
+template <class T, class Keep>
+void softmax_row(const T* x, T* y, int64_t n, Keep keep) {  // x, y: (L)
+    T m = kNegInf<T>;
+    for (int64_t i = 0; i < n; ++i)
+        if (keep(i) && x[i] > m) m = x[i];  // NaN compares false: caught below
+    if (m == kNegInf<T>) {
+        const T fill = any_nan(x, n, keep) ? kNaN<T> : T(0);
+        for (int64_t i = 0; i < n; ++i) y[i] = keep(i) ? fill : T(0);
+        return;
+    }
+    Acc sum = 0;
+    for (int64_t i = 0; i < n; ++i) {
+        const T e = keep(i) ? std::exp(x[i] - m) : T(0);  // a NaN here makes sum and the row NaN
+        y[i] = e;
+        sum += e;
+    }
+    const T inv = static_cast<T>(1.0 / sum);
+    for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+}
+
+// y_i = (x_i - m) - log Σ_j exp(x_j - m). Writing it with the shift keeps
+// large inputs exact (x_i - m is small) and the log's argument ≥ 1.
+template <class T>
+void log_softmax_row(const T* x, T* y, int64_t n) {  // x, y: (L)
+    T m = kNegInf<T>;
+    for (int64_t i = 0; i < n; ++i)
+        if (x[i] > m) m = x[i];
+    if (m == kNegInf<T>) {
+        // all -inf: log of softmax's all-zero row
+        const T fill = any_nan(x, n, keep_all) ? kNaN<T> : kNegInf<T>;
+        std::fill(y, y + n, fill);
+        return;
+    }
+    Acc sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - m);
+    const Acc log_sum = std::log(sum);
+    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(static_cast<Acc>(x[i] - m) - log_sum);
+}
+
+// Runs row_fn(in_row, out_row, L) over every row of x into a new tensor.
+template <class RowFn>
+Tensor map_rows(const Tensor& x, const char* op, RowFn&& row_fn) {
+    const Rows rows = as_rows(x, op, "x");
+    Tensor out = Tensor::empty(x.shape(), x.dtype());  // (..., L)
+    visit_floating(x.dtype(), op, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* in = rows.data.data<T>();
+        T* o = out.data<T>();
+        const int64_t L = rows.length;
+        for_each_row(rows.count, L, [&](int64_t r) { row_fn(in + r * L, o + r * L, L); });
+    });
+    return out;
+}
+
+}  // namespace
+
+// softmax(x)_i = exp(x_i - max x) / Σ_j exp(x_j - max x)
+Tensor softmax(const Tensor& x) {
+    return map_rows(x, "softmax", [](const auto* in, auto* out, int64_t n) { softmax_row(in, out, n, keep_all); });
+}
+
+// log_softmax(x)_i = x_i - max x - log Σ_j exp(x_j - max x)
+Tensor log_softmax(const Tensor& x) {
+    return map_rows(x, "log_softmax", [](const auto* in, auto* out, int64_t n) { log_softmax_row(in, out, n); });
+}
+
+namespace {
+
+// Runs row_fn(dy_row, y_row, dx_row, L) over every row: the shared frame of
+// the two softmax backwards, which both need one row sum and then one pass.
+template <class RowFn>
+Tensor backward_rows(const Tensor& grad_y, const Tensor& y, const char* op, RowFn&& row_fn) {
+    const Rows rows = as_rows(y, op, "y");
+    const Tensor dy = expect(grad_y, "grad_y", y.shape(), y.dtype(), op);  // (..., L)
+    Tensor dx = Tensor::empty(y.shape(), y.dtype());                        // (..., L)
+    visit_floating(y.dtype(), op, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* yp = rows.data.data<T>();
+        const T* dyp = dy.data<T>();
+        T* dxp = dx.data<T>();
+        const int64_t L = rows.length;
+        for_each_row(rows.count, L, [&](int64_t r) { row_fn(dyp + r * L, yp + r * L, dxp + r * L, L); });
+    });
+    return dx;
+}
+
+}  // namespace
+
+// Backward of y = softmax(x). The Jacobian is ∂y_i/∂x_j = y_i (δ_ij - y_j), so
+//   dx_j = Σ_i dy_i y_i (δ_ij - y_j) = y_j (dy_j - Σ_i dy_i y_i),
+// one dot product per row instead of an L×L matrix.
+Tensor softmax_backward(const Tensor& grad_y, const Tensor& y) {
+    return backward_rows(grad_y, y, "softmax_backward", [](const auto* dy, const auto* yr, auto* dx, int64_t n) {
+        using T = std::remove_cvref_t<decltype(*yr)>;
+        Acc dot = 0;
+        for (int64_t i = 0; i < n; ++i) dot += static_cast<Acc>(dy[i]) * yr[i];
+        for (int64_t i = 0; i < n; ++i) dx[i] = static_cast<T>(yr[i] * (dy[i] - dot));
+    });
+}
+
+// Backward of y = log_softmax(x). With y_i = x_i - lse(x) and ∂lse/∂x_j =
+// softmax_j = exp(y_j):  ∂y_i/∂x_j = δ_ij - exp(y_j), so
+//   dx_j = dy_j - exp(y_j) Σ_i dy_i.
+Tensor log_softmax_backward(const Tensor& grad_y, const Tensor& y) {
+    return backward_rows(grad_y, y, "log_softmax_backward", [](const auto* dy, const auto* yr, auto* dx, int64_t n) {
+        using T = std::remove_cvref_t<decltype(*yr)>;
+        Acc sum = 0;
+        for (int64_t i = 0; i < n; ++i) sum += dy[i];
+        for (int64_t i = 0; i < n; ++i) dx[i] = static_cast<T>(dy[i] - std::exp(static_cast<Acc>(yr[i])) * sum);
+    });
+}
+
+// =====================================================================================
+// masked softmax (seed 003)
+// =====================================================================================
+//
+// Backward: both masked softmaxes are differentiated by softmax_backward(dy, y).
+// Inside the kept entries y is an ordinary softmax; a masked entry has y = 0,
+// so its dx = 0 · (dy - Σ dy y) = 0 and it takes no part in Σ dy y. A row of
+// all zeros likewise gets dx = 0, which is right: it is constant in x.
+
+namespace {
+
+// The valid length of every row of x, read from either form of valid_lens.
+struct ValidLengths {
+    std::vector<int64_t> lens;  // one per batch element, or one per row
+    int64_t rows_per_len = 1;   // consecutive rows of x that share one entry
+    int64_t of_row(int64_t r) const { return lens[r / rows_per_len]; }
+};
+
+ValidLengths valid_lengths(const Tensor& valid_lens, const Shape& x_shape, int64_t rows) {
+    const char* op = "masked_softmax";
+    const Shape per_row = leading_shape(x_shape);  // (..., T)
+    const int64_t S = x_shape.back();
+    ValidLengths out;
+    if (valid_lens.shape() == per_row) {
+        out.rows_per_len = 1;
+    } else if (x_shape.size() >= 2 && valid_lens.dim() == 1 && valid_lens.shape()[0] == x_shape[0]) {
+        // (B): every row of batch element b uses lens[b], like d2l's
+        // torch.repeat_interleave(valid_lens, T)
+        out.rows_per_len = x_shape[0] == 0 ? 1 : rows / x_shape[0];
+    } else if (x_shape.size() >= 2) {
+        fail<ShapeError>("{}: valid_lens of shape {} fits neither one length per batch element ({}) nor one per row {} "
+                         "for x of shape {}",
+                         op, shape_str(valid_lens.shape()), x_shape[0], shape_str(per_row), shape_str(x_shape));
+    } else {
+        fail<ShapeError>("{}: valid_lens of shape {} must have shape {} for x of shape {}", op,
+                         shape_str(valid_lens.shape()), shape_str(per_row), shape_str(x_shape));
+    }
+
+    auto check_range = [&](auto v) {
+        if (v < 0 || v > S) fail<ValueError>("{}: valid length {} out of range [0, {}] for rows of S = {}", op, v, S, S);
+    };
+    out.lens.reserve(static_cast<size_t>(valid_lens.numel()));
+    if (valid_lens.dtype() == DType::int64) {
+        for (int64_t v : valid_lens.to_vector<int64_t>()) {
+            check_range(v);
+            out.lens.push_back(v);
+        }
+    } else if (is_floating(valid_lens.dtype())) {
+        // d2l keeps lengths in float tensors at times; accept them when whole
+        for (double v : valid_lens.to_vector<double>()) {
+            if (v != std::floor(v)) fail<ValueError>("{}: valid length {} is not a whole number", op, v);  // also NaN
+            check_range(v);
+            out.lens.push_back(static_cast<int64_t>(v));
+        }
+    } else {
+        fail<ValueError>("{}: valid_lens must be int64, float32 or float64, got {}", op, dtype_name(valid_lens.dtype()));
+    }
+    return out;
+}
+
+// Whether `from` broadcasts to exactly `to` (NumPy rules, aligned at the right).
+bool broadcasts_to(const Shape& from, const Shape& to) {
+    if (from.size() > to.size()) return false;
+    const int lead = to.size() - from.size();
+    for (int d = 0; d < from.size(); ++d)
+        if (from[d] != 1 && from[d] != to[lead + d]) return false;
+    return true;
+}
+
+}  // namespace
+
+// masked_softmax(x, n)_i = softmax(x[:n])_i for i < n, 0 for i ≥ n
+Tensor masked_softmax(const Tensor& x, const Tensor& valid_lens) {
+    const char* op = "masked_softmax";
+    if (!valid_lens.defined()) return softmax(x);  // d2l: valid_lens None means no mask
+    const Rows rows = as_rows(x, op, "x");         // (..., T, S) as (R, S)
+    const ValidLengths lens = valid_lengths(valid_lens, x.shape(), rows.count);
+    Tensor out = Tensor::empty(x.shape(), x.dtype());  // (..., T, S)
+    visit_floating(x.dtype(), op, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* in = rows.data.data<T>();
+        T* o = out.data<T>();
+        const int64_t S = rows.length;
+        for_each_row(rows.count, S, [&](int64_t r) {
+            const int64_t n = lens.of_row(r);
+            softmax_row(in + r * S, o + r * S, n, keep_all);  // the first n entries: an ordinary softmax
+            std::fill(o + r * S + n, o + (r + 1) * S, T(0));  // padding gets no attention
+        });
+    });
+    return out;
+}
+
+// masked_softmax_by_mask(x, keep)_i = exp(x_i) / Σ_{keep_j} exp(x_j) where keep_i, else 0
+Tensor masked_softmax_by_mask(const Tensor& x, const Tensor& keep) {
+    const char* op = "masked_softmax_by_mask";
+    const Rows rows = as_rows(x, op, "x");  // (..., T, S) as (R, S)
+    if (!keep.defined()) fail<ValueError>("{}: keep is undefined", op);
+    if (keep.dtype() != DType::boolean)
+        fail<ValueError>("{}: keep must be a bool mask, got {}", op, dtype_name(keep.dtype()));
+    if (!broadcasts_to(keep.shape(), x.shape()))
+        fail<ShapeError>("{}: mask of shape {} does not broadcast to x of shape {}", op, shape_str(keep.shape()),
+                         shape_str(x.shape()));
+    // The mask is read in place through broadcast strides (a (B, 1, 1, S) pad
+    // mask has stride 0 along heads and queries), never expanded in memory.
+    const Tensor k = keep.expand(x.shape());  // (..., T, S)
+    const Shape lead = leading_shape(x.shape());
+    const int64_t k_inner = k.strides().back();
+    const bool* k_base = k.data<bool>();
+    Tensor out = Tensor::empty(x.shape(), x.dtype());  // (..., T, S)
+    visit_floating(x.dtype(), op, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* in = rows.data.data<T>();
+        T* o = out.data<T>();
+        const int64_t S = rows.length;
+        for_each_row(rows.count, S, [&](int64_t r) {
+            // where row r's mask starts: unravel r over the leading dims
+            int64_t offset = 0, rest = r;
+            for (int d = lead.size() - 1; d >= 0; --d) {
+                offset += rest % lead[d] * k.strides()[d];
+                rest /= lead[d];
+            }
+            const bool* kr = k_base + offset;
+            softmax_row(in + r * S, o + r * S, S, [&](int64_t i) { return kr[i * k_inner]; });
+        });
+    });
+    return out;
+}
+
+// =====================================================================================
+// layer norm (seed 000)
+// =====================================================================================
+
+namespace {
+
+// weight or bias of a layer norm: undefined, or (D) with x's dtype.
+Tensor affine_param(const Tensor& p, const char* name, const Tensor& x, const char* op) {
+    if (!p.defined()) return p;
+    if (!(p.shape() == Shape{x.shape().back()}))
+        fail<ShapeError>("{}: {} of shape {} does not match the last dimension of x {}", op, name, shape_str(p.shape()),
+                         shape_str(x.shape()));
+    if (p.dtype() != x.dtype())
+        fail<ValueError>("{}: {} has dtype {} but x has {}", op, name, dtype_name(p.dtype()), dtype_name(x.dtype()));
+    return p.contiguous();
+}
+
+}  // namespace
+
+// y = (x - mean) / √(var + eps) * weight + bias, mean and biased var over the last dim
+
+LayerNormOut layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+    const char* op = "layer_norm";
+    const Rows rows = as_rows(x, op, "x");  // (..., D) as (R, D)
+    if (rows.length == 0) fail<ValueError>("{}: x of shape {} has empty rows", op, shape_str(x.shape()));
+    if (!(eps >= 0)) fail<ValueError>("{}: eps must be >= 0, got {}", op, eps);
+    const Tensor w = affine_param(weight, "weight", x, op);  // (D) or undefined
+    const Tensor b = affine_param(bias, "bias", x, op);      // (D) or undefined
+    const Shape lead = leading_shape(x.shape());
+    LayerNormOut out{.y = Tensor::empty(x.shape(), x.dtype()),  // (..., D)
+                     .mean = Tensor::empty(lead, x.dtype()),    // (...)
+                     .rstd = Tensor::empty(lead, x.dtype())};   // (...)
+    visit_floating(x.dtype(), op, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* xp = rows.data.data<T>();
+        const T* wp = w.defined() ? w.data<T>() : nullptr;
+        const T* bp = b.defined() ? b.data<T>() : nullptr;
+        T* yp = out.y.data<T>();
+        T* mp = out.mean.data<T>();
+        T* rp = out.rstd.data<T>();
+        const int64_t D = rows.length;
+        for_each_row(rows.count, D, [&](int64_t r) {
+            const T* xr = xp + r * D;
+            T* yr = yp + r * D;
+            // Two passes: the mean first, then the squared deviations from it.
+            // The one-pass E[x²] - E[x]² cancels catastrophically when |mean|
+            // is large against the spread (x = 1e4 + small noise in float32).
+            Acc sum = 0;
+            for (int64_t i = 0; i < D; ++i) sum += xr[i];
+            const Acc mean = sum / static_cast<Acc>(D);
+            Acc squares = 0;
+            for (int64_t i = 0; i < D; ++i) {
+                const Acc c = xr[i] - mean;
+                squares += c * c;
+            }
+            const Acc rstd = 1.0 / std::sqrt(squares / static_cast<Acc>(D) + eps);  // biased variance, like PyTorch
+            for (int64_t i = 0; i < D; ++i) {
+                Acc v = (xr[i] - mean) * rstd;  // x̂_i
+                if (wp) v *= wp[i];
+                if (bp) v += bp[i];
+                yr[i] = static_cast<T>(v);
+            }
+            mp[r] = static_cast<T>(mean);
+            rp[r] = static_cast<T>(rstd);
+        });
+    });
+    return out;
+}
+
+// Backward of  y = x̂ ⊙ w + b,  x̂ = (x - μ) r,  μ = mean(x),  r = (var(x) + eps)^(-1/2),
+// one row of D entries at a time (after llm.c's doc/layernorm).
+//
+//   dbias_i   = Σ_rows dy_i                 (y depends on b_i with slope 1)
+//   dweight_i = Σ_rows dy_i x̂_i             (and on w_i with slope x̂_i)
+//   g_i       = dy_i w_i                    (the gradient arriving at x̂_i)
+//
+// For dx we need ∂x̂_i/∂x_j. Two facts:
+//   ∂μ/∂x_j   = 1/D
+//   ∂var/∂x_j = (2/D) Σ_k (x_k - μ)(δ_kj - 1/D) = (2/D)(x_j - μ)   (since Σ_k (x_k - μ) = 0)
+//   ∂r/∂x_j   = -½ r³ ∂var/∂x_j = -r³ (x_j - μ)/D = -r² x̂_j / D
+// so
+//   ∂x̂_i/∂x_j = r (δ_ij - 1/D) + (x_i - μ) ∂r/∂x_j = r (δ_ij - 1/D - x̂_i x̂_j / D)
+// and the chain rule sums over i:
+//   dx_j = Σ_i g_i ∂x̂_i/∂x_j = r (g_j - mean(g) - x̂_j mean(g ⊙ x̂)).
+// Two row sums (Σ g and Σ g x̂) and one pass, instead of a D×D Jacobian.
+LayerNormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                                   const Tensor& weight, bool has_bias) {
+    const char* op = "layer_norm_backward";
+    const Rows rows = as_rows(x, op, "x");  // (..., D) as (R, D)
+    const Shape lead = leading_shape(x.shape());
+    const Tensor dy = expect(grad_y, "grad_y", x.shape(), x.dtype(), op);  // (..., D)
+    const Tensor mu = expect(mean, "mean", lead, x.dtype(), op);           // (...)
+    const Tensor rs = expect(rstd, "rstd", lead, x.dtype(), op);           // (...)
+    const Tensor w = affine_param(weight, "weight", x, op);                // (D) or undefined
+    const int64_t R = rows.count, D = rows.length;
+    LayerNormGrads grads{.dx = Tensor::empty(x.shape(), x.dtype()),
+                         .dweight = w.defined() ? Tensor::empty({D}, x.dtype()) : Tensor(),
+                         .dbias = has_bias ? Tensor::empty({D}, x.dtype()) : Tensor()};
+    visit_floating(x.dtype(), op, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* xp = rows.data.data<T>();
+        const T* dyp = dy.data<T>();
+        const T* mp = mu.data<T>();
+        const T* rp = rs.data<T>();
+        const T* wp = w.defined() ? w.data<T>() : nullptr;
+        T* dxp = grads.dx.data<T>();
+
+        // dx, row by row
+        for_each_row(R, D, [&](int64_t r) {
+            const T* xr = xp + r * D;
+            const T* dyr = dyp + r * D;
+            T* dxr = dxp + r * D;
+            const Acc m = mp[r], rstd_r = rp[r];
+            Acc sum_g = 0, sum_gx = 0;  // Σ g, Σ g x̂
+            for (int64_t i = 0; i < D; ++i) {
+                const Acc g = wp ? static_cast<Acc>(dyr[i]) * wp[i] : static_cast<Acc>(dyr[i]);
+                sum_g += g;
+                sum_gx += g * ((xr[i] - m) * rstd_r);
+            }
+            const Acc mean_g = sum_g / static_cast<Acc>(D), mean_gx = sum_gx / static_cast<Acc>(D);
+            for (int64_t i = 0; i < D; ++i) {
+                const Acc g = wp ? static_cast<Acc>(dyr[i]) * wp[i] : static_cast<Acc>(dyr[i]);
+                const Acc xhat = (xr[i] - m) * rstd_r;
+                dxr[i] = static_cast<T>(rstd_r * (g - mean_g - xhat * mean_gx));
+            }
+        });
+
+        // dweight and dbias sum over rows. Splitting rows across threads would
+        // need per-thread partial sums added in a thread-count-dependent
+        // order; splitting columns instead keeps each column's sum in one
+        // thread, in row order, so the bits never depend on the thread count.
+        if (!grads.dweight.defined() && !grads.dbias.defined()) return;
+        T* dwp = grads.dweight.defined() ? grads.dweight.template data<T>() : nullptr;
+        T* dbp = grads.dbias.defined() ? grads.dbias.template data<T>() : nullptr;
+        parallel_for(0, D, R, [&](int64_t c0, int64_t c1) {
+            std::vector<Acc> dw(static_cast<size_t>(c1 - c0), 0.0), db(static_cast<size_t>(c1 - c0), 0.0);
+            for (int64_t r = 0; r < R; ++r) {
+                const T* xr = xp + r * D;
+                const T* dyr = dyp + r * D;
+                const Acc m = mp[r], rstd_r = rp[r];
+                for (int64_t i = c0; i < c1; ++i) {
+                    db[i - c0] += dyr[i];
+                    dw[i - c0] += dyr[i] * ((xr[i] - m) * rstd_r);
+                }
+            }
+            for (int64_t i = c0; i < c1; ++i) {
+                if (dwp) dwp[i] = static_cast<T>(dw[i - c0]);
+                if (dbp) dbp[i] = static_cast<T>(db[i - c0]);
+            }
+        });
+    });
+    return grads;
+}
+
+// =====================================================================================
+// cross-entropy
+// =====================================================================================
+//
+// With lse = log Σ_v exp(x_v), log p_v = x_v - lse and Σ_v q_v = 1:
+//   loss = -Σ_v q_v (x_v - lse) = lse - (1-ε) x_t - ε mean_v(x_v).
+// Shifting by the row max m (lse = m + log Σ exp(x_v - m)) gives
+//   loss = log Σ exp(x_v - m) - (1-ε)(x_t - m) - ε (mean(x) - m),
+// where every term is a small number and the log's argument is ≥ 1.
+// Its gradient: ∂loss/∂x_v = p_v - q_v.
+
+namespace {
+
+struct CrossEntropyInputs {
+    Rows logits;                  // (N, V)
+    std::vector<int64_t> target;  // (N), each in [0, V) or ignore_index
+};
+
+CrossEntropyInputs cross_entropy_inputs(const Tensor& logits, const Tensor& targets, double label_smoothing,
+                                        int64_t ignore_index, const char* op) {
+    CrossEntropyInputs in{.logits = as_rows(logits, op, "logits"), .target = {}};
+    if (logits.dim() != 2) fail<ShapeError>("{}: logits must be 2-D (N, V), got {}", op, shape_str(logits.shape()));
+    const int64_t N = logits.shape()[0], V = logits.shape()[1];
+    if (V == 0) fail<ValueError>("{}: logits of shape {} have no classes", op, shape_str(logits.shape()));
+    if (!(label_smoothing >= 0 && label_smoothing <= 1))
+        fail<ValueError>("{}: label_smoothing must be in [0, 1], got {}", op, label_smoothing);
+    if (!targets.defined()) fail<ValueError>("{}: targets is undefined", op);
+    if (targets.dtype() != DType::int64)
+        fail<ValueError>("{}: targets must be int64, got {}", op, dtype_name(targets.dtype()));
+    if (!(targets.shape() == Shape{N}))
+        fail<ShapeError>("{}: targets of shape {} do not match logits of shape {} (expected ({}))", op,
+                         shape_str(targets.shape()), shape_str(logits.shape()), N);
+    in.target = targets.to_vector<int64_t>();
+    for (int64_t t : in.target)
+        if (t != ignore_index && (t < 0 || t >= V)) fail<IndexError>("{}: target {} out of range for {} classes", op, t, V);
+    return in;
+}
+
+// max and log Σ exp(x - max) of one row, the two numbers both directions need.
+template <class T>
+std::pair<Acc, Acc> max_and_log_sum(const T* x, int64_t n) {
+    T m = x[0];
+    for (int64_t i = 1; i < n; ++i)
+        if (x[i] > m) m = x[i];
+    Acc sum = 0;
+    for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - m);
+    return {m, std::log(sum)};
+}
+
+}  // namespace
+
+// loss_n = -Σ_v q_v log softmax(logits_n)_v,  q = (1-ε) onehot(t_n) + ε/V
+Tensor cross_entropy_rows(const Tensor& logits, const Tensor& targets, double label_smoothing, int64_t ignore_index) {
+    const char* op = "cross_entropy";
+    const CrossEntropyInputs in = cross_entropy_inputs(logits, targets, label_smoothing, ignore_index, op);
+    const int64_t N = in.logits.count, V = in.logits.length;
+    const double eps = label_smoothing;
+    Tensor loss = Tensor::empty({N}, logits.dtype());  // (N)
+    visit_floating(logits.dtype(), op, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* xp = in.logits.data.data<T>();
+        T* lp = loss.data<T>();
+        for_each_row(N, V, [&](int64_t n) {
+            const int64_t t = in.target[n];
+            if (t == ignore_index) {
+                lp[n] = T(0);
+                return;
+            }
+            const T* x = xp + n * V;
+            const auto [m, log_sum] = max_and_log_sum(x, V);
+            Acc l = log_sum;
+            // each term only when its weight is non-zero, so a -inf logit with
+            // weight 0 never makes 0 · inf = NaN
+            if (eps < 1) l -= (1 - eps) * (x[t] - m);
+            if (eps > 0) {
+                Acc shifted = 0;  // Σ_v (x_v - m)
+                for (int64_t v = 0; v < V; ++v) shifted += x[v] - m;
+                l -= eps * shifted / static_cast<Acc>(V);
+            }
+            lp[n] = static_cast<T>(l);
+        });
+    });
+    return loss;
+}
+
+// dlogits_n = grad_n (softmax(logits_n) - q_n), 0 for ignored rows
+Tensor cross_entropy_rows_backward(const Tensor& grad_rows, const Tensor& logits, const Tensor& targets,
+                                   double label_smoothing, int64_t ignore_index) {
+    const char* op = "cross_entropy_backward";
+    const CrossEntropyInputs in = cross_entropy_inputs(logits, targets, label_smoothing, ignore_index, op);
+    const int64_t N = in.logits.count, V = in.logits.length;
+    const Tensor g = expect(grad_rows, "grad_rows", Shape{N}, logits.dtype(), op);  // (N)
+    const double eps = label_smoothing;
+    Tensor dlogits = Tensor::empty(logits.shape(), logits.dtype());  // (N, V)
+    visit_floating(logits.dtype(), op, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* xp = in.logits.data.data<T>();
+        const T* gp = g.data<T>();
+        T* dp = dlogits.data<T>();
+        for_each_row(N, V, [&](int64_t n) {
+            T* d = dp + n * V;
+            const int64_t t = in.target[n];
+            if (t == ignore_index) {
+                std::fill(d, d + V, T(0));
+                return;
+            }
+            const T* x = xp + n * V;
+            // p = softmax(x), with one exp per entry: d holds exp(x - m) until the sum is known
+            T m = x[0];
+            for (int64_t v = 1; v < V; ++v)
+                if (x[v] > m) m = x[v];
+            Acc sum = 0;
+            for (int64_t v = 0; v < V; ++v) {
+                d[v] = std::exp(x[v] - m);
+                sum += d[v];
+            }
+            const Acc gn = gp[n], inv_sum = 1.0 / sum;
+            for (int64_t v = 0; v < V; ++v) {
+                const Acc q = eps / static_cast<Acc>(V) + (v == t ? 1 - eps : 0.0);
+                d[v] = static_cast<T>(gn * (d[v] * inv_sum - q));
+            }
+        });
+    });
+    return dlogits;
+}
+}  // namespace tformer::core
