@@ -16,8 +16,9 @@ namespace tformer::tasks {
 /// d2l's sentence BLEU:
 ///   exp(min(0, 1 - len_label / len_pred)) * prod_{n=1..k} p_n^(1 / 2^n)
 /// where p_n = (n-grams of pred matched in label, each label n-gram used at
-/// most as often as it occurs there) / (len_pred - n + 1). Longer n-grams get
-/// the larger weights 1/2, 1/4, ... in this form; k >= 1.
+/// most as often as it occurs there) / (len_pred - n + 1). The exponents
+/// 1/2, 1/4, 1/8, ... shrink with n, so a given precision of long n-grams
+/// lowers the score less than the same precision of short ones; k >= 1.
 /// Where d2l divides by zero (len_pred < n for some n <= k, including an
 /// empty prediction) this returns 0: no n-gram of that order can match.
 double bleu(const TokenLine& pred, const TokenLine& label, int k);

@@ -132,8 +132,10 @@ FraEngData load_fra_eng(const FraEngOptions& options) {
         raw = sample_pairs(raw, options.sample_size, gen);
     }
 
-    // 3: d2l preprocessing, side by side (the tab never changes, and no side
-    // starts with , . ! ? in practice, so this equals preprocessing the file).
+    // 3: d2l preprocessing, one side at a time. That equals d2l's call on the
+    // whole file except for a side that starts with , . ! ? (d2l would put a
+    // space before it, as its previous character is '\n' or '\t'); fra.txt
+    // has no such side.
     // Pairs are independent, so both cores share the work; nothing here can
     // throw, as step 1 has already checked the UTF-8.
     std::vector<SentencePair> pairs(raw.size());
