@@ -49,11 +49,12 @@ DimMask reduction_mask(int ndim, const Dims& dims, const char* op) {
         for (int d = 0; d < ndim; ++d) mask[d] = true;
         return mask;
     }
-    // a 0-d tensor is checked as if it had one dimension, as PyTorch does
-    const int checked = std::max(ndim, 1);
+    // a 0-d tensor accepts dimension 0 or -1, as PyTorch does
     DimMask seen{};
     for (int64_t dim : dims) {
-        const int d = normalize_dim(dim, checked, op);
+        if (ndim == 0 && dim != 0 && dim != -1)
+            fail<IndexError>("{}: dimension {} out of range for a 0-d tensor (expected -1 or 0)", op, dim);
+        const int d = normalize_dim(dim, std::max(ndim, 1), op);
         if (seen[d]) fail<ValueError>("{}: dimension {} appears more than once in {}", op, d, dims_list_str(dims));
         seen[d] = true;
         if (d < ndim) mask[d] = true;

@@ -393,6 +393,7 @@ TEST_CASE("sum/max/argmax/var/sum_to_shape: bad input throws naming the op and s
     REQUIRE_THROWS_AS(sum(x, {2}), IndexError);
     REQUIRE_THROWS_WITH(sum(x, {2}), "sum: dimension 2 out of range for a 2-d tensor (expected -2 to 1)");
     REQUIRE_THROWS_WITH(mean(x, {-3}), Catch::Contains("mean: dimension -3 out of range"));
+    REQUIRE_THROWS_WITH(sum(scalar(1.0), {1}), "sum: dimension 1 out of range for a 0-d tensor (expected -1 or 0)");
     REQUIRE_THROWS_AS(sum(x, {1, -1}), ValueError);
     REQUIRE_THROWS_WITH(sum(x, {1, -1}), "sum: dimension 1 appears more than once in [1, -1]");
     REQUIRE_THROWS_WITH(var(x, {0, 0}, true), "var: dimension 0 appears more than once in [0, 0]");

@@ -1,0 +1,388 @@
+// d2l's text pipeline for machine translation (seed 000 calls it through
+// d2l.load_data_nmt): preprocess_nmt, tokenize_nmt, Vocab, build_array_nmt.
+#include "tasks/text.hpp"
+
+#include "core/error.hpp"
+#include "core/parallel.hpp"
+
+#include <algorithm>
+
+namespace tformer::tasks {
+
+// ==== UTF-8 ====================================================================
+
+namespace {
+
+// Decodes the code point that starts at text[pos] into `cp` and returns its
+// length in bytes, or 0 when the bytes there are not well-formed UTF-8. The
+// byte ranges are those of the Unicode standard's table 3-7, which rule out
+// overlong forms (C0, C1, E0 80..9F, F0 80..8F), surrogates (ED A0..BF) and
+// code points above U+10FFFF (F4 90.., F5..FF).
+int decode_utf8(std::string_view text, size_t pos, char32_t& cp) {
+    const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
+    const unsigned char b0 = byte(pos);
+    if (b0 < 0x80) {
+        cp = b0;
+        return 1;
+    }
+    int len;
+    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (b0 >= 0xC2 && b0 <= 0xDF) {
+        len = 2;
+        cp = b0 & 0x1F;
+    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
+        len = 3;
+        cp = b0 & 0x0F;
+        if (b0 == 0xE0) lo = 0xA0;  // below is overlong
+        if (b0 == 0xED) hi = 0x9F;  // above is a surrogate
+    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
+        len = 4;
+        cp = b0 & 0x07;
+        if (b0 == 0xF0) lo = 0x90;  // below is overlong
+        if (b0 == 0xF4) hi = 0x8F;  // above is past U+10FFFF
+    } else {
+        return 0;  // a continuation byte, C0/C1 or F5..FF cannot start a character
+    }
+    if (pos + len > text.size()) return 0;
+    for (int k = 1; k < len; ++k) {
+        const unsigned char b = byte(pos + k);
+        const unsigned char min = k == 1 ? lo : 0x80, max = k == 1 ? hi : 0xBF;
+        if (b < min || b > max) return 0;
+        cp = (cp << 6) | (b & 0x3F);
+    }
+    return len;
+}
+
+void append_utf8(std::string& out, char32_t cp) {
+    if (cp < 0x80) {
+        out += static_cast<char>(cp);
+    } else if (cp < 0x800) {
+        out += static_cast<char>(0xC0 | (cp >> 6));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        out += static_cast<char>(0xE0 | (cp >> 12));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    } else {
+        out += static_cast<char>(0xF0 | (cp >> 18));
+        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (cp & 0x3F));
+    }
+}
+
+// The lowercase of one code point, as Python's str.lower() gives it, for
+// ASCII, Latin-1 Supplement, Latin Extended-A and basic Cyrillic. Every other
+// code point maps to itself. (U+0130 İ lowercases to two code points and is
+// handled by the caller.)
+char32_t lower_code_point(char32_t cp) {
+    if (cp >= U'A' && cp <= U'Z') return cp + 0x20;
+    if (cp < 0xC0) return cp;
+    // Latin-1: À..Þ -> à..þ, except × (U+00D7), which is not a letter.
+    if (cp <= 0xDE) return cp == 0xD7 ? cp : cp + 0x20;
+    if (cp >= 0x100 && cp <= 0x17F) {
+        // Latin Extended-A is mostly (capital, small) pairs. The pairs start on
+        // an even code point except in U+0139..U+0148 and U+0179..U+017E,
+        // where they start on an odd one; ı ĸ ŉ ſ have no capital partner
+        // here, and Ÿ's small letter ÿ is U+00FF back in Latin-1.
+        if (cp == 0x178) return 0xFF;
+        if (cp == 0x131 || cp == 0x138 || cp == 0x149 || cp == 0x17F) return cp;
+        const bool odd_pairs = (cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17E);
+        const bool is_capital = odd_pairs ? (cp % 2 == 1) : (cp % 2 == 0);
+        return is_capital ? cp + 1 : cp;
+    }
+    // Cyrillic: А..Я -> а..я and Ѐ..Џ -> ѐ..џ.
+    if (cp >= 0x410 && cp <= 0x42F) return cp + 0x20;
+    if (cp >= 0x400 && cp <= 0x40F) return cp + 0x50;
+    return cp;
+}
+
+[[noreturn]] void fail_utf8(const char* op, std::string_view text, size_t pos) {
+    fail<ValueError>("{}: invalid UTF-8 at byte {} (0x{:02X})", op, pos,
+                     static_cast<unsigned>(static_cast<unsigned char>(text[pos])));
+}
+
+}  // namespace
+
+bool is_valid_utf8(std::string_view text) {
+    char32_t cp;
+    for (size_t pos = 0; pos < text.size();) {
+        if (static_cast<unsigned char>(text[pos]) < 0x80) {  // fast path for ASCII
+            ++pos;
+            continue;
+        }
+        const int len = decode_utf8(text, pos, cp);
+        if (len == 0) return false;
+        pos += len;
+    }
+    return true;
+}
+
+std::string utf8_lower(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    char32_t cp;
+    for (size_t pos = 0; pos < text.size();) {
+        const int len = decode_utf8(text, pos, cp);
+        if (len == 0) fail_utf8("utf8_lower", text, pos);
+        pos += len;
+        if (cp == 0x130) {
+            // Python: "İ".lower() == "i̇", i followed by U+0307 COMBINING DOT ABOVE.
+            out += 'i';
+            append_utf8(out, 0x307);
+        } else {
+            append_utf8(out, lower_code_point(cp));
+        }
+    }
+    return out;
+}
+
+// ==== preprocessing and tokenising ===================================================
+
+// d2l (seed 000, via load_data_nmt):
+//   text = text.replace('\u202f', ' ').replace('\xa0', ' ').lower()
+//   out = [' ' + char if i > 0 and no_space(char, text[i - 1]) else char ...]
+// where no_space(char, prev) is `char in set(',.!?') and prev != ' '`. The
+// test looks at the previous character of the replaced, lowercased text, not
+// at the output, so "a.." becomes "a . .". One pass does all three steps.
+std::string preprocess_nmt(std::string_view text) {
+    std::string out;
+    out.reserve(text.size() + text.size() / 8);
+    char32_t prev = 0;  // previous character of the replaced, lowercased text
+    bool first = true;  // d2l's `i > 0`
+    const auto emit = [&](char32_t c) {
+        const bool punct = c == U',' || c == U'.' || c == U'!' || c == U'?';
+        if (!first && punct && prev != U' ') out += ' ';
+        append_utf8(out, c);
+        prev = c;
+        first = false;
+    };
+    char32_t cp;
+    for (size_t pos = 0; pos < text.size();) {
+        const int len = decode_utf8(text, pos, cp);
+        if (len == 0) fail_utf8("preprocess_nmt", text, pos);
+        pos += len;
+        if (cp == 0x202F || cp == 0xA0) {
+            emit(U' ');
+        } else if (cp == 0x130) {
+            emit(U'i');  // see utf8_lower
+            emit(0x307);
+        } else {
+            emit(lower_code_point(cp));
+        }
+    }
+    return out;
+}
+
+TokenLine tokenize(std::string_view line) {
+    TokenLine tokens;
+    size_t start = 0;
+    while (true) {
+        const size_t space = line.find(' ', start);
+        if (space == std::string_view::npos) {
+            tokens.emplace_back(line.substr(start));
+            return tokens;
+        }
+        tokens.emplace_back(line.substr(start, space - start));
+        start = space + 1;
+    }
+}
+
+// d2l:
+//   for i, line in enumerate(text.split('\n')):
+//       if num_examples and i > num_examples: break
+//       parts = line.split('\t')
+//       if len(parts) == 2: source.append(parts[0].split(' ')); target.append(...)
+NmtTokens tokenize_nmt(std::string_view text, int64_t num_examples) {
+    if (num_examples < 0) fail<ValueError>("tokenize_nmt: num_examples must be >= 0, got {}", num_examples);
+    NmtTokens result;
+    size_t start = 0;
+    for (int64_t i = 0; start <= text.size(); ++i) {
+        if (num_examples > 0 && i > num_examples) break;  // d2l's off-by-one: lines 0..num_examples
+        size_t end = text.find('\n', start);
+        if (end == std::string_view::npos) end = text.size();
+        const std::string_view line = text.substr(start, end - start);
+        start = end + 1;  // past the end after the last line, like Python's split
+        const size_t tab = line.find('\t');
+        if (tab == std::string_view::npos || line.find('\t', tab + 1) != std::string_view::npos) continue;
+        result.source.push_back(tokenize(line.substr(0, tab)));
+        result.target.push_back(tokenize(line.substr(tab + 1)));
+    }
+    return result;
+}
+
+// ==== Vocab =====================================================================
+
+Vocab::Vocab() { add("<unk>"); }
+
+void Vocab::add(std::string token) {
+    token_to_idx_.emplace(token, size());
+    idx_to_token_.push_back(std::move(token));
+}
+
+// d2l.Vocab:
+//   counter = collections.Counter(token for line in tokens for token in line)
+//   self._token_freqs = sorted(counter.items(), key=lambda x: x[1], reverse=True)
+//   self.idx_to_token = ['<unk>'] + reserved_tokens
+//   for token, freq in self._token_freqs:
+//       if freq < min_freq: break
+//       if token not in self.token_to_idx: append it
+// A Counter iterates in first-appearance order and Python's sort is stable
+// (also with reverse=True), so equal counts keep first-appearance order;
+// std::stable_sort on a first-appearance list does the same.
+Vocab::Vocab(const TokenLines& lines, int64_t min_freq, const std::vector<std::string>& reserved) : Vocab() {
+    for (const std::string& token : reserved) {
+        if (contains(token)) fail<ValueError>("Vocab: reserved token '{}' appears twice (or is <unk>)", token);
+        add(token);
+    }
+    // Count in first-appearance order. The views point into `lines`, which
+    // outlives this constructor's counting.
+    std::vector<std::pair<std::string_view, int64_t>> freqs;
+    std::unordered_map<std::string_view, size_t> slot;
+    for (const TokenLine& line : lines) {
+        for (const std::string& token : line) {
+            const auto [it, inserted] = slot.try_emplace(token, freqs.size());
+            if (inserted) freqs.emplace_back(token, 0);
+            ++freqs[it->second].second;
+        }
+    }
+    std::stable_sort(freqs.begin(), freqs.end(), [](const auto& a, const auto& b) { return a.second > b.second; });
+    for (const auto& [token, freq] : freqs) {
+        if (freq < min_freq) break;
+        if (!contains(token)) add(std::string(token));
+    }
+}
+
+int64_t Vocab::to_index(std::string_view token) const {
+    const auto it = token_to_idx_.find(token);
+    return it == token_to_idx_.end() ? kUnk : it->second;
+}
+
+std::vector<int64_t> Vocab::to_indices(const TokenLine& line) const {
+    std::vector<int64_t> ids;
+    ids.reserve(line.size());
+    for (const std::string& token : line) ids.push_back(to_index(token));
+    return ids;
+}
+
+bool Vocab::contains(std::string_view token) const { return token_to_idx_.find(token) != token_to_idx_.end(); }
+
+const std::string& Vocab::to_token(int64_t index) const {
+    if (index < 0 || index >= size())
+        fail<IndexError>("Vocab::to_token: index {} out of range for vocabulary of {}", index, size());
+    return idx_to_token_[static_cast<size_t>(index)];
+}
+
+TokenLine Vocab::to_tokens(const std::vector<int64_t>& indices) const {
+    TokenLine tokens;
+    tokens.reserve(indices.size());
+    for (int64_t index : indices) tokens.push_back(to_token(index));
+    return tokens;
+}
+
+namespace {
+constexpr std::string_view kVocabMagic = "tformer-vocab 1 ";
+}  // namespace
+
+std::string Vocab::serialize() const {
+    std::string out = fmt::format("{}{}\n", kVocabMagic, size());
+    for (const std::string& token : idx_to_token_) {
+        for (char c : token) {
+            switch (c) {
+                case '\\': out += "\\\\"; break;
+                case '\n': out += "\\n"; break;
+                case '\t': out += "\\t"; break;
+                case '\r': out += "\\r"; break;
+                default: out += c;
+            }
+        }
+        out += '\n';
+    }
+    return out;
+}
+
+Vocab Vocab::deserialize(std::string_view text) {
+    // Header: "tformer-vocab 1 <size>\n".
+    size_t header_end = text.find('\n');
+    if (!text.starts_with(kVocabMagic) || header_end == std::string_view::npos)
+        fail<IOError>("Vocab::deserialize: missing header '{}<size>'", kVocabMagic);
+    const std::string_view count_text = text.substr(kVocabMagic.size(), header_end - kVocabMagic.size());
+    int64_t count = 0;
+    if (count_text.empty() || count_text.size() > 12 ||
+        !std::all_of(count_text.begin(), count_text.end(), [](char c) { return c >= '0' && c <= '9'; }))
+        fail<IOError>("Vocab::deserialize: bad token count '{}'", count_text);
+    for (char c : count_text) count = count * 10 + (c - '0');
+
+    Vocab vocab;
+    vocab.idx_to_token_.clear();
+    vocab.token_to_idx_.clear();
+    size_t pos = header_end + 1;
+    for (int64_t i = 0; i < count; ++i) {
+        const size_t end = text.find('\n', pos);
+        if (end == std::string_view::npos)
+            fail<IOError>("Vocab::deserialize: header says {} tokens but the text ends after {}", count, i);
+        std::string token;
+        for (size_t k = pos; k < end; ++k) {
+            if (text[k] != '\\') {
+                token += text[k];
+                continue;
+            }
+            const char e = k + 1 < end ? text[k + 1] : '\0';
+            if (e == '\\') token += '\\';
+            else if (e == 'n') token += '\n';
+            else if (e == 't') token += '\t';
+            else if (e == 'r') token += '\r';
+            else fail<IOError>("Vocab::deserialize: bad escape in token {} (line {})", i, i + 2);
+            ++k;
+        }
+        if (vocab.contains(token)) fail<IOError>("Vocab::deserialize: token '{}' appears twice", token);
+        vocab.add(std::move(token));
+        pos = end + 1;
+    }
+    if (pos != text.size())
+        fail<IOError>("Vocab::deserialize: text continues after the {} tokens the header announces", count);
+    if (vocab.size() == 0 || vocab.idx_to_token_[0] != "<unk>")
+        fail<IOError>("Vocab::deserialize: the first token must be <unk>");
+    return vocab;
+}
+
+// ==== arrays ======================================================================
+
+// d2l: line[:num_steps] if len(line) > num_steps else line + [pad] * (num_steps - len(line))
+std::vector<int64_t> truncate_pad(const std::vector<int64_t>& line, int64_t num_steps, int64_t padding) {
+    if (num_steps < 1) fail<ValueError>("truncate_pad: num_steps must be >= 1, got {}", num_steps);
+    std::vector<int64_t> out(static_cast<size_t>(num_steps), padding);
+    std::copy_n(line.begin(), std::min<size_t>(line.size(), out.size()), out.begin());
+    return out;
+}
+
+// d2l:
+//   lines = [vocab[l] + [vocab['<eos>']] for l in lines]
+//   array = torch.tensor([truncate_pad(l, num_steps, vocab['<pad>']) for l in lines])
+//   valid_len = (array != vocab['<pad>']).type(torch.int32).sum(1)
+NmtArray build_array_nmt(const TokenLines& lines, const Vocab& vocab, int64_t num_steps) {
+    if (num_steps < 1) fail<ValueError>("build_array_nmt: num_steps must be >= 1, got {}", num_steps);
+    if (!vocab.contains("<pad>") || !vocab.contains("<eos>"))
+        fail<ValueError>("build_array_nmt: the vocabulary ({} tokens) has no <pad> or no <eos>", vocab.size());
+    const int64_t pad = vocab.to_index("<pad>"), eos = vocab.to_index("<eos>");
+    const auto n = static_cast<int64_t>(lines.size());
+    NmtArray result{.tokens = core::Tensor::empty({n, num_steps}, core::DType::int64),
+                    .valid_lens = core::Tensor::empty({n}, core::DType::int64)};
+    int64_t* tokens = result.tokens.data<int64_t>();       // (N, T)
+    int64_t* valid_lens = result.valid_lens.data<int64_t>();  // (N)
+    // Rows are independent and the vocabulary is only read: split them over threads.
+    core::parallel_for(0, n, num_steps * 8, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+            const TokenLine& line = lines[static_cast<size_t>(i)];
+            const auto len = static_cast<int64_t>(line.size());
+            int64_t* row = tokens + i * num_steps;
+            // ids of the line, then <eos>, then <pad> up to num_steps
+            for (int64_t t = 0; t < num_steps; ++t)
+                row[t] = t < len ? vocab.to_index(line[static_cast<size_t>(t)]) : t == len ? eos : pad;
+            valid_lens[i] = std::count_if(row, row + num_steps, [pad](int64_t id) { return id != pad; });
+        }
+    });
+    return result;
+}
+
+}  // namespace tformer::tasks
