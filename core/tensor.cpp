@@ -175,7 +175,7 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op, const Shape
 bool view_strides(const Shape& old_shape, const Strides& old_strides, const Shape& new_shape, Strides& out) {
     out = Dims::filled(new_shape.size(), 1);
     int64_t numel = shape_numel(old_shape);
-    if (numel == 0) {
+    if (numel == 0 || old_shape.empty()) {  // nothing to keep in place: any layout works
         out = contiguous_strides(new_shape);
         return true;
     }
