@@ -52,6 +52,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
 int64_t Tensor::size(int64_t d) const { return shape_[normalize_dim(d, dim(), "size")]; }
 
 bool Tensor::is_contiguous() const {
+    if (numel_ == 0) return true;  // nothing to lay out (PyTorch agrees)
     int64_t expected = 1;
     for (int d = dim() - 1; d >= 0; --d) {
         if (shape_[d] == 1) continue;
