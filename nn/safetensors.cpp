@@ -491,7 +491,8 @@ SafeTensors load_safetensors(const std::string& path) {
 namespace {
 
 // What goes into the file, in order: the length field and padded header,
-// then the tensors' bytes (each tensor made contiguous).
+// then the tensors' bytes. A non-contiguous tensor is copied to row-major
+// order only when its turn to be written comes, so at most one copy exists.
 struct FilePlan {
     std::vector<uint8_t> head;  // 8-byte length + header
     std::vector<core::Tensor> data;
@@ -510,7 +511,7 @@ FilePlan plan_file(const SafeTensors& st, const char* op) {
         if (find_invalid_utf8(name) != std::string_view::npos)
             fail<ValueError>("{}: tensor name {} is not valid UTF-8", op, quote_name(name));
         if (!t.defined()) fail<ValueError>("{}: tensor {} is undefined", op, quote_name(name));
-        order.emplace_back(name, t.contiguous());
+        order.emplace_back(name, t);
     }
     // largest elements first, then by name: each tensor then starts at a
     // multiple of its element size (the header is padded to a multiple of 8)
@@ -549,6 +550,7 @@ FilePlan plan_file(const SafeTensors& st, const char* op) {
     return plan;
 }
 
+// The bytes of a contiguous tensor.
 std::span<const uint8_t> tensor_bytes(const core::Tensor& t) {
     return {static_cast<const uint8_t*>(t.raw_data()), static_cast<size_t>(t.numel() * core::dtype_size(t.dtype()))};
 }
@@ -649,7 +651,8 @@ std::vector<uint8_t> serialize_safetensors(const SafeTensors& st) {
     const FilePlan plan = plan_file(st, "serialize_safetensors");
     std::vector<uint8_t> out = plan.head;
     for (const core::Tensor& t : plan.data) {
-        const auto bytes = tensor_bytes(t);
+        const core::Tensor c = t.contiguous();
+        const auto bytes = tensor_bytes(c);
         out.insert(out.end(), bytes.begin(), bytes.end());
     }
     return out;
@@ -660,7 +663,7 @@ void save_safetensors(const std::string& path, const SafeTensors& st) {
     const FilePlan plan = plan_file(st, "save_safetensors");
     AtomicFile file(path);
     file.write(plan.head);
-    for (const core::Tensor& t : plan.data) file.write(tensor_bytes(t));
+    for (const core::Tensor& t : plan.data) file.write(tensor_bytes(t.contiguous()));
     file.commit();
 }
 

@@ -73,8 +73,9 @@ std::vector<uint8_t> serialize_safetensors(const SafeTensors& st);
 /// directory is fsync'ed so the rename itself is durable. On any failure the
 /// temporary file is removed, the file previously at `path` is untouched, and
 /// IOError is thrown naming `path` and the OS reason, e.g.
-///   save_safetensors: cannot write 'ckpt/model.safetensors': rename ...: Is a directory
-/// Invalid contents throw ValueError before anything is written.
+///   save_safetensors: cannot write 'ckpt/model.safetensors': cannot rename ...: Is a directory
+/// Invalid contents throw ValueError before anything is written. A symbolic
+/// link at `path` is replaced by the new file, not followed.
 void save_safetensors(const std::string& path, const SafeTensors& st);
 
 /// Reads and validates a safetensors file; tensors come back contiguous.
@@ -88,8 +89,9 @@ SafeTensors load_safetensors(const std::string& path);
 /// memory; `source_name` names it in errors ("parse_safetensors:
 /// '<source_name>': <problem>"). Rejects, with a message for each:
 /// fewer than 8 bytes; a header length past the end of the bytes or above
-/// kMaxSafetensorsHeaderBytes; a header that is not UTF-8, not JSON, not a
-/// JSON object or does not start with '{'; duplicate keys at any level;
+/// kMaxSafetensorsHeaderBytes; a header that is not UTF-8, holds a raw NUL
+/// byte, is not JSON, not a JSON object or does not start with '{'; JSON
+/// nested deeper than any header needs; duplicate keys at any level;
 /// entries that are not objects with exactly dtype, shape and data_offsets;
 /// unknown dtypes and known ones tformer does not hold (F16, BF16, I32, ...);
 /// shapes that are not arrays of at most kMaxDims non-negative integers;
