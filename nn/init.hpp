@@ -1,0 +1,23 @@
+// Parameter initialisation, in place, on the seeded generator.
+#pragma once
+
+#include "autograd/variable.hpp"
+#include "core/random.hpp"
+
+namespace tformer::nn::init {
+
+/// U(-a, a) with a = gain · √(6 / (fan_in + fan_out)) (Glorot & Bengio), the
+/// init d2l's train_seq2seq applies to every Linear weight.
+void xavier_uniform_(const autograd::Variable& w, core::Generator& gen = core::default_generator(), double gain = 1.0);
+/// U(low, high).
+void uniform_(const autograd::Variable& w, double low, double high, core::Generator& gen = core::default_generator());
+/// N(mean, std²).
+void normal_(const autograd::Variable& w, double mean, double std, core::Generator& gen = core::default_generator());
+/// All zeros / all ones / all `value`.
+void zeros_(const autograd::Variable& w);
+void ones_(const autograd::Variable& w);
+void constant_(const autograd::Variable& w, double value);
+/// PyTorch's default nn.Linear init: U(-1/√fan_in, 1/√fan_in) (kaiming_uniform with a = √5).
+void linear_default_(const autograd::Variable& w, int64_t fan_in, core::Generator& gen = core::default_generator());
+
+}  // namespace tformer::nn::init
