@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 
 namespace tformer::tasks {
@@ -33,7 +34,7 @@ constexpr std::string_view kFontSheet = R"font(
   !     "     #     $     %     &     '     (     )     *
 ..#.. .#.#. .#.#. ..#.. ##... .##.. ..#.. ...#. .#... .....
 ..#.. .#.#. .#.#. .#### ##..# #..#. ..#.. ..#.. ..#.. ..#..
-..#.. .#.#. ##### #.#.. ...#. #.#.. .#... .#... ...#. #.#.#
+..#.. .#.#. ##### #.#.. ...#. #.#.. ..#.. .#... ...#. #.#.#
 ..#.. ..... .#.#. .###. ..#.. .#... ..... .#... ...#. .###.
 ..#.. ..... ##### ..#.# .#... #.#.# ..... .#... ...#. #.#.#
 ..... ..... .#.#. ####. #..## #..#. ..... ..#.. ..#.. ..#..
@@ -343,13 +344,30 @@ Rect bounding_rect(PointF lo, PointF hi, double pad) {
     return {x0, y0, x1 - x0 + 1, y1 - y0 + 1};
 }
 
-// Points far outside the image are pulled in so that integer pixel
-// arithmetic cannot overflow; lines are clipped anyway.
-constexpr double kCoordLimit = 1e6;
+bool finite(PointF p) { return std::isfinite(p.x) && std::isfinite(p.y); }
 
-bool usable(PointF p) {
-    return std::isfinite(p.x) && std::isfinite(p.y) && std::abs(p.x) < kCoordLimit &&
-           std::abs(p.y) < kCoordLimit;
+// Liang-Barsky clipping: shrinks [t0, t1] to the part of a + t (b - a) that
+// lies inside `box` (in continuous coordinates); false when nothing does.
+// Clipping before any pixel arithmetic keeps far-away points (a curve leaving
+// a zoomed-in plot) from overflowing int coordinates.
+bool clip_segment(PointF a, PointF b, double x0, double y0, double x1, double y1, double& t0, double& t1) {
+    const double dx = b.x - a.x, dy = b.y - a.y;
+    // Each edge as p * t <= q: left, right, top, bottom.
+    const double p[] = {-dx, dx, -dy, dy};
+    const double q[] = {a.x - x0, x1 - a.x, a.y - y0, y1 - a.y};
+    t0 = 0, t1 = 1;
+    for (int k = 0; k < 4; ++k) {
+        if (p[k] == 0) {
+            if (q[k] < 0) return false;  // parallel to the edge and outside it
+            continue;
+        }
+        const double t = q[k] / p[k];
+        if (p[k] < 0)
+            t0 = std::max(t0, t);
+        else
+            t1 = std::min(t1, t);
+    }
+    return t0 <= t1;
 }
 
 // Dash patterns as alternating on/off lengths, in multiples of the stroke width.
@@ -472,30 +490,49 @@ void Image::draw_line(PointF from, PointF to, const Stroke& stroke) {
 void Image::draw_polyline(std::span<const PointF> points, const Stroke& stroke) {
     if (points.empty() || !(stroke.width > 0)) return;
     for (PointF p : points)
-        if (!usable(p)) return;  // callers break lines at non-finite data themselves
-    const double half = stroke.width / 2;
+        if (!finite(p)) return;  // callers break lines at non-finite data themselves
+    const double half = std::min(stroke.width, 2.0 * kMaxImageSide) / 2;
     if (points.size() == 1) {
         fill_circle(points[0], half, stroke.color);
         return;
     }
-    // The whole path's coverage goes into one mask, taking the maximum over
-    // segments, and is blended once: overlapping joints are not darkened.
-    PointF lo = points[0], hi = points[0];
-    for (PointF p : points) {
-        lo = {std::min(lo.x, p.x), std::min(lo.y, p.y)};
-        hi = {std::max(hi.x, p.x), std::max(hi.y, p.y)};
-    }
-    const Rect box = intersect(bounding_rect(lo, hi, half + 1), clip_);
-    if (box.width == 0 || box.height == 0) return;
-    std::vector<float> cover(static_cast<size_t>(box.width) * box.height, 0.0f);
-    const DashPattern pattern = dash_pattern(stroke.dash, stroke.width);
-
-    double arc = 0;  // path length before the current segment, for the dashes
+    // Clip every segment to the clip rectangle first (plus the reach of the
+    // pen), remembering where along the path each clipped piece starts.
+    struct Piece {
+        PointF from, to;
+        double arc;  // path length from points[0] to `from`, for the dashes
+    };
+    std::vector<Piece> pieces;
+    const double pad = half + 1;  // pixels farther than this from the path stay untouched
+    double arc = 0;
+    PointF lo{std::numeric_limits<double>::max(), std::numeric_limits<double>::max()}, hi{-lo.x, -lo.y};
     for (size_t k = 0; k + 1 < points.size(); ++k) {
         const PointF a = points[k], b = points[k + 1];
+        const double dx = b.x - a.x, dy = b.y - a.y, len = std::hypot(dx, dy);
+        double t_in = 0, t_out = 1;
+        if (std::isfinite(len) && clip_segment(a, b, clip_.x - pad, clip_.y - pad, clip_.right() + pad, clip_.bottom() + pad, t_in,
+                         t_out)) {
+            const Piece piece{{a.x + t_in * dx, a.y + t_in * dy}, {a.x + t_out * dx, a.y + t_out * dy},
+                              arc + t_in * len};
+            pieces.push_back(piece);
+            lo = {std::min({lo.x, piece.from.x, piece.to.x}), std::min({lo.y, piece.from.y, piece.to.y})};
+            hi = {std::max({hi.x, piece.from.x, piece.to.x}), std::max({hi.y, piece.from.y, piece.to.y})};
+        }
+        if (std::isfinite(len)) arc += len;
+    }
+    if (pieces.empty()) return;
+    const Rect box = intersect(bounding_rect(lo, hi, pad), clip_);
+    if (box.width == 0 || box.height == 0) return;
+
+    // The whole path's coverage goes into one mask, taking the maximum over
+    // segments, and is blended once: overlapping joints are not darkened.
+    std::vector<float> cover(static_cast<size_t>(box.width) * box.height, 0.0f);
+    const DashPattern pattern = dash_pattern(stroke.dash, stroke.width);
+    for (const Piece& piece : pieces) {
+        const PointF a = piece.from, b = piece.to;
         const double dx = b.x - a.x, dy = b.y - a.y;
         const double len2 = dx * dx + dy * dy, len = std::sqrt(len2);
-        const Rect seg = intersect(bounding_rect(a, b, half + 1), box);
+        const Rect seg = intersect(bounding_rect(a, b, pad), box);
         for (int y = seg.y; y < seg.bottom(); ++y)
             for (int x = seg.x; x < seg.right(); ++x) {
                 // Nearest point of the segment to the pixel centre p: a + t (b - a).
@@ -503,18 +540,22 @@ void Image::draw_polyline(std::span<const PointF> points, const Stroke& stroke) 
                 const double t = len2 > 0 ? std::clamp((px * dx + py * dy) / len2, 0.0, 1.0) : 0.0;
                 const double d = std::hypot(px - t * dx, py - t * dy);
                 double c = std::clamp(half + 0.5 - d, 0.0, 1.0);
-                if (c <= 0) continue;
-                c *= dash_coverage(pattern, arc + t * len);
+                if (!(c > 0)) continue;
+                c *= dash_coverage(pattern, piece.arc + t * len);
                 float& cell = cover[static_cast<size_t>(y - box.y) * box.width + (x - box.x)];
                 cell = std::max(cell, static_cast<float>(c));
             }
-        arc += len;
     }
     blend_mask(box, cover, stroke.color, 1.0);
 }
 
 void Image::fill_circle(PointF centre, double radius, Rgb color, double alpha) {
-    if (!usable(centre) || !(radius > 0)) return;
+    if (!finite(centre) || !(radius > 0)) return;
+    radius = std::min(radius, 2.0 * kMaxImageSide);
+    const double reach = radius + 1;  // compare in doubles before any int conversion
+    if (centre.x < clip_.x - reach || centre.x > clip_.right() + reach || centre.y < clip_.y - reach ||
+        centre.y > clip_.bottom() + reach)
+        return;
     const Rect box = intersect(bounding_rect(centre, centre, radius + 1), clip_);
     for (int y = box.y; y < box.bottom(); ++y)
         for (int x = box.x; x < box.right(); ++x) {

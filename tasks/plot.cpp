@@ -119,31 +119,39 @@ void check_limit(const std::optional<double>& limit, const char* name, const cha
 // ============================================================================
 
 std::vector<double> nice_ticks(double lo, double hi, int max_ticks) {
-    if (!std::isfinite(lo) || !std::isfinite(hi) || hi < lo) return {};
+    if (!std::isfinite(lo) || !std::isfinite(hi) || hi < lo || !std::isfinite(hi - lo)) return {};
     if (hi == lo) return {lo};
     max_ticks = std::max(max_ticks, 2);
-    // Try steps 1, 2, 5 x 10^k upwards, starting below span / max_ticks; the
-    // first with few enough multiples inside [lo, hi] wins.
     const double span = hi - lo;
-    double power = std::pow(10.0, std::floor(std::log10(span / max_ticks)) - 1);
-    for (;; power *= 10)
+    // A span too small for its magnitude (1 .. 1 + 1e-13) or for any power of
+    // ten to divide: only the ends can be told apart.
+    if (span <= 1e-12 * std::max(std::abs(lo), std::abs(hi)) || span < 1e-280) return {lo, hi};
+    // Try steps 1, 2, 5 x 10^k upwards, starting below span / max_ticks; the
+    // first with few enough multiples k * step inside [lo, hi] wins.
+    for (double power = std::pow(10.0, std::floor(std::log10(span / max_ticks)) - 1); std::isfinite(power);
+         power *= 10)
         for (double m : {1.0, 2.0, 5.0}) {
             const double step = m * power;
             const double first = std::ceil(lo / step - 1e-9), last = std::floor(hi / step + 1e-9);
             if (last - first + 1 > max_ticks) continue;
             std::vector<double> ticks;
-            for (double k = first; k <= last; ++k) ticks.push_back(k * step == 0 ? 0.0 : k * step);
+            for (int i = 0; i <= static_cast<int>(last - first); ++i) {
+                const double v = (first + i) * step;
+                ticks.push_back(v == 0 ? 0.0 : v);  // no -0
+            }
             return ticks;
         }
+    return {lo, hi};  // steps ran out of doubles (spans near 1e308)
 }
 
 std::string format_tick(double value, double step) {
     if (!std::isfinite(value)) return fmt::format("{}", value);
     step = std::abs(step);
     if (!(step > 0) || !std::isfinite(step)) step = std::max(std::abs(value), 1.0);
-    if (std::abs(value) < step * 1e-9) return "0";
+    if (std::abs(value) < step * 1e-9) value = 0;  // rounding noise of k * step
+    if (value == 0 && step < 1e-4) return "0";     // the neighbours use exponent form
     const double magnitude = std::abs(value);
-    if (magnitude >= 1e6 || magnitude < 1e-4) {
+    if (value != 0 && (magnitude >= 1e6 || magnitude < 1e-4)) {
         // Exponent form with the significant digits the step resolves.
         const int digits = static_cast<int>(std::floor(std::log10(magnitude)) - std::floor(std::log10(step))) + 1;
         return fmt::format("{:.{}g}", value, std::clamp(digits, 1, 15));
@@ -227,7 +235,9 @@ SeriesPixels series_pixels(const Series& s, const LinePlotLayout& layout) {
 // the 'best' legend corner is the one that covers the fewest.
 int points_under(const Rect& box, const std::vector<SeriesPixels>& all) {
     int count = 0;
-    const auto hit = [&](PointF p) { count += box.contains(static_cast<int>(p.x), static_cast<int>(p.y)); };
+    const auto hit = [&](PointF p) {  // compared as doubles: far-away points must not overflow an int
+        count += p.x >= box.x && p.x < box.right() && p.y >= box.y && p.y < box.bottom();
+    };
     for (const SeriesPixels& s : all)
         for (const std::vector<PointF>& run : s.runs) {
             for (size_t k = 0; k < run.size(); ++k) {
@@ -306,6 +316,10 @@ Rendered<LinePlotLayout> render_lines_as(const LinePlot& plot, const char* op) {
         fail<ValueError>("{}: y axis limits [{}, {}] are empty", op, layout.y_lo, layout.y_hi);
     const double ty_lo = plot.log_y ? std::log10(layout.y_lo) : layout.y_lo;
     const double ty_hi = plot.log_y ? std::log10(layout.y_hi) : layout.y_hi;
+    // Ranges wider than the largest double (e.g. -1e308 .. 1e308) cannot be scaled.
+    if (!std::isfinite(layout.x_hi - layout.x_lo) || !std::isfinite(ty_hi - ty_lo))
+        fail<ValueError>("{}: axis limits x [{}, {}], y [{}, {}] span too wide a range to draw", op, layout.x_lo,
+                         layout.x_hi, layout.y_lo, layout.y_hi);
 
     // ---- layout: the margins hold the title, tick labels and axis labels -------
     const int top = kMargin + (plot.title.empty() ? 0 : kTextHeight + 10) + 1;
@@ -355,8 +369,12 @@ Rendered<LinePlotLayout> render_lines_as(const LinePlot& plot, const char* op) {
         const Rgb color = series_color(s, i);
         pixels.push_back(series_pixels(s, layout));
         if (s.style != SeriesStyle::points)
-            for (const std::vector<PointF>& run : pixels.back().runs)
-                image.draw_polyline(run, {.color = color, .width = s.line_width, .dash = s.dash});
+            for (const std::vector<PointF>& run : pixels.back().runs) {
+                if (run.size() == 1 && s.style == SeriesStyle::line)  // a lone point: a dot, so it shows
+                    image.fill_circle(run[0], std::max(s.line_width, 3.0), color);
+                else
+                    image.draw_polyline(run, {.color = color, .width = s.line_width, .dash = s.dash});
+            }
         if (s.style != SeriesStyle::line) {
             // Scatter markers are a little transparent so that piles of points show.
             const double alpha = s.style == SeriesStyle::points ? 0.7 : 1.0;
@@ -503,7 +521,7 @@ TickLabels tick_labels(const std::vector<std::string>& tokens, int64_t n, int ce
     int64_t step = 1;
     if (tokens.empty()) {
         // Index labels: the smallest 1-2-5 step whose pitch fits the label.
-        const int need = along_x ? widest + 8 : kTextHeight;
+        const int need = along_x ? widest + 16 : kTextHeight + 4;
         for (int64_t power = 1; step * cell < need; power *= 10) {
             for (int64_t m : {1, 2, 5}) {
                 step = m * power;
@@ -646,6 +664,8 @@ Rendered<HeatmapLayout> render_heatmaps_as(const Heatmaps& maps, const char* op)
     double vmin = maps.vmin.value_or(lo), vmax = maps.vmax.value_or(hi);
     if (maps.vmin && maps.vmax && !(vmin < vmax))
         fail<ValueError>("{}: vmin {} must be below vmax {}", op, vmin, vmax);
+    if (!std::isfinite(vmax - vmin))
+        fail<ValueError>("{}: the colour scale [{}, {}] spans too wide a range to draw", op, vmin, vmax);
     if (!(vmin < vmax)) {  // a constant matrix: centre its value on the scale
         const double half = std::max(0.5, std::abs(vmin) * 0.05);
         if (maps.vmin && !maps.vmax) vmax = vmin + 2 * half;
@@ -655,7 +675,7 @@ Rendered<HeatmapLayout> render_heatmaps_as(const Heatmaps& maps, const char* op)
 
     // ---- layout: the largest cell size (up to the requested one) that fits ----------
     const int64_t longest = std::max(queries, keys);
-    int cell = maps.cell_size > 0 ? maps.cell_size : static_cast<int>(std::clamp<int64_t>(260 / longest, 3, 32));
+    int cell = maps.cell_size > 0 ? maps.cell_size : static_cast<int>(std::clamp<int64_t>(260 / longest, 4, 32));
     HeatmapPlan plan = plan_heatmaps(maps, rows, cols, queries, keys, cell, titles, vmin, vmax);
     while (plan.layout.panels.empty() && cell > 1)
         plan = plan_heatmaps(maps, rows, cols, queries, keys, --cell, titles, vmin, vmax);
@@ -720,7 +740,11 @@ Rendered<HeatmapLayout> render_heatmaps_as(const Heatmaps& maps, const char* op)
     if (!maps.ylabel.empty() && !plan.ylabel_per_panel)
         image.draw_text(kMargin, (first.y + last.bottom()) / 2, maps.ylabel,
                         {.vertical = true, .valign = Align::center});
-    if (!maps.title.empty()) image.draw_text(L.width / 2, kMargin, maps.title, {.bold = true, .halign = Align::center});
+    if (!maps.title.empty()) {  // centred over the panels, but kept inside the picture
+        const int half = (text_width(maps.title) + 1) / 2;
+        const int centre = std::clamp((first.x + last.right()) / 2, kMargin + half, L.width - kMargin - half);
+        image.draw_text(centre, kMargin, maps.title, {.bold = true, .halign = Align::center});
+    }
 
     // ---- colour bar: vmax at the top ---------------------------------------------------
     const Rect& bar = L.colorbar;

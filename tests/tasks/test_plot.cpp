@@ -208,6 +208,8 @@ TEST_CASE("nice_ticks(lo, hi, max_ticks): multiples of 1-2-5 steps inside the ra
         {-0.05, 1.05, 8, {0, 0.2, 0.4, 0.6, 0.8, 1}},
         {1e-5, 3e-5, 3, {1e-5, 2e-5, 3e-5}},
         {3, 3, 5, {3}},
+        {1, 1 + 1e-14, 5, {1, 1 + 1e-14}},  // too narrow to resolve: just the ends
+        {-1e307, 1e307, 4, {-1e307, 0, 1e307}},
         {1, 0, 5, {}},
         {0, kNaN, 5, {}},
     };
@@ -225,9 +227,9 @@ TEST_CASE("format_tick(value, step): decimals follow the step, no -0", "[tasks][
         const char* expected;
     };
     const Row rows[] = {
-        {0.5, 0.25, "0.50"},   {2000, 1000, "2000"},  {-0.0, 0.1, "0"},         {0.1 + 0.2, 0.1, "0.3"},
+        {0.5, 0.25, "0.50"},   {2000, 1000, "2000"},  {-0.0, 0.1, "0.0"},         {0.1 + 0.2, 0.1, "0.3"},
         {-1.5, 0.5, "-1.5"},   {1e-6, 1e-6, "1e-06"}, {2.5e6, 5e5, "2.5e+06"}, {3, 1, "3"},
-        {0.001, 0.001, "0.001"}, {1e-17, 0.2, "0"},
+        {0.001, 0.001, "0.001"}, {1e-17, 0.2, "0.0"}, {0, 1, "0"}, {0, 1e-6, "0"},
     };
     for (const Row& row : rows) {
         INFO("format_tick(" << row.value << ", " << row.step << ")");
@@ -360,6 +362,66 @@ TEST_CASE("plot_lines(path, plot): unwritable path throws IOError naming it and 
     const Image before = read_png(good);
     CHECK_THROWS_AS(plot_lines(good, LinePlot{}), ValueError);
     CHECK(read_png(good).rgb() == before.rgb());
+}
+
+TEST_CASE("render_lines(plot): one point, all-NaN, zoomed-in and huge data draw or fail cleanly", "[tasks][plot]") {
+    // One point: a unit window around it, the point drawn as a dot (a line needs two).
+    const Rendered<LinePlotLayout> one = render_lines({.series = {{.y = {3}}}});
+    CHECK(one.layout.x_lo == -0.5);
+    CHECK(one.layout.x_hi == 0.5);
+    CHECK(one.layout.y_lo < 3);
+    CHECK(one.layout.y_hi > 3);
+    CHECK(color_near(one.image, one.layout.to_pixel(0, 3), 1, palette_color(0), 60));
+    CHECK(one.layout.legend.width == 0);  // unnamed series: no legend
+
+    // Nothing finite: default limits, grey crosses for both points.
+    const Rendered<LinePlotLayout> none = render_lines({.series = {{.name = "nan", .y = {kNaN, kNaN}}}});
+    CHECK(none.layout.x_lo == 0);
+    CHECK(none.layout.x_hi == 1);
+    for (double x : {0.0, 1.0})
+        CHECK(color_near(none.image, {none.layout.to_pixel(x, 0).x, none.layout.area.bottom() - 7.0}, 2,
+                         colors::missing, 30));  // half clipped by the frame, so anti-aliased
+
+    // Limits zoomed far into a steep line: the far end is ~1e12 pixels away and is clipped.
+    const Rendered<LinePlotLayout> zoom = render_lines(
+        {.series = {{.x = {0, 1}, .y = {0, 1e9}}}, .x_min = 0, .x_max = 1e-9, .y_min = 0, .y_max = 1});
+    for (double f : {0.25, 0.5, 0.75})
+        CHECK(color_near(zoom.image, zoom.layout.to_pixel(f * 1e-9, f), 1, palette_color(0), 10));
+
+    // A range no double can span is refused, not drawn as garbage.
+    CHECK_THROWS_WITH(render_lines({.series = {{.y = {-1e308, 1e308}}}}),
+                      Catch::Contains("render_lines: axis limits") && Catch::Contains("too wide"));
+
+    // A long training run (100k steps) draws with its ticks inside the limits.
+    std::vector<double> steps(100000);
+    for (size_t i = 0; i < steps.size(); ++i) steps[i] = 5.0 / (1.0 + i / 1000.0);
+    const Rendered<LinePlotLayout> run = render_lines({.series = {{.name = "loss", .y = steps}}, .log_y = true});
+    CHECK(run.layout.x_hi == 99999);
+    for (double t : run.layout.x_ticks) CHECK((t >= 0 && t <= 99999));
+    CHECK(color_near(run.image, run.layout.to_pixel(50000, steps[50000]), 2, palette_color(0), 30));
+}
+
+TEST_CASE("render_heatmaps(maps): 1x1, constant, all-NaN and one-sided limits", "[tasks][plot]") {
+    const Rendered<HeatmapLayout> constant = render_heatmaps({.matrices = {{core::full({1, 1}, 5.0)}}});
+    CHECK(constant.layout.vmin == 4.5);
+    CHECK(constant.layout.vmax == 5.5);
+    CHECK(pixel_at(constant.image, constant.layout.cell_center(0, 0, 0, 0)) ==
+          colormap_color(Colormap::reds, 0.5));
+    CHECK(constant.layout.cell == 32);
+
+    const Rendered<HeatmapLayout> nan = render_heatmaps({.matrices = {{core::full({2, 2}, kNaN)}}});
+    CHECK(nan.layout.vmin == 0);
+    CHECK(nan.layout.vmax == 1);
+    CHECK(pixel_at(nan.image, nan.layout.cell_center(0, 0, 1, 1)) == colors::missing);
+
+    // vmax given alone: values above it saturate at the darkest colour.
+    const Rendered<HeatmapLayout> capped =
+        render_heatmaps({.matrices = {{core::tensor({0, 0.5, 2, 7}, {2, 2})}}, .vmax = 1.0});
+    CHECK(capped.layout.vmin == 0);
+    CHECK(pixel_at(capped.image, capped.layout.cell_center(0, 0, 1, 1)) == colormap_color(Colormap::reds, 1));
+    CHECK(pixel_at(capped.image, capped.layout.cell_center(0, 0, 0, 1)) == colormap_color(Colormap::reds, 0.5));
+    CHECK_THROWS_WITH(render_heatmaps({.matrices = {{core::tensor({-1e308, 1e308}, {1, 2}, core::DType::float64)}}}),
+                      Catch::Contains("render_heatmaps: the colour scale") && Catch::Contains("too wide"));
 }
 
 // ---- heatmaps --------------------------------------------------------------------------------------
@@ -520,4 +582,121 @@ TEST_CASE("heatmap_grid(weights): 2-D, 3-D and 4-D tensors become panel grids of
     CHECK(heatmap_grid(w.select(0, 0).select(0, 0)).size() == 1);
     CHECK_THROWS_AS(heatmap_grid(core::zeros({1, 1, 1, 1, 1})), ShapeError);
     CHECK_THROWS_WITH(heatmap_grid(core::zeros({4})), Catch::Contains("heatmap_grid") && Catch::Contains("(4)"));
+}
+
+// ---- examples (hidden: run with '[plot-examples]' and look at the pictures) --------------------
+
+TEST_CASE("plot_lines / plot_heatmaps: example pictures for people to look at", "[.][plot-examples]") {
+    const char* env = std::getenv("TFORMER_PLOT_EXAMPLES");
+    const fs::path out = env ? env : "/tmp/plot-examples";
+    fs::create_directories(out);
+    core::Generator gen(7);
+
+    // A d2l-style training run: train loss and validation loss per epoch.
+    std::vector<double> epochs, train, valid;
+    const core::Tensor noise = core::randn({2, 200}, gen, core::DType::float64);
+    for (int e = 1; e <= 200; ++e) {
+        epochs.push_back(e);
+        train.push_back(3.2 * std::exp(-e / 35.0) + 0.18 + 0.03 * noise.at({0, e - 1}));
+        valid.push_back(3.0 * std::exp(-e / 45.0) + 0.35 + 0.002 * e + 0.04 * noise.at({1, e - 1}));
+    }
+    const LinePlot loss{.series = {{.name = "train", .x = epochs, .y = train},
+                                   {.name = "valid", .x = epochs, .y = valid, .dash = Dash::dashed}},
+                        .title = "Transformer on fra-eng",
+                        .xlabel = "epoch",
+                        .ylabel = "loss"};
+    plot_lines(out / "loss.png", loss);
+    LinePlot log_loss = loss;
+    log_loss.log_y = true;
+    log_loss.title = "loss (log scale)";
+    plot_lines(out / "loss-log.png", log_loss);
+
+    // Positional encoding columns 6-9 against the row (position), as in d2l.
+    LinePlot encoding{.title = "Positional encoding", .xlabel = "Row (position)", .legend = LegendPosition::best};
+    const Dash dashes[] = {Dash::solid, Dash::dashed, Dash::dash_dot, Dash::dotted};
+    for (int col = 6; col < 10; ++col) {
+        Series s{.name = "Col " + std::to_string(col), .dash = dashes[col - 6]};
+        for (int row = 0; row < 60; ++row) {
+            const double freq = std::pow(10000.0, -(col / 2 * 2) / 32.0);
+            s.y.push_back(col % 2 == 0 ? std::sin(row * freq) : std::cos(row * freq));
+        }
+        encoding.series.push_back(s);
+    }
+    plot_lines(out / "positional-encoding.png", encoding);
+
+    // Nadaraya-Watson regression: truth, prediction and the noisy training points.
+    const int n_train = 50;
+    const core::Tensor xs = core::rand({n_train}, gen, core::DType::float64);
+    const core::Tensor eps = core::randn({n_train}, gen, core::DType::float64);
+    std::vector<double> x_train, y_train, x_test, truth, pred;
+    const auto f = [](double x) { return 2 * std::sin(x) + std::pow(x, 0.8); };
+    for (int i = 0; i < n_train; ++i) {
+        x_train.push_back(5 * xs.at({i}));
+        y_train.push_back(f(x_train.back()) + 0.5 * eps.at({i}));
+    }
+    for (double x = 0; x < 5; x += 0.1) {
+        x_test.push_back(x);
+        truth.push_back(f(x));
+        double num = 0, den = 0;
+        for (int i = 0; i < n_train; ++i) {
+            const double w = std::exp(-0.5 * std::pow(x - x_train[i], 2));
+            num += w * y_train[i], den += w;
+        }
+        pred.push_back(num / den);
+    }
+    plot_lines(out / "attention-pooling.png",
+               {.series = {{.name = "Truth", .x = x_test, .y = truth},
+                           {.name = "Pred", .x = x_test, .y = pred, .dash = Dash::dashed},
+                           {.name = "train", .x = x_train, .y = y_train, .style = SeriesStyle::points}},
+                .xlabel = "x",
+                .ylabel = "y",
+                .x_min = 0,
+                .x_max = 5,
+                .y_min = -1,
+                .y_max = 5});
+
+    // 2 layers x 4 heads of 10x10 attention weights (rows are softmax outputs).
+    const std::vector<std::string> source = {"i", "'m", "home", ".", "<eos>", "<pad>", "<pad>", "<pad>", "<pad>", "<pad>"};
+    const std::vector<std::string> target = {"<bos>", "je", "suis", "chez", "moi", ".", "<eos>", "à", "la", "maison"};
+    const core::Tensor scores = core::randn({2, 4, 10, 10}, gen, core::DType::float64);
+    core::Tensor weights = core::zeros({2, 4, 10, 10}, core::DType::float64);
+    for (int64_t l = 0; l < 2; ++l)
+        for (int64_t h = 0; h < 4; ++h)
+            for (int64_t q = 0; q < 10; ++q) {
+                double total = 0;
+                for (int64_t k = 0; k < 5; ++k) total += std::exp(2.5 * scores.at({l, h, q, k}));
+                for (int64_t k = 0; k < 5; ++k)  // valid length 5: padding gets no weight
+                    weights.set({l, h, q, k}, std::exp(2.5 * scores.at({l, h, q, k})) / total);
+            }
+    plot_heatmaps(out / "attention-heads.png",
+                  {.matrices = heatmap_grid(weights),
+                   .titles = {"layer 1, head 1", "layer 1, head 2", "layer 1, head 3", "layer 1, head 4",
+                              "layer 2, head 1", "layer 2, head 2", "layer 2, head 3", "layer 2, head 4"},
+                   .x_ticks = source,
+                   .y_ticks = target});
+    Heatmaps viridis{.matrices = {{weights.select(0, 0).select(0, 0)}},
+                     .title = "Encoder self-attention",
+                     .x_ticks = source,
+                     .y_ticks = source,
+                     .cmap = Colormap::viridis};
+    viridis.matrices[0][0].set({2, 7}, kNaN);
+    plot_heatmaps(out / "attention-viridis.png", viridis);
+    const core::Tensor big = core::rand({60, 80}, gen);
+    plot_heatmaps(out / "attention-60x80.png", {.matrices = {{big, big}}, .titles = {"a", "b"}});
+
+    // The font: every printable ASCII character and some French.
+    Image sheet(720, 200);
+    std::string ascii;
+    for (char c = ' '; c <= '~'; ++c) ascii += c;
+    for (int line = 0; line < 3; ++line)
+        sheet.draw_text(10, 10 + 26 * line, ascii.substr(line * 32, 32));
+    sheet.draw_text(10, 90, "Je suis arrivé à la gare. Ça, c'est où ? Noël, cœur, être.");
+    sheet.draw_text(10, 120, "Quick brown fox: 0.123, -4.5e-06, [x] {y} (z) <eos>", {.bold = true});
+    sheet.draw_text(10, 150, "scale 3: Keys", {.scale = 3});
+    write_png(sheet, out / "font.png");
+    Image zoom(1180, 560);
+    for (int line = 0; line < 3; ++line)
+        zoom.draw_text(10, 10 + 60 * line, ascii.substr(line * 32, 32), {.scale = 6});
+    zoom.draw_text(10, 200, "àâçéèêëîïôùûüÿœ É", {.scale = 6});
+    write_png(zoom, out / "font-zoom.png");
 }
