@@ -290,8 +290,8 @@ char32_t next_code_point(std::string_view text, size_t& i) {
     return cp;
 }
 
-int code_point_count(std::string_view text) {
-    int n = 0;
+int64_t code_point_count(std::string_view text) {
+    int64_t n = 0;
     for (size_t i = 0; i < text.size();) {
         next_code_point(text, i);
         ++n;
@@ -319,8 +319,11 @@ Glyph font_glyph(char32_t code_point) {
 }
 
 TextSize text_size(std::string_view text, int scale) {
-    const int n = code_point_count(text);
-    return {n == 0 ? 0 : (n * kGlyphAdvance - 1) * scale, kGlyphHeight * scale};
+    scale = std::clamp(scale, 1, kMaxTextScale);
+    const int64_t n = code_point_count(text);
+    const int64_t width = n == 0 ? 0 : (n * kGlyphAdvance - 1) * scale;
+    // Absurdly long strings are measured as 2^24 pixels so box arithmetic cannot overflow.
+    return {static_cast<int>(std::min<int64_t>(width, int64_t{1} << 24)), kGlyphHeight * scale};
 }
 
 // ============================================================================
@@ -510,8 +513,9 @@ void Image::draw_polyline(std::span<const PointF> points, const Stroke& stroke) 
         const PointF a = points[k], b = points[k + 1];
         const double dx = b.x - a.x, dy = b.y - a.y, len = std::hypot(dx, dy);
         double t_in = 0, t_out = 1;
-        if (std::isfinite(len) && clip_segment(a, b, clip_.x - pad, clip_.y - pad, clip_.right() + pad, clip_.bottom() + pad, t_in,
-                         t_out)) {
+        const bool visible = std::isfinite(len) && clip_segment(a, b, clip_.x - pad, clip_.y - pad,
+                                                                clip_.right() + pad, clip_.bottom() + pad, t_in, t_out);
+        if (visible) {
             const Piece piece{{a.x + t_in * dx, a.y + t_in * dy}, {a.x + t_out * dx, a.y + t_out * dy},
                               arc + t_in * len};
             pieces.push_back(piece);
@@ -565,7 +569,7 @@ void Image::fill_circle(PointF centre, double radius, Rgb color, double alpha) {
 }
 
 Rect text_box(int x, int y, std::string_view text, const TextStyle& style) {
-    const int scale = std::max(1, style.scale);
+    const int scale = std::clamp(style.scale, 1, kMaxTextScale);
     const TextSize size = text_size(text, scale);
     int w = size.width + (style.bold && size.width > 0 ? 1 : 0), h = size.height;
     if (style.vertical) std::swap(w, h);
@@ -577,7 +581,7 @@ Rect text_box(int x, int y, std::string_view text, const TextStyle& style) {
 
 Rect Image::draw_text(int x, int y, std::string_view text, const TextStyle& style) {
     const Rect box = text_box(x, y, text, style);
-    const int s = std::max(1, style.scale);
+    const int s = std::clamp(style.scale, 1, kMaxTextScale);
     // Lay the text out unrotated in a (along x across) box, then map each
     // inked font pixel to the screen. Vertical text turns a quarter turn
     // counter-clockwise: unrotated (u, v) lands at screen (v, along - 1 - u).
@@ -588,13 +592,14 @@ Rect Image::draw_text(int x, int y, std::string_view text, const TextStyle& styl
         else
             set_pixel(box.x + u, box.y + v, style.color);
     };
-    int index = 0;
+    int64_t index = 0;
     for (size_t i = 0; i < text.size(); ++index) {
+        if (index * kGlyphAdvance * s >= along) break;  // past the (capped) box of a very long string
         const Glyph glyph = font_glyph(next_code_point(text, i));
         for (int row = 0; row < kGlyphHeight; ++row)
             for (int col = 0; col < kGlyphWidth; ++col) {
                 if (!(glyph[row] >> (kGlyphWidth - 1 - col) & 1)) continue;
-                const int u0 = (index * kGlyphAdvance + col) * s, v0 = row * s;
+                const int u0 = static_cast<int>((index * kGlyphAdvance + col) * s), v0 = row * s;
                 for (int dv = 0; dv < s; ++dv)
                     for (int du = 0; du < s + (style.bold ? 1 : 0); ++du) put(u0 + du, v0 + dv);
             }

@@ -75,7 +75,7 @@ enum class Align { start, center, end };
 /// How text is drawn. Alignment refers to screen axes even for vertical text.
 struct TextStyle {
     Rgb color = colors::text;
-    int scale = 2;                ///< each font pixel becomes scale x scale pixels
+    int scale = 2;                ///< each font pixel becomes scale x scale pixels (1..64)
     bool bold = false;            ///< each glyph drawn twice, one pixel apart
     bool vertical = false;        ///< rotated a quarter turn, reading bottom to top
     Align halign = Align::start;  ///< left / centre / right of the anchor x
@@ -90,6 +90,9 @@ inline constexpr int kGlyphWidth = 5;
 inline constexpr int kGlyphHeight = 9;
 /// One blank font pixel between characters.
 inline constexpr int kGlyphAdvance = kGlyphWidth + 1;
+
+/// Text scales are clamped to [1, kMaxTextScale].
+inline constexpr int kMaxTextScale = 64;
 
 /// One glyph: row r has bit (4 - c) set when column c is ink (bit 4 = leftmost).
 using Glyph = std::array<uint8_t, kGlyphHeight>;

@@ -151,10 +151,22 @@ std::string format_tick(double value, double step) {
     if (std::abs(value) < step * 1e-9) value = 0;  // rounding noise of k * step
     if (value == 0 && step < 1e-4) return "0";     // the neighbours use exponent form
     const double magnitude = std::abs(value);
-    if (value != 0 && (magnitude >= 1e6 || magnitude < 1e-4)) {
-        // Exponent form with the significant digits the step resolves.
+    // Exponent form for big steps and for tiny values, decided by the step so
+    // that the labels of one axis share a form.
+    if (value != 0 && (step >= 1e5 || magnitude >= 1e15 || (step < 1e-4 && magnitude < 1e-3))) {
+        // As many significant digits as the step resolves, written compactly: 2.5e6, 1e-5.
         const int digits = static_cast<int>(std::floor(std::log10(magnitude)) - std::floor(std::log10(step))) + 1;
-        return fmt::format("{:.{}g}", value, std::clamp(digits, 1, 15));
+        std::string text = fmt::format("{:.{}g}", value, std::clamp(digits, 1, 15));
+        const size_t e = text.find('e');
+        if (e == std::string::npos) return text;
+        size_t digits_from = e + 1;
+        std::string exponent_sign;
+        if (text[digits_from] == '+' || text[digits_from] == '-') {
+            if (text[digits_from] == '-') exponent_sign = "-";
+            ++digits_from;
+        }
+        const size_t first_digit = std::min(text.find_first_not_of('0', digits_from), text.size() - 1);
+        return text.substr(0, e + 1) + exponent_sign + text.substr(first_digit);
     }
     // Fixed form with the fewest decimals that write the step exactly.
     int decimals = 0;

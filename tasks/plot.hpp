@@ -38,8 +38,8 @@ namespace tformer::tasks {
 std::vector<double> nice_ticks(double lo, double hi, int max_ticks);
 
 /// A tick label with as many decimals as `step` needs: format_tick(0.5, 0.25)
-/// = "0.50", format_tick(2000, 1000) = "2000"; very large or very small values
-/// use exponent form ("1e-06"), and -0 prints as "0".
+/// = "0.50", format_tick(2000, 1000) = "2000"; steps from 1e5 up, and tiny
+/// values, use a compact exponent form ("2.5e6", "1e-5"); -0 prints as "0".
 std::string format_tick(double value, double step);
 
 /// The default series colours, in order (blue, orange, green, red, purple, ...).

@@ -185,7 +185,8 @@ TEST_CASE("write_png(image, path) / read_png(path): round trip keeps every pixel
     write_png(Image(5, 4, colors::black), path);
     CHECK(read_png(path).width() == 5);
 
-    CHECK_THROWS_WITH(read_png(dir.path / "missing.png"), Catch::Contains("read_png") && Catch::Contains("missing.png"));
+    CHECK_THROWS_WITH(read_png(dir.path / "missing.png"),
+                      Catch::Contains("read_png") && Catch::Contains("missing.png"));
 }
 
 // ---- ticks and colours ----------------------------------------------------------------------
@@ -227,9 +228,23 @@ TEST_CASE("format_tick(value, step): decimals follow the step, no -0", "[tasks][
         const char* expected;
     };
     const Row rows[] = {
-        {0.5, 0.25, "0.50"},   {2000, 1000, "2000"},  {-0.0, 0.1, "0.0"},         {0.1 + 0.2, 0.1, "0.3"},
-        {-1.5, 0.5, "-1.5"},   {1e-6, 1e-6, "1e-06"}, {2.5e6, 5e5, "2.5e+06"}, {3, 1, "3"},
-        {0.001, 0.001, "0.001"}, {1e-17, 0.2, "0.0"}, {0, 1, "0"}, {0, 1e-6, "0"},
+        {0.5, 0.25, "0.50"},
+        {2000, 1000, "2000"},
+        {3, 1, "3"},
+        {-1.5, 0.5, "-1.5"},
+        {0.1 + 0.2, 0.1, "0.3"},
+        {0.001, 0.001, "0.001"},
+        {-0.0, 0.1, "0.0"},
+        {1e-17, 0.2, "0.0"},
+        {0, 1, "0"},
+        {0, 1e-6, "0"},
+        {50000, 10000, "50000"},
+        {200000, 100000, "2e5"},
+        {2.5e6, 5e5, "2.5e6"},
+        {1e20, 1e20, "1e20"},
+        {1e-6, 1e-6, "1e-6"},
+        {-3e-5, 1e-5, "-3e-5"},
+        {1.00001, 0.00001, "1.00001"},
     };
     for (const Row& row : rows) {
         INFO("format_tick(" << row.value << ", " << row.step << ")");
@@ -237,7 +252,7 @@ TEST_CASE("format_tick(value, step): decimals follow the step, no -0", "[tasks][
     }
 }
 
-TEST_CASE("colormap_color(map, t): reds darken and viridis brightens with t; NaN is grey", "[tasks][plot]") {
+TEST_CASE("colormap_color(map, t): reds darken and viridis brightens with t, NaN is grey", "[tasks][plot]") {
     for (int i = 0; i < 20; ++i) {
         const double t = i / 20.0, next = (i + 1) / 20.0;
         CHECK(brightness(colormap_color(Colormap::reds, next)) < brightness(colormap_color(Colormap::reds, t)));
@@ -288,7 +303,7 @@ TEST_CASE("plot_lines(path, plot): y = x runs along the diagonal on a white page
     CHECK(dir.files() == std::vector<std::string>{"diagonal.png"});
 }
 
-TEST_CASE("plot_lines(path, plot): NaN breaks a line and is marked grey; points and log axes draw",
+TEST_CASE("plot_lines(path, plot): NaN breaks a line and is marked grey, points and log axes draw",
           "[tasks][plot]") {
     TempDir dir;
     LinePlot plot{.series = {{.name = "loss", .x = {1, 2, 3, 4, 5}, .y = {1, 0.5, kNaN, 0.1, kInf}},
@@ -584,11 +599,15 @@ TEST_CASE("heatmap_grid(weights): 2-D, 3-D and 4-D tensors become panel grids of
     CHECK_THROWS_WITH(heatmap_grid(core::zeros({4})), Catch::Contains("heatmap_grid") && Catch::Contains("(4)"));
 }
 
-// ---- examples (hidden: run with '[plot-examples]' and look at the pictures) --------------------
+// ---- examples ---------------------------------------------------------------------------------
+// The pictures of the tutorials and the training loop, rendered end to end.
+// They go to a temporary folder; set TFORMER_PLOT_EXAMPLES=/some/dir to keep
+// them there and look at them.
 
-TEST_CASE("plot_lines / plot_heatmaps: example pictures for people to look at", "[.][plot-examples]") {
+TEST_CASE("plot_lines / plot_heatmaps: the example pictures render and read back", "[tasks][plot]") {
+    TempDir tmp;
     const char* env = std::getenv("TFORMER_PLOT_EXAMPLES");
-    const fs::path out = env ? env : "/tmp/plot-examples";
+    const fs::path out = env ? fs::path(env) : tmp.path;
     fs::create_directories(out);
     core::Generator gen(7);
 
@@ -656,7 +675,8 @@ TEST_CASE("plot_lines / plot_heatmaps: example pictures for people to look at", 
                 .y_max = 5});
 
     // 2 layers x 4 heads of 10x10 attention weights (rows are softmax outputs).
-    const std::vector<std::string> source = {"i", "'m", "home", ".", "<eos>", "<pad>", "<pad>", "<pad>", "<pad>", "<pad>"};
+    const std::vector<std::string> source = {"i",     "'m",    "home",  ".",     "<eos>",
+                                             "<pad>", "<pad>", "<pad>", "<pad>", "<pad>"};
     const std::vector<std::string> target = {"<bos>", "je", "suis", "chez", "moi", ".", "<eos>", "à", "la", "maison"};
     const core::Tensor scores = core::randn({2, 4, 10, 10}, gen, core::DType::float64);
     core::Tensor weights = core::zeros({2, 4, 10, 10}, core::DType::float64);
@@ -668,7 +688,7 @@ TEST_CASE("plot_lines / plot_heatmaps: example pictures for people to look at", 
                 for (int64_t k = 0; k < 5; ++k)  // valid length 5: padding gets no weight
                     weights.set({l, h, q, k}, std::exp(2.5 * scores.at({l, h, q, k})) / total);
             }
-    plot_heatmaps(out / "attention-heads.png",
+    const HeatmapLayout heads = plot_heatmaps(out / "attention-heads.png",
                   {.matrices = heatmap_grid(weights),
                    .titles = {"layer 1, head 1", "layer 1, head 2", "layer 1, head 3", "layer 1, head 4",
                               "layer 2, head 1", "layer 2, head 2", "layer 2, head 3", "layer 2, head 4"},
@@ -680,9 +700,23 @@ TEST_CASE("plot_lines / plot_heatmaps: example pictures for people to look at", 
                      .y_ticks = source,
                      .cmap = Colormap::viridis};
     viridis.matrices[0][0].set({2, 7}, kNaN);
-    plot_heatmaps(out / "attention-viridis.png", viridis);
+    const HeatmapLayout single = plot_heatmaps(out / "attention-viridis.png", viridis);
+    const std::vector<std::string> sentence = {"<bos>", "il", "y", "a", "beaucoup", "de", "gens", "qui",
+                                               "pensent", "que", "c'est", "une", "très", "bonne", "idée",
+                                               "mais", "je", "ne", "suis", "pas", "d'accord", ".", "<eos>",
+                                               "<pad>", "<pad>"};
+    const core::Tensor long_scores = core::rand({4, 25, 25}, gen);
+    const HeatmapLayout long_heads = plot_heatmaps(out / "attention-long.png", {.matrices = heatmap_grid(long_scores),
+                                               .titles = {"decoder head 1", "decoder head 2", "decoder head 3",
+                                                          "decoder head 4"},
+                                               .x_ticks = sentence,
+                                               .y_ticks = sentence});
+    plot_lines(out / "large-values.png",
+               {.series = {{.name = "tokens/s", .x = {0, 1, 2, 3}, .y = {0, 1.2e6, 2.9e6, 3.1e6}}},
+                .xlabel = "epoch"});
     const core::Tensor big = core::rand({60, 80}, gen);
-    plot_heatmaps(out / "attention-60x80.png", {.matrices = {{big, big}}, .titles = {"a", "b"}});
+    const HeatmapLayout wide =
+        plot_heatmaps(out / "attention-60x80.png", {.matrices = {{big, big}}, .titles = {"a", "b"}});
 
     // The font: every printable ASCII character and some French.
     Image sheet(720, 200);
@@ -699,4 +733,31 @@ TEST_CASE("plot_lines / plot_heatmaps: example pictures for people to look at", 
         zoom.draw_text(10, 10 + 60 * line, ascii.substr(line * 32, 32), {.scale = 6});
     zoom.draw_text(10, 200, "àâçéèêëîïôùûüÿœ É", {.scale = 6});
     write_png(zoom, out / "font-zoom.png");
+
+    // Every picture is a readable PNG of the size its layout announced.
+    const std::pair<const char*, std::pair<int, int>> expected[] = {
+        {"loss.png", {800, 540}},
+        {"loss-log.png", {800, 540}},
+        {"positional-encoding.png", {800, 540}},
+        {"attention-pooling.png", {800, 540}},
+        {"attention-heads.png", {heads.width, heads.height}},
+        {"attention-viridis.png", {single.width, single.height}},
+        {"attention-long.png", {long_heads.width, long_heads.height}},
+        {"large-values.png", {800, 540}},
+        {"attention-60x80.png", {wide.width, wide.height}},
+        {"font.png", {720, 200}},
+        {"font-zoom.png", {1180, 560}},
+    };
+    for (const auto& [name, size] : expected) {
+        INFO(name);
+        const Image image = read_png(out / name);
+        CHECK(image.width() == size.first);
+        CHECK(image.height() == size.second);
+        CHECK(image.pixel(0, 0) == colors::white);
+    }
+    // The 2x4 grid of 10x10 maps keeps its 26-pixel cells and word labels fit the cap.
+    CHECK(heads.cell == 26);
+    CHECK(heads.width <= 2400);
+    // 25-token labels are thinned: the long grid still fits with readable cells.
+    CHECK(long_heads.cell >= 8);
 }
