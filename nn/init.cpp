@@ -55,13 +55,16 @@ void normal_(const Variable& w, double mean, double std, core::Generator& gen) {
 }
 
 // w = value everywhere
-void constant_(const Variable& w, double value) {
-    check_target(w, "constant_");
+namespace {
+void fill(const Variable& w, double value, const char* op) {
+    check_target(w, op);
     core::fill_(w.value(), value);
 }
+}  // namespace
 
-void zeros_(const Variable& w) { constant_(w, 0.0); }
-void ones_(const Variable& w) { constant_(w, 1.0); }
+void constant_(const Variable& w, double value) { fill(w, value, "constant_"); }
+void zeros_(const Variable& w) { fill(w, 0.0, "zeros_"); }
+void ones_(const Variable& w) { fill(w, 1.0, "ones_"); }
 
 // w ~ U(-a, a), a = gain · √(6 / (fan_in + fan_out))
 // (the variance a²/3 = 2/(fan_in + fan_out) keeps activations and gradients at
