@@ -35,10 +35,9 @@ Variable embed(Embedding& embedding, PositionalEncoding& pos_encoding, const cor
     return pos_encoding(ag::mul(embedding(X), std::sqrt(static_cast<double>(D))), start);
 }
 
-// d2l's dec_valid_lens: row t of every batch element may see t + 1 keys
-// (plus `offset` keys decoded earlier), which is the causal ("no-peek") mask
-// written as valid lengths. (B, T) int64.
-core::Tensor causal_valid_lens(int64_t B, int64_t T, int64_t offset = 0) {
+// causal_valid_lens for T new steps after `offset` already decoded ones: new
+// step t sees offset + t + 1 keys. (B, T) int64.
+core::Tensor causal_lens_after(int64_t B, int64_t T, int64_t offset) {
     core::Tensor lens = core::Tensor::empty({B, T}, core::DType::int64);
     int64_t* p = lens.data<int64_t>();
     for (int64_t b = 0; b < B; ++b)
@@ -111,7 +110,7 @@ Variable TransformerEncoder::forward(const core::Tensor& X, const core::Tensor& 
 
 std::vector<core::Tensor> TransformerEncoder::attention_weights() const {
     std::vector<core::Tensor> out;
-    for (size_t i = 0; i < blks->size(); ++i) out.push_back((*blks)[i].attention->attention_weights);
+    for (size_t i = 0; i < blks->size(); ++i) out.push_back((*blks)[i].attention->attention_weights());
     return out;
 }
 
@@ -145,7 +144,7 @@ Variable DecoderBlock::forward_step(const Variable& X, DecoderState& state) {
     const int64_t B = X.size(0), t = X.size(1);
     // The new steps attend to every cached step and, causally, to each other:
     // new step j (0-based) sees steps_done + j + 1 keys.
-    const core::Tensor lens = t == 1 ? core::Tensor() : causal_valid_lens(B, t, state.steps_done);
+    const core::Tensor lens = t == 1 ? core::Tensor() : causal_lens_after(B, t, state.steps_done);
     Variable X2 = attention1->forward_step(X, X, X, lens, cache.self, /*append=*/true);
     Variable Y = (*addnorm1)(X, X2);
     // the encoder outputs are projected on the first step and reused afterwards
@@ -199,8 +198,8 @@ Variable TransformerDecoder::forward_step(const core::Tensor& X, DecoderState& s
 std::vector<std::vector<core::Tensor>> TransformerDecoder::attention_weights() const {
     std::vector<std::vector<core::Tensor>> out(2);
     for (size_t i = 0; i < blks->size(); ++i) {
-        out[0].push_back((*blks)[i].attention1->attention_weights);
-        out[1].push_back((*blks)[i].attention2->attention_weights);
+        out[0].push_back((*blks)[i].attention1->attention_weights());
+        out[1].push_back((*blks)[i].attention2->attention_weights());
     }
     return out;
 }
