@@ -94,11 +94,16 @@ std::shared_ptr<nn::EncoderDecoder> build_model(const ModelConfig& config, core:
     auto encoder = std::make_shared<nn::TransformerEncoder>(config.src_vocab_size, config.transformer, gen);
     auto decoder = std::make_shared<nn::TransformerDecoder>(config.tgt_vocab_size, config.transformer, gen);
     auto model = std::make_shared<nn::EncoderDecoder>(encoder, decoder);
-    // d2l's xavier_init_weights: every nn.Linear weight, nothing else
+    // Translation follows d2l's xavier_init_weights: every nn.Linear weight,
+    // nothing else. The copy task follows seed 004 (the Annotated Transformer's
+    // make_model): Xavier on every parameter with more than one dimension,
+    // embeddings included. That matters here: an N(0, 1) embedding scaled by
+    // √d drowns the positional encoding (values in [-1, 1]), and the copy task
+    // is all about positions.
+    const bool all_matrices = config.task == "copy";
     for (auto& [name, p] : model->named_parameters()) {
-        const bool linear_weight = p.dim() == 2 && name.size() > 7 && name.ends_with(".weight") &&
-                                   name.find("embedding") == std::string::npos;
-        if (linear_weight) nn::init::xavier_uniform_(p, gen);
+        const bool is_embedding = name.find("embedding") != std::string::npos;
+        if (p.dim() == 2 && (all_matrices || !is_embedding)) nn::init::xavier_uniform_(p, gen);
     }
     return model;
 }
