@@ -1,0 +1,263 @@
+#include "nn/attention.hpp"
+
+#include "autograd/autograd.hpp"
+#include "core/elementwise.hpp"
+#include "core/index.hpp"
+
+#include <cmath>
+
+namespace tformer::nn {
+
+using core::DType;
+using core::Shape;
+using core::shape_str;
+
+Variable masked_softmax(const Variable& X, const core::Tensor& mask) {
+    if (!mask.defined()) return autograd::softmax(X);
+    if (mask.dtype() == DType::boolean) return autograd::masked_softmax_by_mask(X, mask);
+    return autograd::masked_softmax(X, mask);
+}
+
+core::Tensor subsequent_mask(int64_t size) {
+    if (size < 0) fail<ValueError>("subsequent_mask: size {} must be >= 0", size);
+    // keep[i, j] = (j <= i): query i sees keys 0..i
+    const Tensor steps = core::arange(size, DType::int64);
+    return core::ge(steps.unsqueeze(1), steps.unsqueeze(0)).unsqueeze(0);  // (1, T, T)
+}
+
+core::Tensor causal_valid_lens(int64_t batch_size, int64_t num_steps) {
+    if (batch_size < 0 || num_steps < 0)
+        fail<ValueError>("causal_valid_lens: batch_size {} and num_steps {} must be >= 0", batch_size, num_steps);
+    // row b = [1, 2, ..., num_steps]: query t sees keys 0..t
+    const Tensor row = core::arange(1, static_cast<double>(num_steps) + 1, 1, DType::int64);  // (T)
+    return row.unsqueeze(0).expand({batch_size, num_steps}).contiguous();                    // (B, T)
+}
+
+// ---- scaled dot-product attention ------------------------------------------------------
+
+DotProductAttention::DotProductAttention(Options options_, core::Generator& gen)
+    : Module("DotProductAttention"), options(options_) {
+    dropout_ = register_module("dropout", std::make_shared<Dropout>(Dropout::Options{.p = options.dropout}, gen));
+}
+
+Variable DotProductAttention::forward(const Variable& queries, const Variable& keys, const Variable& values,
+                                      const core::Tensor& mask) {
+    const int nd = queries.dim();
+    if (nd != 3 && nd != 4)
+        fail<ShapeError>("DotProductAttention: queries of shape {} must be (batch, steps, d) or (batch, heads, "
+                         "steps, d)",
+                         shape_str(queries.shape()));
+    if (keys.dim() != nd || values.dim() != nd)
+        fail<ShapeError>("DotProductAttention: queries {}, keys {} and values {} must have the same number of "
+                         "dimensions",
+                         shape_str(queries.shape()), shape_str(keys.shape()), shape_str(values.shape()));
+    for (int i = 0; i < nd - 2; ++i)
+        if (keys.size(i) != queries.size(i) || values.size(i) != queries.size(i))
+            fail<ShapeError>("DotProductAttention: queries {}, keys {} and values {} must have the same batch "
+                             "dimensions",
+                             shape_str(queries.shape()), shape_str(keys.shape()), shape_str(values.shape()));
+    if (keys.size(-1) != queries.size(-1))
+        fail<ShapeError>("DotProductAttention: queries {} and keys {} must have the same size d in the last "
+                         "dimension",
+                         shape_str(queries.shape()), shape_str(keys.shape()));
+    if (keys.size(-2) != values.size(-2))
+        fail<ShapeError>("DotProductAttention: keys {} and values {} must have the same number of steps",
+                         shape_str(keys.shape()), shape_str(values.shape()));
+
+    // scores = Q Kᵀ / √d: Kᵀ is a transposed view, which matmul hands to
+    // GEMM as a transpose flag. Dividing by √d keeps the scores' variance
+    // near 1 whatever d is (seed 003: a dot product of d unit-variance
+    // terms has variance d), so the softmax does not saturate.
+    const double d = static_cast<double>(queries.size(-1));
+    Variable scores = autograd::matmul(queries, autograd::transpose(keys, nd - 2, nd - 1)) / std::sqrt(d);  // (B, T, S)
+    Variable weights = nn::masked_softmax(scores, mask);                                                          // (B, T, S)
+    // Values are never modified in place, so keeping the handle is a copy
+    // that costs nothing; without the Variable, no graph is kept alive.
+    attention_weights = weights.value();
+    return autograd::matmul((*dropout_)(weights), values);  // (B, T, v)
+}
+
+// ---- additive attention ----------------------------------------------------------------------
+
+AdditiveAttention::AdditiveAttention(Options options_, core::Generator& gen)
+    : Module("AdditiveAttention"), options(options_) {
+    if (options.key_size <= 0 || options.query_size <= 0 || options.num_hiddens <= 0)
+        fail<ValueError>("AdditiveAttention: key_size={}, query_size={} and num_hiddens={} must be positive",
+                         options.key_size, options.query_size, options.num_hiddens);
+    W_k = register_module(
+        "W_k", std::make_shared<Linear>(
+                   Linear::Options{.in_features = options.key_size, .out_features = options.num_hiddens, .bias = false},
+                   gen));
+    W_q = register_module("W_q", std::make_shared<Linear>(Linear::Options{.in_features = options.query_size,
+                                                                          .out_features = options.num_hiddens,
+                                                                          .bias = false},
+                                                          gen));
+    w_v = register_module(
+        "w_v", std::make_shared<Linear>(
+                   Linear::Options{.in_features = options.num_hiddens, .out_features = 1, .bias = false}, gen));
+    dropout_ = register_module("dropout", std::make_shared<Dropout>(Dropout::Options{.p = options.dropout}, gen));
+}
+
+Variable AdditiveAttention::forward(const Variable& queries, const Variable& keys, const Variable& values,
+                                    const core::Tensor& mask) {
+    if (queries.dim() != 3 || queries.size(2) != options.query_size)
+        fail<ShapeError>("AdditiveAttention: queries of shape {} must be (batch, steps, query_size={})",
+                         shape_str(queries.shape()), options.query_size);
+    if (keys.dim() != 3 || keys.size(2) != options.key_size)
+        fail<ShapeError>("AdditiveAttention: keys of shape {} must be (batch, steps, key_size={})",
+                         shape_str(keys.shape()), options.key_size);
+    if (values.dim() != 3 || keys.size(0) != queries.size(0) || values.size(0) != queries.size(0) ||
+        values.size(1) != keys.size(1))
+        fail<ShapeError>("AdditiveAttention: queries {}, keys {} and values {} must be (B, T, q), (B, S, k) and "
+                         "(B, S, v)",
+                         shape_str(queries.shape()), shape_str(keys.shape()), shape_str(values.shape()));
+
+    Variable q = (*W_q)(queries);  // (B, T, h)
+    Variable k = (*W_k)(keys);     // (B, S, h)
+    // features[b, t, s] = tanh(W_q q_t + W_k k_s): every query meets every key
+    // by broadcasting (B, T, 1, h) + (B, 1, S, h), the MLP's hidden layer.
+    Variable features = autograd::tanh(autograd::unsqueeze(q, 2) + autograd::unsqueeze(k, 1));  // (B, T, S, h)
+    // a(q, k) = w_vᵀ features: w_v has one output, which squeeze removes
+    Variable scores = autograd::squeeze((*w_v)(features), 3);  // (B, T, S)
+    Variable weights = nn::masked_softmax(scores, mask);            // (B, T, S)
+    attention_weights = weights.value();
+    return autograd::matmul((*dropout_)(weights), values);  // (B, T, v)
+}
+
+// ---- multi-head attention -----------------------------------------------------------------------
+
+Variable transpose_qkv(const Variable& X, int64_t num_heads) {
+    if (X.dim() != 3) fail<ShapeError>("transpose_qkv: X of shape {} must be (batch, steps, num_hiddens)", shape_str(X.shape()));
+    if (num_heads <= 0 || X.size(2) % num_heads != 0)
+        fail<ValueError>("transpose_qkv: num_hiddens={} (X of shape {}) is not divisible by num_heads={}", X.size(2),
+                         shape_str(X.shape()), num_heads);
+    const int64_t B = X.size(0), T = X.size(1), d = X.size(2) / num_heads;
+    Variable x = autograd::reshape(X, {B, T, num_heads, d});  // (B, T, H, d): head h owns columns h·d ..
+    x = autograd::permute(x, {0, 2, 1, 3});                   // (B, H, T, d)
+    return autograd::reshape(x, {B * num_heads, T, d});       // (B·H, T, d)
+}
+
+Variable transpose_output(const Variable& X, int64_t num_heads) {
+    if (X.dim() != 3) fail<ShapeError>("transpose_output: X of shape {} must be (batch·heads, steps, d)", shape_str(X.shape()));
+    if (num_heads <= 0 || X.size(0) % num_heads != 0)
+        fail<ValueError>("transpose_output: the first dimension of X {} is not divisible by num_heads={}",
+                         shape_str(X.shape()), num_heads);
+    const int64_t B = X.size(0) / num_heads, T = X.size(1), d = X.size(2);
+    Variable x = autograd::reshape(X, {B, num_heads, T, d});  // (B, H, T, d)
+    x = autograd::permute(x, {0, 2, 1, 3});                   // (B, T, H, d)
+    return autograd::reshape(x, {B, T, num_heads * d});       // (B, T, D): the heads side by side
+}
+
+MultiHeadAttention::MultiHeadAttention(Options options_, core::Generator& gen)
+    : Module("MultiHeadAttention"), options(options_) {
+    if (options.num_heads <= 0 || options.num_hiddens <= 0 || options.num_hiddens % options.num_heads != 0)
+        fail<ValueError>("MultiHeadAttention: num_hiddens={} is not divisible by num_heads={}", options.num_hiddens,
+                         options.num_heads);
+    if (options.key_size <= 0 || options.query_size <= 0 || options.value_size <= 0)
+        fail<ValueError>("MultiHeadAttention: key_size={}, query_size={} and value_size={} must be positive",
+                         options.key_size, options.query_size, options.value_size);
+    auto projection = [&](int64_t in, int64_t out) {
+        return std::make_shared<Linear>(Linear::Options{.in_features = in, .out_features = out, .bias = options.bias},
+                                        gen);
+    };
+    attention = register_module(
+        "attention", std::make_shared<DotProductAttention>(DotProductAttention::Options{.dropout = options.dropout}, gen));
+    W_q = register_module("W_q", projection(options.query_size, options.num_hiddens));
+    W_k = register_module("W_k", projection(options.key_size, options.num_hiddens));
+    W_v = register_module("W_v", projection(options.value_size, options.num_hiddens));
+    W_o = register_module("W_o", projection(options.num_hiddens, options.num_hiddens));
+}
+
+void MultiHeadAttention::check_input(const Variable& x, const char* what, const char* size_name, int64_t size) const {
+    if (!x.defined()) fail<ValueError>("MultiHeadAttention: {} are undefined", what);
+    if (x.dim() != 3 || x.size(2) != size)
+        fail<ShapeError>("MultiHeadAttention: {} of shape {} must be (batch, steps, {}={})", what,
+                         shape_str(x.shape()), size_name, size);
+}
+
+core::Tensor MultiHeadAttention::mask_for_heads(const core::Tensor& mask, int64_t batch) const {
+    if (!mask.defined()) return mask;
+    const int64_t H = options.num_heads;
+    if (mask.dtype() != DType::boolean) {
+        // Valid lengths (B) or (B, T): row b·H + h of the heads belongs to batch
+        // element b, so each length is repeated H times in a row, which is
+        // torch.repeat_interleave(valid_lens, num_heads, dim=0) in seed 000.
+        if (mask.dim() < 1 || mask.dim() > 2 || mask.size(0) != batch)
+            fail<ShapeError>("MultiHeadAttention: valid_lens of shape {} must be (batch={}) or (batch={}, query steps)",
+                             shape_str(mask.shape()), batch, batch);
+        Shape repeated = mask.shape();  // (B, H[, T])
+        repeated.insert(1, H);
+        Shape flat = mask.shape();  // (B·H[, T])
+        flat[0] *= H;
+        return mask.unsqueeze(1).expand(repeated).reshape(flat);
+    }
+    // A bool mask of 1 or 2 dims, (S) or (T, S), already broadcasts to every
+    // (B·H, T, S) score. A 3-D mask (B, T, S) gets a head dim, (B, 1, T, S),
+    // as seed 004's mask.unsqueeze(1); a 4-D one (B, H, T, S) is seed 002's.
+    if (mask.dim() <= 2) return mask;
+    if (mask.dim() > 4)
+        fail<ShapeError>("MultiHeadAttention: a bool mask of shape {} has more than 4 dimensions", shape_str(mask.shape()));
+    const Tensor m = mask.dim() == 3 ? mask.unsqueeze(1) : mask;  // (B|1, H|1, T|1, S|1)
+    if ((m.size(0) != 1 && m.size(0) != batch) || (m.size(1) != 1 && m.size(1) != H))
+        fail<ShapeError>("MultiHeadAttention: bool mask of shape {} does not fit batch={} and num_heads={}",
+                         shape_str(mask.shape()), batch, H);
+    return m.expand({batch, H, m.size(2), m.size(3)}).reshape({batch * H, m.size(2), m.size(3)});  // (B·H, T|1, S|1)
+}
+
+Variable MultiHeadAttention::forward(const Variable& queries, const Variable& keys, const Variable& values,
+                                     const core::Tensor& mask) {
+    check_input(queries, "queries", "query_size", options.query_size);
+    check_input(keys, "keys", "key_size", options.key_size);
+    check_input(values, "values", "value_size", options.value_size);
+    const int64_t B = queries.size(0), H = options.num_heads;
+    if (keys.size(0) != B || values.size(0) != B || keys.size(1) != values.size(1))
+        fail<ShapeError>("MultiHeadAttention: queries {}, keys {} and values {} must share the batch size, and keys "
+                         "and values the number of steps",
+                         shape_str(queries.shape()), shape_str(keys.shape()), shape_str(values.shape()));
+
+    Variable q = transpose_qkv((*W_q)(queries), H);  // (B·H, T, d)
+    Variable k = transpose_qkv((*W_k)(keys), H);     // (B·H, S, d)
+    Variable v = transpose_qkv((*W_v)(values), H);   // (B·H, S, d)
+    Variable heads = (*attention)(q, k, v, mask_for_heads(mask, B));  // (B·H, T, d)
+    return (*W_o)(transpose_output(heads, H));                        // (B, T, D)
+}
+
+Variable MultiHeadAttention::forward_step(const Variable& queries, const Variable& new_keys,
+                                          const Variable& new_values, const core::Tensor& mask, KVCache& cache,
+                                          bool append) {
+    check_input(queries, "queries", "query_size", options.query_size);
+    const int64_t B = queries.size(0), H = options.num_heads;
+    if (append || cache.empty()) {
+        check_input(new_keys, "keys", "key_size", options.key_size);
+        check_input(new_values, "values", "value_size", options.value_size);
+        if (new_keys.size(0) != B || new_values.size(0) != B || new_keys.size(1) != new_values.size(1))
+            fail<ShapeError>("MultiHeadAttention: queries {}, keys {} and values {} must share the batch size, and "
+                             "keys and values the number of steps",
+                             shape_str(queries.shape()), shape_str(new_keys.shape()), shape_str(new_values.shape()));
+        // Only the new steps are projected; the old ones are in the cache.
+        const Tensor k = transpose_qkv((*W_k)(new_keys), H).value();    // (B·H, S_new, d)
+        const Tensor v = transpose_qkv((*W_v)(new_values), H).value();  // (B·H, S_new, d)
+        if (cache.empty()) {
+            cache.keys = k;
+            cache.values = v;
+        } else {
+            if (cache.keys.size(0) != B * H)
+                fail<ShapeError>("MultiHeadAttention: the cache holds keys of shape {}, which do not fit batch={} "
+                                 "with num_heads={}",
+                                 shape_str(cache.keys.shape()), B, H);
+            // d2l's torch.cat((state[2][i], X), axis=1), on projected keys
+            cache.keys = core::concat({cache.keys, k}, 1);      // (B·H, S_old + S_new, d)
+            cache.values = core::concat({cache.values, v}, 1);  // (B·H, S_old + S_new, d)
+        }
+    } else if (cache.keys.size(0) != B * H) {
+        fail<ShapeError>("MultiHeadAttention: the cache holds keys of shape {}, which do not fit batch={} with "
+                         "num_heads={}",
+                         shape_str(cache.keys.shape()), B, H);
+    }
+
+    Variable q = transpose_qkv((*W_q)(queries), H);  // (B·H, T, d)
+    Variable heads = (*attention)(q, Variable(cache.keys), Variable(cache.values), mask_for_heads(mask, B));  // (B·H, T, d)
+    return (*W_o)(transpose_output(heads, H));  // (B, T, D)
+}
+
+}  // namespace tformer::nn

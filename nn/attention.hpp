@@ -1,0 +1,207 @@
+// Attention scoring functions and multi-head attention.
+//
+//   masked_softmax       seed 003, 注意力评分函数 / 掩蔽softmax操作 (valid lengths),
+//                        and seed 002, 2.2 ScaleDotProductAttention (boolean masks)
+//   AdditiveAttention    seed 003, 加性注意力:  a(q, k) = w_vᵀ tanh(W_q q + W_k k)
+//   DotProductAttention  seed 003, 缩放点积注意力: softmax(Q Kᵀ / √d) V
+//   MultiHeadAttention   seed 000, 代码实现 / 多头注意力 (d2l's class, with
+//                        transpose_qkv and transpose_output); seed 004's
+//                        MultiHeadedAttention is the same layer with biases
+//   subsequent_mask      seed 004 (subsequent_mask), seed 002 (make_no_peak_mask)
+//   causal_valid_lens    seed 000, DecoderBlock.forward (dec_valid_lens)
+//
+// Masks. Every attention here takes one `mask` tensor, in whichever form the
+// document uses:
+//   - int64 (or float holding whole numbers): valid lengths, d2l style. 1-D
+//     (B): the first valid_lens[b] keys count for every query of batch
+//     element b; 2-D (B, T): one length per query row.
+//   - bool: a keep-mask broadcast to the scores (B, T, S), true = attend,
+//     as seed 002's pad mask and no-peek mask and seed 004's subsequent_mask.
+//   - undefined: attend to every key.
+// Masked weights are exactly 0. A query with nothing to attend to gets all
+// zero weights (d2l's -1e6 fill would spread it uniformly over the padding;
+// see core::masked_softmax).
+//
+// Dimension letters: B batch, T query steps, S key steps, D hidden
+// (num_hiddens), H heads, d = D / H the per-head size, v the value size.
+#pragma once
+
+#include "nn/layers.hpp"
+#include "nn/module.hpp"
+
+#include "core/random.hpp"
+
+#include <memory>
+
+namespace tformer::nn {
+
+/// Softmax over the last dim of X (..., T, S) keeping only the entries the
+/// mask allows (see the header comment for the three forms of `mask`).
+/// Calls autograd::masked_softmax (valid lengths), masked_softmax_by_mask
+/// (bool) or softmax (undefined mask).
+Variable masked_softmax(const Variable& X, const core::Tensor& mask);
+
+/// The no-peek mask of seed 004's subsequent_mask(size): bool (1, size, size),
+/// true where key j ≤ query i, so position i sees positions 0..i only.
+core::Tensor subsequent_mask(int64_t size);
+
+/// d2l's dec_valid_lens: int64 (batch_size, num_steps) whose every row is
+/// [1, 2, ..., num_steps]; the valid-length form of subsequent_mask.
+core::Tensor causal_valid_lens(int64_t batch_size, int64_t num_steps);
+
+// ---- scaled dot-product attention ------------------------------------------------------
+
+/// softmax(Q Kᵀ / √d) V with a mask and dropout on the weights (seed 003,
+/// 缩放点积注意力; d2l's DotProductAttention; seed 002's ScaleDotProductAttention).
+class DotProductAttention : public Module {
+public:
+    struct Options {
+        double dropout = 0.0;  ///< dropout probability on the attention weights
+    };
+    explicit DotProductAttention(Options options, core::Generator& gen = core::default_generator());
+
+    /// queries (B, T, d), keys (B, S, d), values (B, S, v) -> (B, T, v).
+    /// Also 4-D, (B, H, T, d) ... -> (B, H, T, v), as seed 002 calls it.
+    Variable forward(const Variable& queries, const Variable& keys, const Variable& values,
+                     const core::Tensor& mask = {});
+    Variable operator()(const Variable& queries, const Variable& keys, const Variable& values,
+                        const core::Tensor& mask = {}) {
+        return forward(queries, keys, values, mask);
+    }
+
+    Options options;
+    /// (B, T, S) or (B, H, T, S): the weights of the last forward, before
+    /// dropout, without a graph (for heatmaps).
+    core::Tensor attention_weights;
+
+private:
+    std::shared_ptr<Dropout> dropout_;
+};
+
+// ---- additive attention ----------------------------------------------------------------------
+
+/// a(q, k) = w_vᵀ tanh(W_q q + W_k k) (seed 003, 加性注意力; d2l's
+/// AdditiveAttention), for queries and keys of different sizes.
+/// Children, in d2l's order: W_k, W_q, w_v (Linear without bias), dropout.
+class AdditiveAttention : public Module {
+public:
+    struct Options {
+        int64_t key_size = 0;     ///< k, the size of a key
+        int64_t query_size = 0;   ///< q, the size of a query
+        int64_t num_hiddens = 0;  ///< h, the hidden units of the one-layer MLP
+        double dropout = 0.0;     ///< dropout probability on the attention weights
+    };
+    explicit AdditiveAttention(Options options, core::Generator& gen = core::default_generator());
+
+    /// queries (B, T, query_size), keys (B, S, key_size), values (B, S, v) -> (B, T, v).
+    Variable forward(const Variable& queries, const Variable& keys, const Variable& values,
+                     const core::Tensor& mask = {});
+    Variable operator()(const Variable& queries, const Variable& keys, const Variable& values,
+                        const core::Tensor& mask = {}) {
+        return forward(queries, keys, values, mask);
+    }
+
+    Options options;
+    std::shared_ptr<Linear> W_k;  ///< key_size -> num_hiddens
+    std::shared_ptr<Linear> W_q;  ///< query_size -> num_hiddens
+    std::shared_ptr<Linear> w_v;  ///< num_hiddens -> 1
+    /// (B, T, S): the weights of the last forward, before dropout, without a graph.
+    core::Tensor attention_weights;
+
+private:
+    std::shared_ptr<Dropout> dropout_;
+};
+
+// ---- multi-head attention -----------------------------------------------------------------------
+
+/// seed 000's transpose_qkv: X (B, T, D) -> (B·H, T, D/H), head h of batch
+/// element b at row b·H + h. Reshape to (B, T, H, d), permute to (B, H, T, d),
+/// reshape to (B·H, T, d). Throws ValueError when D is not divisible by H.
+Variable transpose_qkv(const Variable& X, int64_t num_heads);
+
+/// seed 000's transpose_output, the inverse: X (B·H, T, d) -> (B, T, H·d).
+Variable transpose_output(const Variable& X, int64_t num_heads);
+
+/// Projected keys and values of one MultiHeadAttention, kept between the
+/// steps of step-by-step decoding (the projected form of d2l's state[2][i]).
+/// Plain tensors without a graph: decoding runs under NoGradGuard.
+struct KVCache {
+    core::Tensor keys;    ///< (B·H, S so far, d) = transpose_qkv(W_k(keys seen so far))
+    core::Tensor values;  ///< (B·H, S so far, d) = transpose_qkv(W_v(values seen so far))
+
+    /// No step has run yet.
+    bool empty() const { return !keys.defined(); }
+    /// Key steps cached so far.
+    int64_t steps() const { return keys.defined() ? keys.size(1) : 0; }
+    /// Forgets everything (before decoding a new sentence).
+    void clear() { keys = core::Tensor(); values = core::Tensor(); }
+};
+
+/// Multi-head attention (seed 000's d2l class): H heads of scaled dot-product
+/// attention on learned projections, concatenated and projected again,
+///   head_i = attention(Q W_q,iᵀ, K W_k,iᵀ, V W_v,iᵀ),  out = [head_1 ... head_H] W_oᵀ.
+/// All heads run as one batched attention over (B·H, ., d) tensors.
+/// Children, named as in d2l so parameters are "W_q.weight" etc.:
+/// attention (DotProductAttention), W_q, W_k, W_v, W_o.
+class MultiHeadAttention : public Module {
+public:
+    struct Options {
+        int64_t key_size = 0;
+        int64_t query_size = 0;
+        int64_t value_size = 0;
+        int64_t num_hiddens = 0;  ///< D, split into num_heads heads of D/H
+        int64_t num_heads = 1;
+        double dropout = 0.0;     ///< on the attention weights
+        bool bias = false;        ///< d2l: no bias; seed 004: with bias
+    };
+    /// Throws ValueError when num_hiddens is not divisible by num_heads.
+    explicit MultiHeadAttention(Options options, core::Generator& gen = core::default_generator());
+
+    /// queries (B, T, query_size), keys (B, S, key_size), values (B, S,
+    /// value_size) -> (B, T, num_hiddens). Valid lengths (B) or (B, T) are
+    /// repeated for every head (d2l's repeat_interleave); a bool mask of
+    /// shape (S), (T, S), (B|1, T|1, S) or (B|1, H|1, T|1, S) is applied to
+    /// every head (a 3-D mask gets a head dim at 1, as seed 004 does).
+    Variable forward(const Variable& queries, const Variable& keys, const Variable& values,
+                     const core::Tensor& mask = {});
+    Variable operator()(const Variable& queries, const Variable& keys, const Variable& values,
+                        const core::Tensor& mask = {}) {
+        return forward(queries, keys, values, mask);
+    }
+
+    /// One step of incremental decoding. Projects only new_keys / new_values
+    /// (B, T_new, key_size / value_size) with W_k / W_v, appends them to the
+    /// cache along the step dim (an empty cache starts with them), and
+    /// attends from queries (B, T, query_size) to every cached step.
+    ///   self-attention: append = true; feeding tokens one at a time with
+    ///     queries = new_keys = new_values = the current step (B, 1, D) and no
+    ///     mask gives the outputs of forward() with the no-peek mask.
+    ///   cross-attention to the encoder outputs: append = false; the first
+    ///     call (empty cache) projects and caches them, later calls reuse
+    ///     the cache as is and ignore new_keys / new_values (may be undefined).
+    /// `mask` refers to all cached steps (S = cache.steps() after appending):
+    /// e.g. enc_valid_lens for cross-attention, none for one query at a time.
+    /// The cache holds values without a graph, so gradients do not reach
+    /// W_k / W_v through it: train with forward().
+    Variable forward_step(const Variable& queries, const Variable& new_keys, const Variable& new_values,
+                          const core::Tensor& mask, KVCache& cache, bool append = true);
+
+    /// (B·H, T, S): the last weights of the inner attention, as d2l's
+    /// blk.attention.attention.attention_weights.
+    const core::Tensor& attention_weights() const { return attention->attention_weights; }
+
+    Options options;
+    std::shared_ptr<DotProductAttention> attention;
+    std::shared_ptr<Linear> W_q;  ///< query_size -> num_hiddens
+    std::shared_ptr<Linear> W_k;  ///< key_size -> num_hiddens
+    std::shared_ptr<Linear> W_v;  ///< value_size -> num_hiddens
+    std::shared_ptr<Linear> W_o;  ///< num_hiddens -> num_hiddens
+
+private:
+    /// Checks x is (B, steps, size) and names it in the error otherwise.
+    void check_input(const Variable& x, const char* what, const char* size_name, int64_t size) const;
+    /// The mask in the (B·H, ...) layout of the heads.
+    core::Tensor mask_for_heads(const core::Tensor& mask, int64_t batch) const;
+};
+
+}  // namespace tformer::nn

@@ -1,0 +1,727 @@
+// Attention layers (nn/attention.hpp) and attention pooling
+// (nn/attention_pooling.hpp), checked against the documents' own examples
+// (seed 003's AdditiveAttention / DotProductAttention demos, seed 000's
+// MultiHeadAttention shapes) and against a plain-loop attention oracle:
+// one table of masks (none, valid lengths per batch and per row, bool
+// pad / no-peek masks) feeds the DotProductAttention and MultiHeadAttention
+// checks. The KV-cache tests show that step-by-step decoding reproduces the
+// full masked forward pass.
+#include "nn/attention.hpp"
+#include "nn/attention_pooling.hpp"
+
+#include "autograd/autograd.hpp"
+#include "core/core.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+using namespace tformer;
+using namespace tformer::nn;
+using autograd::NoGradGuard;
+using Catch::Contains;
+using core::DType;
+using core::Generator;
+using core::Shape;
+
+namespace {
+
+// ---- helpers -------------------------------------------------------------------------------
+
+double max_abs_diff(const Tensor& a, const Tensor& b) {
+    REQUIRE(a.shape() == b.shape());
+    const std::vector<double> x = a.to_vector(), y = b.to_vector();
+    double worst = 0;
+    for (size_t i = 0; i < x.size(); ++i) worst = std::max(worst, std::abs(x[i] - y[i]));
+    return worst;
+}
+
+double tolerance(DType dtype) { return dtype == DType::float64 ? 1e-12 : 1e-5; }
+
+// Which keys a query may attend to: allowed(b, h, t, s).
+using Allowed = std::function<bool(int64_t b, int64_t h, int64_t t, int64_t s)>;
+
+struct OracleOut {
+    Tensor out;      // (B, T, v)
+    Tensor weights;  // (B, T, S)
+};
+
+// Scaled dot-product attention written out with loops, in double:
+//   w[b,t,s] = exp(q·k/√d) / Σ_{allowed s'} exp(q·k'/√d) over allowed s, 0 elsewhere
+//   out[b,t] = Σ_s w[b,t,s] v[b,s]
+// q (B, T, d), k (B, S, d), v (B, S, dv); `head` is passed through to allowed.
+OracleOut attention_oracle(const Tensor& q, const Tensor& k, const Tensor& v, const Allowed& allowed,
+                           int64_t head = 0) {
+    const int64_t B = q.size(0), T = q.size(1), d = q.size(2), S = k.size(1), dv = v.size(2);
+    Tensor out = core::zeros({B, T, dv}, DType::float64), weights = core::zeros({B, T, S}, DType::float64);
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t t = 0; t < T; ++t) {
+            std::vector<double> score(S, 0.0);
+            double top = -INFINITY;
+            for (int64_t s = 0; s < S; ++s) {
+                if (!allowed(b, head, t, s)) continue;
+                for (int64_t j = 0; j < d; ++j) score[s] += q.at({b, t, j}) * k.at({b, s, j});
+                score[s] /= std::sqrt(static_cast<double>(d));
+                top = std::max(top, score[s]);
+            }
+            double total = 0;
+            for (int64_t s = 0; s < S; ++s)
+                if (allowed(b, head, t, s)) total += std::exp(score[s] - top);
+            for (int64_t s = 0; s < S; ++s) {
+                if (!allowed(b, head, t, s)) continue;
+                const double w = std::exp(score[s] - top) / total;
+                weights.set({b, t, s}, w);
+                for (int64_t j = 0; j < dv; ++j) out.set({b, t, j}, out.at({b, t, j}) + w * v.at({b, s, j}));
+            }
+        }
+    return {out, weights};
+}
+
+// ---- the table of masks ----------------------------------------------------------------------
+// B = 2 batch elements, T = 3 queries, S = 4 keys; each form of mask with the
+// rule it stands for.
+constexpr int64_t kB = 2, kT = 3, kS = 4;
+
+struct MaskCase {
+    std::string name;
+    Tensor mask;
+    Allowed allowed;
+};
+
+std::vector<MaskCase> mask_cases() {
+    const std::vector<int64_t> lens = {3, 2};
+    const std::vector<int64_t> row_lens = {1, 3, 4, 2, 2, 1};  // (B, T)
+    std::vector<bool> pad_keep, no_peek_keep, per_query_keep;
+    for (int64_t b = 0; b < kB; ++b)
+        for (int64_t s = 0; s < kS; ++s) pad_keep.push_back(s < lens[b]);
+    for (int64_t t = 0; t < kT; ++t)
+        for (int64_t s = 0; s < kS; ++s) no_peek_keep.push_back(s <= t + 1);
+    for (int64_t b = 0; b < kB; ++b)
+        for (int64_t t = 0; t < kT; ++t)
+            for (int64_t s = 0; s < kS; ++s) per_query_keep.push_back((s + t + b) % 3 != 0);
+    return {
+        {"no mask", Tensor(), [](int64_t, int64_t, int64_t, int64_t) { return true; }},
+        {"valid_lens (B) = [3, 2]", core::from_vector(lens, {kB}),
+         [=](int64_t b, int64_t, int64_t, int64_t s) { return s < lens[b]; }},
+        {"valid_lens (B, T)", core::from_vector(row_lens, {kB, kT}),
+         [=](int64_t b, int64_t, int64_t t, int64_t s) { return s < row_lens[b * kT + t]; }},
+        {"float valid_lens (B) = [3, 2]", core::tensor({3, 2}, {kB}, DType::float32),
+         [=](int64_t b, int64_t, int64_t, int64_t s) { return s < lens[b]; }},
+        {"bool pad mask (B, 1, S)", core::from_vector(pad_keep, {kB, 1, kS}),
+         [=](int64_t b, int64_t, int64_t, int64_t s) { return s < lens[b]; }},
+        {"bool no-peek mask (T, S)", core::from_vector(no_peek_keep, {kT, kS}),
+         [](int64_t, int64_t, int64_t t, int64_t s) { return s <= t + 1; }},
+        {"bool mask (B, T, S)", core::from_vector(per_query_keep, {kB, kT, kS}),
+         [](int64_t b, int64_t, int64_t t, int64_t s) { return (s + t + b) % 3 != 0; }},
+    };
+}
+
+// seed 003's demo inputs: keys all ones (so no query can tell them apart),
+// values arange(40).reshape(1, 10, 4).repeat(2, 1, 1), valid_lens [2, 6].
+Tensor demo_values() { return core::arange(40, DType::float32).reshape({1, 10, 4}).expand({2, 10, 4}).contiguous(); }
+
+}  // namespace
+
+// ---- masked_softmax ------------------------------------------------------------------------------
+
+TEST_CASE("masked_softmax(X, mask): seed 003's valid lengths [2, 3] and [[1, 3], [2, 4]]", "[nn][attention]") {
+    Generator gen(3);
+    const Variable X(core::rand({2, 2, 4}, gen));
+    struct Case {
+        const char* name;
+        Tensor mask;
+        std::vector<int64_t> lens;  // per row (b, t)
+    };
+    const std::vector<Case> cases = {
+        {"per batch [2, 3]", core::from_vector(std::vector<int64_t>{2, 3}, {2}), {2, 2, 3, 3}},
+        {"per row [[1, 3], [2, 4]]", core::from_vector(std::vector<int64_t>{1, 3, 2, 4}, {2, 2}), {1, 3, 2, 4}},
+        {"no mask", Tensor(), {4, 4, 4, 4}},
+    };
+    for (const Case& c : cases) {
+        SECTION(c.name) {
+            const Tensor w = nn::masked_softmax(X, c.mask).value();
+            for (int64_t r = 0; r < 4; ++r) {
+                const int64_t b = r / 2, t = r % 2, len = c.lens[r];
+                double total = 0;
+                for (int64_t s = 0; s < len; ++s) total += std::exp(X.value().at({b, t, s}));
+                for (int64_t s = 0; s < 4; ++s) {
+                    const double expected = s < len ? std::exp(X.value().at({b, t, s})) / total : 0.0;
+                    if (s < len)
+                        CHECK(w.at({b, t, s}) == Approx(expected).epsilon(1e-6));
+                    else
+                        CHECK(w.at({b, t, s}) == 0.0);  // exactly zero beyond the valid length
+                }
+            }
+        }
+    }
+    // a row of valid length 1 puts all its weight on the first key, as in the document
+    const Tensor w = nn::masked_softmax(X, cases[1].mask).value();
+    CHECK(w.at({0, 0, 0}) == 1.0);
+}
+
+TEST_CASE("masked_softmax(X, mask): a bool keep-mask gives the same weights as the equivalent valid lengths",
+          "[nn][attention]") {
+    Generator gen(4);
+    const Variable X(core::randn({2, 3, 5}, gen, DType::float64));
+    const Tensor lens = core::from_vector(std::vector<int64_t>{1, 4, 2, 5, 3, 3}, {2, 3});
+    std::vector<bool> keep;
+    for (int64_t r = 0; r < 6; ++r)
+        for (int64_t s = 0; s < 5; ++s) keep.push_back(s < lens.to_vector<int64_t>()[r]);
+    const Tensor by_lens = nn::masked_softmax(X, lens).value();
+    const Tensor by_mask = nn::masked_softmax(X, core::from_vector(keep, {2, 3, 5})).value();
+    CHECK(max_abs_diff(by_lens, by_mask) == 0.0);
+}
+
+TEST_CASE("subsequent_mask(size), causal_valid_lens(B, T): seed 004's no-peek mask and d2l's dec_valid_lens",
+          "[nn][attention]") {
+    const Tensor keep = subsequent_mask(3);
+    CHECK(keep.dtype() == DType::boolean);
+    CHECK(keep.shape() == Shape{1, 3, 3});
+    CHECK(keep.to_vector() == std::vector<double>{1, 0, 0, 1, 1, 0, 1, 1, 1});
+    const Tensor lens = causal_valid_lens(2, 3);
+    CHECK(lens.dtype() == DType::int64);
+    CHECK(lens.shape() == Shape{2, 3});
+    CHECK(lens.to_vector() == std::vector<double>{1, 2, 3, 1, 2, 3});
+    CHECK_THROWS_AS(subsequent_mask(-1), ValueError);
+}
+
+// ---- DotProductAttention ----------------------------------------------------------------------------
+
+TEST_CASE("DotProductAttention.forward(queries, keys, values, valid_lens): seed 003's demo averages the first 2 / "
+          "6 values",
+          "[nn][attention]") {
+    Generator gen(0);
+    DotProductAttention attention({.dropout = 0.5}, gen);
+    attention.eval();
+    const Variable queries(core::randn({2, 1, 2}, gen));
+    const Variable keys(core::ones({2, 10, 2}));
+    const Variable values(demo_values());
+    const Tensor valid_lens = core::from_vector(std::vector<int64_t>{2, 6}, {2});
+    const Tensor out = attention(queries, keys, values, valid_lens).value();
+    // identical keys get identical scores, so the weights are uniform over
+    // the valid keys: the mean of value rows 0..1 (= [2, 3, 4, 5]) and 0..5
+    CHECK(out.shape() == Shape{2, 1, 4});
+    const std::vector<double> expected = {2, 3, 4, 5, 10, 11, 12, 13};
+    const std::vector<double> got = out.to_vector();
+    for (size_t i = 0; i < expected.size(); ++i) CHECK(got[i] == Approx(expected[i]).epsilon(1e-6));
+    const Tensor& w = attention.attention_weights;
+    CHECK(w.shape() == Shape{2, 1, 10});
+    for (int64_t s = 0; s < 10; ++s) {
+        if (s < 2) CHECK(w.at({0, 0, s}) == Approx(0.5));
+        else CHECK(w.at({0, 0, s}) == 0.0);  // exactly zero beyond the valid length
+        if (s < 6) CHECK(w.at({1, 0, s}) == Approx(1.0 / 6));
+        else CHECK(w.at({1, 0, s}) == 0.0);
+    }
+}
+
+TEST_CASE("DotProductAttention.forward(queries, keys, values, mask): matches the plain-loop oracle for every form "
+          "of mask",
+          "[nn][attention]") {
+    const DType dtype = GENERATE(DType::float32, DType::float64);
+    Generator gen(1);
+    DotProductAttention attention({.dropout = 0.0}, gen);
+    const Tensor q = core::randn({kB, kT, 5}, gen, dtype);
+    const Tensor k = core::randn({kB, kS, 5}, gen, dtype);
+    const Tensor v = core::randn({kB, kS, 3}, gen, dtype);
+    for (const MaskCase& c : mask_cases()) {
+        SECTION(c.name + " " + std::string(core::dtype_name(dtype))) {
+            const Tensor out = attention(Variable(q), Variable(k), Variable(v), c.mask).value();
+            const OracleOut want = attention_oracle(q, k, v, c.allowed);
+            CHECK(out.dtype() == dtype);
+            CHECK(max_abs_diff(out, want.out) < tolerance(dtype));
+            CHECK(max_abs_diff(attention.attention_weights, want.weights) < tolerance(dtype));
+            // masked keys get exactly zero weight
+            for (int64_t b = 0; b < kB; ++b)
+                for (int64_t t = 0; t < kT; ++t)
+                    for (int64_t s = 0; s < kS; ++s)
+                        if (!c.allowed(b, 0, t, s)) CHECK(attention.attention_weights.at({b, t, s}) == 0.0);
+        }
+    }
+}
+
+TEST_CASE("DotProductAttention.forward(queries, keys, values, mask): 4-D (B, H, T, d) inputs with seed 002's pad "
+          "mask (B, 1, 1, S)",
+          "[nn][attention]") {
+    Generator gen(2);
+    DotProductAttention attention({.dropout = 0.0}, gen);
+    const int64_t H = 3;
+    const Tensor q = core::randn({kB, H, kT, 4}, gen, DType::float64);
+    const Tensor k = core::randn({kB, H, kS, 4}, gen, DType::float64);
+    const Tensor v = core::randn({kB, H, kS, 2}, gen, DType::float64);
+    const std::vector<int64_t> lens = {4, 1};
+    std::vector<bool> keep;
+    for (int64_t b = 0; b < kB; ++b)
+        for (int64_t s = 0; s < kS; ++s) keep.push_back(s < lens[b]);
+    const Tensor out = attention(Variable(q), Variable(k), Variable(v), core::from_vector(keep, {kB, 1, 1, kS})).value();
+    CHECK(out.shape() == Shape{kB, H, kT, 2});
+    CHECK(attention.attention_weights.shape() == Shape{kB, H, kT, kS});
+    // each (b, h) is its own 3-D attention
+    for (int64_t h = 0; h < H; ++h) {
+        const OracleOut want = attention_oracle(
+            q.select(1, h), k.select(1, h), v.select(1, h),
+            [&](int64_t b, int64_t, int64_t, int64_t s) { return s < lens[b]; });
+        CHECK(max_abs_diff(out.select(1, h), want.out) < 1e-12);
+    }
+}
+
+TEST_CASE("DotProductAttention.forward: shape errors name the layer and the shapes", "[nn][attention]") {
+    DotProductAttention attention({.dropout = 0.0});
+    const Variable q(core::zeros({2, 3, 4})), k(core::zeros({2, 5, 4})), v(core::zeros({2, 5, 6}));
+    REQUIRE_THROWS_WITH(attention(Variable(core::zeros({3, 4})), k, v),
+                        "DotProductAttention: queries of shape (3x4) must be (batch, steps, d) or (batch, heads, "
+                        "steps, d)");
+    REQUIRE_THROWS_WITH(attention(q, Variable(core::zeros({2, 5, 3})), v),
+                        "DotProductAttention: queries (2x3x4) and keys (2x5x3) must have the same size d in the "
+                        "last dimension");
+    REQUIRE_THROWS_WITH(attention(q, k, Variable(core::zeros({2, 4, 6}))),
+                        "DotProductAttention: keys (2x5x4) and values (2x4x6) must have the same number of steps");
+    REQUIRE_THROWS_AS(attention(q, Variable(core::zeros({3, 5, 4})), v), ShapeError);
+    // a mask that fits neither form is rejected by the masked softmax
+    REQUIRE_THROWS_AS(attention(q, k, v, core::from_vector(std::vector<int64_t>{1, 2, 3}, {3})), ShapeError);
+}
+
+// ---- AdditiveAttention ---------------------------------------------------------------------------------
+
+TEST_CASE("AdditiveAttention.forward(queries, keys, values, valid_lens): seed 003's demo averages the first 2 / 6 "
+          "values",
+          "[nn][attention]") {
+    Generator gen(0);
+    AdditiveAttention attention({.key_size = 2, .query_size = 20, .num_hiddens = 8, .dropout = 0.1}, gen);
+    attention.eval();
+    std::vector<std::string> names;
+    for (const auto& [name, p] : attention.named_parameters()) names.push_back(name + " " + shape_str(p.shape()));
+    CHECK(names == std::vector<std::string>{"W_k.weight (8x2)", "W_q.weight (8x20)", "w_v.weight (1x8)"});
+
+    const Variable queries(core::randn({2, 1, 20}, gen));
+    const Variable keys(core::ones({2, 10, 2}));
+    const Variable values(demo_values());
+    const Tensor out =
+        attention(queries, keys, values, core::from_vector(std::vector<int64_t>{2, 6}, {2})).value();
+    CHECK(out.shape() == Shape{2, 1, 4});
+    const std::vector<double> expected = {2, 3, 4, 5, 10, 11, 12, 13};
+    const std::vector<double> got = out.to_vector();
+    for (size_t i = 0; i < expected.size(); ++i) CHECK(got[i] == Approx(expected[i]).epsilon(1e-5));
+    const Tensor& w = attention.attention_weights;
+    CHECK(w.shape() == Shape{2, 1, 10});
+    for (int64_t s = 2; s < 10; ++s) CHECK(w.at({0, 0, s}) == 0.0);
+    for (int64_t s = 6; s < 10; ++s) CHECK(w.at({1, 0, s}) == 0.0);
+}
+
+TEST_CASE("AdditiveAttention.forward: scores are w_vᵀ tanh(W_q q + W_k k), checked by hand for one pair",
+          "[nn][attention]") {
+    Generator gen(5);
+    AdditiveAttention attention({.key_size = 3, .query_size = 2, .num_hiddens = 4, .dropout = 0.0}, gen);
+    attention.to(DType::float64);
+    const Tensor q = core::randn({1, 1, 2}, gen, DType::float64);
+    const Tensor k = core::randn({1, 2, 3}, gen, DType::float64);
+    const Tensor v = core::tensor({1, 0, 0, 1}, {1, 2, 2}, DType::float64);
+    const Tensor out = attention(Variable(q), Variable(k), Variable(v)).value();
+    // score_s = Σ_h w_v[h] tanh(Σ_i W_q[h, i] q_i + Σ_j W_k[h, j] k_s,j)
+    auto score = [&](int64_t s) {
+        double a = 0;
+        for (int64_t h = 0; h < 4; ++h) {
+            double pre = 0;
+            for (int64_t i = 0; i < 2; ++i) pre += attention.W_q->weight.value().at({h, i}) * q.at({0, 0, i});
+            for (int64_t j = 0; j < 3; ++j) pre += attention.W_k->weight.value().at({h, j}) * k.at({0, s, j});
+            a += attention.w_v->weight.value().at({0, h}) * std::tanh(pre);
+        }
+        return a;
+    };
+    const double w0 = 1 / (1 + std::exp(score(1) - score(0)));
+    CHECK(out.at({0, 0, 0}) == Approx(w0).epsilon(1e-12));
+    CHECK(out.at({0, 0, 1}) == Approx(1 - w0).epsilon(1e-12));
+}
+
+TEST_CASE("AdditiveAttention.forward: shape errors name the layer and the shapes", "[nn][attention]") {
+    AdditiveAttention attention({.key_size = 2, .query_size = 20, .num_hiddens = 8});
+    const Variable keys(core::ones({2, 10, 2})), values(core::ones({2, 10, 4}));
+    REQUIRE_THROWS_WITH(attention(Variable(core::zeros({2, 1, 19})), keys, values),
+                        "AdditiveAttention: queries of shape (2x1x19) must be (batch, steps, query_size=20)");
+    REQUIRE_THROWS_WITH(attention(Variable(core::zeros({2, 1, 20})), Variable(core::ones({2, 10, 3})), values),
+                        "AdditiveAttention: keys of shape (2x10x3) must be (batch, steps, key_size=2)");
+    REQUIRE_THROWS_AS(attention(Variable(core::zeros({2, 1, 20})), keys, Variable(core::ones({2, 9, 4}))), ShapeError);
+    REQUIRE_THROWS_AS(AdditiveAttention({.key_size = 0, .query_size = 20, .num_hiddens = 8}), ValueError);
+}
+
+// ---- transpose_qkv / transpose_output ----------------------------------------------------------------
+
+TEST_CASE("transpose_qkv(X, num_heads), transpose_output(X, num_heads): head h of batch b is row b·H + h, and the "
+          "round trip is exact",
+          "[nn][attention]") {
+    Generator gen(6);
+    const int64_t B = 2, T = 3, H = 4, d = 2;
+    const Tensor X = core::randn({B, T, H * d}, gen);
+    const Tensor heads = transpose_qkv(Variable(X), H).value();
+    CHECK(heads.shape() == Shape{B * H, T, d});
+    for (int64_t b = 0; b < B; ++b)
+        for (int64_t h = 0; h < H; ++h)
+            for (int64_t t = 0; t < T; ++t)
+                for (int64_t j = 0; j < d; ++j) CHECK(heads.at({b * H + h, t, j}) == X.at({b, t, h * d + j}));
+    CHECK(max_abs_diff(transpose_output(Variable(heads), H).value(), X) == 0.0);
+    REQUIRE_THROWS_WITH(transpose_qkv(Variable(X), 3),
+                        "transpose_qkv: num_hiddens=8 (X of shape (2x3x8)) is not divisible by num_heads=3");
+    REQUIRE_THROWS_AS(transpose_output(Variable(heads), 3), ValueError);
+    REQUIRE_THROWS_AS(transpose_qkv(Variable(core::zeros({2, 8})), 2), ShapeError);
+}
+
+// ---- MultiHeadAttention ------------------------------------------------------------------------------------
+
+TEST_CASE("MultiHeadAttention(100, 100, 100, 100, 5, 0.5): seed 000's shapes, parameter names and per-head masked "
+          "weights",
+          "[nn][attention]") {
+    Generator gen(7);
+    MultiHeadAttention attention(
+        {.key_size = 100, .query_size = 100, .value_size = 100, .num_hiddens = 100, .num_heads = 5, .dropout = 0.5},
+        gen);
+    attention.eval();
+    std::vector<std::string> names;
+    for (const auto& [name, p] : attention.named_parameters()) names.push_back(name + " " + shape_str(p.shape()));
+    CHECK(names == std::vector<std::string>{"W_q.weight (100x100)", "W_k.weight (100x100)", "W_v.weight (100x100)",
+                                            "W_o.weight (100x100)"});
+    const Variable X(core::ones({2, 4, 100}));
+    const Variable Y(core::randn({2, 6, 100}, gen));
+    const Tensor valid_lens = core::from_vector(std::vector<int64_t>{3, 2}, {2});
+    const Tensor out = attention(X, Y, Y, valid_lens).value();
+    CHECK(out.shape() == Shape{2, 4, 100});
+    // d2l keeps the weights of all heads: (batch·heads, queries, keys)
+    const Tensor& w = attention.attention_weights();
+    REQUIRE(w.shape() == Shape{10, 4, 6});
+    for (int64_t row = 0; row < 10; ++row) {
+        const int64_t len = row < 5 ? 3 : 2;  // rows 0..4 are batch 0's heads
+        for (int64_t t = 0; t < 4; ++t) {
+            double total = 0;
+            for (int64_t s = 0; s < 6; ++s) {
+                total += w.at({row, t, s});
+                if (s >= len) CHECK(w.at({row, t, s}) == 0.0);
+            }
+            CHECK(total == Approx(1.0));
+        }
+    }
+    // with bias (seed 004's linears), each projection has a bias too
+    MultiHeadAttention biased({.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .num_heads = 2,
+                               .bias = true});
+    CHECK(biased.named_parameters().size() == 8);
+    CHECK(biased.named_parameters()[1].first == "W_q.bias");
+}
+
+namespace {
+
+// Seed 003's formula run literally, one head at a time:
+//   head_h = attention(Q W_q,hᵀ + b_q,h, K W_k,hᵀ + b_k,h, V W_v,hᵀ + b_v,h), out = [head_1 ... head_H] W_oᵀ + b_o
+// where W_·,h are rows h·d .. (h+1)·d of each projection (the columns transpose_qkv gives head h).
+Tensor heads_one_by_one(MultiHeadAttention& mha, const Tensor& Q, const Tensor& K, const Tensor& V,
+                        const Allowed& allowed) {
+    const int64_t H = mha.options.num_heads, d = mha.options.num_hiddens / H;
+    auto project = [&](const Linear& lin, const Tensor& x, int64_t h) {
+        const Tensor w = lin.weight.value().slice(0, h * d, (h + 1) * d);
+        const Tensor b = lin.bias.defined() ? lin.bias.value().slice(0, h * d, (h + 1) * d) : Tensor();
+        return core::linear(x, w, b);
+    };
+    std::vector<Tensor> heads;
+    for (int64_t h = 0; h < H; ++h)
+        heads.push_back(attention_oracle(project(*mha.W_q, Q, h), project(*mha.W_k, K, h), project(*mha.W_v, V, h),
+                                         allowed, h)
+                            .out.to(Q.dtype()));
+    const Tensor concat = core::concat(heads, 2);  // (B, T, H·d)
+    return core::linear(concat, mha.W_o->weight.value(),
+                        mha.W_o->bias.defined() ? mha.W_o->bias.value() : Tensor());
+}
+
+}  // namespace
+
+TEST_CASE("MultiHeadAttention.forward(queries, keys, values, mask): equals running the heads one by one, for every "
+          "form of mask",
+          "[nn][attention]") {
+    const DType dtype = GENERATE(DType::float32, DType::float64);
+    const bool bias = GENERATE(false, true);
+    Generator gen(8);
+    MultiHeadAttention mha(
+        {.key_size = 5, .query_size = 6, .value_size = 3, .num_hiddens = 8, .num_heads = 4, .bias = bias}, gen);
+    mha.to(dtype);
+    const Tensor Q = core::randn({kB, kT, 6}, gen, dtype);
+    const Tensor K = core::randn({kB, kS, 5}, gen, dtype);
+    const Tensor V = core::randn({kB, kS, 3}, gen, dtype);
+    for (const MaskCase& c : mask_cases()) {
+        SECTION(c.name + (bias ? " with bias " : " ") + std::string(core::dtype_name(dtype))) {
+            const Tensor out = mha(Variable(Q), Variable(K), Variable(V), c.mask).value();
+            CHECK(out.shape() == Shape{kB, kT, 8});
+            CHECK(max_abs_diff(out, heads_one_by_one(mha, Q, K, V, c.allowed)) < (dtype == DType::float64 ? 1e-12 : 1e-6));
+        }
+    }
+}
+
+TEST_CASE("MultiHeadAttention.forward: a 4-D bool mask (B, H, T, S) gives each head its own mask", "[nn][attention]") {
+    Generator gen(9);
+    const int64_t H = 2;
+    MultiHeadAttention mha({.key_size = 4, .query_size = 4, .value_size = 4, .num_hiddens = 4, .num_heads = H}, gen);
+    mha.to(DType::float64);
+    const Tensor Q = core::randn({kB, kT, 4}, gen, DType::float64);
+    const Tensor K = core::randn({kB, kS, 4}, gen, DType::float64);
+    auto rule = [](int64_t b, int64_t h, int64_t t, int64_t s) { return (b + 2 * h + t + s) % 3 != 1; };
+    std::vector<bool> keep;
+    for (int64_t b = 0; b < kB; ++b)
+        for (int64_t h = 0; h < H; ++h)
+            for (int64_t t = 0; t < kT; ++t)
+                for (int64_t s = 0; s < kS; ++s) keep.push_back(rule(b, h, t, s));
+    const Tensor out = mha(Variable(Q), Variable(K), Variable(K), core::from_vector(keep, {kB, H, kT, kS})).value();
+    CHECK(max_abs_diff(out, heads_one_by_one(mha, Q, K, K, rule)) < 1e-12);
+}
+
+TEST_CASE("MultiHeadAttention.forward: bool masks and the equivalent valid lengths give identical outputs",
+          "[nn][attention]") {
+    Generator gen(10);
+    MultiHeadAttention mha({.key_size = 6, .query_size = 6, .value_size = 6, .num_hiddens = 6, .num_heads = 3}, gen);
+    mha.eval();
+    const int64_t T = 5;
+    const Variable X(core::randn({2, T, 6}, gen));
+    // d2l's dec_valid_lens against seed 004's subsequent_mask
+    const Tensor causal_lens = mha(X, X, X, causal_valid_lens(2, T)).value();
+    const Tensor causal_mask = mha(X, X, X, subsequent_mask(T)).value();
+    CHECK(max_abs_diff(causal_lens, causal_mask) == 0.0);
+    // valid_lens (B) against seed 002's pad mask (B, 1, 1, S) and seed 004's (B, 1, S)
+    const std::vector<int64_t> lens = {4, 2};
+    std::vector<bool> keep;
+    for (int64_t b = 0; b < 2; ++b)
+        for (int64_t s = 0; s < T; ++s) keep.push_back(s < lens[b]);
+    const Tensor by_lens = mha(X, X, X, core::from_vector(lens, {2})).value();
+    CHECK(max_abs_diff(by_lens, mha(X, X, X, core::from_vector(keep, {2, 1, 1, T})).value()) == 0.0);
+    CHECK(max_abs_diff(by_lens, mha(X, X, X, core::from_vector(keep, {2, 1, T})).value()) == 0.0);
+}
+
+TEST_CASE("MultiHeadAttention: errors name the layer and the shapes", "[nn][attention]") {
+    MultiHeadAttention mha({.key_size = 4, .query_size = 4, .value_size = 4, .num_hiddens = 4, .num_heads = 2});
+    const Variable X(core::zeros({2, 3, 4}));
+    REQUIRE_THROWS_WITH(mha(Variable(core::zeros({2, 3})), X, X),
+                        "MultiHeadAttention: queries of shape (2x3) must be (batch, steps, query_size=4)");
+    REQUIRE_THROWS_WITH(mha(X, Variable(core::zeros({2, 3, 5})), X),
+                        "MultiHeadAttention: keys of shape (2x3x5) must be (batch, steps, key_size=4)");
+    REQUIRE_THROWS_WITH(mha(X, X, Variable(core::zeros({2, 3, 3}))),
+                        "MultiHeadAttention: values of shape (2x3x3) must be (batch, steps, value_size=4)");
+    REQUIRE_THROWS_AS(mha(X, Variable(core::zeros({3, 3, 4})), Variable(core::zeros({3, 3, 4}))), ShapeError);
+    REQUIRE_THROWS_WITH(mha(X, X, X, core::from_vector(std::vector<int64_t>{1, 2, 3}, {3})),
+                        "MultiHeadAttention: valid_lens of shape (3) must be (batch=2) or (batch=2, query steps)");
+    REQUIRE_THROWS_WITH(mha(X, X, X, core::from_vector(std::vector<bool>(3 * 9, true), {3, 3, 3})),
+                        "MultiHeadAttention: bool mask of shape (3x3x3) does not fit batch=2 and num_heads=2");
+    REQUIRE_THROWS_WITH(
+        MultiHeadAttention({.key_size = 4, .query_size = 4, .value_size = 4, .num_hiddens = 10, .num_heads = 3}),
+        "MultiHeadAttention: num_hiddens=10 is not divisible by num_heads=3");
+    REQUIRE_THROWS_AS(
+        MultiHeadAttention({.key_size = 4, .query_size = 4, .value_size = 4, .num_hiddens = 4, .num_heads = 0}),
+        ValueError);
+}
+
+// ---- step-by-step decoding with a KV cache --------------------------------------------------------------
+
+TEST_CASE("MultiHeadAttention.forward_step(..., cache): one token at a time equals the full forward with the "
+          "no-peek mask",
+          "[nn][attention]") {
+    const DType dtype = GENERATE(DType::float32, DType::float64);
+    Generator gen(11);
+    const int64_t B = 2, T = 6, D = 8, H = 2;
+    MultiHeadAttention mha({.key_size = D, .query_size = D, .value_size = D, .num_hiddens = D, .num_heads = H,
+                            .dropout = 0.3, .bias = true},
+                           gen);
+    mha.to(dtype);
+    mha.eval();
+    NoGradGuard no_grad;
+    const Variable X(core::randn({B, T, D}, gen, dtype));
+    const Tensor full_lens = mha(X, X, X, causal_valid_lens(B, T)).value();  // (B, T, D)
+    const Tensor full_mask = mha(X, X, X, subsequent_mask(T)).value();
+    CHECK(max_abs_diff(full_lens, full_mask) == 0.0);
+
+    KVCache cache;
+    CHECK(cache.empty());
+    std::vector<Tensor> steps;
+    for (int64_t t = 0; t < T; ++t) {
+        const Variable x_t(X.value().slice(1, t, t + 1));  // (B, 1, D): the newest token
+        // step t attends to keys 0..t: all of the cache, so no mask is needed
+        steps.push_back(mha.forward_step(x_t, x_t, x_t, Tensor(), cache).value());
+        CHECK(cache.steps() == t + 1);
+        CHECK(cache.keys.shape() == Shape{B * H, t + 1, D / H});
+        CHECK(mha.attention_weights().shape() == Shape{B * H, 1, t + 1});
+    }
+    CHECK(max_abs_diff(core::concat(steps, 1), full_lens) < tolerance(dtype));
+
+    SECTION("a prefix of 3 tokens at once (with the no-peek mask), then one at a time") {
+        KVCache chunked;
+        std::vector<Tensor> parts;
+        const Variable prefix(X.value().slice(1, 0, 3));
+        parts.push_back(mha.forward_step(prefix, prefix, prefix, subsequent_mask(3), chunked).value());
+        for (int64_t t = 3; t < T; ++t) {
+            const Variable x_t(X.value().slice(1, t, t + 1));
+            parts.push_back(mha.forward_step(x_t, x_t, x_t, Tensor(), chunked).value());
+        }
+        CHECK(max_abs_diff(core::concat(parts, 1), full_lens) < tolerance(dtype));
+    }
+    SECTION("clear() starts a new sequence") {
+        cache.clear();
+        CHECK(cache.empty());
+        CHECK(cache.steps() == 0);
+        const Variable x0(X.value().slice(1, 0, 1));
+        CHECK(max_abs_diff(mha.forward_step(x0, x0, x0, Tensor(), cache).value(), steps[0]) == 0.0);
+    }
+}
+
+TEST_CASE("MultiHeadAttention.forward_step(..., cache, append = false): cross-attention to cached encoder outputs "
+          "equals the full forward",
+          "[nn][attention]") {
+    const DType dtype = GENERATE(DType::float32, DType::float64);
+    Generator gen(12);
+    const int64_t B = 2, T = 4, S = 5, D = 6, H = 3;
+    MultiHeadAttention mha({.key_size = D, .query_size = D, .value_size = D, .num_hiddens = D, .num_heads = H}, gen);
+    mha.to(dtype);
+    mha.eval();
+    NoGradGuard no_grad;
+    const Variable dec(core::randn({B, T, D}, gen, dtype));
+    const Variable enc_outputs(core::randn({B, S, D}, gen, dtype));
+    const Tensor enc_valid_lens = core::from_vector(std::vector<int64_t>{5, 3}, {B});
+    const Tensor full = mha(dec, enc_outputs, enc_outputs, enc_valid_lens).value();
+
+    KVCache cache;
+    std::vector<Tensor> steps;
+    for (int64_t t = 0; t < T; ++t) {
+        const Variable q_t(dec.value().slice(1, t, t + 1));
+        // the encoder outputs are projected on the first step only; later
+        // steps pass nothing and reuse the cache
+        const Variable kv = t == 0 ? enc_outputs : Variable();
+        steps.push_back(mha.forward_step(q_t, kv, kv, enc_valid_lens, cache, /*append=*/false).value());
+        CHECK(cache.steps() == S);
+    }
+    CHECK(max_abs_diff(core::concat(steps, 1), full) < tolerance(dtype));
+}
+
+TEST_CASE("MultiHeadAttention.forward_step: a cache from another batch size is rejected", "[nn][attention]") {
+    MultiHeadAttention mha({.key_size = 4, .query_size = 4, .value_size = 4, .num_hiddens = 4, .num_heads = 2});
+    NoGradGuard no_grad;
+    KVCache cache;
+    const Variable x2(core::zeros({2, 1, 4})), x3(core::zeros({3, 1, 4}));
+    mha.forward_step(x2, x2, x2, Tensor(), cache);
+    REQUIRE_THROWS_WITH(mha.forward_step(x3, x3, x3, Tensor(), cache),
+                        "MultiHeadAttention: the cache holds keys of shape (4x1x2), which do not fit batch=3 with "
+                        "num_heads=2");
+    REQUIRE_THROWS_AS(mha.forward_step(x3, Variable(), Variable(), Tensor(), cache, false), ShapeError);
+    KVCache empty;
+    REQUIRE_THROWS_WITH(mha.forward_step(x2, Variable(), Variable(), Tensor(), empty, false),
+                        "MultiHeadAttention: keys are undefined");
+}
+
+// ---- attention pooling (seed 003) -------------------------------------------------------------------------
+
+TEST_CASE("average_pooling(queries, values), nadaraya_watson(queries, keys, values): hand-computed values",
+          "[nn][attention]") {
+    const Variable queries(core::tensor({0, 1, 2}, {3}, DType::float64));
+    const Variable values(core::tensor({1, 3}, {2}, DType::float64));
+    CHECK(average_pooling(queries, values).value().to_vector() == std::vector<double>{2, 2, 2});
+
+    // query 0 against keys [0, 1]: α = softmax([0, -1/2])
+    const Variable keys(core::tensor({0, 1}, {2}, DType::float64));
+    const PoolingOutput pooled = nadaraya_watson(queries, keys, values);
+    const double a0 = 1 / (1 + std::exp(-0.5));
+    CHECK(pooled.attention_weights.shape() == Shape{3, 2});
+    CHECK(pooled.attention_weights.at({0, 0}) == Approx(a0).epsilon(1e-14));
+    CHECK(pooled.output.value().at({0}) == Approx(a0 * 1 + (1 - a0) * 3).epsilon(1e-14));
+    // query 2 against keys [0, 1]: α = softmax([-2, -1/2])
+    const double a2 = 1 / (1 + std::exp(1.5));
+    CHECK(pooled.output.value().at({2}) == Approx(a2 * 1 + (1 - a2) * 3).epsilon(1e-14));
+
+    // keys (m) shared by every query == keys (n, m) repeated per query
+    const Variable tiled_keys(keys.value().unsqueeze(0).expand({3, 2}).contiguous());
+    const Variable tiled_values(values.value().unsqueeze(0).expand({3, 2}).contiguous());
+    CHECK(max_abs_diff(nadaraya_watson(queries, tiled_keys, tiled_values).output.value(), pooled.output.value()) == 0.0);
+    REQUIRE_THROWS_AS(nadaraya_watson(queries, keys, Variable(core::zeros({3}, DType::float64))), ShapeError);
+    REQUIRE_THROWS_AS(average_pooling(queries, Variable(core::zeros({2, 2}))), ShapeError);
+}
+
+TEST_CASE("NWKernelRegression(): parameter w ~ U(0, 1); with w = 1 it is the non-parametric pooling",
+          "[nn][attention]") {
+    Generator gen(13);
+    NWKernelRegression net(gen);
+    REQUIRE(net.named_parameters().size() == 1);
+    CHECK(net.named_parameters()[0].first == "w");
+    CHECK(net.w.shape() == Shape{1});
+    CHECK(net.w.item() >= 0.0);
+    CHECK(net.w.item() < 1.0);
+
+    net.to(DType::float64);
+    core::fill_(net.w.value(), 1.0);
+    const Variable queries(core::randn({4}, gen, DType::float64));
+    const Variable keys(core::randn({4, 6}, gen, DType::float64));
+    const Variable values(core::randn({4, 6}, gen, DType::float64));
+    const PoolingOutput plain = nadaraya_watson(queries, keys, values);
+    CHECK(max_abs_diff(net(queries, keys, values).value(), plain.output.value()) < 1e-15);
+    CHECK(max_abs_diff(net.attention_weights, plain.attention_weights) < 1e-15);
+}
+
+TEST_CASE("make_pooling_data(n_train, gen), leave_one_out(x): d2l's regression data", "[nn][attention]") {
+    Generator gen(14);
+    const PoolingData data = make_pooling_data(50, gen);
+    CHECK(data.x_train.shape() == Shape{50});
+    CHECK(data.x_test.shape() == Shape{50});
+    const std::vector<double> x = data.x_train.to_vector(), y = data.y_train.to_vector();
+    CHECK(std::is_sorted(x.begin(), x.end()));
+    double noise_var = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+        CHECK(x[i] >= 0.0);
+        CHECK(x[i] < 5.0);
+        noise_var += std::pow(y[i] - pooling_target(x[i]), 2) / x.size();
+    }
+    CHECK(std::sqrt(noise_var) == Approx(0.5).margin(0.15));  // ε ~ N(0, 0.5²)
+    CHECK(data.x_test.at({49}) == Approx(4.9));
+    CHECK(data.y_truth.at({10}) == Approx(2 * std::sin(1.0) + 1.0));
+    Generator again(14);
+    CHECK(max_abs_diff(make_pooling_data(50, again).y_train, data.y_train) == 0.0);
+
+    const Tensor loo = leave_one_out(core::tensor({1, 2, 3}, {3}));
+    CHECK(loo.shape() == Shape{3, 2});
+    CHECK(loo.to_vector() == std::vector<double>{2, 3, 1, 3, 1, 2});
+}
+
+TEST_CASE("NWKernelRegression: 5 epochs of gradient descent (lr 0.5, summed squared error) lower the loss and fit "
+          "better than average pooling",
+          "[nn][attention]") {
+    Generator gen(15);
+    const PoolingData data = make_pooling_data(50, gen);
+    const int64_t n = 50;
+    // each training input attends to the other 49 (d2l's leave-one-out keys and values)
+    const Variable x_train(data.x_train), y_train(data.y_train);
+    const Variable keys(leave_one_out(data.x_train)), values(leave_one_out(data.y_train));
+
+    NWKernelRegression net(gen);
+    std::vector<double> losses;
+    for (int epoch = 0; epoch < 5; ++epoch) {
+        net.zero_grad();
+        Variable err = net(x_train, keys, values) - y_train;  // (n)
+        Variable loss = autograd::sum(err * err);              // MSELoss(reduction='none').sum()
+        loss.backward();
+        losses.push_back(loss.item());
+        // w <- w - lr · dloss/dw
+        NoGradGuard no_grad;
+        core::add_(net.w.value(), net.w.grad(), -0.5);
+    }
+    INFO("losses " << losses[0] << " " << losses[1] << " " << losses[2] << " " << losses[3] << " " << losses[4]
+                   << ", w = " << net.w.item());
+    CHECK(losses.back() < losses.front());
+
+    // on the test grid, every query sees all 50 training pairs
+    NoGradGuard no_grad;
+    const Variable x_test(data.x_test);
+    const Variable test_keys(data.x_train.unsqueeze(0).expand({n, n}).contiguous());
+    const Variable test_values(data.y_train.unsqueeze(0).expand({n, n}).contiguous());
+    auto test_mse = [&](const Tensor& y_hat) {
+        double total = 0;
+        for (int64_t i = 0; i < n; ++i) total += std::pow(y_hat.at({i}) - data.y_truth.at({i}), 2) / n;
+        return total;
+    };
+    const double average = test_mse(average_pooling(x_test, y_train).value());
+    const double non_parametric = test_mse(nadaraya_watson(x_test, x_train, y_train).output.value());
+    const double parametric = test_mse(net(x_test, test_keys, test_values).value());
+    INFO("test MSE: average pooling " << average << ", non-parametric " << non_parametric << ", parametric "
+                                      << parametric);
+    CHECK(non_parametric < average);
+    CHECK(parametric < average);
+    // the learned weights of each test query form a distribution over the 50 training inputs
+    CHECK(net.attention_weights.shape() == Shape{n, n});
+}
