@@ -54,6 +54,43 @@ void print_hanging(std::string_view prefix, std::string_view text) {
     }
 }
 
+// Prints `text` word-wrapped to kWidth, every line starting with `indent`.
+// Lines that start with a space are preformatted (tables, formulas) and
+// printed as they are; empty lines stay empty.
+void print_wrapped(std::string_view text, std::string_view indent) {
+    const int width = kWidth - display_width(indent);
+    size_t start = 0;
+    while (start <= text.size()) {
+        const size_t end = std::min(text.find('\n', start), text.size());
+        const std::string_view line = text.substr(start, end - start);
+        start = end + 1;
+        if (line.empty() || line.front() == ' ') {
+            fmt::print("{}{}\n", line.empty() ? "" : indent, line);
+            continue;
+        }
+        // greedy word wrap: a word that does not fit starts the next line
+        std::string out;
+        int used = 0;
+        size_t pos = 0;
+        while (pos < line.size()) {
+            size_t next = line.find(' ', pos);
+            if (next == std::string_view::npos) next = line.size();
+            const std::string_view word = line.substr(pos, next - pos);
+            const int w = display_width(word);
+            if (used > 0 && used + 1 + w > width) {
+                fmt::print("{}{}\n", indent, out);
+                out.clear();
+                used = 0;
+            }
+            if (used > 0) out += ' ', ++used;
+            out += word;
+            used += w;
+            pos = next + 1;
+        }
+        fmt::print("{}{}\n", indent, out);
+    }
+}
+
 // Storage buffers get small numbers in order of first appearance, so the
 // output can say "storage #1" instead of an address. A number is reused
 // only while its buffer is alive.
@@ -164,7 +201,7 @@ void Tutorial::pause() {
 
 void Tutorial::record(bool ok, std::string_view what, std::string_view detail) {
     fmt::print("{}{} {}\n", kIndent, ok ? "✓" : "✗", what);
-    if (!detail.empty()) print_hanging(fmt::format("{}    ", kIndent), detail);
+    if (!detail.empty()) print_wrapped(detail, fmt::format("{}    ", kIndent));
     if (ok)
         ++passed_;
     else
@@ -236,39 +273,7 @@ int Tutorial::finish() {
 
 // ---- printing -------------------------------------------------------------------
 
-void note(std::string_view text) {
-    const int width = kWidth - static_cast<int>(kIndent.size());
-    size_t start = 0;
-    while (start <= text.size()) {
-        const size_t end = std::min(text.find('\n', start), text.size());
-        const std::string_view line = text.substr(start, end - start);
-        start = end + 1;
-        if (line.empty() || line.front() == ' ') {  // blank or preformatted
-            fmt::print("{}{}\n", line.empty() ? "" : kIndent, line);
-            continue;
-        }
-        // greedy word wrap
-        std::string out;
-        int used = 0;
-        size_t pos = 0;
-        while (pos < line.size()) {
-            size_t next = line.find(' ', pos);
-            if (next == std::string_view::npos) next = line.size();
-            const std::string_view word = line.substr(pos, next - pos);
-            const int w = display_width(word);
-            if (used > 0 && used + 1 + w > width) {
-                fmt::print("{}{}\n", kIndent, out);
-                out.clear();
-                used = 0;
-            }
-            if (used > 0) out += ' ', ++used;
-            out += word;
-            used += w;
-            pos = next + 1;
-        }
-        fmt::print("{}{}\n", kIndent, out);
-    }
-}
+void note(std::string_view text) { print_wrapped(text, kIndent); }
 
 void show(std::string_view name, const core::Tensor& t) {
     const std::string prefix = fmt::format("{}{} = ", kIndent, name);
