@@ -56,9 +56,9 @@ void print_hanging(std::string_view prefix, std::string_view text) {
 
 // Prints `text` word-wrapped to kWidth, every line starting with `indent`.
 // Lines that start with a space are preformatted (tables, formulas) and
-// printed as they are; empty lines stay empty.
+// printed as they are; a line starting with "- " is a bullet whose wrapped
+// lines are indented under its text; empty lines stay empty.
 void print_wrapped(std::string_view text, std::string_view indent) {
-    const int width = kWidth - display_width(indent);
     size_t start = 0;
     while (start <= text.size()) {
         const size_t end = std::min(text.find('\n', start), text.size());
@@ -69,6 +69,9 @@ void print_wrapped(std::string_view text, std::string_view indent) {
             continue;
         }
         // greedy word wrap: a word that does not fit starts the next line
+        const std::string hanging = std::string(indent) + (line.starts_with("- ") ? "  " : "");
+        const int width = kWidth - display_width(hanging);
+        bool first = true;
         std::string out;
         int used = 0;
         size_t pos = 0;
@@ -78,7 +81,8 @@ void print_wrapped(std::string_view text, std::string_view indent) {
             const std::string_view word = line.substr(pos, next - pos);
             const int w = display_width(word);
             if (used > 0 && used + 1 + w > width) {
-                fmt::print("{}{}\n", indent, out);
+                fmt::print("{}{}\n", first ? std::string(indent) : hanging, out);
+                first = false;
                 out.clear();
                 used = 0;
             }
@@ -87,7 +91,7 @@ void print_wrapped(std::string_view text, std::string_view indent) {
             used += w;
             pos = next + 1;
         }
-        fmt::print("{}{}\n", indent, out);
+        fmt::print("{}{}\n", first ? std::string(indent) : hanging, out);
     }
 }
 
@@ -151,8 +155,10 @@ Tutorial::Tutorial(int argc, char** argv, Info info) : info_(std::move(info)) {
             out_dir_ = std::string(arg.substr(6));
             out_given = true;
         } else {
-            fmt::print(stderr, "{}: unknown argument '{}'{}\n\n", program, arg,
-                       arg == "--out" ? " (it needs a folder after it)" : "");
+            if (arg == "--out")
+                fmt::print(stderr, "{}: --out needs a folder after it\n\n", program);
+            else
+                fmt::print(stderr, "{}: unknown argument '{}'\n\n", program, arg);
             usage(stderr, program, info_);
             std::exit(2);
         }
@@ -179,7 +185,7 @@ void Tutorial::step(std::string_view name, const std::function<void()>& body) {
     try {
         body();
     } catch (const std::exception& e) {
-        record(false, fmt::format("step '{}' ran to the end", name),
+        record(false, "the step ran to the end",
                fmt::format("it threw {}: {}", error_kind(e), e.what()));
     }
     std::fflush(stdout);
@@ -274,6 +280,15 @@ int Tutorial::finish() {
 // ---- printing -------------------------------------------------------------------
 
 void note(std::string_view text) { print_wrapped(text, kIndent); }
+
+void quote(std::string_view text) {
+    size_t start = 0;
+    while (start <= text.size()) {
+        const size_t end = std::min(text.find('\n', start), text.size());
+        fmt::print("{}  │ {}\n", kIndent, text.substr(start, end - start));
+        start = end + 1;
+    }
+}
 
 void show(std::string_view name, const core::Tensor& t) {
     const std::string prefix = fmt::format("{}{} = ", kIndent, name);

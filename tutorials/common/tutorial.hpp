@@ -111,13 +111,18 @@ private:
 
 /// Prints a paragraph of explanation, indented and wrapped to the terminal
 /// width. Lines that start with a space are printed as they are (for small
-/// tables and formulas); an empty line separates paragraphs.
+/// tables and formulas); a line starting with "- " is a bullet; an empty
+/// line separates paragraphs.
 void note(std::string_view text);
 template <class... Args>
     requires(sizeof...(Args) > 0)
 void note(fmt::format_string<Args...> format, Args&&... args) {
     note(std::string_view(fmt::format(format, std::forward<Args>(args)...)));
 }
+
+/// Prints a program's own text (a gradcheck report, an error message)
+/// verbatim, each line behind a "│" margin so it stands apart from the notes.
+void quote(std::string_view text);
 
 /// Prints "name = tensor([...], shape=(...), dtype=...)" via core::to_string,
 /// continuation lines aligned under the first.
