@@ -232,6 +232,20 @@ int main(int argc, char** argv) {
             {"var, unbiased, dim 1 (2x4)", [](const auto& in) { return ag::var(in[0], {1}, true); },
              {randn({2, 4})}},
             {"exp of a transposed view (2x3)", [](const auto& in) { return ag::exp(in[0]); }, {transposed}},
+            {"matmul (2x3) @ (3x4)", [](const auto& in) { return ag::matmul(in[0], in[1]); },
+             {randn({2, 3}), randn({3, 4})}},
+            {"softmax over rows (2x4)", [](const auto& in) { return ag::softmax(in[0]); }, {randn({2, 4})}},
+            {"masked_softmax, valid_lens [2, 3] (2x2x4)",
+             [](const auto& in) { return ag::masked_softmax(in[0], c::tensor({2, 3}, {2}, c::DType::int64)); },
+             {randn({2, 2, 4})}},
+            {"layer_norm over the last dim (2x4)",
+             [](const auto& in) { return ag::layer_norm(in[0], in[1], in[2], 1e-5); },
+             {randn({2, 4}), randn({4}), randn({4})}},
+            {"transpose_qkv: reshape, permute (2x3x4)",
+             [](const auto& in) {
+                 return ag::reshape(ag::permute(ag::reshape(in[0], {2, 3, 2, 2}), {0, 2, 1, 3}), {4, 3, 2});
+             },
+             {randn({2, 3, 4})}},
             {"tutorial 02's y = Σ(a·b + e^a)",
              [](const auto& in) { return ag::sum(ag::add(ag::mul(in[0], in[1]), ag::exp(in[0]))); },
              {randn({3}), randn({3})}},
@@ -246,7 +260,7 @@ int main(int argc, char** argv) {
                 out = k.f(k.inputs);
             }
             passed += check_gradcheck(
-                t, fmt::format("{:<34} Jacobian {} x {}", k.name, out.numel(), columns), k.f, k.inputs);
+                t, fmt::format("{:<42} Jacobian {} x {}", k.name, out.numel(), columns), k.f, k.inputs);
         }
         t.check(passed == static_cast<int>(cases.size()), fmt::format("all {} ops pass", cases.size()));
         note("\n(max is differentiable only where the maximum is unique; random inputs have no ties.)");
