@@ -132,17 +132,26 @@ std::optional<int64_t> stacked_rows_ld(const Operand& a, const Shape& batch, con
     return ld;
 }
 
+// OpenBLAS runs a product of at most 64³ multiply-adds on one thread
+// whatever the thread setting (SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD
+// in its interface/gemm.c): only running several such products at once can
+// use more cores.
+constexpr int64_t kBlasSingleThreadWork = 64 * 64 * 64;
+
 // Whether to spread the batch over our threads, each thread calling BLAS on
 // whole products (the OpenMP build of OpenBLAS then runs single-threaded
 // inside), instead of calling BLAS once per batch and letting it split each
 // product. Many small products (256 heads x (10x8) @ (8x10) in attention)
 // are dominated by per-call cost that BLAS cannot split, so the batch loop
-// is what must be parallel. `work` is multiply-adds per product.
+// is what must be parallel. Large products BLAS splits well by itself;
+// spreading them over threads only pays when the batches divide evenly or
+// are many, else one thread ends up computing the last product alone.
+// `work` is multiply-adds per product.
 bool parallel_over_batches(int64_t batches, int64_t work) {
     const int threads = get_num_threads();
     if (threads <= 1 || batches < 2 || omp_in_parallel() || !blas::is_openmp_build()) return false;
     if (batches * work < kParallelGrain) return false;  // less than the cost of waking the threads
-    return true;
+    return work <= kBlasSingleThreadWork || batches % threads == 0 || batches >= 4 * threads;
 }
 
 // out (batch..., n, m) = a (..., n, k) @ b (..., k, m) with the batch

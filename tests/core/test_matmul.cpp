@@ -3,6 +3,7 @@
 // hand-worked numbers.
 #include "core/blas.hpp"
 #include "core/matmul.hpp"
+#include "core/parallel.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -156,6 +157,28 @@ TEST_CASE("matmul(a, b): batched, with broadcast, expanded and sliced batch dime
             CHECK(got.shape() == c.expected);
             CHECK(max_abs_error(got, reference::matmul(a, b)) <= tolerance(dtype, a.size(-1)));
         }
+}
+
+TEST_CASE("matmul(a, b): batches spread over threads agree with one thread and the oracle", "[core][matmul]") {
+    // 256 small products run as a parallel batch loop on 2 threads; 3 large
+    // ones leave the threading to BLAS (3 does not split evenly over 2)
+    struct Case {
+        Shape a, b;
+    };
+    const std::vector<Case> cases = {{{32, 8, 10, 8}, {32, 8, 8, 10}}, {{3, 80, 70}, {3, 70, 90}}};
+    const int saved = get_num_threads();
+    Generator gen(5);
+    for (const Case& c : cases) {
+        const Tensor a = uniform(c.a, -1, 1, gen), b = uniform(c.b, -1, 1, gen);
+        set_num_threads(1);
+        const Tensor one = matmul(a, b);
+        set_num_threads(2);
+        const Tensor two = matmul(a, b);
+        set_num_threads(saved);
+        INFO(shape_str(c.a) << " @ " << shape_str(c.b));
+        CHECK(max_abs_error(two, reference::matmul(a, b)) <= tolerance(DType::float32, a.size(-1)));
+        CHECK(max_abs_error(two, one) <= tolerance(DType::float32, a.size(-1)));
+    }
 }
 
 TEST_CASE("matmul(a, b): 1-D operands are a row on the left, a column on the right, and dropped", "[core][matmul]") {

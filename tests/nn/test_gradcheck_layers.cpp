@@ -260,9 +260,9 @@ TEST_CASE("check_layer(): perturbations reach the parameters, and the layer's ow
 
     // a forward that cuts the weight out of the graph must fail: the numerical
     // Jacobian sees the perturbed weight (the swap works), backward sends nothing
-    const GradcheckResult broken = check_layer({input({3, 2}, gen)}, {&layer.weight, &layer.bias}, [&](const Inputs& in) {
-        return autograd::linear(in[0], layer.weight.detach(), layer.bias);
-    });
+    const GradcheckResult broken =
+        check_layer({input({3, 2}, gen)}, {&layer.weight, &layer.bias},
+                    [&](const Inputs& in) { return autograd::linear(in[0], layer.weight.detach(), layer.bias); });
     CHECK_FALSE(broken);
     CHECK(broken.input == 1);  // the weight
     CHECK(layer.weight.impl() == weight.impl());

@@ -235,7 +235,8 @@ TEST_CASE("Linear::forward(x): y = x Wᵀ + b against a hand computation, 2-D an
 TEST_CASE("Linear::forward(x): a wrong feature count names the layer and the shapes", "[nn][layers]") {
     Linear dense({.in_features = 4, .out_features = 3});
     REQUIRE_THROWS_AS(dense(Variable(core::zeros({2, 5}))), ShapeError);
-    REQUIRE_THROWS_WITH(dense(Variable(core::zeros({2, 5}))), "Linear: input of shape (2x5) has 5 features, expected 4");
+    REQUIRE_THROWS_WITH(dense(Variable(core::zeros({2, 5}))),
+                        "Linear: input of shape (2x5) has 5 features, expected 4");
     REQUIRE_THROWS_WITH(dense(Variable(core::scalar(1.0))), "Linear: input of shape () has 0 features, expected 4");
     REQUIRE_THROWS_WITH(Linear({.in_features = -1, .out_features = 2}), Contains("must be non-negative"));
 }
