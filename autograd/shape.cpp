@@ -5,11 +5,11 @@
 // the output, dy the gradient arriving at y, dx the gradient sent to x.
 //
 // Forward keeps views as views (the core::Tensor view methods share x's
-// storage), and backward does too where it can (reshape, permute, squeeze):
-// only slice, select, expand and the joins must build a new tensor, because
-// their dx has elements that y never saw (zeros) or that y saw many times
-// (sums). Bad arguments are reported by the core view methods, which name
-// the op.
+// storage; only concat and stack build a new tensor). Backward returns views
+// of dy too wherever it can: only slice, select, split and expand build a new
+// tensor, because their dx has elements that y never saw (zeros) or that y
+// saw several times (sums). Bad arguments are reported by the core view
+// methods and join kernels, which name the op.
 #include "autograd/shape.hpp"
 
 #include "core/index.hpp"

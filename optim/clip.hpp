@@ -8,8 +8,6 @@
 
 #include "optim/optimizer.hpp"
 
-#include <limits>
-
 namespace tformer::optim {
 
 /// Options of clip_grad_norm.

@@ -93,6 +93,12 @@ void Optimizer::step() {
     ++steps_;
 }
 
+const ParamState& Optimizer::state(size_t i) const {
+    if (i >= state_.size())
+        fail<IndexError>("{}.state: parameter index {} out of range for {} parameters", type_name_, i, state_.size());
+    return state_[i];
+}
+
 void Optimizer::zero_grad() {
     for (const Variable& p : params_) p.zero_grad();
 }

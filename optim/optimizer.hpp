@@ -74,8 +74,8 @@ public:
     const std::vector<std::string>& names() const { return names_; }
     /// Names of the per-parameter state tensors, e.g. {"exp_avg", "exp_avg_sq"}.
     const std::vector<std::string>& slot_names() const { return slot_names_; }
-    /// The state of parameter i.
-    const ParamState& state(size_t i) const { return state_.at(i); }
+    /// The state of parameter i; IndexError when i is out of range.
+    const ParamState& state(size_t i) const;
 
     /// A copy of everything needed to resume: "lr" (0-d float64), "step" and
     /// "param_count" (0-d int64), and for parameter i with name n the keys

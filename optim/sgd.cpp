@@ -3,6 +3,7 @@
 #include "core/parallel.hpp"
 
 #include <cmath>
+#include <type_traits>
 
 namespace tformer::optim {
 
@@ -35,7 +36,7 @@ namespace {
 template <class T>
 struct SGDConstants {
     T lr, momentum, one_minus_dampening, weight_decay;
-    bool use_momentum, nesterov, first;
+    bool first;  // the parameter's first update: the buffer starts as the gradient
 };
 
 // torch.optim.SGD, for each element (g the gradient, b the momentum buffer):
@@ -43,23 +44,34 @@ struct SGDConstants {
 //   b ← g on the first step, else μ·b + (1-τ)·g   (momentum, when μ ≠ 0)
 //   g ← g + μ·b if nesterov, else b
 //   p ← p - lr·g
-// `buffer` is null without momentum. The gradient is only read: it may
-// share storage with other gradients.
-template <class T>
+// Each configuration gets its own loop (the template flags), so the loop
+// body has no branches and the compiler vectorises it. `buffer` is null
+// without momentum. The gradient is only read: it may share storage with
+// other gradients.
+template <bool kDecay, bool kMomentum, bool kNesterov, class T>
 void sgd_update(T* p, const T* grad, T* buffer, int64_t n, const SGDConstants<T>& c) {
     // each element is independent, so the split across threads cannot change a result
-    core::parallel_for(0, n, 8, [&](int64_t begin, int64_t end) {
+    core::parallel_for(0, n, 1, [&](int64_t begin, int64_t end) {
         for (int64_t i = begin; i < end; ++i) {
             T g = grad[i];
-            if (c.weight_decay != T(0)) g = g + c.weight_decay * p[i];
-            if (c.use_momentum) {
+            if constexpr (kDecay) g = g + c.weight_decay * p[i];
+            if constexpr (kMomentum) {
                 const T b = c.first ? g : c.momentum * buffer[i] + c.one_minus_dampening * g;
                 buffer[i] = b;
-                g = c.nesterov ? g + c.momentum * b : b;
+                g = kNesterov ? g + c.momentum * b : b;
             }
             p[i] = p[i] - c.lr * g;
         }
     });
+}
+
+// Calls f(std::true_type{}) or f(std::false_type{}): turns a runtime flag into a template flag.
+template <class F>
+void with_flag(bool flag, F&& f) {
+    if (flag)
+        f(std::true_type{});
+    else
+        f(std::false_type{});
 }
 
 }  // namespace
@@ -71,11 +83,17 @@ void SGD::update(const Tensor& param, const Tensor& grad, ParamState& state) {
                                 .momentum = static_cast<T>(options_.momentum),
                                 .one_minus_dampening = static_cast<T>(1 - options_.dampening),
                                 .weight_decay = static_cast<T>(options_.weight_decay),
-                                .use_momentum = options_.momentum != 0,
-                                .nesterov = options_.nesterov,
                                 .first = state.step == 1};
-        T* buffer = c.use_momentum ? state.slots[0].data<T>() : nullptr;
-        sgd_update<T>(param.data<T>(), grad.data<T>(), buffer, param.numel(), c);
+        const bool momentum = options_.momentum != 0;
+        T* buffer = momentum ? state.slots[0].data<T>() : nullptr;
+        with_flag(options_.weight_decay != 0, [&](auto decay) {
+            with_flag(momentum, [&](auto use_momentum) {
+                with_flag(options_.nesterov, [&](auto nesterov) {
+                    sgd_update<decay(), use_momentum(), nesterov()>(param.data<T>(), grad.data<T>(), buffer,
+                                                                    param.numel(), c);
+                });
+            });
+        });
     });
 }
 

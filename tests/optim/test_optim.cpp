@@ -8,8 +8,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <numbers>
 
@@ -184,6 +186,50 @@ TEST_CASE("AdamW(params): weight_decay defaults to 1e-2, and with 0 it equals Ad
     CHECK(a.value().to_vector<float>() == b.value().to_vector<float>());
 }
 
+TEST_CASE("Adam.step() and AdamW.step(): the SIMD and multi-threaded float32 loop equals a plain loop bit for bit",
+          "[optim][adam]") {
+    // The plain loop is PyTorch's formula with PyTorch's grouping, in float.
+    // 1003 elements end in a scalar tail; 70001 are split across threads.
+    struct Case {
+        const char* what;
+        bool decoupled;
+        double weight_decay;
+    };
+    const std::vector<Case> cases = {{"Adam", false, 0.0}, {"Adam L2", false, 0.05}, {"AdamW", true, 0.05}};
+    for (const Case& c : cases) {
+        for (int64_t n : {1003, 70001}) {
+            INFO(c.what << ", " << n << " elements");
+            core::Generator gen(3);
+            Variable p(core::randn({n}, gen), true);
+            std::vector<float> ref = p.value().to_vector<float>(), m(n, 0.0f), v(n, 0.0f);
+            const double lr = 0.01, b1 = 0.9, b2 = 0.999, eps = 1e-8;
+            std::unique_ptr<Optimizer> opt;
+            if (c.decoupled)
+                opt = std::make_unique<AdamW>(std::vector{p}, AdamWOptions{.lr = lr, .weight_decay = c.weight_decay});
+            else
+                opt = std::make_unique<Adam>(std::vector{p}, AdamOptions{.lr = lr, .weight_decay = c.weight_decay});
+            for (int t = 1; t <= 4; ++t) {
+                p.set_grad(core::randn({n}, gen));
+                const std::vector<float> g = p.grad().to_vector<float>();
+                opt->step();
+                const float step_size = static_cast<float>(lr / (1 - std::pow(b1, t)));
+                const float bias2_sqrt = static_cast<float>(std::sqrt(1 - std::pow(b2, t)));
+                const float decay = static_cast<float>(1 - lr * c.weight_decay);
+                for (int64_t i = 0; i < n; ++i) {
+                    float x = ref[i], gi = g[i];
+                    if (c.decoupled) x = x * decay;
+                    else if (c.weight_decay != 0) gi = gi + static_cast<float>(c.weight_decay) * x;
+                    m[i] = static_cast<float>(b1) * m[i] + static_cast<float>(1 - b1) * gi;
+                    v[i] = static_cast<float>(b2) * v[i] + static_cast<float>(1 - b2) * gi * gi;
+                    ref[i] = x - step_size * m[i] / (std::sqrt(v[i]) / bias2_sqrt + static_cast<float>(eps));
+                }
+            }
+            CHECK(p.value().to_vector<float>() == ref);
+            CHECK(opt->state(0).slots[1].to_vector<float>() == v);
+        }
+    }
+}
+
 TEST_CASE("Adam(params, options): invalid options throw ValueError naming them", "[optim][adam]") {
     Variable p = param({1.0});
     CHECK_THROWS_WITH(Adam({p}, {.betas = {1.0, 0.999}}), Catch::Contains("Adam: betas[0] must be in [0, 1), got 1"));
@@ -312,6 +358,8 @@ TEST_CASE("Optimizer(params): bad parameter lists and gradients throw ValueError
     CHECK_THROWS_WITH(opt.set_lr(-0.1), Catch::Contains("learning rate must be finite and >= 0, got -0.1"));
     opt.set_lr(0.25);
     CHECK(opt.lr() == 0.25);
+    CHECK_THROWS_AS(opt.state(1), IndexError);
+    CHECK_THROWS_WITH(opt.state(1), Catch::Contains("SGD.state: parameter index 1 out of range for 1 parameters"));
 }
 
 // ---- state dict ---------------------------------------------------------------------------------------
