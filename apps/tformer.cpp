@@ -50,6 +50,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // results appear line by line, also in a pipe or a log file
     CLI::App app{"tformer: a from-scratch Transformer framework (train, translate, eval, tutorial)"};
     app.require_subcommand(1);
 
