@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -86,7 +87,10 @@ void print_wrapped(std::string_view text, std::string_view indent) {
                 out.clear();
                 used = 0;
             }
-            if (used > 0) out += ' ', ++used;
+            if (used > 0) {
+                out += ' ';
+                ++used;
+            }
             out += word;
             used += w;
             pos = next + 1;
@@ -248,7 +252,10 @@ bool Tutorial::check_close(const core::Tensor& actual, const core::Tensor& expec
     for (size_t i = 0; i < a.size(); ++i) {
         const double diff = std::abs(a[i] - b[i]);
         if (std::isnan(diff)) nan = true;
-        if (diff > worst) worst = diff, where = i;
+        if (diff > worst) {
+            worst = diff;
+            where = i;
+        }
     }
     const bool ok = !nan && worst <= tol;
     record(ok, what,
