@@ -43,8 +43,8 @@ const Preset kD2l{.epochs = 200, .batch_size = 64, .num_steps = 10, .num_hiddens
 // (not d2l's prefix of the shortest sentences), a validation split by
 // English sentence, a wider model, and a warm-up + cosine schedule; sized to
 // train in a few minutes on 2 cores.
-const Preset kTranslate{.epochs = 12, .batch_size = 128, .num_steps = 12, .num_hiddens = 64, .ffn_num_hiddens = 128,
-                        .num_heads = 4, .num_layers = 2, .num_examples = 0, .sample_size = 24000, .warmup = 200,
+const Preset kTranslate{.epochs = 10, .batch_size = 128, .num_steps = 12, .num_hiddens = 64, .ffn_num_hiddens = 128,
+                        .num_heads = 4, .num_layers = 2, .num_examples = 0, .sample_size = 20000, .warmup = 200,
                         .batches_per_epoch = 0, .lr = 0.003, .dropout = 0.1, .val_fraction = 0.05,
                         .label_smoothing = 0.0, .clip = 1.0, .schedule = "cosine"};
 

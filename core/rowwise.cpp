@@ -15,6 +15,8 @@
 // exception must never leave an OpenMP region.
 #include "core/rowwise.hpp"
 
+#include "core/fast_exp.hpp"
+
 #include "core/parallel.hpp"
 
 #include <algorithm>
@@ -116,7 +118,7 @@ void softmax_row(const T* x, T* y, int64_t n, Keep keep) {  // x, y: (L)
     }
     Acc sum = 0;
     for (int64_t i = 0; i < n; ++i) {
-        const T e = keep(i) ? std::exp(x[i] - m) : T(0);  // a NaN here makes sum and the row NaN
+        const T e = keep(i) ? exp_of(x[i] - m) : T(0);  // a NaN here makes sum and the row NaN
         y[i] = e;
         sum += e;
     }
@@ -138,7 +140,8 @@ void log_softmax_row(const T* x, T* y, int64_t n) {  // x, y: (L)
         return;
     }
     Acc sum = 0;
-    for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - m);
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < n; ++i) sum += exp_of(x[i] - m);
     const Acc log_sum = std::log(sum);
     for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(static_cast<Acc>(x[i] - m) - log_sum);
 }
@@ -543,7 +546,8 @@ std::pair<Acc, Acc> max_and_log_sum(const T* x, int64_t n) {
     for (int64_t i = 1; i < n; ++i)
         if (x[i] > m) m = x[i];
     Acc sum = 0;
-    for (int64_t i = 0; i < n; ++i) sum += std::exp(x[i] - m);
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < n; ++i) sum += exp_of(x[i] - m);
     return {m, std::log(sum)};
 }
 
@@ -610,8 +614,9 @@ Tensor cross_entropy_rows_backward(const Tensor& grad_rows, const Tensor& logits
             for (int64_t v = 1; v < V; ++v)
                 if (x[v] > m) m = x[v];
             Acc sum = 0;
+#pragma omp simd reduction(+ : sum)
             for (int64_t v = 0; v < V; ++v) {
-                d[v] = std::exp(x[v] - m);
+                d[v] = exp_of(x[v] - m);
                 sum += d[v];
             }
             const Acc gn = gp[n], inv_sum = 1.0 / sum;
