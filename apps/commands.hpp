@@ -20,7 +20,7 @@ struct TrainArgs {
     int64_t checkpoint_every = 0, stop_after_steps = 0, batches_per_epoch = -1;
     double lr = -1, dropout = -1, val_fraction = -1, label_smoothing = -1, clip = -1;
     std::string schedule;
-    uint64_t seed = 0;
+    int64_t seed = -1;             ///< -1: the preset's seed
     int threads = 0;
     bool resume = false;
     bool quiet = false;
