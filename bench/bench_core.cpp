@@ -73,34 +73,43 @@ BENCHMARK(BM_gemm_direct)->Apply(gemm_shapes)->UseRealTime();
 
 // ---- batched products: attention scores ------------------------------------------------
 
-// Q @ Kᵀ for 32 sequences x 8 heads of (10x8) @ (8x10): 256 tiny products,
-// where per-call cost dominates and the batch loop itself runs in parallel.
+// Q @ Kᵀ for `heads` (sequences x heads) products of (T x d) @ (d x T):
+// 256 x (10x8)@(8x10) is the copy task, where per-call cost dominates;
+// 24 x (50x64)@(64x50) is mid-sized, where matmul spreads the batch loop
+// over the threads.
 void BM_matmul_heads(benchmark::State& state) {
+    const int64_t heads = state.range(0), t = state.range(1), d = state.range(2);
     core::Generator gen(0);
-    const core::Tensor q = core::rand({32, 8, 10, 8}, gen);                    // (B, H, T, d)
-    const core::Tensor k = core::rand({32, 8, 10, 8}, gen).transpose(-1, -2);  // (B, H, d, S)
+    const core::Tensor q = core::rand({heads, t, d}, gen);                    // (B*H, T, d)
+    const core::Tensor k = core::rand({heads, t, d}, gen).transpose(-1, -2);  // (B*H, d, T)
     for (auto _ : state) {
-        core::Tensor scores = core::matmul(q, k);  // (B, H, T, S)
+        core::Tensor scores = core::matmul(q, k);  // (B*H, T, T)
         benchmark::DoNotOptimize(scores.raw_data());
     }
-    set_gflops(state, 10, 8, 10, 256);
+    set_gflops(state, t, d, t, heads);
 }
 
-// The same 256 products as a plain serial loop of blas::gemm calls (on
-// several threads, matmul runs this loop in parallel and should beat it).
+// The same products as a plain serial loop of blas::gemm calls.
 void BM_gemm_heads_loop(benchmark::State& state) {
-    std::vector<float> q(256 * 80, 0.5f), k(256 * 80, 0.25f), out(256 * 100);
+    const int64_t heads = state.range(0), t = state.range(1), d = state.range(2);
+    std::vector<float> q(heads * t * d, 0.5f), k(heads * t * d, 0.25f), out(heads * t * t);
     for (auto _ : state) {
-        for (int h = 0; h < 256; ++h)
-            core::blas::gemm(false, true, 10, 10, 8, 1.0f, q.data() + h * 80, 8, k.data() + h * 80, 8, 0.0f,
-                             out.data() + h * 100, 10);
+        for (int64_t h = 0; h < heads; ++h)
+            core::blas::gemm(false, true, t, t, d, 1.0f, q.data() + h * t * d, d, k.data() + h * t * d, d, 0.0f,
+                             out.data() + h * t * t, t);
         benchmark::DoNotOptimize(out.data());
     }
-    set_gflops(state, 10, 8, 10, 256);
+    set_gflops(state, t, d, t, heads);
 }
 
-BENCHMARK(BM_matmul_heads)->UseRealTime();
-BENCHMARK(BM_gemm_heads_loop)->UseRealTime();
+void heads_shapes(benchmark::internal::Benchmark* b) {
+    b->ArgNames({"heads", "T", "d"});
+    b->Args({256, 10, 8});
+    b->Args({24, 50, 64});
+}
+
+BENCHMARK(BM_matmul_heads)->Apply(heads_shapes)->UseRealTime();
+BENCHMARK(BM_gemm_heads_loop)->Apply(heads_shapes)->UseRealTime();
 
 // ---- linear -------------------------------------------------------------------------------
 
@@ -128,8 +137,10 @@ BENCHMARK(BM_linear)->UseRealTime();
 }  // namespace
 
 // Reads --threads=N (removed from argv before Google Benchmark sees it), then
-// prints what decides the GEMM speed: the OpenBLAS kernel set, whether the
-// user forced one with OPENBLAS_CORETYPE, and the thread count.
+// records what decides the GEMM speed: the OpenBLAS kernel set, whether the
+// user forced one with OPENBLAS_CORETYPE, and the thread count. They go into
+// Google Benchmark's context, so they head the console output and appear in
+// the "context" block of --benchmark_format=json.
 int main(int argc, char** argv) {
     std::vector<char*> args;
     for (int i = 0; i < argc; ++i) {
@@ -147,11 +158,10 @@ int main(int argc, char** argv) {
     int count = static_cast<int>(args.size());
 
     const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-    fmt::print("OpenBLAS core: {}\n", core::blas::core_name());
-    fmt::print("OPENBLAS_CORETYPE: {}\n", coretype != nullptr ? coretype : "(not set)");
-    fmt::print("OpenBLAS build: {}\n", core::blas::config());
-    fmt::print("threads: {}\n", core::get_num_threads());
-    std::fflush(stdout);
+    benchmark::AddCustomContext("openblas_core", core::blas::core_name());
+    benchmark::AddCustomContext("OPENBLAS_CORETYPE", coretype != nullptr ? coretype : "(not set)");
+    benchmark::AddCustomContext("openblas_config", core::blas::config());
+    benchmark::AddCustomContext("threads", std::to_string(core::get_num_threads()));
 
     benchmark::Initialize(&count, args.data());
     if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;
