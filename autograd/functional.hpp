@@ -12,33 +12,56 @@
 
 namespace tformer::autograd {
 
-/// softmax along the last dim.
+/// softmax along the last dim: exp(x - max) / Σ exp(x - max). x (..., D).
+/// A row that is entirely -inf gives zeros (see core::softmax).
 Variable softmax(const Variable& x);
-/// log_softmax along the last dim.
+/// log_softmax along the last dim: x - max - log Σ exp(x - max). x (..., D).
 Variable log_softmax(const Variable& x);
-/// Softmax over the first valid_lens entries of each row (seed 003); see core::masked_softmax.
+/// Softmax of x (..., T, S) over the first valid_lens entries of each row,
+/// exactly 0 after them (seed 003); valid_lens is (B) or x.shape[:-1], a
+/// constant (no gradient). See core::masked_softmax.
 Variable masked_softmax(const Variable& x, const core::Tensor& valid_lens);
-/// Softmax where the bool mask is true (seed 002's masks); see core::masked_softmax_by_mask.
+/// Softmax where the bool mask keep (broadcast to x) is true, exactly 0
+/// elsewhere (seed 002's pad and no-peek masks). See core::masked_softmax_by_mask.
 Variable masked_softmax_by_mask(const Variable& x, const core::Tensor& keep);
 
-/// PyTorch LayerNorm over the last dim: (x - mean) / √(var + eps) * weight + bias.
+/// PyTorch LayerNorm over the last dim: (x - mean) / √(var + eps) * weight + bias,
+/// with the biased variance (÷D). x (..., D); weight and bias (D) may be
+/// undefined Variables (then 1 and 0).
 Variable layer_norm(const Variable& x, const Variable& weight, const Variable& bias, double eps);
 
-/// Rows of weight (V, D) picked by int64 ids; no gradient reaches row
-/// padding_idx (-1: none).
+/// Rows of weight (V, D) picked by int64 ids of any shape (*) -> (*, D). The
+/// ids are a constant. No gradient reaches row padding_idx (-1: none), so the
+/// padding vector stays fixed in training, as in PyTorch; the forward value
+/// of that row is still looked up as stored. Throws IndexError for an id or a
+/// padding_idx outside [0, V).
 Variable embedding(const Variable& weight, const core::Tensor& ids, int64_t padding_idx = -1);
 
-enum class Reduction { none, mean, sum };
-
-struct CrossEntropyOptions {
-    int64_t ignore_index = -100;  ///< targets equal to this contribute nothing
-    double label_smoothing = 0.0; ///< ε: target distribution (1-ε)·onehot + ε/V
-    Reduction reduction = Reduction::mean;  ///< mean over non-ignored targets, as PyTorch
+/// How cross_entropy combines the per-target losses.
+enum class Reduction {
+    none,  ///< one loss per target, shape of the targets
+    mean,  ///< Σ loss / (number of targets that are not ignore_index), as PyTorch
+    sum,   ///< Σ loss
 };
 
-/// Cross-entropy of logits (..., V) against int64 targets (...).
+struct CrossEntropyOptions {
+    int64_t ignore_index = -100;  ///< targets equal to this contribute nothing (loss 0, gradient 0)
+    double label_smoothing = 0.0; ///< ε in [0, 1]: target distribution (1-ε)·onehot + ε/V
+    Reduction reduction = Reduction::mean;  ///< see Reduction
+};
+
+/// Cross-entropy of logits (..., V) against int64 targets (...) of the same
+/// leading shape: loss = -Σ_v q_v log softmax(logits)_v per target, then
+/// reduced. With Reduction::mean and every target ignored, the loss is 0
+/// (PyTorch gives NaN, 0/0): a batch made only of padding adds nothing.
+/// Throws ShapeError when the shapes do not match, IndexError for a target
+/// outside [0, V) other than ignore_index, ValueError for ε outside [0, 1].
 Variable cross_entropy(const Variable& logits, const core::Tensor& targets, const CrossEntropyOptions& options = {});
 
+/// The same functions written with primitive ops (exp, log, sum, max, mean,
+/// var, +, -, *, /), as the tutorials show them: one graph node per step.
+/// Same arguments, values and gradients as the fused versions (up to
+/// rounding), except that a row that is entirely -inf gives NaN here.
 namespace composed {
 /// exp(x - max) / Σ exp(x - max), out of primitive ops.
 Variable softmax(const Variable& x);

@@ -5,11 +5,15 @@
 
 namespace tformer::autograd {
 
-/// a @ b with broadcast batch dims (see core::matmul).
-/// Backward: da = dy @ bᵀ, db = aᵀ @ dy, each summed over broadcast batch dims.
+/// a @ b with broadcast batch dims (see core::matmul): (..., n, k) @ (..., k, m)
+/// -> (batch..., n, m); a 1-D a is a row vector, a 1-D b a column vector.
+/// Backward: da = dy @ bᵀ, db = aᵀ @ dy, each summed over the batch dims its
+/// operand was broadcast along; the transposes are views (BLAS flags, no copies).
 Variable matmul(const Variable& a, const Variable& b);
 
-/// y = x @ weightᵀ + bias (nn::Linear); bias may be undefined.
+/// y = x @ weightᵀ + bias (nn::Linear): x (..., in), weight (out, in) as in
+/// PyTorch, bias (out) or an undefined Variable; y (..., out).
+/// Backward: dx = dy @ weight, dweight = dyᵀ @ x over all rows, dbias = Σ_rows dy.
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias);
 
 }  // namespace tformer::autograd

@@ -17,5 +17,10 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
 std::string core_name();
 /// The OpenBLAS build configuration (openblas_get_config).
 std::string config();
+/// True when the linked OpenBLAS is its OpenMP build (openblas_get_parallel),
+/// which runs single-threaded when called inside an OpenMP parallel region,
+/// so batches of small products may be spread over our threads. The pthread
+/// build must not be called from a parallel region (it warns and can hang).
+bool is_openmp_build();
 
 }  // namespace tformer::core::blas

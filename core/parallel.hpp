@@ -12,7 +12,7 @@
 namespace tformer::core {
 
 /// Elements of work below which a kernel stays on one thread.
-inline constexpr int64_t kParallelGrain = 32768;
+inline constexpr int64_t kParallelGrain = 1 << 18;
 
 /// Sets the threads used by our kernels and by OpenBLAS.
 void set_num_threads(int n);

@@ -1,4 +1,13 @@
 // Parameter initialisation, in place, on the seeded generator.
+//
+// Each function overwrites the storage of the Variable's value (every handle
+// to the parameter, and any optimizer holding it, sees the new numbers; no
+// graph is recorded). Random numbers are drawn in the parameter's dtype from
+// `gen`, so the same seed gives the same weights.
+//
+// Fans follow PyTorch: for a weight of shape (out, in, k...) fan_in = in·Πk
+// and fan_out = out·Πk; a weight with fewer than 2 dimensions has no fans
+// (ValueError), as in torch.nn.init.
 #pragma once
 
 #include "autograd/variable.hpp"
@@ -17,7 +26,9 @@ void normal_(const autograd::Variable& w, double mean, double std, core::Generat
 void zeros_(const autograd::Variable& w);
 void ones_(const autograd::Variable& w);
 void constant_(const autograd::Variable& w, double value);
-/// PyTorch's default nn.Linear init: U(-1/√fan_in, 1/√fan_in) (kaiming_uniform with a = √5).
+/// PyTorch's default nn.Linear init: U(-1/√fan_in, 1/√fan_in) (kaiming_uniform
+/// with a = √5 gives exactly this bound); used for the weight and the bias.
+/// fan_in 0 gives the bound 0, as PyTorch.
 void linear_default_(const autograd::Variable& w, int64_t fan_in, core::Generator& gen = core::default_generator());
 
 }  // namespace tformer::nn::init

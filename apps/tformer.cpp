@@ -1,0 +1,105 @@
+// tformer: train and use the Transformers of the course documents.
+//
+//   tformer train translate [--preset default|d2l] [--out DIR] ...
+//   tformer train copy [--out DIR] ...
+//   tformer translate --checkpoint runs/translate/checkpoint.safetensors "i'm home ."
+//   tformer eval --checkpoint runs/translate/checkpoint.safetensors
+//   tformer tutorial [N] [--step]
+#include "apps/commands.hpp"
+#include "core/error.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+
+using namespace tformer::apps;
+
+namespace {
+void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
+    cmd.add_option("--preset", a.preset, translation ? "default (sampled corpus, a few minutes) or d2l (seed 000 exactly)" : "copy");
+    cmd.add_option("--out", a.out, "output directory (default runs/<task>)");
+    cmd.add_option("--epochs", a.epochs, "number of epochs");
+    cmd.add_option("--batch-size", a.batch_size, "sequences per batch");
+    cmd.add_option("--num-steps", a.num_steps, "sequence length (tokens, padded/truncated)");
+    cmd.add_option("--num-hiddens", a.num_hiddens, "model width d (key/query/value sizes follow)");
+    cmd.add_option("--ffn-num-hiddens", a.ffn_num_hiddens, "hidden width of the position-wise FFN");
+    cmd.add_option("--num-heads", a.num_heads, "attention heads");
+    cmd.add_option("--num-layers", a.num_layers, "encoder and decoder blocks");
+    cmd.add_option("--dropout", a.dropout, "dropout probability");
+    cmd.add_option("--lr", a.lr, "(peak) learning rate of Adam");
+    cmd.add_option("--schedule", a.schedule, "learning-rate schedule: constant, noam or cosine");
+    cmd.add_option("--warmup", a.warmup, "warm-up steps for noam / cosine");
+    cmd.add_option("--clip", a.clip, "gradient-norm clipping threshold (0: off)");
+    cmd.add_option("--label-smoothing", a.label_smoothing, "label smoothing epsilon");
+    cmd.add_option("--seed", a.seed, "seed of every random choice (weights, dropout, data)");
+    cmd.add_option("--threads", a.threads, "threads for kernels and BLAS (default: all cores)");
+    cmd.add_option("--checkpoint-every", a.checkpoint_every, "also save a checkpoint every N steps");
+    cmd.add_flag("--resume", a.resume, "continue from <out>/checkpoint.safetensors exactly where it stopped");
+    cmd.add_option("--stop-after-steps", a.stop_after_steps, "stop after this many steps in total (to test --resume)");
+    cmd.add_flag("--quiet", a.quiet, "no progress line");
+    if (translation) {
+        cmd.add_option("--data", a.data, "path of fra.txt (default: data/fra-eng/fra.txt of this repository)");
+        cmd.add_option("--num-examples", a.num_examples, "use d2l's prefix of the file (600 reproduces seed 000)");
+        cmd.add_option("--sample-size", a.sample_size, "use a seeded random sample of this many pairs");
+        cmd.add_option("--val-fraction", a.val_fraction, "share of distinct English sentences held out for validation");
+    } else {
+        cmd.add_option("--batches-per-epoch", a.batches_per_epoch, "fresh random batches per epoch");
+    }
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // results appear line by line, also in a pipe or a log file
+    CLI::App app{"tformer: a from-scratch Transformer framework (train, translate, eval, tutorial)"};
+    app.require_subcommand(1);
+
+    TrainArgs copy_args, translate_train_args;
+    copy_args.task = "copy";
+    translate_train_args.task = "translate";
+    CLI::App* train = app.add_subcommand("train", "train a model");
+    train->require_subcommand(1);
+    CLI::App* train_copy = train->add_subcommand("copy", "the copy task of seed 004");
+    add_train_options(*train_copy, copy_args, false);
+    CLI::App* train_translate = train->add_subcommand("translate", "English -> French on the bundled corpus (seed 000)");
+    add_train_options(*train_translate, translate_train_args, true);
+
+    TranslateArgs tr;
+    CLI::App* translate = app.add_subcommand("translate", "translate English sentences (arguments, or lines on stdin)");
+    translate->add_option("--checkpoint", tr.checkpoint, "a checkpoint written by 'tformer train translate'")->required();
+    translate->add_option("sentences", tr.sentences, "sentences to translate; none: read lines from stdin");
+    translate->add_option("--beam", tr.beam, "beam size (1: greedy)");
+    translate->add_option("--length-penalty", tr.length_penalty, "beam scores are log p / length^alpha");
+    translate->add_option("--show-attention", tr.show_attention, "write attention heatmaps (PNG) into this directory");
+    translate->add_option("--threads", tr.threads, "threads");
+
+    EvalArgs ev;
+    CLI::App* eval = app.add_subcommand("eval", "evaluate a checkpoint (copy: accuracy; translate: BLEU)");
+    eval->add_option("--checkpoint", ev.checkpoint, "the checkpoint")->required();
+    eval->add_option("--data", ev.data, "path of fra.txt for translation checkpoints");
+    eval->add_option("--max-sentences", ev.max_sentences, "evaluate on at most this many validation sentences");
+    eval->add_option("--threads", ev.threads, "threads");
+
+    std::string which, out;
+    bool step = false;
+    CLI::App* tutorial = app.add_subcommand("tutorial", "list the tutorials, or run one");
+    tutorial->add_option("number", which, "tutorial number or name, e.g. 5 or 05_attention_scoring");
+    tutorial->add_flag("--step", step, "pause after each step until Enter");
+    tutorial->add_option("--out", out, "directory for the tutorial's pictures");
+
+    CLI11_PARSE(app, argc, argv);
+    try {
+        if (*train_copy) return run_train(copy_args);
+        if (*train_translate) return run_train(translate_train_args);
+        if (*translate) return run_translate(tr);
+        if (*eval) return run_eval(ev);
+        if (*tutorial) return run_tutorial(which, step, out);
+    } catch (const tformer::Error& e) {
+        fmt::print(stderr, "tformer: error: {}\n", e.what());
+        return 1;
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "tformer: error: {}\n", e.what());
+        return 1;
+    }
+    return 0;
+}

@@ -1,0 +1,47 @@
+// PositionalEncoding: the sinusoid table (seed 002 §1.2.2 gives the formula,
+// seed 000 uses d2l's class, seed 004 builds the same table as `pe`).
+#include "nn/layers.hpp"
+
+#include "autograd/elementwise.hpp"
+
+#include <cmath>
+
+namespace tformer::nn {
+
+// P[0, pos, 2i] = sin(pos / 10000^(2i/d)),  P[0, pos, 2i+1] = cos(pos / 10000^(2i/d))
+// Column pair (2i, 2i+1) turns at frequency 1/10000^(2i/d): from one turn per
+// 2π steps at i = 0 down to one per 2π·10000 steps, so every position gets a
+// distinct code and P[pos + k] is a fixed rotation of P[pos] (d2l 10.6.3).
+PositionalEncoding::PositionalEncoding(Options opts, core::Generator& gen)
+    : Module("PositionalEncoding"), options(opts) {
+    const int64_t L = options.max_len, D = options.num_hiddens;
+    if (D < 1) fail<ValueError>("PositionalEncoding: num_hiddens must be positive, got {}", D);
+    if (L < 0) fail<ValueError>("PositionalEncoding: max_len must be non-negative, got {}", L);
+    dropout_ = register_module("dropout", std::make_shared<Dropout>(Dropout::Options{.p = options.dropout}, gen));
+
+    std::vector<double> table(static_cast<size_t>(L * D));  // (max_len, D), row-major
+    for (int64_t pos = 0; pos < L; ++pos)
+        for (int64_t j = 0; j < D; j += 2) {  // j = 2i
+            const double angle = static_cast<double>(pos) / std::pow(10000.0, static_cast<double>(j) / D);
+            table[pos * D + j] = std::sin(angle);
+            if (j + 1 < D) table[pos * D + j + 1] = std::cos(angle);
+        }
+    P = core::tensor(table, {1, L, D});  // computed in double, stored float32
+}
+
+// Y = dropout(X + P[:, start : start + T, :])     X (B, T, D), P slice (1, T, D)
+Variable PositionalEncoding::forward(const Variable& X, int64_t start) {
+    const int64_t D = options.num_hiddens;
+    if (X.dim() != 3 || X.size(2) != D)
+        fail<ShapeError>("PositionalEncoding: expected X of shape (B, T, {}), got {}", D, core::shape_str(X.shape()));
+    const int64_t T = X.size(1);
+    if (start < 0) fail<IndexError>("PositionalEncoding: start {} must be non-negative", start);
+    if (start + T > options.max_len)
+        fail<IndexError>("PositionalEncoding: positions {} to {} (start {} + {} steps) exceed max_len {}", start,
+                         start + T - 1, start, T, options.max_len);
+    core::Tensor p = P.slice(1, start, start + T);  // (1, T, D), a view of the table
+    if (p.dtype() != X.dtype()) p = p.to(X.dtype());
+    return (*dropout_)(X + Variable(p));  // P is a constant: Variable(p) requires no gradient
+}
+
+}  // namespace tformer::nn

@@ -1,0 +1,787 @@
+// Line plots and heatmaps, drawn on tasks::Image (see plot.hpp).
+#include "tasks/plot.hpp"
+
+#include "core/error.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace tformer::tasks {
+
+namespace {
+
+// All text is the built-in font at twice its size: 10x14-pixel capitals.
+constexpr int kTextScale = 2;
+constexpr int kTextHeight = kGlyphHeight * kTextScale;  // box height, descenders included
+constexpr int kCapHeight = 7 * kTextScale;              // digits and capitals
+constexpr int kMargin = 14;     // around the whole picture
+constexpr int kTickLength = 5;  // tick marks point outwards from the frame
+constexpr int kTickGap = 5;     // between a tick mark and its label
+constexpr int kLabelGap = 10;   // between tick labels and the axis label
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+int text_width(std::string_view text) { return text_size(text, kTextScale).width; }
+
+// Text whose capitals are vertically centred on row y (numbers and most
+// labels have no descenders, so this is what looks centred).
+TextStyle centred_on_caps(Align halign) { return {.halign = halign}; }
+int caps_top(int y) { return y - kCapHeight / 2; }
+
+// One tick: where (in data units) and what it says.
+struct Tick {
+    double value;
+    std::string label;
+};
+
+int widest_label(const std::vector<Tick>& ticks) {
+    int w = 0;
+    for (const Tick& t : ticks) w = std::max(w, text_width(t.label));
+    return w;
+}
+
+std::vector<Tick> linear_ticks(double lo, double hi, int max_ticks) {
+    const std::vector<double> values = nice_ticks(lo, hi, max_ticks);
+    const double step = values.size() > 1 ? values[1] - values[0] : std::max(std::abs(lo), 1.0);
+    std::vector<Tick> ticks;
+    for (double v : values) ticks.push_back({v, format_tick(v, step)});
+    return ticks;
+}
+
+// Ticks of a logarithmic axis spanning 10^lo_exp .. 10^hi_exp: whole decades
+// when the range holds at least two, else 1-2-5 multiples of powers of ten,
+// else plain linear ticks (a narrow range looks almost linear anyway).
+std::vector<Tick> log_ticks(double lo_exp, double hi_exp, int max_ticks) {
+    std::vector<Tick> ticks;
+    const auto add = [&](double v) { ticks.push_back({v, format_tick(v, v)}); };
+    // Whole decades, every 1, 2, 5, 10, ... decades so that at most max_ticks show.
+    const double first = std::ceil(lo_exp - 1e-9), last = std::floor(hi_exp + 1e-9);
+    if (last - first >= 1) {
+        const std::vector<double> decades = nice_ticks(first, last, max_ticks);
+        const double step = decades.size() > 1 ? decades[1] - decades[0] : 0.0;
+        if (decades.size() >= 2 && step >= 1 && step == std::round(step)) {
+            for (double k : decades) add(std::pow(10.0, k));
+            return ticks;
+        }
+        for (double k = first; k <= last; k += std::ceil((last - first) / std::max(1, max_ticks - 1)))
+            add(std::pow(10.0, k));
+        return ticks;
+    }
+    for (double k = std::floor(lo_exp); k <= std::ceil(hi_exp); ++k)
+        for (double m : {1.0, 2.0, 5.0}) {
+            const double e = k + std::log10(m);
+            if (e >= lo_exp - 1e-9 && e <= hi_exp + 1e-9) add(m * std::pow(10.0, k));
+        }
+    if (ticks.size() >= 2 && static_cast<int>(ticks.size()) <= max_ticks) return ticks;
+    return linear_ticks(std::pow(10.0, lo_exp), std::pow(10.0, hi_exp), max_ticks);
+}
+
+// An axis: limits in plotting coordinates (log10 of the data for a log axis).
+struct AxisRange {
+    double lo = 0;
+    double hi = 1;
+};
+
+// The data limits of `values` (finite ones only), or nothing.
+std::optional<AxisRange> finite_range(const std::vector<double>& values) {
+    std::optional<AxisRange> range;
+    for (double v : values) {
+        if (!std::isfinite(v)) continue;
+        if (!range)
+            range = AxisRange{v, v};
+        else
+            range = AxisRange{std::min(range->lo, v), std::max(range->hi, v)};
+    }
+    return range;
+}
+
+// Data limits padded by `pad` of the span on each side; a single value gets
+// a unit-sized window around it.
+AxisRange padded(std::optional<AxisRange> data, double pad, double fallback_lo, double fallback_hi) {
+    if (!data) return {fallback_lo, fallback_hi};
+    if (data->lo == data->hi) {
+        const double half = std::max(0.5, std::abs(data->lo) * 0.05);
+        return {data->lo - half, data->hi + half};
+    }
+    const double span = data->hi - data->lo;
+    return {data->lo - pad * span, data->hi + pad * span};
+}
+
+void check_limit(const std::optional<double>& limit, const char* name, const char* op) {
+    if (limit && !std::isfinite(*limit)) fail<ValueError>("{}: {} must be finite, got {}", op, name, *limit);
+}
+
+}  // namespace
+
+// ============================================================================
+// Ticks and colours
+// ============================================================================
+
+std::vector<double> nice_ticks(double lo, double hi, int max_ticks) {
+    if (!std::isfinite(lo) || !std::isfinite(hi) || hi < lo || !std::isfinite(hi - lo)) return {};
+    if (hi == lo) return {lo};
+    max_ticks = std::max(max_ticks, 2);
+    const double span = hi - lo;
+    // A span too small for its magnitude (1 .. 1 + 1e-13) or for any power of
+    // ten to divide: only the ends can be told apart.
+    if (span <= 1e-12 * std::max(std::abs(lo), std::abs(hi)) || span < 1e-280) return {lo, hi};
+    // Try steps 1, 2, 5 x 10^k upwards, starting below span / max_ticks; the
+    // first with few enough multiples k * step inside [lo, hi] wins.
+    for (double power = std::pow(10.0, std::floor(std::log10(span / max_ticks)) - 1); std::isfinite(power);
+         power *= 10)
+        for (double m : {1.0, 2.0, 5.0}) {
+            const double step = m * power;
+            const double first = std::ceil(lo / step - 1e-9), last = std::floor(hi / step + 1e-9);
+            if (last - first + 1 > max_ticks) continue;
+            std::vector<double> ticks;
+            for (int i = 0; i <= static_cast<int>(last - first); ++i) {
+                const double v = (first + i) * step;
+                ticks.push_back(v == 0 ? 0.0 : v);  // no -0
+            }
+            return ticks;
+        }
+    return {lo, hi};  // steps ran out of doubles (spans near 1e308)
+}
+
+std::string format_tick(double value, double step) {
+    if (!std::isfinite(value)) return fmt::format("{}", value);
+    step = std::abs(step);
+    if (!(step > 0) || !std::isfinite(step)) step = std::max(std::abs(value), 1.0);
+    if (std::abs(value) < step * 1e-9) value = 0;  // rounding noise of k * step
+    if (value == 0 && step < 1e-4) return "0";     // the neighbours use exponent form
+    const double magnitude = std::abs(value);
+    // Exponent form for big steps and for tiny values, decided by the step so
+    // that the labels of one axis share a form.
+    if (value != 0 && (step >= 1e5 || magnitude >= 1e15 || (step < 1e-4 && magnitude < 1e-3))) {
+        // As many significant digits as the step resolves, written compactly: 2.5e6, 1e-5.
+        const int digits = static_cast<int>(std::floor(std::log10(magnitude)) - std::floor(std::log10(step))) + 1;
+        std::string text = fmt::format("{:.{}g}", value, std::clamp(digits, 1, 15));
+        const size_t e = text.find('e');
+        if (e == std::string::npos) return text;
+        size_t digits_from = e + 1;
+        std::string exponent_sign;
+        if (text[digits_from] == '+' || text[digits_from] == '-') {
+            if (text[digits_from] == '-') exponent_sign = "-";
+            ++digits_from;
+        }
+        const size_t first_digit = std::min(text.find_first_not_of('0', digits_from), text.size() - 1);
+        return text.substr(0, e + 1) + exponent_sign + text.substr(first_digit);
+    }
+    // Fixed form with the fewest decimals that write the step exactly.
+    int decimals = 0;
+    for (double scaled = step; decimals < 10; ++decimals, scaled *= 10)
+        if (std::abs(scaled - std::round(scaled)) < 1e-6 * scaled) break;
+    std::string text = fmt::format("{:.{}f}", value, decimals);
+    if (text.front() == '-' && text.find_first_not_of("-0.") == std::string::npos) text.erase(0, 1);
+    return text;
+}
+
+Rgb palette_color(size_t index) {
+    // The familiar matplotlib / d2l cycle, so the curves look as in the book.
+    static constexpr Rgb kPalette[] = {
+        {31, 119, 180},  {255, 127, 14},  {44, 160, 44},  {214, 39, 40},  {148, 103, 189},
+        {140, 86, 75},   {227, 119, 194}, {127, 127, 127}, {188, 189, 34}, {23, 190, 207},
+    };
+    return kPalette[index % std::size(kPalette)];
+}
+
+Rgb colormap_color(Colormap map, double t) {
+    if (std::isnan(t)) return colors::missing;
+    // Each map is a few hand-picked anchor colours at t = 0, 1/4, 1/2, 3/4, 1,
+    // interpolated linearly in RGB. Both get darker (reds) or lighter
+    // (viridis) monotonically, so the order of values reads off the shade.
+    static constexpr Rgb kReds[] = {{255, 245, 240}, {252, 187, 161}, {246, 110, 80}, {203, 27, 30}, {103, 0, 13}};
+    static constexpr Rgb kViridis[] = {{68, 1, 84}, {59, 82, 139}, {33, 145, 140}, {94, 201, 98}, {253, 231, 37}};
+    const Rgb* anchors = map == Colormap::viridis ? kViridis : kReds;
+    const double x = std::clamp(t, 0.0, 1.0) * 4;
+    const int i = std::min(static_cast<int>(x), 3);
+    const double f = x - i;
+    const auto mix = [f](uint8_t a, uint8_t b) { return static_cast<uint8_t>(std::lround(a + f * (b - a))); };
+    const Rgb a = anchors[i], b = anchors[i + 1];
+    return {mix(a.r, b.r), mix(a.g, b.g), mix(a.b, b.b)};
+}
+
+// ============================================================================
+// Line plots
+// ============================================================================
+
+PointF LinePlotLayout::to_pixel(double x, double y) const {
+    // x_lo / x_hi sit on the centres of the left / right frame columns.
+    const double ty = log_y ? (y > 0 ? std::log10(y) : kNaN) : y;
+    const double ty_lo = log_y ? std::log10(y_lo) : y_lo, ty_hi = log_y ? std::log10(y_hi) : y_hi;
+    return {area.x - 0.5 + (x - x_lo) / (x_hi - x_lo) * (area.width + 1),
+            area.bottom() + 0.5 - (ty - ty_lo) / (ty_hi - ty_lo) * (area.height + 1)};
+}
+
+namespace {
+
+// A series in pixel space: runs of consecutive drawable points (a line
+// breaks at missing data) and the x pixels of the missing points.
+struct SeriesPixels {
+    std::vector<std::vector<PointF>> runs;
+    std::vector<double> missing_x;
+};
+
+SeriesPixels series_pixels(const Series& s, const LinePlotLayout& layout) {
+    SeriesPixels out;
+    bool in_run = false;
+    for (size_t i = 0; i < s.y.size(); ++i) {
+        const double x = s.x.empty() ? static_cast<double>(i) : s.x[i];
+        const PointF p = layout.to_pixel(x, s.y[i]);
+        if (!std::isfinite(x)) {
+            in_run = false;
+        } else if (!std::isfinite(p.y)) {
+            out.missing_x.push_back(p.x);
+            in_run = false;
+        } else {
+            if (!in_run) out.runs.emplace_back();
+            out.runs.back().push_back(p);
+            in_run = true;
+        }
+    }
+    return out;
+}
+
+// How many series pixels (lines sampled every few pixels) fall inside `box`;
+// the 'best' legend corner is the one that covers the fewest.
+int points_under(const Rect& box, const std::vector<SeriesPixels>& all) {
+    int count = 0;
+    const auto hit = [&](PointF p) {  // compared as doubles: far-away points must not overflow an int
+        count += p.x >= box.x && p.x < box.right() && p.y >= box.y && p.y < box.bottom();
+    };
+    for (const SeriesPixels& s : all)
+        for (const std::vector<PointF>& run : s.runs) {
+            for (size_t k = 0; k < run.size(); ++k) {
+                hit(run[k]);
+                if (k + 1 == run.size()) break;
+                const double len = std::hypot(run[k + 1].x - run[k].x, run[k + 1].y - run[k].y);
+                const int steps = static_cast<int>(std::min(len / 3, 2000.0));
+                for (int j = 1; j < steps; ++j) {
+                    const double f = static_cast<double>(j) / steps;
+                    hit({run[k].x + f * (run[k + 1].x - run[k].x), run[k].y + f * (run[k + 1].y - run[k].y)});
+                }
+            }
+        }
+    return count;
+}
+
+Rgb series_color(const Series& s, size_t index) { return s.color.value_or(palette_color(index)); }
+
+void validate(const LinePlot& plot, const char* op) {
+    if (plot.series.empty()) fail<ValueError>("{}: no series to plot", op);
+    for (size_t i = 0; i < plot.series.size(); ++i) {
+        const Series& s = plot.series[i];
+        if (s.y.empty()) fail<ValueError>("{}: series {} ('{}') has no points", op, i, s.name);
+        if (!s.x.empty() && s.x.size() != s.y.size())
+            fail<ValueError>("{}: series {} ('{}') has {} x values but {} y values", op, i, s.name, s.x.size(),
+                             s.y.size());
+        if (!(s.line_width > 0 && s.line_width <= 50) || !(s.marker_radius > 0 && s.marker_radius <= 50))
+            fail<ValueError>("{}: series {} ('{}') needs line_width and marker_radius in (0, 50], got {} and {}",
+                             op, i, s.name, s.line_width, s.marker_radius);
+    }
+    if (plot.width < 200 || plot.height < 150 || plot.width > kMaxImageSide || plot.height > kMaxImageSide)
+        fail<ValueError>("{}: image size {}x{} is outside 200x150 .. {}x{}", op, plot.width, plot.height,
+                         kMaxImageSide, kMaxImageSide);
+    check_limit(plot.x_min, "x_min", op);
+    check_limit(plot.x_max, "x_max", op);
+    check_limit(plot.y_min, "y_min", op);
+    check_limit(plot.y_max, "y_max", op);
+    if (plot.log_y && ((plot.y_min && *plot.y_min <= 0) || (plot.y_max && *plot.y_max <= 0)))
+        fail<ValueError>("{}: a logarithmic y axis needs positive limits, got y_min {} and y_max {}", op,
+                         plot.y_min.value_or(kNaN), plot.y_max.value_or(kNaN));
+}
+
+Rendered<LinePlotLayout> render_lines_as(const LinePlot& plot, const char* op) {
+    validate(plot, op);
+
+    // ---- axis limits -------------------------------------------------------------
+    // Only points drawn count: finite x, and finite y (positive y on a log axis).
+    std::vector<double> xs, ys, all_x;
+    bool scatter = false;
+    for (const Series& s : plot.series) {
+        scatter = scatter || s.style != SeriesStyle::line;
+        for (size_t i = 0; i < s.y.size(); ++i) {
+            const double x = s.x.empty() ? static_cast<double>(i) : s.x[i];
+            const double y = plot.log_y ? (s.y[i] > 0 ? std::log10(s.y[i]) : kNaN) : s.y[i];
+            all_x.push_back(x);
+            if (std::isfinite(x) && std::isfinite(y)) xs.push_back(x), ys.push_back(y);
+        }
+    }
+    // Lines run edge to edge as in d2l; markers get a little room so the
+    // outermost ones are not cut in half. y always gets 5% each side.
+    const AxisRange x_data = padded(xs.empty() ? finite_range(all_x) : finite_range(xs), scatter ? 0.03 : 0.0, 0, 1);
+    AxisRange y_data = padded(finite_range(ys), 0.05, 0, 1);
+    if (plot.log_y && ys.size() > 0 && finite_range(ys)->lo == finite_range(ys)->hi)
+        y_data = {ys[0] - 0.5, ys[0] + 0.5};  // half a decade either side of a constant
+    LinePlotLayout layout;
+    layout.width = plot.width;
+    layout.height = plot.height;
+    layout.log_y = plot.log_y;
+    layout.x_lo = plot.x_min.value_or(x_data.lo);
+    layout.x_hi = plot.x_max.value_or(x_data.hi);
+    layout.y_lo = plot.y_min.value_or(plot.log_y ? std::pow(10.0, y_data.lo) : y_data.lo);
+    layout.y_hi = plot.y_max.value_or(plot.log_y ? std::pow(10.0, y_data.hi) : y_data.hi);
+    if (!(layout.x_lo < layout.x_hi))
+        fail<ValueError>("{}: x axis limits [{}, {}] are empty", op, layout.x_lo, layout.x_hi);
+    if (!(layout.y_lo < layout.y_hi))
+        fail<ValueError>("{}: y axis limits [{}, {}] are empty", op, layout.y_lo, layout.y_hi);
+    const double ty_lo = plot.log_y ? std::log10(layout.y_lo) : layout.y_lo;
+    const double ty_hi = plot.log_y ? std::log10(layout.y_hi) : layout.y_hi;
+    // Ranges wider than the largest double (e.g. -1e308 .. 1e308) cannot be scaled.
+    if (!std::isfinite(layout.x_hi - layout.x_lo) || !std::isfinite(ty_hi - ty_lo))
+        fail<ValueError>("{}: axis limits x [{}, {}], y [{}, {}] span too wide a range to draw", op, layout.x_lo,
+                         layout.x_hi, layout.y_lo, layout.y_hi);
+
+    // ---- layout: the margins hold the title, tick labels and axis labels -------
+    const int top = kMargin + (plot.title.empty() ? 0 : kTextHeight + 10) + 1;
+    const int bottom = kMargin + (plot.xlabel.empty() ? 0 : kTextHeight + kLabelGap) + kTextHeight + kTickGap +
+                       kTickLength + 1;
+    const int area_h = plot.height - top - bottom;
+    if (area_h < 40)
+        fail<ValueError>("{}: a {}x{} image is too small for the plot and its labels", op, plot.width, plot.height);
+    // About one y tick per 45 pixels.
+    const std::vector<Tick> y_ticks =
+        plot.log_y ? log_ticks(ty_lo, ty_hi, std::max(2, area_h / 45)) : linear_ticks(ty_lo, ty_hi, area_h / 45);
+    const int left = kMargin + (plot.ylabel.empty() ? 0 : kTextHeight + kLabelGap) + widest_label(y_ticks) +
+                     kTickGap + kTickLength + 1;
+    // x ticks: as many as fit with 20 pixels between labels; the right margin
+    // leaves room for half of the last label, which is centred on its tick.
+    std::vector<Tick> x_ticks;
+    int right = kMargin + 1, area_w = 0;
+    for (int pass = 0; pass < 2; ++pass) {
+        area_w = plot.width - left - right;
+        if (area_w < 40)
+            fail<ValueError>("{}: a {}x{} image is too small for the plot and its labels", op, plot.width,
+                             plot.height);
+        for (int max_ticks = std::max(2, area_w / 60);; --max_ticks) {
+            x_ticks = linear_ticks(layout.x_lo, layout.x_hi, max_ticks);
+            if (max_ticks <= 2 || static_cast<int>(x_ticks.size()) * (widest_label(x_ticks) + 20) <= area_w) break;
+        }
+        if (!x_ticks.empty()) right = std::max(right, text_width(x_ticks.back().label) / 2 + 4);
+    }
+    layout.area = {left, top, area_w, area_h};
+    for (const Tick& t : x_ticks) layout.x_ticks.push_back(t.value);
+    for (const Tick& t : y_ticks) layout.y_ticks.push_back(t.value);
+    const Rect& area = layout.area;
+
+    Image image(plot.width, plot.height);
+
+    // ---- grid, then the data, clipped to the plotting area -------------------
+    const auto column_of = [&](double x) { return static_cast<int>(std::floor(layout.to_pixel(x, layout.y_lo).x)); };
+    const auto row_of = [&](double y) { return static_cast<int>(std::floor(layout.to_pixel(layout.x_lo, y).y)); };
+    if (plot.grid) {
+        for (double x : layout.x_ticks) image.fill_rect({column_of(x), area.y, 1, area.height}, colors::grid);
+        for (double y : layout.y_ticks) image.fill_rect({area.x, row_of(y), area.width, 1}, colors::grid);
+    }
+    std::vector<SeriesPixels> pixels;
+    image.set_clip(area);
+    for (size_t i = 0; i < plot.series.size(); ++i) {
+        const Series& s = plot.series[i];
+        const Rgb color = series_color(s, i);
+        pixels.push_back(series_pixels(s, layout));
+        if (s.style != SeriesStyle::points)
+            for (const std::vector<PointF>& run : pixels.back().runs) {
+                if (run.size() == 1 && s.style == SeriesStyle::line)  // a lone point: a dot, so it shows
+                    image.fill_circle(run[0], std::max(s.line_width, 3.0), color);
+                else
+                    image.draw_polyline(run, {.color = color, .width = s.line_width, .dash = s.dash});
+            }
+        if (s.style != SeriesStyle::line) {
+            // Scatter markers are a little transparent so that piles of points show.
+            const double alpha = s.style == SeriesStyle::points ? 0.7 : 1.0;
+            for (const std::vector<PointF>& run : pixels.back().runs)
+                for (PointF p : run) image.fill_circle(p, s.marker_radius, color, alpha);
+        }
+        // Missing data: a small grey cross on the bottom edge at its x.
+        for (double px : pixels.back().missing_x) {
+            const double cy = area.bottom() - 7.0, r = 4.0;
+            const Stroke pen{.color = colors::missing, .width = 1.5};
+            image.draw_line({px - r, cy - r}, {px + r, cy + r}, pen);
+            image.draw_line({px - r, cy + r}, {px + r, cy - r}, pen);
+        }
+    }
+    image.reset_clip();
+
+    // ---- frame, ticks and labels --------------------------------------------------
+    image.stroke_rect({area.x - 1, area.y - 1, area.width + 2, area.height + 2}, colors::axis);
+    for (const Tick& t : x_ticks) {
+        const int col = column_of(t.value);
+        image.fill_rect({col, area.bottom() + 1, 1, kTickLength}, colors::axis);
+        image.draw_text(col, area.bottom() + 1 + kTickLength + kTickGap, t.label, {.halign = Align::center});
+    }
+    for (const Tick& t : y_ticks) {
+        const int row = row_of(t.value);
+        image.fill_rect({area.x - 1 - kTickLength, row, kTickLength, 1}, colors::axis);
+        image.draw_text(area.x - 1 - kTickLength - kTickGap, caps_top(row), t.label, centred_on_caps(Align::end));
+    }
+    const int centre_x = area.x + area.width / 2, centre_y = area.y + area.height / 2;
+    if (!plot.xlabel.empty())
+        image.draw_text(centre_x, area.bottom() + 1 + kTickLength + kTickGap + kTextHeight + kLabelGap, plot.xlabel,
+                        {.halign = Align::center});
+    if (!plot.ylabel.empty())
+        image.draw_text(kMargin, centre_y, plot.ylabel, {.vertical = true, .valign = Align::center});
+    if (!plot.title.empty())
+        image.draw_text(centre_x, kMargin, plot.title, {.bold = true, .halign = Align::center});
+
+    // ---- legend ---------------------------------------------------------------------
+    std::vector<size_t> named;
+    for (size_t i = 0; i < plot.series.size(); ++i)
+        if (!plot.series[i].name.empty()) named.push_back(i);
+    if (plot.legend != LegendPosition::none && !named.empty()) {
+        constexpr int kPad = 8, kSample = 30, kRow = kTextHeight + 6, kInset = 10;
+        int name_w = 0;
+        for (size_t i : named) name_w = std::max(name_w, text_width(plot.series[i].name));
+        const int w = kPad + kSample + 8 + name_w + kPad;
+        const int h = kPad + static_cast<int>(named.size()) * kRow - 6 + kPad;
+        // Candidate corners in matplotlib's order of preference.
+        const Rect corners[] = {
+            {area.right() - kInset - w, area.y + kInset, w, h},        // upper right
+            {area.x + kInset, area.y + kInset, w, h},                  // upper left
+            {area.x + kInset, area.bottom() - kInset - h, w, h},       // lower left
+            {area.right() - kInset - w, area.bottom() - kInset - h, w, h},  // lower right
+        };
+        int choice = 0;
+        switch (plot.legend) {
+            case LegendPosition::upper_right: choice = 0; break;
+            case LegendPosition::upper_left: choice = 1; break;
+            case LegendPosition::lower_left: choice = 2; break;
+            case LegendPosition::lower_right: choice = 3; break;
+            default: {
+                int fewest = std::numeric_limits<int>::max();
+                for (int c = 0; c < 4; ++c) {
+                    const int n = points_under(corners[c], pixels);
+                    if (n < fewest) fewest = n, choice = c;
+                }
+            }
+        }
+        const Rect box = corners[choice];
+        layout.legend = box;
+        image.set_clip(area);
+        image.fill_rect(box, colors::white, 0.9);
+        image.stroke_rect(box, {204, 204, 204});
+        for (size_t k = 0; k < named.size(); ++k) {
+            const Series& s = plot.series[named[k]];
+            const Rgb color = series_color(s, named[k]);
+            const int row = box.y + kPad + static_cast<int>(k) * kRow + kCapHeight / 2;
+            const double x0 = box.x + kPad, x1 = x0 + kSample, y = row + 0.5;
+            if (s.style != SeriesStyle::points)
+                image.draw_line({x0, y}, {x1, y}, {.color = color, .width = s.line_width, .dash = s.dash});
+            if (s.style != SeriesStyle::line) image.fill_circle({(x0 + x1) / 2, y}, s.marker_radius, color);
+            image.draw_text(box.x + kPad + kSample + 8, caps_top(row), s.name);
+        }
+        image.reset_clip();
+    }
+    return {std::move(image), std::move(layout)};
+}
+
+}  // namespace
+
+Rendered<LinePlotLayout> render_lines(const LinePlot& plot) { return render_lines_as(plot, "render_lines"); }
+
+LinePlotLayout plot_lines(const std::filesystem::path& path, const LinePlot& plot) {
+    Rendered<LinePlotLayout> out = render_lines_as(plot, "plot_lines");
+    write_png(out.image, path, "plot_lines");
+    return out.layout;
+}
+
+// ============================================================================
+// Heatmaps
+// ============================================================================
+
+PointF HeatmapLayout::cell_center(int row, int col, int64_t query, int64_t key) const {
+    if (row < 0 || row >= rows || col < 0 || col >= cols || query < 0 || query >= queries || key < 0 || key >= keys)
+        fail<IndexError>("HeatmapLayout::cell_center: panel ({}, {}) cell ({}, {}) is outside a {}x{} grid of "
+                         "({}x{}) matrices",
+                         row, col, query, key, rows, cols, queries, keys);
+    const Rect& p = panels[static_cast<size_t>(row) * cols + col];
+    return {p.x + (key + 0.5) * cell, p.y + (query + 0.5) * cell};
+}
+
+std::vector<std::vector<core::Tensor>> heatmap_grid(const core::Tensor& weights) {
+    if (!weights.defined()) fail<ValueError>("heatmap_grid: tensor is undefined");
+    const int d = weights.dim();
+    if (d < 2 || d > 4)
+        fail<ShapeError>("heatmap_grid: expected (queries, keys), (cols, queries, keys) or (rows, cols, queries, "
+                         "keys), got shape {}",
+                         shape_str(weights.shape()));
+    const core::Tensor grid = d == 2 ? weights.unsqueeze(0).unsqueeze(0) : d == 3 ? weights.unsqueeze(0) : weights;
+    std::vector<std::vector<core::Tensor>> out(static_cast<size_t>(grid.size(0)));
+    for (int64_t r = 0; r < grid.size(0); ++r)
+        for (int64_t c = 0; c < grid.size(1); ++c) out[r].push_back(grid.select(0, r).select(0, c));  // (Q, K)
+    return out;
+}
+
+namespace {
+
+// A row or column of tick labels: which cells are labelled and with what.
+struct TickLabels {
+    std::vector<std::pair<int64_t, std::string>> shown;  // (cell index, label)
+    bool vertical = false;  // x labels turned a quarter turn
+    int width = 0;          // widest shown label (unrotated)
+};
+
+// Labels cells 0..n-1 with `tokens` (or their indices when there are none),
+// thinning them so neighbours keep a few pixels apart. Token labels along x
+// that are wider than a cell are turned vertical; index labels stay
+// horizontal and step by 1, 2, 5, 10, ... instead.
+TickLabels tick_labels(const std::vector<std::string>& tokens, int64_t n, int cell, bool along_x) {
+    TickLabels out;
+    const auto label = [&](int64_t i) { return tokens.empty() ? std::to_string(i) : tokens[i]; };
+    int widest = 0;
+    for (int64_t i = 0; i < n; ++i) widest = std::max(widest, text_width(label(i)));
+    int64_t step = 1;
+    if (tokens.empty()) {
+        // Index labels: the smallest 1-2-5 step whose pitch fits the label.
+        const int need = along_x ? widest + 16 : kTextHeight + 4;
+        for (int64_t power = 1; step * cell < need; power *= 10) {
+            for (int64_t m : {1, 2, 5}) {
+                step = m * power;
+                if (step * cell >= need) break;
+            }
+        }
+    } else {
+        out.vertical = along_x && widest + 6 > cell;
+        const int need = along_x && !out.vertical ? widest + 6 : kTextHeight + 2;
+        step = std::max<int64_t>(1, (need + cell - 1) / cell);
+    }
+    for (int64_t i = 0; i < n; i += step) {
+        out.shown.emplace_back(i, label(i));
+        out.width = std::max(out.width, text_width(out.shown.back().second));
+    }
+    return out;
+}
+
+// Everything about the picture that depends on the cell size.
+struct HeatmapPlan {
+    HeatmapLayout layout;
+    TickLabels x_labels, y_labels;
+    std::vector<Tick> bar_ticks;
+    bool xlabel_per_panel = true, ylabel_per_panel = true;
+    int title_band = 0;  // height reserved above each panel row for panel titles
+};
+
+HeatmapPlan plan_heatmaps(const Heatmaps& maps, int rows, int cols, int64_t queries, int64_t keys, int cell,
+                          const std::vector<std::string>& titles, double vmin, double vmax) {
+    HeatmapPlan plan;
+    HeatmapLayout& L = plan.layout;
+    L.rows = rows, L.cols = cols, L.queries = queries, L.keys = keys, L.cell = cell, L.vmin = vmin, L.vmax = vmax;
+    plan.x_labels = tick_labels(maps.x_ticks, keys, cell, true);
+    plan.y_labels = tick_labels(maps.y_ticks, queries, cell, false);
+    const int64_t panel_w = keys * cell, panel_h = queries * cell;
+
+    int title_w = 0;
+    for (const std::string& t : titles) title_w = std::max(title_w, text_width(t));
+    plan.title_band = titles.empty() ? 0 : kTextHeight + 8;
+    // Panels sit 1 pixel inside their frames; gaps leave room for titles.
+    const int64_t col_gap = std::max<int64_t>(20, title_w + 16 - panel_w);
+    const int64_t row_gap = 20 + plan.title_band;
+    const int64_t grid_w = cols * panel_w + (cols - 1) * col_gap;
+    const int64_t grid_h = rows * panel_h + (rows - 1) * row_gap;
+    // One axis label per panel when it fits beside the panel, else one for the grid.
+    plan.xlabel_per_panel = cols == 1 || text_width(maps.xlabel) + 12 <= panel_w + col_gap;
+    plan.ylabel_per_panel = rows == 1 || text_width(maps.ylabel) + 12 <= panel_h + row_gap;
+
+    const int x_band = plan.x_labels.vertical ? plan.x_labels.width : kTextHeight;
+    const int64_t left = kMargin + (maps.ylabel.empty() ? 0 : kTextHeight + kLabelGap) + plan.y_labels.width +
+                         kTickGap + kTickLength + 1;
+    const int64_t top = kMargin + (maps.title.empty() ? 0 : kTextHeight + 12) + plan.title_band + 1;
+    const int64_t bottom = 1 + kTickLength + kTickGap + x_band + (maps.xlabel.empty() ? 0 : kLabelGap + kTextHeight) +
+                           kMargin;
+
+    // The colour bar spans the grid's height, with about one tick per 40 pixels.
+    plan.bar_ticks = linear_ticks(vmin, vmax, static_cast<int>(std::max<int64_t>(2, grid_h / 40)));
+    if (plan.bar_ticks.size() < 2) {
+        const double step = vmax - vmin;
+        plan.bar_ticks = {{vmin, format_tick(vmin, step)}, {vmax, format_tick(vmax, step)}};
+    }
+    constexpr int kBarGap = 24, kBarWidth = 16;
+    const int64_t width = std::max<int64_t>(left + grid_w + kBarGap + kBarWidth + 1 + kTickLength + kTickGap +
+                                                widest_label(plan.bar_ticks) + kMargin,
+                                            2 * kMargin + text_width(maps.title));
+    const int64_t height = top + grid_h + bottom;
+    L.width = static_cast<int>(std::min<int64_t>(width, std::numeric_limits<int>::max()));
+    L.height = static_cast<int>(std::min<int64_t>(height, std::numeric_limits<int>::max()));
+    if (width > maps.max_width || height > maps.max_height) return plan;  // caller shrinks the cells
+
+    for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < cols; ++c)
+            L.panels.push_back({static_cast<int>(left + c * (panel_w + col_gap)),
+                                static_cast<int>(top + r * (panel_h + row_gap)), static_cast<int>(panel_w),
+                                static_cast<int>(panel_h)});
+    L.colorbar = {static_cast<int>(left + grid_w + kBarGap), static_cast<int>(top), kBarWidth,
+                  static_cast<int>(grid_h)};
+    return plan;
+}
+
+}  // namespace
+
+namespace {
+
+Rendered<HeatmapLayout> render_heatmaps_as(const Heatmaps& maps, const char* op) {
+    // ---- check the grid and read the matrices ------------------------------------
+    if (maps.matrices.empty() || maps.matrices[0].empty()) fail<ValueError>("{}: no matrices to plot", op);
+    const int rows = static_cast<int>(maps.matrices.size());
+    const int cols = static_cast<int>(maps.matrices[0].size());
+    std::vector<std::vector<double>> values;  // per panel, row-major (Q, K)
+    int64_t queries = 0, keys = 0;
+    for (int r = 0; r < rows; ++r) {
+        if (static_cast<int>(maps.matrices[r].size()) != cols)
+            fail<ValueError>("{}: row {} of the grid has {} matrices but row 0 has {}", op, r,
+                             maps.matrices[r].size(), cols);
+        for (int c = 0; c < cols; ++c) {
+            const core::Tensor& m = maps.matrices[r][c];
+            if (!m.defined()) fail<ValueError>("{}: matrix [{}][{}] is undefined", op, r, c);
+            if (!core::is_floating(m.dtype()))
+                fail<ValueError>("{}: matrix [{}][{}] has dtype {}, expected float32 or float64", op, r, c,
+                                 core::dtype_name(m.dtype()));
+            if (m.dim() != 2)
+                fail<ShapeError>("{}: matrix [{}][{}] must be 2-D (queries, keys), got shape {}", op, r, c,
+                                 shape_str(m.shape()));
+            if (m.numel() == 0) fail<ValueError>("{}: matrix [{}][{}] is empty {}", op, r, c, shape_str(m.shape()));
+            if (r == 0 && c == 0) queries = m.size(0), keys = m.size(1);
+            if (m.size(0) != queries || m.size(1) != keys)
+                fail<ShapeError>("{}: matrix [{}][{}] has shape {} but matrix [0][0] has shape {}", op, r, c,
+                                 shape_str(m.shape()), shape_str(maps.matrices[0][0].shape()));
+            values.push_back(m.to_vector<double>());  // follows any strides
+        }
+    }
+    if (!maps.x_ticks.empty() && static_cast<int64_t>(maps.x_ticks.size()) != keys)
+        fail<ValueError>("{}: {} x tick labels for {} keys", op, maps.x_ticks.size(), keys);
+    if (!maps.y_ticks.empty() && static_cast<int64_t>(maps.y_ticks.size()) != queries)
+        fail<ValueError>("{}: {} y tick labels for {} queries", op, maps.y_ticks.size(), queries);
+    // Titles: one per column (repeated on every row, as d2l does) or one per panel.
+    std::vector<std::string> titles;
+    if (!maps.titles.empty()) {
+        if (static_cast<int>(maps.titles.size()) == cols) {
+            for (int r = 0; r < rows; ++r) titles.insert(titles.end(), maps.titles.begin(), maps.titles.end());
+        } else if (static_cast<int>(maps.titles.size()) == rows * cols) {
+            titles = maps.titles;
+        } else {
+            fail<ValueError>("{}: {} titles for a {}x{} grid (give {} or {})", op, maps.titles.size(), rows, cols,
+                             cols, rows * cols);
+        }
+    }
+    check_limit(maps.vmin, "vmin", op);
+    check_limit(maps.vmax, "vmax", op);
+    if (maps.cell_size < 0 || maps.cell_size > 200)
+        fail<ValueError>("{}: cell_size {} is outside 0..200", op, maps.cell_size);
+
+    // ---- colour scale: the finite values' range unless given -------------------------
+    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+    for (const std::vector<double>& panel : values)
+        for (double v : panel)
+            if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
+    if (lo > hi) lo = 0, hi = 1;  // nothing finite: every cell is grey anyway
+    double vmin = maps.vmin.value_or(lo), vmax = maps.vmax.value_or(hi);
+    if (maps.vmin && maps.vmax && !(vmin < vmax))
+        fail<ValueError>("{}: vmin {} must be below vmax {}", op, vmin, vmax);
+    if (!std::isfinite(vmax - vmin))
+        fail<ValueError>("{}: the colour scale [{}, {}] spans too wide a range to draw", op, vmin, vmax);
+    if (!(vmin < vmax)) {  // a constant matrix: centre its value on the scale
+        const double half = std::max(0.5, std::abs(vmin) * 0.05);
+        if (maps.vmin && !maps.vmax) vmax = vmin + 2 * half;
+        else if (maps.vmax && !maps.vmin) vmin = vmax - 2 * half;
+        else vmin -= half, vmax += half;
+    }
+
+    // ---- layout: the largest cell size (up to the requested one) that fits ----------
+    const int64_t longest = std::max(queries, keys);
+    int cell = maps.cell_size > 0 ? maps.cell_size : static_cast<int>(std::clamp<int64_t>(260 / longest, 4, 32));
+    HeatmapPlan plan = plan_heatmaps(maps, rows, cols, queries, keys, cell, titles, vmin, vmax);
+    while (plan.layout.panels.empty() && cell > 1)
+        plan = plan_heatmaps(maps, rows, cols, queries, keys, --cell, titles, vmin, vmax);
+    if (plan.layout.panels.empty())
+        fail<ValueError>("{}: a {}x{} grid of ({}x{}) matrices needs {}x{} pixels even at 1 pixel per cell, over "
+                         "the cap of {}x{}",
+                         op, rows, cols, queries, keys, plan.layout.width, plan.layout.height, maps.max_width,
+                         maps.max_height);
+    const HeatmapLayout& L = plan.layout;
+
+    Image image(L.width, L.height);
+
+    // ---- panels: cells, frame, title ---------------------------------------------------
+    const auto color_of = [&](double v) {
+        return std::isfinite(v) ? colormap_color(maps.cmap, (v - vmin) / (vmax - vmin)) : colors::missing;
+    };
+    for (int r = 0; r < rows; ++r)
+        for (int c = 0; c < cols; ++c) {
+            const size_t index = static_cast<size_t>(r) * cols + c;
+            const Rect& p = L.panels[index];
+            for (int64_t q = 0; q < queries; ++q)
+                for (int64_t k = 0; k < keys; ++k)
+                    image.fill_rect({p.x + static_cast<int>(k) * cell, p.y + static_cast<int>(q) * cell, cell, cell},
+                                    color_of(values[index][q * keys + k]));
+            image.stroke_rect({p.x - 1, p.y - 1, p.width + 2, p.height + 2}, colors::axis);
+            if (!titles.empty())
+                image.draw_text(p.x + p.width / 2, p.y - kTextHeight - 5, titles[index],
+                                {.halign = Align::center});
+        }
+
+    // ---- ticks: x along the bottom row, y along the left column (shared axes) ---------
+    const int x_band = plan.x_labels.vertical ? plan.x_labels.width : kTextHeight;
+    for (int c = 0; c < cols; ++c) {
+        const Rect& p = L.panels[static_cast<size_t>(rows - 1) * cols + c];
+        const int label_y = p.bottom() + 1 + kTickLength + kTickGap;
+        for (const auto& [k, text] : plan.x_labels.shown) {
+            const int x = p.x + static_cast<int>(k) * cell + cell / 2;
+            image.fill_rect({x, p.bottom() + 1, 1, kTickLength}, colors::axis);
+            if (plan.x_labels.vertical)  // reads upwards, its end at the axis; capitals centred on the tick
+                image.draw_text(x - kCapHeight / 2, label_y, text, {.vertical = true});
+            else
+                image.draw_text(x, label_y, text, {.halign = Align::center});
+        }
+        if (!maps.xlabel.empty() && plan.xlabel_per_panel)
+            image.draw_text(p.x + p.width / 2, label_y + x_band + kLabelGap, maps.xlabel, {.halign = Align::center});
+    }
+    for (int r = 0; r < rows; ++r) {
+        const Rect& p = L.panels[static_cast<size_t>(r) * cols];
+        for (const auto& [q, text] : plan.y_labels.shown) {
+            const int y = p.y + static_cast<int>(q) * cell + cell / 2;
+            image.fill_rect({p.x - 1 - kTickLength, y, kTickLength, 1}, colors::axis);
+            image.draw_text(p.x - 1 - kTickLength - kTickGap, caps_top(y), text, centred_on_caps(Align::end));
+        }
+        if (!maps.ylabel.empty() && plan.ylabel_per_panel)
+            image.draw_text(kMargin, p.y + p.height / 2, maps.ylabel, {.vertical = true, .valign = Align::center});
+    }
+    const Rect& first = L.panels.front();
+    const Rect& last = L.panels.back();
+    if (!maps.xlabel.empty() && !plan.xlabel_per_panel)
+        image.draw_text((first.x + last.right()) / 2, last.bottom() + 1 + kTickLength + kTickGap + x_band + kLabelGap,
+                        maps.xlabel, {.halign = Align::center});
+    if (!maps.ylabel.empty() && !plan.ylabel_per_panel)
+        image.draw_text(kMargin, (first.y + last.bottom()) / 2, maps.ylabel,
+                        {.vertical = true, .valign = Align::center});
+    if (!maps.title.empty()) {  // centred over the panels, but kept inside the picture
+        const int half = (text_width(maps.title) + 1) / 2;
+        const int centre = std::clamp((first.x + last.right()) / 2, kMargin + half, L.width - kMargin - half);
+        image.draw_text(centre, kMargin, maps.title, {.bold = true, .halign = Align::center});
+    }
+
+    // ---- colour bar: vmax at the top ---------------------------------------------------
+    const Rect& bar = L.colorbar;
+    for (int y = 0; y < bar.height; ++y) {
+        const double t = 1.0 - (y + 0.5) / bar.height;
+        image.fill_rect({bar.x, bar.y + y, bar.width, 1}, colormap_color(maps.cmap, t));
+    }
+    image.stroke_rect({bar.x - 1, bar.y - 1, bar.width + 2, bar.height + 2}, colors::axis);
+    for (const Tick& t : plan.bar_ticks) {
+        const double f = (t.value - vmin) / (vmax - vmin);
+        const int y = std::clamp(static_cast<int>(std::floor(bar.bottom() - f * bar.height)), bar.y, bar.bottom() - 1);
+        image.fill_rect({bar.right() + 1, y, kTickLength, 1}, colors::axis);
+        image.draw_text(bar.right() + 1 + kTickLength + kTickGap, caps_top(y), t.label);
+    }
+    return {std::move(image), plan.layout};
+}
+
+}  // namespace
+
+Rendered<HeatmapLayout> render_heatmaps(const Heatmaps& maps) { return render_heatmaps_as(maps, "render_heatmaps"); }
+
+HeatmapLayout plot_heatmaps(const std::filesystem::path& path, const Heatmaps& maps) {
+    Rendered<HeatmapLayout> out = render_heatmaps_as(maps, "plot_heatmaps");
+    write_png(out.image, path, "plot_heatmaps");
+    return out.layout;
+}
+
+}  // namespace tformer::tasks

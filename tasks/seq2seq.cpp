@@ -1,0 +1,391 @@
+#include "tasks/seq2seq.hpp"
+
+#include "autograd/autograd.hpp"
+#include "core/core.hpp"
+#include "nn/init.hpp"
+#include "nn/safetensors.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace tformer::tasks {
+
+using autograd::Variable;
+using core::Tensor;
+using nlohmann::json;
+
+// ---- configuration ------------------------------------------------------------------------
+
+std::string config_to_json(const ModelConfig& c) {
+    const nn::TransformerOptions& t = c.transformer;
+    json j = {{"task", c.task},
+              {"src_vocab_size", c.src_vocab_size},
+              {"tgt_vocab_size", c.tgt_vocab_size},
+              {"num_steps", c.num_steps},
+              {"key_size", t.key_size},
+              {"query_size", t.query_size},
+              {"value_size", t.value_size},
+              {"num_hiddens", t.num_hiddens},
+              {"norm_shape", t.norm_shape},
+              {"ffn_num_input", t.ffn_num_input},
+              {"ffn_num_hiddens", t.ffn_num_hiddens},
+              {"num_heads", t.num_heads},
+              {"num_layers", t.num_layers},
+              {"dropout", t.dropout},
+              {"use_bias", t.use_bias}};
+    return j.dump();
+}
+
+namespace {
+template <class T>
+T field(const json& j, const char* name) {
+    if (!j.contains(name)) fail<IOError>("checkpoint config: missing field '{}'", name);
+    try {
+        return j.at(name).get<T>();
+    } catch (const json::exception&) {
+        fail<IOError>("checkpoint config: field '{}' has the wrong type ({})", name, j.at(name).dump());
+    }
+}
+
+int64_t positive(const json& j, const char* name) {
+    const int64_t v = field<int64_t>(j, name);
+    if (v <= 0) fail<IOError>("checkpoint config: field '{}' must be positive, got {}", name, v);
+    return v;
+}
+}  // namespace
+
+ModelConfig config_from_json(const std::string& text) {
+    json j;
+    try {
+        j = json::parse(text);
+    } catch (const json::exception& e) {
+        fail<IOError>("checkpoint config: not valid JSON ({})", e.what());
+    }
+    if (!j.is_object()) fail<IOError>("checkpoint config: expected a JSON object");
+    ModelConfig c;
+    c.task = field<std::string>(j, "task");
+    if (c.task != "translate" && c.task != "copy")
+        fail<IOError>("checkpoint config: unknown task '{}' (expected translate or copy)", c.task);
+    c.src_vocab_size = positive(j, "src_vocab_size");
+    c.tgt_vocab_size = positive(j, "tgt_vocab_size");
+    c.num_steps = positive(j, "num_steps");
+    nn::TransformerOptions& t = c.transformer;
+    t.key_size = positive(j, "key_size");
+    t.query_size = positive(j, "query_size");
+    t.value_size = positive(j, "value_size");
+    t.num_hiddens = positive(j, "num_hiddens");
+    t.norm_shape = positive(j, "norm_shape");
+    t.ffn_num_input = positive(j, "ffn_num_input");
+    t.ffn_num_hiddens = positive(j, "ffn_num_hiddens");
+    t.num_heads = positive(j, "num_heads");
+    t.num_layers = positive(j, "num_layers");
+    t.dropout = field<double>(j, "dropout");
+    t.use_bias = field<bool>(j, "use_bias");
+    if (!(t.dropout >= 0 && t.dropout < 1)) fail<IOError>("checkpoint config: dropout {} not in [0, 1)", t.dropout);
+    if (t.num_hiddens % t.num_heads != 0)
+        fail<IOError>("checkpoint config: num_hiddens {} is not divisible by num_heads {}", t.num_hiddens, t.num_heads);
+    return c;
+}
+
+std::shared_ptr<nn::EncoderDecoder> build_model(const ModelConfig& config, core::Generator& gen) {
+    auto encoder = std::make_shared<nn::TransformerEncoder>(config.src_vocab_size, config.transformer, gen);
+    auto decoder = std::make_shared<nn::TransformerDecoder>(config.tgt_vocab_size, config.transformer, gen);
+    auto model = std::make_shared<nn::EncoderDecoder>(encoder, decoder);
+    // Translation follows d2l's xavier_init_weights: every nn.Linear weight,
+    // nothing else. The copy task follows seed 004 (the Annotated Transformer's
+    // make_model): Xavier on every parameter with more than one dimension,
+    // embeddings included. That matters here: an N(0, 1) embedding scaled by
+    // √d drowns the positional encoding (values in [-1, 1]), and the copy task
+    // is all about positions.
+    const bool all_matrices = config.task == "copy";
+    for (auto& [name, p] : model->named_parameters()) {
+        const bool is_embedding = name.find("embedding") != std::string::npos;
+        if (p.dim() == 2 && (all_matrices || !is_embedding)) nn::init::xavier_uniform_(p, gen);
+    }
+    return model;
+}
+
+// ---- checkpoints -----------------------------------------------------------------------------
+
+namespace {
+constexpr const char* kFormat = "tformer-checkpoint-1";
+
+std::string rng_to_string(const core::Generator::State& s) {
+    return fmt::format("{} {} {} {}", s[0], s[1], s[2], s[3]);
+}
+
+core::Generator::State rng_from_string(const std::string& text) {
+    core::Generator::State s{};
+    size_t pos = 0;
+    for (auto& word : s) {
+        size_t used = 0;
+        try {
+            word = std::stoull(text.substr(pos), &used);
+        } catch (const std::exception&) {
+            fail<IOError>("checkpoint: bad generator state '{}'", text);
+        }
+        pos += used;
+    }
+    return s;
+}
+
+int64_t int_meta(const std::map<std::string, std::string>& meta, const std::string& key) {
+    auto it = meta.find(key);
+    if (it == meta.end()) fail<IOError>("checkpoint: metadata '{}' is missing", key);
+    try {
+        size_t used = 0;
+        const int64_t v = std::stoll(it->second, &used);
+        if (used != it->second.size()) throw std::invalid_argument("trailing");
+        return v;
+    } catch (const std::exception&) {
+        fail<IOError>("checkpoint: metadata '{}' is not an integer: '{}'", key, it->second);
+    }
+}
+
+CheckpointInfo info_from(const nn::SafeTensors& st, const std::string& path) {
+    auto format = st.metadata.find("format");
+    if (format == st.metadata.end() || format->second != kFormat)
+        fail<IOError>("checkpoint '{}': not a tformer checkpoint (metadata 'format' should be '{}')", path, kFormat);
+    CheckpointInfo info;
+    auto config = st.metadata.find("config");
+    if (config == st.metadata.end()) fail<IOError>("checkpoint '{}': metadata 'config' is missing", path);
+    info.config = config_from_json(config->second);
+    info.step = int_meta(st.metadata, "step");
+    info.epoch = int_meta(st.metadata, "epoch");
+    auto rng = st.metadata.find("rng");
+    if (rng != st.metadata.end()) info.rng = rng_from_string(rng->second);
+    if (auto it = st.metadata.find("src_vocab"); it != st.metadata.end()) info.src_vocab = Vocab::deserialize(it->second);
+    if (auto it = st.metadata.find("tgt_vocab"); it != st.metadata.end()) info.tgt_vocab = Vocab::deserialize(it->second);
+    if (info.config.task == "translate") {
+        if (!info.src_vocab || !info.tgt_vocab)
+            fail<IOError>("checkpoint '{}': a translation checkpoint must hold both vocabularies", path);
+        if (info.src_vocab->size() != info.config.src_vocab_size || info.tgt_vocab->size() != info.config.tgt_vocab_size)
+            fail<IOError>("checkpoint '{}': vocabulary sizes {}/{} do not match the config's {}/{}", path,
+                          info.src_vocab->size(), info.tgt_vocab->size(), info.config.src_vocab_size,
+                          info.config.tgt_vocab_size);
+    }
+    for (const auto& [k, v] : st.metadata)
+        if (k.starts_with("x.")) info.extra[k.substr(2)] = v;
+    return info;
+}
+}  // namespace
+
+void save_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer* optimizer,
+                     const CheckpointInfo& info) {
+    nn::SafeTensors st;
+    for (auto& [name, t] : model.state_dict()) st.tensors["model." + name] = t;
+    if (optimizer)
+        for (auto& [name, t] : optimizer->state_dict()) st.tensors["optim." + name] = t;
+    st.metadata["format"] = kFormat;
+    st.metadata["config"] = config_to_json(info.config);
+    st.metadata["step"] = std::to_string(info.step);
+    st.metadata["epoch"] = std::to_string(info.epoch);
+    st.metadata["rng"] = rng_to_string(info.rng);
+    if (info.src_vocab) st.metadata["src_vocab"] = info.src_vocab->serialize();
+    if (info.tgt_vocab) st.metadata["tgt_vocab"] = info.tgt_vocab->serialize();
+    for (const auto& [k, v] : info.extra) st.metadata["x." + k] = v;
+    nn::save_safetensors(path, st);
+}
+
+CheckpointInfo read_checkpoint_info(const std::string& path) { return info_from(nn::load_safetensors(path), path); }
+
+CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer* optimizer) {
+    const nn::SafeTensors st = nn::load_safetensors(path);
+    CheckpointInfo info = info_from(st, path);
+    nn::StateDict weights, optim_state;
+    for (const auto& [name, t] : st.tensors) {
+        if (name.starts_with("model.")) weights[name.substr(6)] = t;
+        else if (name.starts_with("optim.")) optim_state[name.substr(6)] = t;
+        else fail<IOError>("checkpoint '{}': unexpected tensor '{}'", path, name);
+    }
+    model.load_state_dict(weights);
+    if (optimizer) {
+        if (optim_state.empty()) fail<IOError>("checkpoint '{}': holds no optimizer state to resume from", path);
+        optimizer->load_state_dict(optim_state);
+    }
+    return info;
+}
+
+// ---- decoding ------------------------------------------------------------------------------------
+
+namespace {
+// Puts the model in eval mode for the scope and restores the previous mode.
+class EvalScope {
+public:
+    explicit EvalScope(nn::Module& m) : m_(m), was_training_(m.is_training()) { m_.eval(); }
+    ~EvalScope() { m_.train(was_training_); }
+
+private:
+    nn::Module& m_;
+    bool was_training_;
+};
+
+void check_source(const Tensor& src, const Tensor& lens, const char* op) {
+    if (src.dim() != 2 || src.dtype() != core::DType::int64)
+        fail<ShapeError>("{}: source ids must be int64 (batch, steps), got {} {}", op, core::dtype_name(src.dtype()),
+                         core::shape_str(src.shape()));
+    if (lens.defined() && (lens.dim() != 1 || lens.size(0) != src.size(0)))
+        fail<ShapeError>("{}: valid lengths of shape {} for a batch of {}", op, core::shape_str(lens.shape()),
+                         src.size(0));
+}
+
+// Keeps per-head rows of a (n·H, S, d) cache tensor for the chosen parents.
+Tensor reorder_heads(const Tensor& t, const std::vector<int64_t>& parents, int64_t H) {
+    if (!t.defined()) return t;
+    std::vector<int64_t> rows;
+    for (int64_t p : parents)
+        for (int64_t h = 0; h < H; ++h) rows.push_back(p * H + h);
+    return core::index_select(t, 0, core::from_vector(rows, {static_cast<int64_t>(rows.size())}));
+}
+
+Tensor reorder_rows(const Tensor& t, const std::vector<int64_t>& parents) {
+    if (!t.defined()) return t;
+    return core::index_select(t, 0, core::from_vector(parents, {static_cast<int64_t>(parents.size())}));
+}
+}  // namespace
+
+std::vector<Decoded> greedy_decode(nn::EncoderDecoder& model, const Tensor& src, const Tensor& src_valid_len,
+                                   const DecodeOptions& options) {
+    check_source(src, src_valid_len, "greedy_decode");
+    EvalScope eval(model);
+    autograd::NoGradGuard no_grad;
+    const int64_t B = src.size(0);
+    Variable enc = model.encoder->forward(src, src_valid_len);
+    nn::DecoderState state = model.decoder->init_state(enc, src_valid_len);
+    std::vector<Decoded> out(B);
+    std::vector<bool> done(B, false);
+    Tensor dec_X = core::full({B, 1}, static_cast<double>(options.bos), core::DType::int64);
+    const int64_t H = model.decoder->options.num_heads;
+    for (int64_t step = 0; step < options.max_steps; ++step) {
+        const Tensor logits = model.decoder->forward_step(dec_X, state).value();  // (B, 1, V)
+        const Tensor logp = core::log_softmax(logits);
+        const Tensor next = core::argmax(logits, -1);  // (B, 1)
+        if (options.keep_attention && B == 1) {
+            const auto w = model.decoder->attention_weights();
+            out[0].cross_attention.push_back(w[1].back().reshape({H, -1}).clone());  // (H, S)
+            out[0].self_attention.push_back(w[0].back().reshape({H, -1}).clone());   // (H, step+1)
+        }
+        bool all_done = true;
+        for (int64_t b = 0; b < B; ++b) {
+            if (done[b]) continue;
+            const int64_t id = static_cast<int64_t>(next.at({b, 0}));
+            out[b].score += logp.at({b, 0, id});
+            if (id == options.eos) {
+                done[b] = true;
+            } else {
+                out[b].tokens.push_back(id);
+                all_done = false;
+            }
+        }
+        if (all_done) break;
+        dec_X = next;
+    }
+    return out;
+}
+
+Decoded beam_decode(nn::EncoderDecoder& model, const Tensor& src, const Tensor& src_valid_len,
+                    const DecodeOptions& options) {
+    check_source(src, src_valid_len, "beam_decode");
+    if (src.size(0) != 1) fail<ShapeError>("beam_decode: decodes one sentence, got a batch of {}", src.size(0));
+    if (options.beam < 1) fail<ValueError>("beam_decode: beam size must be at least 1, got {}", options.beam);
+    EvalScope eval(model);
+    autograd::NoGradGuard no_grad;
+    const int64_t K = options.beam, H = model.decoder->options.num_heads;
+
+    struct Hyp {
+        std::vector<int64_t> tokens;
+        double logp = 0;
+    };
+    std::vector<Hyp> live = {Hyp{}};
+    std::vector<std::pair<double, Hyp>> finished;  // (normalised score, hypothesis)
+    auto normalised = [&](const Hyp& h) {
+        // the length counts the generated tokens including <eos>
+        return h.logp / std::pow(static_cast<double>(h.tokens.size() + 1), options.length_penalty);
+    };
+
+    Variable enc = model.encoder->forward(src, src_valid_len);
+    nn::DecoderState state = model.decoder->init_state(enc, src_valid_len);
+    for (int64_t step = 0; step < options.max_steps && !live.empty(); ++step) {
+        const int64_t n = static_cast<int64_t>(live.size());
+        std::vector<int64_t> last(n);
+        for (int64_t i = 0; i < n; ++i) last[i] = live[i].tokens.empty() ? options.bos : live[i].tokens.back();
+        const Tensor logp = core::log_softmax(model.decoder->forward_step(core::from_vector(last, {n, 1}), state).value());
+        const int64_t V = logp.size(-1);
+        const std::vector<double> lp = logp.to_vector();  // (n, 1, V) flattened
+        // every (hypothesis, token) candidate, best first; ties broken by lower index, as argmax does
+        std::vector<int64_t> order(n * V);
+        std::iota(order.begin(), order.end(), 0);
+        auto total = [&](int64_t c) { return live[c / V].logp + lp[c]; };
+        const int64_t keep = std::min<int64_t>(K, n * V);
+        std::partial_sort(order.begin(), order.begin() + keep, order.end(), [&](int64_t a, int64_t b) {
+            const double ta = total(a), tb = total(b);
+            return ta > tb || (ta == tb && a < b);
+        });
+        std::vector<Hyp> next;
+        std::vector<int64_t> parents;
+        for (int64_t r = 0; r < keep; ++r) {
+            const int64_t c = order[r], parent = c / V, id = c % V;
+            Hyp h{live[parent].tokens, total(c)};
+            if (id == options.eos) {
+                finished.emplace_back(normalised(h), h);
+            } else {
+                h.tokens.push_back(id);
+                next.push_back(std::move(h));
+                parents.push_back(parent);
+            }
+        }
+        // stop when the best finished hypothesis can no longer be beaten (all K slots finished)
+        live = std::move(next);
+        if (live.empty()) break;
+        // the caches and encoder outputs follow their hypotheses
+        for (auto& cache : state.caches) {
+            cache.self.keys = reorder_heads(cache.self.keys, parents, H);
+            cache.self.values = reorder_heads(cache.self.values, parents, H);
+            const std::vector<int64_t> zeros(parents.size(), 0);
+            if (step == 0) {  // the cross caches were computed for one row: repeat it
+                cache.cross.keys = reorder_heads(cache.cross.keys, zeros, H);
+                cache.cross.values = reorder_heads(cache.cross.values, zeros, H);
+            } else {
+                cache.cross.keys = reorder_heads(cache.cross.keys, parents, H);
+                cache.cross.values = reorder_heads(cache.cross.values, parents, H);
+            }
+        }
+        const std::vector<int64_t> rows = step == 0 ? std::vector<int64_t>(parents.size(), 0) : parents;
+        state.enc_outputs = Variable(reorder_rows(state.enc_outputs.value(), rows));
+        state.enc_valid_lens = reorder_rows(state.enc_valid_lens, rows);
+    }
+    for (const Hyp& h : live) finished.emplace_back(normalised(h), h);  // ran out of steps
+    const auto best = std::max_element(finished.begin(), finished.end(),
+                                       [](const auto& a, const auto& b) { return a.first < b.first; });
+    Decoded out;
+    out.tokens = best->second.tokens;
+    out.score = best->first;
+    return out;
+}
+
+Translation translate(nn::EncoderDecoder& model, const Vocab& src_vocab, const Vocab& tgt_vocab,
+                      const std::string& sentence, int64_t num_steps, const DecodeOptions& options) {
+    TokenLine words = tokenize(preprocess_nmt(sentence));
+    words.erase(std::remove(words.begin(), words.end(), std::string()), words.end());
+    if (words.empty()) fail<ValueError>("translate: the sentence '{}' has no words", sentence);
+    std::vector<int64_t> ids = src_vocab.to_indices(words);
+    ids.push_back(src_vocab.to_index("<eos>"));
+    const int64_t valid = std::min<int64_t>(static_cast<int64_t>(ids.size()), num_steps);
+    const std::vector<int64_t> padded = truncate_pad(ids, num_steps, src_vocab.to_index("<pad>"));
+    const Tensor src = core::from_vector(padded, {1, num_steps});
+    const Tensor lens = core::from_vector(std::vector<int64_t>{valid}, {1});
+    DecodeOptions o = options;
+    o.bos = tgt_vocab.to_index("<bos>");
+    o.eos = tgt_vocab.to_index("<eos>");
+    Translation t;
+    t.decoded = o.beam > 1 ? beam_decode(model, src, lens, o) : greedy_decode(model, src, lens, o).front();
+    t.tokens = tgt_vocab.to_tokens(t.decoded.tokens);
+    for (int64_t i = 0; i < valid; ++i) t.src_tokens.push_back(src_vocab.to_token(padded[i]));
+    for (size_t i = 0; i < t.tokens.size(); ++i) t.text += (i ? " " : "") + t.tokens[i];
+    return t;
+}
+
+}  // namespace tformer::tasks

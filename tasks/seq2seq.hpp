@@ -1,0 +1,106 @@
+// A sequence-to-sequence Transformer as a task sees it: its configuration,
+// how to build and initialise it, how to save and load it with everything
+// needed to resume training, and how to decode with it (greedy and beam
+// search, both on the decoder's KV cache).
+//
+// Letters: B batch, S source steps, T target steps, V target vocabulary, K beam size.
+#pragma once
+
+#include "nn/transformer.hpp"
+#include "optim/optimizer.hpp"
+#include "tasks/text.hpp"
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tformer::tasks {
+
+/// Everything that defines a model, saved in every checkpoint.
+struct ModelConfig {
+    std::string task = "translate";  ///< "translate" or "copy"
+    int64_t src_vocab_size = 0;
+    int64_t tgt_vocab_size = 0;
+    int64_t num_steps = 10;          ///< sequence length used in training
+    nn::TransformerOptions transformer;
+};
+
+/// ModelConfig as JSON text (checkpoint metadata) and back; from_json
+/// validates every field and throws IOError naming the bad one.
+std::string config_to_json(const ModelConfig& config);
+ModelConfig config_from_json(const std::string& json);
+
+/// Builds the encoder–decoder of seed 000 and initialises every Linear
+/// weight with Xavier-uniform, as d2l's train_seq2seq does.
+std::shared_ptr<nn::EncoderDecoder> build_model(const ModelConfig& config, core::Generator& gen);
+
+/// What a checkpoint holds besides the weights.
+struct CheckpointInfo {
+    ModelConfig config;
+    std::optional<Vocab> src_vocab, tgt_vocab;  ///< translation only
+    int64_t step = 0;            ///< optimizer steps done
+    int64_t epoch = 0;           ///< epochs completed
+    core::Generator::State rng{};  ///< the training generator, for an exact resume
+    std::map<std::string, std::string> extra;  ///< free-form metadata (seed, preset, ...)
+};
+
+/// Writes model weights ("model.<name>"), optimizer state ("optim.<key>", if
+/// given) and the info (metadata) to one safetensors file, atomically.
+void save_checkpoint(const std::string& path, const nn::Module& model, const optim::Optimizer* optimizer,
+                     const CheckpointInfo& info);
+
+/// Reads a checkpoint's info without building the model.
+CheckpointInfo read_checkpoint_info(const std::string& path);
+
+/// Loads weights into `model` (and optimizer state when given and present);
+/// returns the info. Throws IOError for a missing or corrupt file, ValueError
+/// when the weights do not fit the model.
+CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer* optimizer);
+
+/// A decoded sequence and, per generated token, the attention weights that
+/// produced it (for heatmaps).
+struct Decoded {
+    std::vector<int64_t> tokens;  ///< generated ids, without <bos>, without the final <eos>
+    double score = 0;             ///< sum of log-probabilities (beam: length-normalised)
+    /// [step] -> decoder cross-attention of the last block, (H, S) per step;
+    /// filled for greedy decoding of one sentence.
+    std::vector<core::Tensor> cross_attention;
+    std::vector<core::Tensor> self_attention;  ///< [step] -> (H, step+1), last block
+};
+
+struct DecodeOptions {
+    int64_t bos = 2;           ///< id fed first
+    int64_t eos = 3;           ///< generation stops after this id
+    int64_t max_steps = 10;    ///< at most this many generated tokens
+    int64_t beam = 1;          ///< beam size; 1 = greedy
+    double length_penalty = 1.0;  ///< beam scores are log p / length^alpha
+    bool keep_attention = false;
+};
+
+/// Greedy decoding of a batch: src (B, S) ids, src_valid_len (B) -> B sequences.
+/// Runs in eval mode without a graph; every step feeds one token per row
+/// through the decoder's KV cache.
+std::vector<Decoded> greedy_decode(nn::EncoderDecoder& model, const core::Tensor& src, const core::Tensor& src_valid_len,
+                                   const DecodeOptions& options);
+
+/// Beam search for one sentence src (1, S): keeps the K best partial
+/// sequences by total log-probability, finished ones by log p / length^α.
+/// With K = 1 it returns exactly the greedy result.
+Decoded beam_decode(nn::EncoderDecoder& model, const core::Tensor& src, const core::Tensor& src_valid_len,
+                    const DecodeOptions& options);
+
+/// d2l's predict_seq2seq for translation: preprocess and tokenise `sentence`,
+/// add <eos>, pad to num_steps, decode, and turn ids back into a
+/// space-joined French sentence.
+struct Translation {
+    std::string text;
+    std::vector<std::string> src_tokens;  ///< what the encoder saw (with <eos>)
+    std::vector<std::string> tokens;      ///< generated tokens
+    Decoded decoded;
+};
+Translation translate(nn::EncoderDecoder& model, const Vocab& src_vocab, const Vocab& tgt_vocab,
+                      const std::string& sentence, int64_t num_steps, const DecodeOptions& options);
+
+}  // namespace tformer::tasks

@@ -1,0 +1,329 @@
+#include "tasks/train.hpp"
+
+#include "autograd/autograd.hpp"
+#include "core/core.hpp"
+#include "nn/loss.hpp"
+#include "optim/adam.hpp"
+#include "optim/clip.hpp"
+#include "optim/schedule.hpp"
+#include "tasks/plot.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+
+namespace tformer::tasks {
+
+using autograd::Variable;
+using core::Tensor;
+
+// ---- batches ------------------------------------------------------------------------------
+
+Batch copy_batch(int64_t batch, int64_t length, int64_t vocab, core::Generator& gen) {
+    if (batch <= 0 || length < 2 || vocab < 3)
+        fail<ValueError>("copy_batch: need batch > 0, length >= 2 and vocab >= 3, got {}, {}, {}", batch, length, vocab);
+    // seed 004: data = randint(1, V, size=(batch, length)); data[:, 0] = 1
+    Tensor src = core::randint({batch, length}, 1, vocab, gen);
+    for (int64_t b = 0; b < batch; ++b) src.set({b, 0}, 1.0);
+    Batch out;
+    out.enc_X = src;
+    out.enc_valid = core::full({batch}, static_cast<double>(length), core::DType::int64);
+    out.dec_in = src.slice(1, 0, length - 1).contiguous();  // tgt[:, :-1]
+    out.label = src.slice(1, 1, length).contiguous();       // tgt[:, 1:]
+    out.label_valid = core::full({batch}, static_cast<double>(length - 1), core::DType::int64);
+    return out;
+}
+
+Batch translation_batch(const NmtSplit& split, const std::vector<int64_t>& rows, int64_t bos) {
+    const Tensor index = core::from_vector(rows, {static_cast<int64_t>(rows.size())});
+    Batch out;
+    out.enc_X = core::index_select(split.src, 0, index);
+    out.enc_valid = core::index_select(split.src_valid_len, 0, index);
+    out.label = core::index_select(split.tgt, 0, index);
+    out.label_valid = core::index_select(split.tgt_valid_len, 0, index);
+    // d2l: dec_input = cat([<bos>, Y[:, :-1]], 1) (teacher forcing)
+    const int64_t B = out.label.size(0), T = out.label.size(1);
+    const Tensor bos_col = core::full({B, 1}, static_cast<double>(bos), core::DType::int64);
+    out.dec_in = core::concat({bos_col, out.label.slice(1, 0, T - 1)}, 1);
+    return out;
+}
+
+namespace {
+uint64_t mix(uint64_t seed, uint64_t a, uint64_t b) {
+    uint64_t x = seed ^ (a * 0x9e3779b97f4a7c15ULL) ^ (b * 0xc2b2ae3d27d4eb4fULL);
+    x ^= x >> 31;
+    return x * 0xbf58476d1ce4e5b9ULL;
+}
+}  // namespace
+
+BatchSource translation_source(const NmtSplit& split, int64_t batch_size, int64_t bos, uint64_t seed) {
+    const int64_t n = split.src.size(0);
+    if (n == 0) fail<ValueError>("translation_source: the training split is empty");
+    if (batch_size <= 0) fail<ValueError>("translation_source: batch size must be positive, got {}", batch_size);
+    BatchSource source;
+    source.batches_per_epoch = (n + batch_size - 1) / batch_size;  // the last batch may be smaller, as d2l's DataLoader
+    source.get = [&split, n, batch_size, bos, seed](int64_t epoch, int64_t index) {
+        // the same shuffle for the same (seed, epoch), whatever happened before
+        core::Generator g(mix(seed, static_cast<uint64_t>(epoch), 0x5eed));
+        std::vector<int64_t> order(n);
+        std::iota(order.begin(), order.end(), 0);
+        for (int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[g.randint(i + 1)]);
+        const int64_t begin = index * batch_size, end = std::min(n, begin + batch_size);
+        return translation_batch(split, std::vector<int64_t>(order.begin() + begin, order.begin() + end), bos);
+    };
+    return source;
+}
+
+BatchSource copy_source(int64_t batch_size, int64_t length, int64_t vocab, int64_t batches_per_epoch, uint64_t seed) {
+    BatchSource source;
+    source.batches_per_epoch = batches_per_epoch;
+    source.get = [=](int64_t epoch, int64_t index) {
+        core::Generator g(mix(seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index) + 1));
+        return copy_batch(batch_size, length, vocab, g);
+    };
+    return source;
+}
+
+// ---- progress ---------------------------------------------------------------------------------
+
+namespace {
+std::string clock_str(double seconds) {
+    const int64_t s = static_cast<int64_t>(std::max(0.0, seconds) + 0.5);
+    return s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60) : fmt::format("{}:{:02}", s / 60, s % 60);
+}
+
+std::string doubles_str(const std::vector<double>& v) {
+    std::string out;
+    for (double x : v) out += fmt::format("{}{:.17g}", out.empty() ? "" : " ", x);
+    return out;
+}
+
+std::vector<double> doubles_from(const std::string& text) {
+    std::vector<double> out;
+    std::istringstream in(text);
+    double x;
+    while (in >> x) out.push_back(x);
+    return out;
+}
+
+std::unique_ptr<optim::LRSchedule> make_schedule(const TrainOptions& o, int64_t total_steps, int64_t d_model) {
+    if (o.schedule == "constant") return std::make_unique<optim::ConstantLR>(o.lr);
+    if (o.schedule == "noam") {
+        // Noam's factor is chosen so the peak (at the end of warm-up) equals --lr
+        const double warmup = static_cast<double>(std::max<int64_t>(o.warmup, 1));
+        const double factor = o.lr / (std::pow(static_cast<double>(d_model), -0.5) * std::pow(warmup, -0.5));
+        return std::make_unique<optim::NoamLR>(
+            optim::NoamOptions{.d_model = d_model, .warmup = std::max<int64_t>(o.warmup, 1), .factor = factor});
+    }
+    if (o.schedule == "cosine")
+        return std::make_unique<optim::CosineLR>(optim::CosineOptions{
+            .base_lr = o.lr, .warmup_steps = o.warmup, .total_steps = total_steps, .min_lr = o.lr * 0.05});
+    fail<ValueError>("train: unknown learning-rate schedule '{}' (expected constant, noam or cosine)", o.schedule);
+}
+}  // namespace
+
+// ---- the loop -------------------------------------------------------------------------------------
+
+TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSource& source,
+                  const TrainOptions& o, CheckpointInfo info) {
+    if (o.epochs <= 0) fail<ValueError>("train: epochs must be positive, got {}", o.epochs);
+    if (source.batches_per_epoch <= 0) fail<ValueError>("train: an epoch has no batches");
+    namespace fs = std::filesystem;
+    if (!o.out_dir.empty()) fs::create_directories(o.out_dir);
+    const std::string ckpt = o.out_dir.empty() ? "" : (fs::path(o.out_dir) / "checkpoint.safetensors").string();
+    const int64_t bpe = source.batches_per_epoch, total_steps = o.epochs * bpe;
+
+    optim::Adam optimizer(model.named_parameters(), {.lr = o.lr});
+    const auto schedule = make_schedule(o, total_steps, info.config.transformer.num_hiddens);
+    TrainResult result;
+    result.checkpoint = ckpt;
+
+    // where to start: from scratch, or where the checkpoint stopped
+    int64_t step = 0;
+    double epoch_loss_sum = 0, epoch_tokens = 0;
+    if (o.resume) {
+        if (ckpt.empty() || !fs::exists(ckpt)) fail<IOError>("train: --resume needs a checkpoint at '{}'", ckpt);
+        const CheckpointInfo saved = load_checkpoint(ckpt, model, &optimizer);
+        step = saved.step;
+        gen.set_state(saved.rng);
+        auto get = [&](const char* k) { auto it = saved.extra.find(k); return it == saved.extra.end() ? std::string() : it->second; };
+        result.epoch_loss = doubles_from(get("epoch_losses"));
+        const std::vector<double> partial = doubles_from(get("epoch_partial"));
+        if (partial.size() == 2) epoch_loss_sum = partial[0], epoch_tokens = partial[1];
+        if (!o.quiet) fmt::print(stderr, "resuming from {} at step {} (epoch {})\n", ckpt, step, step / bpe + 1);
+    }
+
+    auto save = [&](const std::string& path) {
+        if (path.empty()) return;
+        info.step = step;
+        info.epoch = step / bpe;
+        info.rng = gen.state();
+        for (const auto& [k, v] : o.extra) info.extra[k] = v;
+        info.extra["epoch_losses"] = doubles_str(result.epoch_loss);
+        info.extra["epoch_partial"] = doubles_str({epoch_loss_sum, epoch_tokens});
+        save_checkpoint(path, model, &optimizer, info);
+    };
+
+    const bool tty = isatty(fileno(stderr)) != 0;
+    const auto start = std::chrono::steady_clock::now();
+    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    double tokens_done = 0, last_print = -1e9;
+    const int64_t first_step = step;
+    model.train();
+
+    for (; step < total_steps; ) {
+        const int64_t epoch = step / bpe, index = step % bpe;
+        const Batch batch = source.get(epoch, index);
+        optimizer.set_lr(schedule->lr_at(step + 1));
+
+        // forward, d2l's masked loss, backward (l.sum().backward()), clip, update
+        Variable logits = model.forward(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, V)
+        Variable l = nn::masked_softmax_ce_loss(logits, batch.label, batch.label_valid, o.label_smoothing);  // (B)
+        Variable total = autograd::sum(l);
+        total.backward();
+        if (o.clip > 0) optim::clip_grad_norm(optimizer.parameters(), o.clip);
+        optimizer.step();
+        optimizer.zero_grad();
+
+        const double loss_sum = total.item();
+        const double tokens = core::sum(batch.label_valid.to(core::DType::float64)).item();
+        result.step_loss.push_back(loss_sum / tokens);
+        epoch_loss_sum += loss_sum;
+        epoch_tokens += tokens;
+        tokens_done += tokens;
+        ++step;
+
+        const bool epoch_end = step % bpe == 0;
+        if (epoch_end) {
+            result.epoch_loss.push_back(epoch_loss_sum / epoch_tokens);
+            epoch_loss_sum = epoch_tokens = 0;
+        }
+        if (o.checkpoint_every > 0 && step % o.checkpoint_every == 0) save(ckpt);
+
+        // the progress line: in place on a terminal, a plain line now and then otherwise
+        const double t = elapsed();
+        const bool last = step == total_steps || (o.stop_after_steps > 0 && step >= o.stop_after_steps);
+        if (!o.quiet && (tty ? (t - last_print > 0.1 || last) : ((epoch_end && t - last_print > 2.0) || last))) {
+            last_print = t;
+            const double rate = (step - first_step) / std::max(t, 1e-9);
+            const double shown = epoch_end || epoch_tokens == 0 ? result.epoch_loss.back() : epoch_loss_sum / epoch_tokens;
+            const std::string line = fmt::format(
+                "epoch {}/{} step {}/{} loss {:.4f} lr {:.2g} {:.0f} tok/s elapsed {} ETA {}", (step - 1) / bpe + 1, o.epochs,
+                step, total_steps, shown, optimizer.lr(), tokens_done / std::max(t, 1e-9), clock_str(t),
+                clock_str((total_steps - step) / std::max(rate, 1e-9)));
+            if (tty) fmt::print(stderr, "\r\033[K{}", line);
+            else fmt::print(stderr, "{}\n", line);
+            if (tty && last) fmt::print(stderr, "\n");
+        }
+        if (o.stop_after_steps > 0 && step >= o.stop_after_steps) break;
+    }
+
+    result.seconds = elapsed();
+    result.steps = step;
+    result.tokens_per_second = tokens_done / std::max(result.seconds, 1e-9);
+    result.final_loss = result.epoch_loss.empty() ? (result.step_loss.empty() ? 0 : result.step_loss.back())
+                                                  : result.epoch_loss.back();
+    save(ckpt);
+    if (!o.out_dir.empty()) {
+        std::ofstream csv(fs::path(o.out_dir) / "loss.csv");
+        csv << "epoch,loss\n";
+        for (size_t e = 0; e < result.epoch_loss.size(); ++e) csv << fmt::format("{},{:.6f}\n", e + 1, result.epoch_loss[e]);
+        if (!result.epoch_loss.empty())
+            plot_loss((fs::path(o.out_dir) / "loss.png").string(), result.epoch_loss, info.config.task + ": training loss");
+    }
+    return result;
+}
+
+// ---- pictures ----------------------------------------------------------------------------------------
+
+void plot_loss(const std::string& path, const std::vector<double>& epoch_loss, const std::string& title) {
+    LinePlot plot;
+    Series s;
+    s.name = "train";
+    for (size_t e = 0; e < epoch_loss.size(); ++e) {
+        s.x.push_back(static_cast<double>(e + 1));
+        s.y.push_back(epoch_loss[e]);
+    }
+    plot.series.push_back(s);
+    plot.title = title;
+    plot.xlabel = "epoch";
+    plot.ylabel = "loss (d2l: sum of losses / tokens)";
+    plot.log_y = epoch_loss.size() > 1 && *std::max_element(epoch_loss.begin(), epoch_loss.end()) >
+                                              20 * std::max(1e-12, *std::min_element(epoch_loss.begin(), epoch_loss.end()));
+    plot_lines(path, plot);
+}
+
+std::vector<std::string> plot_attention(const std::string& dir, const std::string& prefix, nn::EncoderDecoder& model,
+                                        const Translation& t) {
+    namespace fs = std::filesystem;
+    fs::create_directories(dir);
+    std::vector<std::string> written;
+    const int64_t H = model.decoder->options.num_heads;
+    const int64_t n_src = static_cast<int64_t>(t.src_tokens.size());
+
+    // encoder self-attention: one row of panels per block, one column per head
+    Heatmaps enc;
+    for (const Tensor& w : model.encoder->attention_weights()) {  // (H, S, S) for one sentence
+        std::vector<Tensor> row;
+        for (int64_t h = 0; h < H; ++h) row.push_back(w.select(0, h).slice(0, 0, n_src).slice(1, 0, n_src));
+        enc.matrices.push_back(row);
+    }
+    for (int64_t h = 0; h < H; ++h) enc.titles.push_back(fmt::format("head {}", h + 1));
+    enc.title = "encoder self-attention (rows: blocks)";
+    enc.x_ticks = enc.y_ticks = t.src_tokens;
+    const std::string enc_path = (fs::path(dir) / (prefix + "-encoder.png")).string();
+    plot_heatmaps(enc_path, enc);
+    written.push_back(enc_path);
+
+    // decoder attention of the last block, gathered one generated step at a time
+    const auto& cross = t.decoded.cross_attention;
+    const auto& self = t.decoded.self_attention;
+    const int64_t steps = static_cast<int64_t>(cross.size());
+    if (steps == 0) return written;
+    std::vector<std::string> out_tokens = t.tokens;
+    while (static_cast<int64_t>(out_tokens.size()) < steps) out_tokens.push_back("<eos>");
+    Heatmaps dec_self, dec_cross;
+    for (int64_t h = 0; h < H; ++h) {
+        Tensor s = core::zeros({steps, steps}, core::DType::float32);
+        Tensor c = core::zeros({steps, n_src}, core::DType::float32);
+        for (int64_t q = 0; q < steps; ++q) {
+            for (int64_t k = 0; k <= q && k < self[q].size(1); ++k) s.set({q, k}, self[q].at({h, k}));
+            for (int64_t k = 0; k < n_src; ++k) c.set({q, k}, cross[q].at({h, k}));
+        }
+        dec_self.matrices.push_back({s});
+        dec_cross.matrices.push_back({c});
+    }
+    // one row of H panels each
+    auto to_row = [](Heatmaps& m) {
+        std::vector<Tensor> row;
+        for (auto& r : m.matrices) row.push_back(r[0]);
+        m.matrices = {row};
+    };
+    to_row(dec_self);
+    to_row(dec_cross);
+    for (int64_t h = 0; h < H; ++h) {
+        dec_self.titles.push_back(fmt::format("head {}", h + 1));
+        dec_cross.titles.push_back(fmt::format("head {}", h + 1));
+    }
+    dec_self.title = "decoder self-attention (last block)";
+    dec_self.x_ticks = dec_self.y_ticks = out_tokens;
+    dec_cross.title = "encoder-decoder attention (last block)";
+    dec_cross.x_ticks = t.src_tokens;
+    dec_cross.y_ticks = out_tokens;
+    const std::string self_path = (fs::path(dir) / (prefix + "-decoder-self.png")).string();
+    const std::string cross_path = (fs::path(dir) / (prefix + "-decoder-cross.png")).string();
+    plot_heatmaps(self_path, dec_self);
+    plot_heatmaps(cross_path, dec_cross);
+    written.push_back(self_path);
+    written.push_back(cross_path);
+    return written;
+}
+
+}  // namespace tformer::tasks

@@ -1,0 +1,98 @@
+// Training a sequence-to-sequence Transformer: the copy task of seed 004 and
+// the English→French translation of seed 000, with one loop for both:
+// forward, d2l's masked softmax cross-entropy, backward, gradient clipping,
+// Adam, a learning-rate schedule, a progress line, loss.csv, checkpoints
+// every N steps and an exact resume.
+#pragma once
+
+#include "core/random.hpp"
+#include "core/tensor.hpp"
+#include "tasks/fra_eng.hpp"
+#include "tasks/seq2seq.hpp"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tformer::tasks {
+
+/// One training batch in d2l's framing (train_seq2seq):
+///   enc_X (B, S) source ids, enc_valid (B)
+///   dec_in (B, T) decoder input (the target shifted right behind <bos>)
+///   label (B, T) what the decoder must predict, label_valid (B)
+struct Batch {
+    core::Tensor enc_X, enc_valid, dec_in, label, label_valid;
+};
+
+/// Seed 004's data_gen for the copy task: `batch` random sequences of length
+/// `length` over symbols 1..vocab-1 whose first symbol is 1 (the start
+/// symbol); the source is the sequence, the decoder sees it without its last
+/// symbol and must predict it without its first (the Annotated Transformer's
+/// Batch with shifted targets).
+Batch copy_batch(int64_t batch, int64_t length, int64_t vocab, core::Generator& gen);
+
+/// d2l's batches of a translation split: rows `rows` of the split, with the
+/// decoder input [<bos>, Y[:, :-1]].
+Batch translation_batch(const NmtSplit& split, const std::vector<int64_t>& rows, int64_t bos);
+
+struct TrainOptions {
+    int64_t epochs = 10;
+    int64_t batch_size = 64;
+    int64_t batches_per_epoch = 0;  ///< copy task: fresh batches per epoch (translation: the data decides)
+    double lr = 0.005;
+    std::string schedule = "constant";  ///< constant | noam | cosine
+    int64_t warmup = 0;                 ///< warm-up steps (noam, cosine)
+    double clip = 1.0;                  ///< gradient-norm clip (d2l: 1); 0 turns it off
+    double label_smoothing = 0.0;
+    uint64_t seed = 0;
+    std::string out_dir;                ///< where the checkpoint, loss.csv and pictures go
+    int64_t checkpoint_every = 0;       ///< also save every N steps (0: only at the end)
+    bool resume = false;                ///< continue from out_dir/checkpoint.safetensors
+    int64_t stop_after_steps = 0;       ///< stop early after this many steps in total (tests)
+    bool quiet = false;                 ///< no progress output
+    std::map<std::string, std::string> extra;  ///< written into the checkpoint metadata
+};
+
+/// What training reports back.
+struct TrainResult {
+    std::vector<double> epoch_loss;  ///< d2l's figure per epoch: Σ loss / Σ valid tokens
+    std::vector<double> step_loss;   ///< the same per step
+    double final_loss = 0;
+    double seconds = 0;
+    double tokens_per_second = 0;
+    int64_t steps = 0;
+    std::string checkpoint;          ///< path of the final checkpoint
+};
+
+/// Where batches come from: a function of (epoch, batch index) -> batch,
+/// and how many batches an epoch has. Deterministic in (epoch, index), so a
+/// resumed run sees exactly the batches an uninterrupted one would.
+struct BatchSource {
+    int64_t batches_per_epoch = 0;
+    std::function<Batch(int64_t epoch, int64_t index)> get;
+};
+
+/// A BatchSource over a translation split: each epoch a fresh seeded shuffle.
+BatchSource translation_source(const NmtSplit& split, int64_t batch_size, int64_t bos, uint64_t seed);
+/// A BatchSource of fresh copy-task batches, seeded by (seed, epoch, index).
+BatchSource copy_source(int64_t batch_size, int64_t length, int64_t vocab, int64_t batches_per_epoch, uint64_t seed);
+
+/// The training loop. `gen` is the generator the model's dropout layers draw
+/// from (the one build_model was given); its state is saved in checkpoints.
+/// `info` carries the config and vocabularies written into checkpoints.
+TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSource& source,
+                  const TrainOptions& options, CheckpointInfo info);
+
+/// Writes loss.csv's rows as a PNG curve (loss against epoch).
+void plot_loss(const std::string& path, const std::vector<double>& epoch_loss, const std::string& title);
+
+/// d2l's show_heatmaps for one translated (or copied) sentence: encoder
+/// self-attention per block and head, decoder self-attention and
+/// encoder–decoder attention of the last block per head. Writes PNGs named
+/// <prefix>-encoder.png, <prefix>-decoder-self.png, <prefix>-decoder-cross.png
+/// and returns their paths.
+std::vector<std::string> plot_attention(const std::string& dir, const std::string& prefix, nn::EncoderDecoder& model,
+                                        const Translation& t);
+
+}  // namespace tformer::tasks

@@ -1,0 +1,256 @@
+// Gradient checks (float64 Jacobians, central differences against backward)
+// for autograd/linalg.hpp and autograd/functional.hpp, fused and composed.
+// Each TEST_CASE runs one table of small cases: the inputs, some of them
+// non-contiguous views (a transposed or strided leaf), and the function of
+// them. Constants that take no gradient (ids, targets, lengths, masks) are
+// captured by the function.
+#include "autograd/autograd.hpp"
+#include "core/core.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <functional>
+#include <string>
+
+using namespace tformer;
+using namespace tformer::autograd;
+using core::DType;
+using core::Tensor;
+
+namespace {
+
+using Fn = std::function<Variable(const std::vector<Variable>&)>;
+
+struct GradCase {
+    std::string name;
+    std::vector<Variable> inputs;
+    Fn f;
+};
+
+// A float64 leaf of standard-normal values that requires a gradient.
+Variable randn(const core::Shape& shape, uint64_t seed) {
+    core::Generator gen(seed);
+    return Variable(core::randn(shape, gen, DType::float64), true);
+}
+
+// A leaf that is a view: `base` (already a view of a fresh tensor) made to require a gradient.
+Variable leaf_view(const Tensor& base) { return Variable(base, true); }
+
+Tensor randn_t(const core::Shape& shape, uint64_t seed) {
+    core::Generator gen(seed);
+    return core::randn(shape, gen, DType::float64);
+}
+
+Tensor ids(std::vector<int64_t> values, core::Shape shape) { return core::from_vector(values, shape); }
+
+void run_table(const std::vector<GradCase>& cases) {
+    for (const GradCase& c : cases) {
+        INFO(c.name);
+        const GradcheckResult result = gradcheck(c.f, c.inputs);
+        INFO(result.report);
+        CHECK(result);
+    }
+}
+
+}  // namespace
+
+// ============================ linalg ============================
+
+TEST_CASE("matmul(a, b): gradcheck for 2-D, batched, broadcast batch, 1-D, transposed and sliced operands",
+          "[autograd][gradcheck][linalg]") {
+    const Fn mm = [](const std::vector<Variable>& in) { return matmul(in[0], in[1]); };
+    run_table({
+        {"(2x3) @ (3x4)", {randn({2, 3}, 1), randn({3, 4}, 2)}, mm},
+        {"batched (2x2x3) @ (2x3x2)", {randn({2, 2, 3}, 3), randn({2, 3, 2}, 4)}, mm},
+        {"broadcast batch (2x1x3x4) @ (3x4x5)", {randn({2, 1, 3, 4}, 5), randn({3, 4, 5}, 6)}, mm},
+        {"shared right matrix (2x3x4) @ (4x2)", {randn({2, 3, 4}, 7), randn({4, 2}, 8)}, mm},
+        {"shared left matrix (3x4) @ (2x4x2)", {randn({3, 4}, 9), randn({2, 4, 2}, 10)}, mm},
+        {"1-D left (3) @ (3x4)", {randn({3}, 11), randn({3, 4}, 12)}, mm},
+        {"1-D right (2x3) @ (3)", {randn({2, 3}, 13), randn({3}, 14)}, mm},
+        {"1-D both (3) @ (3)", {randn({3}, 15), randn({3}, 16)}, mm},
+        {"1-D left, batched right (3) @ (2x3x2)", {randn({3}, 17), randn({2, 3, 2}, 18)}, mm},
+        {"1-D right, batched left (2x2x3) @ (3)", {randn({2, 2, 3}, 19), randn({3}, 20)}, mm},
+        {"transposed a: (3x2)ᵀ @ (3x4)", {leaf_view(randn_t({3, 2}, 21).transpose(0, 1)), randn({3, 4}, 22)}, mm},
+        {"transposed batched b: (2x3) @ (2x4x3)ᵀ",
+         {randn({2, 3}, 23), leaf_view(randn_t({2, 4, 3}, 24).transpose(-2, -1))},
+         mm},
+        {"sliced b: every second column of (3x8)", {randn({2, 3}, 25), leaf_view(randn_t({3, 8}, 26).slice(1, 0, 8, 2))},
+         mm},
+        {"the same operand twice: a @ a", {randn({3, 3}, 27)},
+         [](const std::vector<Variable>& in) { return matmul(in[0], in[0]); }},
+    });
+}
+
+TEST_CASE("linear(x, weight, bias): gradcheck with and without bias, 1-D, 2-D and 3-D input",
+          "[autograd][gradcheck][linalg]") {
+    const Fn with_bias = [](const std::vector<Variable>& in) { return linear(in[0], in[1], in[2]); };
+    const Fn no_bias = [](const std::vector<Variable>& in) { return linear(in[0], in[1], Variable()); };
+    run_table({
+        {"x (2x3), W (4x3), b (4)", {randn({2, 3}, 31), randn({4, 3}, 32), randn({4}, 33)}, with_bias},
+        {"x (2x3), W (4x3), no bias", {randn({2, 3}, 34), randn({4, 3}, 35)}, no_bias},
+        {"x (2x2x3), W (2x3), b (2)", {randn({2, 2, 3}, 36), randn({2, 3}, 37), randn({2}, 38)}, with_bias},
+        {"x (3), W (2x3), b (2)", {randn({3}, 39), randn({2, 3}, 40), randn({2}, 41)}, with_bias},
+        {"transposed x (3x2)ᵀ, transposed W (3x4)ᵀ",
+         {leaf_view(randn_t({3, 2}, 42).transpose(0, 1)), leaf_view(randn_t({3, 4}, 43).transpose(0, 1)),
+          randn({4}, 44)},
+         with_bias},
+    });
+}
+
+// ============================ softmax family ============================
+
+TEST_CASE("softmax(x), log_softmax(x), composed versions: gradcheck on contiguous and transposed input",
+          "[autograd][gradcheck][functional]") {
+    const Fn sm = [](const std::vector<Variable>& in) { return softmax(in[0]); };
+    const Fn lsm = [](const std::vector<Variable>& in) { return log_softmax(in[0]); };
+    const Fn csm = [](const std::vector<Variable>& in) { return composed::softmax(in[0]); };
+    const Fn clsm = [](const std::vector<Variable>& in) { return composed::log_softmax(in[0]); };
+    const Variable x = randn({2, 2, 4}, 51);
+    const Variable xt = leaf_view(randn_t({4, 3}, 52).transpose(0, 1));  // (3x4), strides (1, 3)
+    run_table({
+        {"softmax (2x2x4)", {x}, sm},
+        {"softmax transposed (3x4)", {xt}, sm},
+        {"log_softmax (2x2x4)", {x}, lsm},
+        {"log_softmax transposed (3x4)", {xt}, lsm},
+        {"composed::softmax (2x2x4)", {x}, csm},
+        {"composed::softmax transposed (3x4)", {xt}, csm},
+        {"composed::log_softmax (2x2x4)", {x}, clsm},
+        {"composed::log_softmax transposed (3x4)", {xt}, clsm},
+    });
+}
+
+TEST_CASE("masked_softmax(x, valid_lens), masked_softmax_by_mask(x, keep): gradcheck with seed 003's lengths "
+          "and a no-peek mask",
+          "[autograd][gradcheck][functional]") {
+    const Tensor per_batch = ids({2, 3}, {2});
+    const Tensor per_row = ids({1, 3, 2, 4}, {2, 2});
+    const Tensor float_lens = core::tensor({2, 3}, {2}, DType::float64);
+    std::vector<bool> lower;
+    for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) lower.push_back(j <= i);
+    const Tensor no_peek = core::from_vector(lower, {3, 3});
+    const Tensor pad = core::from_vector(std::vector<bool>{true, true, false, true, true, true}, {2, 1, 1, 3});
+    run_table({
+        {"valid_lens [2, 3] on (2x2x4)", {randn({2, 2, 4}, 61)},
+         [=](const std::vector<Variable>& in) { return masked_softmax(in[0], per_batch); }},
+        {"valid_lens [[1, 3], [2, 4]] on (2x2x4)", {randn({2, 2, 4}, 62)},
+         [=](const std::vector<Variable>& in) { return masked_softmax(in[0], per_row); }},
+        {"float valid_lens [2., 3.] on (2x2x4)", {randn({2, 2, 4}, 63)},
+         [=](const std::vector<Variable>& in) { return masked_softmax(in[0], float_lens); }},
+        {"no valid_lens (plain softmax) on (2x2x4)", {randn({2, 2, 4}, 64)},
+         [=](const std::vector<Variable>& in) { return masked_softmax(in[0], Tensor()); }},
+        {"no-peek mask (3x3) on (2x3x3)", {randn({2, 3, 3}, 65)},
+         [=](const std::vector<Variable>& in) { return masked_softmax_by_mask(in[0], no_peek); }},
+        {"pad mask (2x1x1x3) on (2x2x3x3)", {randn({2, 2, 3, 3}, 66)},
+         [=](const std::vector<Variable>& in) { return masked_softmax_by_mask(in[0], pad); }},
+    });
+}
+
+// ============================ layer norm ============================
+
+TEST_CASE("layer_norm(x, weight, bias, eps), composed::layer_norm: gradcheck on (2x3x5) with and without affine",
+          "[autograd][gradcheck][functional]") {
+    const Fn ln = [](const std::vector<Variable>& in) { return layer_norm(in[0], in[1], in[2], 1e-5); };
+    const Fn ln_plain = [](const std::vector<Variable>& in) {
+        return layer_norm(in[0], Variable(), Variable(), 1e-5);
+    };
+    const Fn ln_weight_only = [](const std::vector<Variable>& in) {
+        return layer_norm(in[0], in[1], Variable(), 1e-5);
+    };
+    const Fn cln = [](const std::vector<Variable>& in) { return composed::layer_norm(in[0], in[1], in[2], 1e-5); };
+    const Fn cln_plain = [](const std::vector<Variable>& in) {
+        return composed::layer_norm(in[0], Variable(), Variable(), 1e-5);
+    };
+    run_table({
+        {"weight and bias", {randn({2, 3, 5}, 71), randn({5}, 72), randn({5}, 73)}, ln},
+        {"no weight, no bias", {randn({2, 3, 5}, 74)}, ln_plain},
+        {"weight only", {randn({2, 3, 5}, 75), randn({5}, 76)}, ln_weight_only},
+        {"transposed x (5x3)ᵀ", {leaf_view(randn_t({5, 3}, 77).transpose(0, 1)), randn({5}, 78), randn({5}, 79)}, ln},
+        {"composed, weight and bias", {randn({2, 3, 5}, 80), randn({5}, 81), randn({5}, 82)}, cln},
+        {"composed, no weight, no bias", {randn({2, 3, 5}, 83)}, cln_plain},
+    });
+}
+
+// ============================ embedding ============================
+
+TEST_CASE("embedding(weight, ids, padding_idx): gradcheck with respect to the weight", "[autograd][gradcheck][functional]") {
+    const Tensor tokens = ids({1, 0, 3, 1, 4, 0}, {2, 3});  // repeats, and id 0 twice
+    run_table({
+        {"ids (2x3), no padding", {randn({5, 3}, 91)},
+         [=](const std::vector<Variable>& in) { return embedding(in[0], tokens); }},
+        {"ids (2x3), padding_idx 2 (not among the ids)", {randn({5, 3}, 92)},
+         [=](const std::vector<Variable>& in) { return embedding(in[0], tokens, 2); }},
+        {"transposed weight (3x5)ᵀ", {leaf_view(randn_t({3, 5}, 93).transpose(0, 1))},
+         [=](const std::vector<Variable>& in) { return embedding(in[0], tokens); }},
+    });
+}
+
+TEST_CASE("embedding(weight, ids, padding_idx): the Jacobian is exact except at the padding row, which gets 0",
+          "[autograd][gradcheck][functional]") {
+    // padding_idx departs from the true derivative on purpose (the <pad>
+    // vector is frozen), so gradcheck must disagree there and only there:
+    // one entry per occurrence of the padding id and per embedding column.
+    const Tensor tokens = ids({1, 0, 3, 1, 4, 0}, {2, 3});
+    struct Case {
+        const char* name;
+        Variable weight;
+        int64_t padding_idx;
+        int64_t occurrences;
+    };
+    const std::vector<Case> cases = {
+        {"padding_idx 0, twice among the ids", randn({5, 3}, 94), 0, 2},
+        {"transposed weight, padding_idx 4, once", leaf_view(randn_t({3, 5}, 95).transpose(0, 1)), 4, 1},
+    };
+    for (const Case& c : cases) {
+        INFO(c.name);
+        const int64_t pad = c.padding_idx;
+        const GradcheckResult r =
+            gradcheck([&](const std::vector<Variable>& in) { return embedding(in[0], tokens, pad); }, {c.weight});
+        INFO(r.report);
+        CHECK_FALSE(r);
+        CHECK(r.mismatches == c.occurrences * 3);
+        CHECK(r.input_element / 3 == pad);  // the first disagreement is in the padding row
+        CHECK(r.analytical == 0.0);
+        CHECK(r.numerical == Approx(1.0));
+    }
+}
+
+// ============================ cross-entropy ============================
+
+TEST_CASE("cross_entropy(logits, targets, options), composed::cross_entropy: gradcheck for each reduction, "
+          "ignore_index and label smoothing",
+          "[autograd][gradcheck][functional]") {
+    const Tensor targets = ids({0, 2, -100, 1}, {4});
+    const Tensor pad_targets = ids({0, 2, 1, 1, 0, 3}, {2, 3});  // 1 is the pad id below
+    struct Variant {
+        const char* name;
+        Tensor targets;
+        core::Shape shape;
+        CrossEntropyOptions options;
+    };
+    const std::vector<Variant> variants = {
+        {"mean", targets, {4, 3}, {}},
+        {"sum", targets, {4, 3}, {.reduction = Reduction::sum}},
+        {"none", targets, {4, 3}, {.reduction = Reduction::none}},
+        {"label smoothing 0.1, mean", targets, {4, 3}, {.label_smoothing = 0.1}},
+        {"label smoothing 0.2, none", targets, {4, 3}, {.label_smoothing = 0.2, .reduction = Reduction::none}},
+        {"(2x3x4) logits, ignore_index 1, mean", pad_targets, {2, 3, 4}, {.ignore_index = 1}},
+        {"(2x3x4) logits, ignore_index 1, smoothing 0.1, sum",
+         pad_targets,
+         {2, 3, 4},
+         {.ignore_index = 1, .label_smoothing = 0.1, .reduction = Reduction::sum}},
+    };
+    std::vector<GradCase> cases;
+    uint64_t seed = 100;
+    for (const Variant& v : variants) {
+        const Tensor t = v.targets;
+        const CrossEntropyOptions o = v.options;
+        cases.push_back({std::string("fused, ") + v.name, {randn(v.shape, seed++)},
+                         [=](const std::vector<Variable>& in) { return cross_entropy(in[0], t, o); }});
+        cases.push_back({std::string("composed, ") + v.name, {randn(v.shape, seed++)},
+                         [=](const std::vector<Variable>& in) { return composed::cross_entropy(in[0], t, o); }});
+    }
+    cases.push_back({"fused, transposed logits (3x4)ᵀ", {leaf_view(randn_t({3, 4}, 120).transpose(0, 1))},
+                     [=](const std::vector<Variable>& in) { return cross_entropy(in[0], targets); }});
+    run_table(cases);
+}

@@ -1,0 +1,138 @@
+// The seed 000 Transformer: shapes, parameter names, the KV cache, gradients.
+#include "autograd/autograd.hpp"
+#include "core/core.hpp"
+#include "nn/loss.hpp"
+#include "nn/transformer.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace tformer;
+using namespace tformer::nn;
+using core::DType;
+using core::Tensor;
+
+namespace {
+TransformerOptions tiny(double dropout = 0.0) {
+    return {.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .norm_shape = 8,
+            .ffn_num_input = 8, .ffn_num_hiddens = 16, .num_heads = 2, .num_layers = 2, .dropout = dropout};
+}
+
+std::shared_ptr<EncoderDecoder> tiny_model(int64_t src_vocab, int64_t tgt_vocab, uint64_t seed,
+                                           double dropout = 0.0) {
+    core::Generator gen(seed);
+    auto enc = std::make_shared<TransformerEncoder>(src_vocab, tiny(dropout), gen);
+    auto dec = std::make_shared<TransformerDecoder>(tgt_vocab, tiny(dropout), gen);
+    return std::make_shared<EncoderDecoder>(enc, dec);
+}
+}  // namespace
+
+TEST_CASE("EncoderDecoder: parameter names follow seed 000", "[nn][transformer]") {
+    auto net = tiny_model(11, 13, 1);
+    std::vector<std::string> names;
+    for (auto& [name, _] : net->named_parameters()) names.push_back(name);
+    auto has = [&](const std::string& n) { return std::find(names.begin(), names.end(), n) != names.end(); };
+    CHECK(has("encoder.embedding.weight"));
+    CHECK(has("encoder.blks.block0.attention.W_q.weight"));
+    CHECK(has("encoder.blks.block1.addnorm2.ln.bias"));
+    CHECK(has("encoder.blks.block0.ffn.dense1.weight"));
+    CHECK(has("decoder.blks.block1.attention2.W_o.weight"));
+    CHECK(has("decoder.blks.block0.addnorm3.ln.weight"));
+    CHECK(has("decoder.dense.weight"));
+    CHECK(has("decoder.dense.bias"));
+    CHECK_FALSE(has("encoder.blks.block0.attention.W_q.bias"));  // seed 000: bias=False
+}
+
+TEST_CASE("EncoderDecoder::forward(enc_X, dec_X, valid_lens): logits (B, T, V)", "[nn][transformer]") {
+    auto net = tiny_model(11, 13, 2);
+    const Tensor src = core::randint({3, 5}, 0, 11), tgt = core::randint({3, 4}, 0, 13);
+    const Tensor lens = core::from_vector(std::vector<int64_t>{5, 3, 1}, {3});
+    Variable logits = net->forward(src, tgt, lens);
+    CHECK(logits.shape() == core::Shape{3, 4, 13});
+    const auto enc_w = net->encoder->attention_weights();
+    REQUIRE(enc_w.size() == 2);
+    CHECK(enc_w[0].shape() == core::Shape{6, 5, 5});  // (B·H, S, S)
+    // keys beyond each valid length get exactly zero weight: batch 2 sees one key
+    CHECK(enc_w[0].at({4, 0, 1}) == 0.0);
+    CHECK(enc_w[0].at({4, 0, 0}) == Approx(1.0));
+    const auto dec_w = net->decoder->attention_weights();
+    CHECK(dec_w[0][1].shape() == core::Shape{6, 4, 4});
+    CHECK(dec_w[0][1].at({0, 0, 1}) == 0.0);  // causal: step 0 never sees step 1
+    CHECK(dec_w[1][0].shape() == core::Shape{6, 4, 5});
+}
+
+TEST_CASE("TransformerDecoder::forward_step: the KV cache gives the full pass's logits", "[nn][transformer]") {
+    for (DType dtype : {DType::float32, DType::float64}) {
+        auto net = tiny_model(11, 13, 3);
+        net->to(dtype);
+        net->eval();
+        const Tensor src = core::randint({2, 6}, 0, 11), tgt = core::randint({2, 5}, 0, 13);
+        const Tensor lens = core::from_vector(std::vector<int64_t>{6, 4}, {2});
+        autograd::NoGradGuard no_grad;
+        const Tensor full = net->forward(src, tgt, lens).value();  // (2, 5, 13)
+
+        Variable enc = net->encoder->forward(src, lens);
+        DecoderState state = net->decoder->init_state(enc, lens);
+        for (int64_t t = 0; t < 5; ++t) {
+            const Tensor step = net->decoder->forward_step(tgt.slice(1, t, t + 1).contiguous(), state).value();
+            const Tensor want = full.slice(1, t, t + 1);
+            const double tol = dtype == DType::float32 ? 1e-5 : 1e-12;
+            const std::vector<double> a = step.to_vector(), b = want.to_vector();
+            REQUIRE(a.size() == b.size());
+            for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == Approx(b[i]).margin(tol));
+        }
+        CHECK(state.steps_done == 5);
+        // the self-attention cache of block 0 holds the 5 projected steps: (B·H, 5, D/H)
+        CHECK(state.caches[0].self.keys.shape() == core::Shape{4, 5, 4});
+
+        // feeding the last three steps as one chunk after two single steps agrees too
+        DecoderState chunked = net->decoder->init_state(enc, lens);
+        net->decoder->forward_step(tgt.slice(1, 0, 1).contiguous(), chunked);
+        net->decoder->forward_step(tgt.slice(1, 1, 2).contiguous(), chunked);
+        const Tensor rest = net->decoder->forward_step(tgt.slice(1, 2, 5).contiguous(), chunked).value();
+        const std::vector<double> a = rest.to_vector(), b = full.slice(1, 2, 5).to_vector();
+        for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == Approx(b[i]).margin(dtype == DType::float32 ? 1e-5 : 1e-12));
+    }
+}
+
+TEST_CASE("masked_softmax_ce_loss(pred, label, valid_len): d2l's averaging", "[nn][loss]") {
+    // two sequences of T = 3 over V = 2 with all-zero logits: every token costs ln 2
+    Variable pred(core::zeros({2, 3, 2}, DType::float64), true);
+    const Tensor label = core::zeros({2, 3}, DType::int64);
+    const Tensor valid = core::from_vector(std::vector<int64_t>{3, 1}, {2});
+    Variable l = masked_softmax_ce_loss(pred, label, valid);
+    REQUIRE(l.shape() == core::Shape{2});
+    CHECK(l.value().at({0}) == Approx(std::log(2.0)));
+    CHECK(l.value().at({1}) == Approx(std::log(2.0) / 3));  // one valid token, averaged over T = 3
+    autograd::sum(l).backward();
+    CHECK(pred.grad().at({1, 2, 0}) == 0.0);  // padding gets no gradient
+    CHECK(pred.grad().at({1, 0, 0}) == Approx(-0.5 / 3));
+}
+
+TEST_CASE("gradcheck EncoderBlock and DecoderBlock (float64, dropout 0)", "[nn][transformer][gradcheck]") {
+    core::Generator gen(5);
+    TransformerOptions o = tiny();
+    o.num_hiddens = o.norm_shape = o.ffn_num_input = o.key_size = o.query_size = o.value_size = 4;
+    o.ffn_num_hiddens = 6;
+    EncoderBlock enc(o, gen);
+    enc.to(DType::float64);
+    const Tensor lens = core::from_vector(std::vector<int64_t>{3, 2}, {2});
+    Variable X(core::randn({2, 3, 4}, gen, DType::float64), true);
+    auto r = autograd::gradcheck([&](const std::vector<Variable>& in) { return enc.forward(in[0], lens); }, {X});
+    INFO(r.report);
+    CHECK(r);
+
+    DecoderBlock dec(o, 0, gen);
+    dec.to(DType::float64);
+    Variable Y(core::randn({2, 2, 4}, gen, DType::float64), true);
+    auto r2 = autograd::gradcheck(
+        [&](const std::vector<Variable>& in) {
+            DecoderState state;
+            state.enc_outputs = in[1];
+            state.enc_valid_lens = lens;
+            state.caches.resize(1);
+            return dec.forward(in[0], state);
+        },
+        {Y, X});
+    INFO(r2.report);
+    CHECK(r2);
+}

@@ -1,0 +1,102 @@
+// tasks/seq2seq: configuration, checkpoints, greedy and beam decoding.
+#include "autograd/autograd.hpp"
+#include "core/core.hpp"
+#include "optim/adam.hpp"
+#include "tasks/seq2seq.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+
+using namespace tformer;
+using namespace tformer::tasks;
+using core::Tensor;
+
+namespace {
+ModelConfig small_config() {
+    ModelConfig c;
+    c.task = "copy";
+    c.src_vocab_size = 11;
+    c.tgt_vocab_size = 11;
+    c.num_steps = 6;
+    c.transformer = {.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .norm_shape = 8,
+                     .ffn_num_input = 8, .ffn_num_hiddens = 16, .num_heads = 2, .num_layers = 2, .dropout = 0.1};
+    return c;
+}
+
+std::string temp_path(const std::string& name) {
+    return (std::filesystem::temp_directory_path() / ("tformer-test-" + name)).string();
+}
+}  // namespace
+
+TEST_CASE("config_to_json / config_from_json: round trip and validation", "[tasks][seq2seq]") {
+    const ModelConfig c = small_config();
+    const ModelConfig back = config_from_json(config_to_json(c));
+    CHECK(back.task == "copy");
+    CHECK(back.transformer.num_heads == 2);
+    CHECK(back.transformer.dropout == Approx(0.1));
+    CHECK_THROWS_WITH(config_from_json("{"), Catch::Contains("checkpoint config: not valid JSON"));
+    CHECK_THROWS_WITH(config_from_json(R"({"task": "copy"})"), Catch::Contains("missing field 'src_vocab_size'"));
+    std::string bad = config_to_json(c);
+    bad.replace(bad.find("\"copy\""), 6, "\"poem\"");
+    CHECK_THROWS_WITH(config_from_json(bad), Catch::Contains("unknown task 'poem'"));
+}
+
+TEST_CASE("save_checkpoint / load_checkpoint: weights, optimizer state and info survive", "[tasks][seq2seq]") {
+    core::Generator gen(1);
+    const ModelConfig c = small_config();
+    auto model = build_model(c, gen);
+    optim::Adam opt(model->named_parameters(), {.lr = 0.01});
+    // one real step so the optimizer has state
+    const Tensor src = core::randint({2, 6}, 0, 11, gen);
+    auto loss = autograd::sum(model->forward(src, src, core::from_vector(std::vector<int64_t>{6, 3}, {2})));
+    loss.backward();
+    opt.step();
+    CheckpointInfo info{.config = c, .step = 1, .epoch = 0, .rng = gen.state(), .extra = {{"preset", "test"}}};
+    const std::string path = temp_path("ckpt.safetensors");
+    save_checkpoint(path, *model, &opt, info);
+
+    core::Generator gen2(99);
+    auto model2 = build_model(c, gen2);
+    optim::Adam opt2(model2->named_parameters(), {.lr = 0.01});
+    const CheckpointInfo back = load_checkpoint(path, *model2, &opt2);
+    CHECK(back.step == 1);
+    CHECK(back.rng == gen.state());
+    CHECK(back.extra.at("preset") == "test");
+    const auto a = model->state_dict(), b = model2->state_dict();
+    for (const auto& [name, t] : a) REQUIRE(t.to_vector() == b.at(name).to_vector());
+    CHECK(opt2.state(0).step == 1);
+
+    // a corrupt file and a non-checkpoint file give clear errors, not crashes
+    const std::string junk = temp_path("junk.safetensors");
+    std::ofstream(junk) << "not a checkpoint";
+    CHECK_THROWS_AS(load_checkpoint(junk, *model2, nullptr), IOError);
+    CHECK_THROWS_WITH(load_checkpoint(temp_path("missing.safetensors"), *model2, nullptr), Catch::Contains("missing.safetensors"));
+    std::filesystem::remove(path);
+    std::filesystem::remove(junk);
+}
+
+TEST_CASE("beam_decode with K = 1 equals greedy_decode; batch greedy equals one by one", "[tasks][seq2seq]") {
+    core::Generator gen(3);
+    auto model = build_model(small_config(), gen);
+    const Tensor src = core::randint({3, 6}, 4, 11, gen);
+    const Tensor lens = core::from_vector(std::vector<int64_t>{6, 4, 2}, {3});
+    const DecodeOptions o{.bos = 1, .eos = 3, .max_steps = 8};
+    const std::vector<Decoded> batch = greedy_decode(*model, src, lens, o);
+    for (int64_t b = 0; b < 3; ++b) {
+        const Tensor one = src.slice(0, b, b + 1).contiguous();
+        const Tensor one_len = lens.slice(0, b, b + 1).contiguous();
+        const Decoded g = greedy_decode(*model, one, one_len, o).front();
+        CHECK(g.tokens == batch[b].tokens);
+        DecodeOptions beam1 = o;
+        beam1.beam = 1;
+        const Decoded k1 = beam_decode(*model, one, one_len, beam1);
+        CHECK(k1.tokens == g.tokens);
+        DecodeOptions beam4 = o;
+        beam4.beam = 4;
+        const Decoded k4 = beam_decode(*model, one, one_len, beam4);
+        CHECK(k4.tokens.size() <= 8);
+    }
+    CHECK(model->is_training());  // decoding restored the mode
+}

@@ -1,0 +1,323 @@
+#include "common/tutorial.hpp"
+
+#include "core/print.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace tformer::tutorial {
+
+namespace {
+
+constexpr int kWidth = 78;           // the width text is wrapped to
+constexpr std::string_view kIndent = "  ";
+
+// Columns a UTF-8 string takes on a terminal: one per code point, two for
+// the wide CJK ranges (the documents' Chinese terms appear in the notes).
+int display_width(std::string_view s) {
+    int width = 0;
+    for (size_t i = 0; i < s.size();) {
+        const auto c = static_cast<unsigned char>(s[i]);
+        const int len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+        char32_t cp = len == 1 ? c : c & (0xFF >> (len + 1));
+        for (int k = 1; k < len && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+        const bool wide = (cp >= 0x2E80 && cp <= 0x9FFF) || (cp >= 0xAC00 && cp <= 0xD7A3) ||
+                          (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0xFF00 && cp <= 0xFF60);
+        width += wide ? 2 : 1;
+        i += len;
+    }
+    return width;
+}
+
+// Prints `text` after `prefix`, with every further line indented by the
+// prefix's width (so a tensor's rows stay aligned under "name = ").
+void print_hanging(std::string_view prefix, std::string_view text) {
+    const std::string pad(display_width(prefix), ' ');
+    bool first = true;
+    size_t start = 0;
+    while (start <= text.size()) {
+        const size_t end = std::min(text.find('\n', start), text.size());
+        const std::string_view line = text.substr(start, end - start);
+        if (line.empty())
+            fmt::print("\n");  // no trailing spaces on the blank lines between blocks
+        else
+            fmt::print("{}{}\n", first ? std::string(prefix) : pad, line);
+        first = false;
+        start = end + 1;
+    }
+}
+
+// Prints `text` word-wrapped to kWidth, every line starting with `indent`.
+// Lines that start with a space are preformatted (tables, formulas) and
+// printed as they are; a line starting with "- " is a bullet whose wrapped
+// lines are indented under its text; empty lines stay empty.
+void print_wrapped(std::string_view text, std::string_view indent) {
+    size_t start = 0;
+    while (start <= text.size()) {
+        const size_t end = std::min(text.find('\n', start), text.size());
+        const std::string_view line = text.substr(start, end - start);
+        start = end + 1;
+        if (line.empty() || line.front() == ' ') {
+            fmt::print("{}{}\n", line.empty() ? "" : indent, line);
+            continue;
+        }
+        // greedy word wrap: a word that does not fit starts the next line
+        const std::string hanging = std::string(indent) + (line.starts_with("- ") ? "  " : "");
+        const int width = kWidth - display_width(hanging);
+        bool first = true;
+        std::string out;
+        int used = 0;
+        size_t pos = 0;
+        while (pos < line.size()) {
+            size_t next = line.find(' ', pos);
+            if (next == std::string_view::npos) next = line.size();
+            const std::string_view word = line.substr(pos, next - pos);
+            const int w = display_width(word);
+            if (used > 0 && used + 1 + w > width) {
+                fmt::print("{}{}\n", first ? std::string(indent) : hanging, out);
+                first = false;
+                out.clear();
+                used = 0;
+            }
+            if (used > 0) out += ' ', ++used;
+            out += word;
+            used += w;
+            pos = next + 1;
+        }
+        fmt::print("{}{}\n", first ? std::string(indent) : hanging, out);
+    }
+}
+
+// Storage buffers get small numbers in order of first appearance, so the
+// output can say "storage #1" instead of an address. A number is reused
+// only while its buffer is alive.
+std::string storage_label(const core::Tensor& t) {
+    static std::map<const core::Storage*, std::pair<std::weak_ptr<core::Storage>, int>> labels;
+    static int next = 1;
+    const core::Storage* key = t.storage().get();
+    auto it = labels.find(key);
+    if (it == labels.end() || it->second.first.expired())
+        it = labels.insert_or_assign(key, std::pair{std::weak_ptr<core::Storage>(t.storage()), next++}).first;
+    return fmt::format("storage #{}", it->second.second);
+}
+
+std::string tuple_str(const core::Dims& d) {
+    return d.size() == 1 ? fmt::format("({})", d[0]) : fmt::format("({})", fmt::join(d, ", "));
+}
+
+void usage(std::FILE* to, const char* program, const Info& info) {
+    fmt::print(to,
+               "{}\nFollows: {}\n\n"
+               "usage: {} [--step] [--out DIR] [--help]\n"
+               "  --step      pause after each step until Enter is pressed (q + Enter quits)\n"
+               "  --out DIR   where pictures are written (created when needed)\n"
+               "  --help      this text\n",
+               info.title, info.follows, program);
+}
+
+}  // namespace
+
+std::string error_kind(const std::exception& e) {
+    if (dynamic_cast<const ShapeError*>(&e)) return "ShapeError";
+    if (dynamic_cast<const IndexError*>(&e)) return "IndexError";
+    if (dynamic_cast<const ValueError*>(&e)) return "ValueError";
+    if (dynamic_cast<const IOError*>(&e)) return "IOError";
+    if (dynamic_cast<const Error*>(&e)) return "tformer::Error";
+    return "exception";
+}
+
+// ---- Tutorial ---------------------------------------------------------------------
+
+Tutorial::Tutorial(int argc, char** argv, Info info) : info_(std::move(info)) {
+    const char* program = argc > 0 ? argv[0] : "tutorial";
+    std::string name = std::filesystem::path(program).filename().string();
+    if (name.starts_with("tutorial_")) name.erase(0, 9);
+    out_dir_ = std::filesystem::path("tutorial-out") / name;
+    bool out_given = false;
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        if (arg == "--help" || arg == "-h") {
+            usage(stdout, program, info_);
+            std::exit(0);
+        } else if (arg == "--step") {
+            stepping_ = true;
+        } else if (arg == "--out" && i + 1 < argc) {
+            out_dir_ = argv[++i];
+            out_given = true;
+        } else if (arg.starts_with("--out=")) {
+            out_dir_ = std::string(arg.substr(6));
+            out_given = true;
+        } else {
+            if (arg == "--out")
+                fmt::print(stderr, "{}: --out needs a folder after it\n\n", program);
+            else
+                fmt::print(stderr, "{}: unknown argument '{}'\n\n", program, arg);
+            usage(stderr, program, info_);
+            std::exit(2);
+        }
+    }
+    if (out_given) std::filesystem::create_directories(out_dir_);
+
+    const std::string rule(kWidth, '=');
+    fmt::print("{}\n{}\nFollows: {}\n", rule, info_.title, info_.follows);
+    if (!stepping_) fmt::print("(Run with --step to pause after each step.)\n");
+    fmt::print("{}\n", rule);
+}
+
+void Tutorial::step(std::string_view name, const std::function<void()>& body) {
+    if (quit_) {
+        ++steps_skipped_;
+        return;
+    }
+    current_step_ = std::string(name);
+    const std::string title = fmt::format("── {} ", name);
+    std::string rule;
+    for (int i = display_width(title); i < kWidth || rule.empty(); ++i) rule += "─";
+    fmt::print("\n{}{}\n\n", title, rule);
+    ++steps_run_;
+    try {
+        body();
+    } catch (const std::exception& e) {
+        record(false, "the step ran to the end",
+               fmt::format("it threw {}: {}", error_kind(e), e.what()));
+    }
+    std::fflush(stdout);
+    if (stepping_) pause();
+    current_step_.clear();
+}
+
+void Tutorial::pause() {
+    fmt::print("\n  [Enter: next step · q then Enter: stop here] ");
+    std::fflush(stdout);
+    std::string line;
+    if (!std::getline(std::cin, line)) {  // no terminal (stdin closed): just carry on
+        fmt::print("\n");
+        stepping_ = false;
+        return;
+    }
+    if (line == "q" || line == "Q") quit_ = true;
+}
+
+void Tutorial::record(bool ok, std::string_view what, std::string_view detail) {
+    fmt::print("{}{} {}\n", kIndent, ok ? "✓" : "✗", what);
+    if (!detail.empty()) print_wrapped(detail, fmt::format("{}    ", kIndent));
+    if (ok)
+        ++passed_;
+    else
+        failures_.push_back(current_step_.empty() ? std::string(what) : fmt::format("[{}] {}", current_step_, what));
+}
+
+bool Tutorial::check(bool condition, std::string_view what) {
+    record(condition, what, {});
+    return condition;
+}
+
+bool Tutorial::check_close(double actual, double expected, double tol, std::string_view what) {
+    const double diff = std::abs(actual - expected);
+    const bool ok = diff <= tol;  // false for NaN, as it should be
+    record(ok, what,
+           ok ? std::string()
+              : fmt::format("got {:.10g}, expected {:.10g}: |difference| {:.3g} > tolerance {:.3g}", actual, expected,
+                            diff, tol));
+    return ok;
+}
+
+bool Tutorial::check_close(const core::Tensor& actual, const core::Tensor& expected, double tol,
+                           std::string_view what) {
+    if (!actual.defined() || !expected.defined()) {
+        record(false, what, "one of the tensors is undefined");
+        return false;
+    }
+    if (!(actual.shape() == expected.shape())) {
+        record(false, what,
+               fmt::format("shapes differ: {} vs {}", core::shape_str(actual.shape()),
+                           core::shape_str(expected.shape())));
+        return false;
+    }
+    const std::vector<double> a = actual.to_vector(), b = expected.to_vector();
+    double worst = 0;
+    size_t where = 0;
+    bool nan = false;
+    for (size_t i = 0; i < a.size(); ++i) {
+        const double diff = std::abs(a[i] - b[i]);
+        if (std::isnan(diff)) nan = true;
+        if (diff > worst) worst = diff, where = i;
+    }
+    const bool ok = !nan && worst <= tol;
+    record(ok, what,
+           ok ? std::string()
+           : nan
+               ? std::string("a NaN where a number was expected")
+               : fmt::format("largest |difference| {:.3g} > tolerance {:.3g} at flat element {} ({:.10g} vs {:.10g})",
+                             worst, tol, where, a[where], b[where]));
+    return ok;
+}
+
+std::filesystem::path Tutorial::out_path(std::string_view file) const {
+    std::filesystem::create_directories(out_dir_);
+    return out_dir_ / file;
+}
+
+int Tutorial::finish() {
+    const std::string rule(kWidth, '=');
+    fmt::print("\n{}\n", rule);
+    if (steps_skipped_ > 0) fmt::print("Stopped after {} steps; {} not run.\n", steps_run_, steps_skipped_);
+    fmt::print("{}\n{} check{} passed, {} failed\n", info_.title, passed_, passed_ == 1 ? "" : "s",
+               failures_.size());
+    for (const std::string& f : failures_) fmt::print("  ✗ {}\n", f);
+    fmt::print("{}\n", rule);
+    std::fflush(stdout);
+    return failures_.empty() ? 0 : 1;
+}
+
+// ---- printing -------------------------------------------------------------------
+
+void note(std::string_view text) { print_wrapped(text, kIndent); }
+
+void quote(std::string_view text) {
+    size_t start = 0;
+    while (start <= text.size()) {
+        const size_t end = std::min(text.find('\n', start), text.size());
+        fmt::print("{}  │ {}\n", kIndent, text.substr(start, end - start));
+        start = end + 1;
+    }
+}
+
+void show(std::string_view name, const core::Tensor& t) {
+    const std::string prefix = fmt::format("{}{} = ", kIndent, name);
+    core::PrintOptions options;
+    options.line_width = std::max(40, kWidth - display_width(prefix));
+    print_hanging(prefix, core::to_string(t, options));
+}
+
+void show(std::string_view name, const autograd::Variable& v) {
+    if (!v.defined()) {
+        fmt::print("{}{} = (undefined Variable)\n", kIndent, name);
+        return;
+    }
+    show(name, v.value());
+    const std::string pad(display_width(name) + 3, ' ');
+    if (v.is_leaf())
+        fmt::print("{}{}leaf, requires_grad={}\n", kIndent, pad, v.requires_grad());
+    else
+        fmt::print("{}{}made by '{}', requires_grad=true\n", kIndent, pad, v.op_name());
+}
+
+void describe(std::string_view name, const core::Tensor& t) {
+    if (!t.defined()) {
+        fmt::print("{}{}: undefined\n", kIndent, name);
+        return;
+    }
+    fmt::print("{}{}: shape {}, strides {}, offset {}, {}, {} ({} elements)\n", kIndent, name, tuple_str(t.shape()),
+               tuple_str(t.strides()), t.offset(), t.is_contiguous() ? "contiguous" : "not contiguous",
+               storage_label(t), t.storage()->nbytes() / static_cast<int64_t>(core::dtype_size(t.dtype())));
+}
+
+}  // namespace tformer::tutorial

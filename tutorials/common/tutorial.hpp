@@ -1,0 +1,137 @@
+// The small framework every tutorial program is written with.
+//
+//   int main(int argc, char** argv) {
+//       tutorial::Tutorial t(argc, argv, {.title = "01 · Tensors", .follows = "seed 000, ..."});
+//       t.step("1. Shapes and strides", [&] {
+//           core::Tensor x = core::arange(6).view({2, 3});
+//           tutorial::show("x", x);
+//           t.check(x.strides() == core::Strides{3, 1}, "rows are 3 elements apart");
+//       });
+//       return t.finish();   // 1 when any check failed
+//   }
+//
+// A tutorial is a list of named steps. Each step prints what it computes and
+// checks its own numbers with check / check_close / check_throws, so a
+// tutorial that runs to the end with every check passed is also a test
+// (ctest runs each one as `tutorial:NN_topic`). Command line:
+//   --step      pause after each step until Enter is pressed (q quits)
+//   --out DIR   where pictures go (created when needed)
+//   --help      the usage and what the tutorial follows
+#pragma once
+
+#include "autograd/variable.hpp"
+#include "core/tensor.hpp"
+
+#include <fmt/format.h>
+
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace tformer::tutorial {
+
+/// What a tutorial says about itself at the top of its output and in --help.
+struct Info {
+    std::string title;    ///< e.g. "01 · Tensors, shapes and strides"
+    std::string follows;  ///< the document sections it follows, e.g. "seed 000 基于位置的前馈网络"
+};
+
+/// The name of a tformer error class ("ShapeError", ...) or "exception".
+std::string error_kind(const std::exception& e);
+
+class Tutorial {
+public:
+    /// Parses --step, --out DIR and --help (which prints the usage and exits).
+    /// An unknown argument prints the usage to stderr and exits with status 2.
+    Tutorial(int argc, char** argv, Info info);
+
+    /// Runs `body` under a banner with `name`. An exception escaping `body` is
+    /// reported with the step's name and counts as one failed check; the
+    /// next step still runs. With --step, waits for Enter afterwards.
+    void step(std::string_view name, const std::function<void()>& body);
+
+    /// Records a check and prints "✓ what" or "✗ what". Returns `condition`.
+    bool check(bool condition, std::string_view what);
+    /// |actual - expected| <= tol, printed with the difference.
+    bool check_close(double actual, double expected, double tol, std::string_view what);
+    /// Same shape and max |actual - expected| <= tol over all elements (any dtypes).
+    bool check_close(const core::Tensor& actual, const core::Tensor& expected, double tol, std::string_view what);
+
+    /// Runs `body` and checks that it throws E whose message contains
+    /// `contains` (when not empty); prints the message, since reading a
+    /// good error message is part of the lesson.
+    template <class E, class F>
+    bool check_throws(std::string_view what, F&& body, std::string_view contains = {}) {
+        try {
+            body();
+        } catch (const E& e) {
+            const std::string message = e.what();
+            const bool ok = contains.empty() || message.find(contains) != std::string::npos;
+            record(ok, what, fmt::format("threw {}: {}", error_kind(e), message));
+            return ok;
+        } catch (const std::exception& e) {
+            record(false, what, fmt::format("threw the wrong kind of error, {}: {}", error_kind(e), e.what()));
+            return false;
+        }
+        record(false, what, "did not throw");
+        return false;
+    }
+
+    /// The folder given with --out (default "tutorial-out/<program name>").
+    const std::filesystem::path& out_dir() const { return out_dir_; }
+    /// out_dir() / file, creating out_dir() first.
+    std::filesystem::path out_path(std::string_view file) const;
+
+    /// Prints the summary "N checks passed, M failed" (naming each failed
+    /// check) and returns the exit status: 0 when nothing failed, 1 otherwise.
+    int finish();
+
+    int passed() const { return passed_; }
+    int failed() const { return static_cast<int>(failures_.size()); }
+
+private:
+    void record(bool ok, std::string_view what, std::string_view detail);
+    void pause();
+
+    Info info_;
+    std::filesystem::path out_dir_;
+    bool stepping_ = false;
+    bool quit_ = false;
+    int steps_run_ = 0;
+    int steps_skipped_ = 0;
+    std::string current_step_;
+    int passed_ = 0;
+    std::vector<std::string> failures_;  // "[step] what"
+};
+
+// ---- printing -------------------------------------------------------------------
+
+/// Prints a paragraph of explanation, indented and wrapped to the terminal
+/// width. Lines that start with a space are printed as they are (for small
+/// tables and formulas); a line starting with "- " is a bullet; an empty
+/// line separates paragraphs.
+void note(std::string_view text);
+template <class... Args>
+    requires(sizeof...(Args) > 0)
+void note(fmt::format_string<Args...> format, Args&&... args) {
+    note(std::string_view(fmt::format(format, std::forward<Args>(args)...)));
+}
+
+/// Prints a program's own text (a gradcheck report, an error message)
+/// verbatim, each line behind a "│" margin so it stands apart from the notes.
+void quote(std::string_view text);
+
+/// Prints "name = tensor([...], shape=(...), dtype=...)" via core::to_string,
+/// continuation lines aligned under the first.
+void show(std::string_view name, const core::Tensor& t);
+/// The Variable's value, then which op made it and whether it requires a gradient.
+void show(std::string_view name, const autograd::Variable& v);
+/// One line about the memory layout: shape, strides, offset, contiguity,
+/// and which storage buffer it views ("storage #2"), so that two tensors
+/// sharing memory are visibly the same buffer.
+void describe(std::string_view name, const core::Tensor& t);
+
+}  // namespace tformer::tutorial
