@@ -8,9 +8,18 @@
 // core::blas like everything else (so every BLAS call still lives in
 // core/blas.cpp), and that wrapper only checks a few integers before
 // cblas_sgemm. The gap between the two is tformer's overhead.
+//
+// Then the bandwidth-bound kernels (core::add, core::softmax on 1M floats,
+// GB/s at 1 and 2 threads) and the fixed cost of the smallest ops: a 4-element
+// core::add, and a 4-element autograd::mul with its sum and backward.
+#include "autograd/elementwise.hpp"
+#include "autograd/reduce.hpp"
+#include "autograd/variable.hpp"
 #include "core/blas.hpp"
+#include "core/elementwise.hpp"
 #include "core/matmul.hpp"
 #include "core/parallel.hpp"
+#include "core/rowwise.hpp"
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -115,12 +124,96 @@ void BM_linear(benchmark::State& state) {
 BENCHMARK(BM_linear);
 
 // ---- elementwise and rowwise kernels -------------------------------------------------------
-// LEAD: once the elementwise and rowwise families are merged, add here
-//   - BM_add: core::add on large float32 tensors, bytes moved as a GB/s counter
-//     (benchmark::Counter(bytes, kIsIterationInvariantRate, kIs1024) or 1e-9 scaling);
-//   - BM_softmax: core::softmax over rows of (B*H*T, S), GB/s;
-//   - BM_add_tiny: core::add on (2x2) tensors, the fixed cost of one op in ns.
-// They are left out on this branch because those functions are not implemented here.
+// Bandwidth-bound kernels: the figure that matters is bytes moved per second
+// (each element read and written once), shown as GB/s (1e9 bytes). The
+// second argument is the thread count, set for the run and restored after,
+// so 1 and 2 threads appear side by side whatever --threads says.
+
+// Sets the kernel and BLAS thread count for one benchmark, restores it after.
+class ThreadScope {
+public:
+    explicit ThreadScope(int threads) : previous_(core::get_num_threads()) { core::set_num_threads(threads); }
+    ~ThreadScope() { core::set_num_threads(previous_); }
+    ThreadScope(const ThreadScope&) = delete;
+    ThreadScope& operator=(const ThreadScope&) = delete;
+
+private:
+    int previous_;
+};
+
+void set_bandwidth(benchmark::State& state, double bytes) {
+    state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// out = a + b on n float32 elements: reads 2n, writes n floats (12 bytes each).
+void BM_add(benchmark::State& state) {
+    const int64_t n = state.range(0);
+    ThreadScope threads(static_cast<int>(state.range(1)));
+    core::Generator gen(0);
+    const core::Tensor a = core::rand({n}, gen), b = core::rand({n}, gen);
+    for (auto _ : state) {
+        core::Tensor out = core::add(a, b);
+        benchmark::DoNotOptimize(out.raw_data());
+    }
+    set_bandwidth(state, 12.0 * static_cast<double>(n));
+}
+
+// softmax over rows of (B·H·T, S) = (n / 64, 64), attention-score shaped:
+// reads n and writes n floats (8 bytes each; the kernel's two passes over a
+// 64-float row stay in cache).
+void BM_softmax(benchmark::State& state) {
+    const int64_t n = state.range(0), S = 64;
+    ThreadScope threads(static_cast<int>(state.range(1)));
+    core::Generator gen(0);
+    const core::Tensor x = core::randn({n / S, S}, gen);  // (B·H·T, S)
+    for (auto _ : state) {
+        core::Tensor y = core::softmax(x);
+        benchmark::DoNotOptimize(y.raw_data());
+    }
+    set_bandwidth(state, 8.0 * static_cast<double>(n));
+}
+
+// {elements, threads}: 1M floats (4 MB per operand, beyond most L2 caches).
+void bandwidth_args(benchmark::internal::Benchmark* b) {
+    b->ArgNames({"n", "threads"});
+    b->Args({1 << 20, 1});
+    b->Args({1 << 20, 2});
+    b->UseRealTime();  // CPU time of the calling thread alone would flatter 2 threads
+}
+
+BENCHMARK(BM_add)->Apply(bandwidth_args);
+BENCHMARK(BM_softmax)->Apply(bandwidth_args);
+
+// ---- the fixed cost of one op ----------------------------------------------------------------
+// Small Transformers run thousands of ops on tiny tensors per step, so the
+// cost of an op that does no work (argument checks, shape and stride
+// bookkeeping, one allocation) bounds their speed. Read the time in ns.
+
+// out = a + b on two 4-element tensors.
+void BM_add_tiny(benchmark::State& state) {
+    const core::Tensor a = core::tensor({1, 2, 3, 4}, {4}), b = core::tensor({5, 6, 7, 8}, {4});
+    for (auto _ : state) {
+        core::Tensor out = core::add(a, b);
+        benchmark::DoNotOptimize(out.raw_data());
+    }
+}
+
+// One tiny differentiable op with its backward: y = Σ a ⊙ b on 4 elements,
+// then y.backward(). Two graph nodes (mul, sum), their two backward
+// functions, and the gradient buffers of both leaves; nothing subtracted.
+void BM_autograd_mul_tiny(benchmark::State& state) {
+    const autograd::Variable a(core::tensor({1, 2, 3, 4}, {4}), true), b(core::tensor({5, 6, 7, 8}, {4}), true);
+    for (auto _ : state) {
+        a.zero_grad();
+        b.zero_grad();
+        autograd::Variable y = autograd::sum(autograd::mul(a, b));
+        y.backward();
+        benchmark::DoNotOptimize(a.grad().raw_data());
+    }
+}
+
+BENCHMARK(BM_add_tiny);
+BENCHMARK(BM_autograd_mul_tiny);
 
 }  // namespace
 
