@@ -45,7 +45,6 @@ struct EvalArgs {
 int run_train(const TrainArgs& args);
 int run_translate(const TranslateArgs& args);
 int run_eval(const EvalArgs& args);
-int run_bench(const std::string& preset, int threads, int64_t repeats);
 int run_tutorial(const std::string& which, bool step, const std::string& out);
 
 }  // namespace tformer::apps

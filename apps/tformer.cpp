@@ -4,9 +4,11 @@
 //   tformer train copy [--out DIR] ...
 //   tformer translate --checkpoint runs/translate/checkpoint.safetensors "i'm home ."
 //   tformer eval --checkpoint runs/translate/checkpoint.safetensors
+//   tformer bench [--preset d2l|copy|small|base] [--threads N] [--repeats N]
 //   tformer tutorial [N] [--step]
 #include "apps/commands.hpp"
 #include "core/error.hpp"
+#include "tasks/bench.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -51,7 +53,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
 
 int main(int argc, char** argv) {
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // results appear line by line, also in a pipe or a log file
-    CLI::App app{"tformer: a from-scratch Transformer framework (train, translate, eval, tutorial)"};
+    CLI::App app{"tformer: a from-scratch Transformer framework (train, translate, eval, bench, tutorial)"};
     app.require_subcommand(1);
 
     TrainArgs copy_args, translate_train_args;
@@ -80,6 +82,14 @@ int main(int argc, char** argv) {
     eval->add_option("--max-sentences", ev.max_sentences, "evaluate on at most this many validation sentences");
     eval->add_option("--threads", ev.threads, "threads");
 
+    std::string bench_preset = "d2l";
+    int bench_threads = 0;
+    int64_t bench_repeats = 0;
+    CLI::App* bench = app.add_subcommand("bench", "time a training step, a forward pass and greedy decoding (JSON lines)");
+    bench->add_option("--preset", bench_preset, "model and batch: d2l, copy, small or base")->capture_default_str();
+    bench->add_option("--threads", bench_threads, "threads for kernels and BLAS (default: all cores)");
+    bench->add_option("--repeats", bench_repeats, "timed runs per figure, reported as the median (default: the preset's)");
+
     std::string which, out;
     bool step = false;
     CLI::App* tutorial = app.add_subcommand("tutorial", "list the tutorials, or run one");
@@ -93,6 +103,7 @@ int main(int argc, char** argv) {
         if (*train_translate) return run_train(translate_train_args);
         if (*translate) return run_translate(tr);
         if (*eval) return run_eval(ev);
+        if (*bench) return tformer::tasks::run_model_bench(bench_preset, bench_threads, bench_repeats);
         if (*tutorial) return run_tutorial(which, step, out);
     } catch (const tformer::Error& e) {
         fmt::print(stderr, "tformer: error: {}\n", e.what());

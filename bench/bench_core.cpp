@@ -8,9 +8,18 @@
 // core::blas like everything else (so every BLAS call still lives in
 // core/blas.cpp), and that wrapper only checks a few integers before
 // cblas_sgemm. The gap between the two is tformer's overhead.
+//
+// Then the bandwidth-bound kernels (core::add, core::softmax on 1M floats,
+// GB/s at 1 and 2 threads) and the fixed cost of the smallest ops: a 4-element
+// core::add, and a 4-element autograd::mul with its sum and backward.
+#include "autograd/elementwise.hpp"
+#include "autograd/reduce.hpp"
+#include "autograd/variable.hpp"
 #include "core/blas.hpp"
+#include "core/elementwise.hpp"
 #include "core/matmul.hpp"
 #include "core/parallel.hpp"
+#include "core/rowwise.hpp"
 
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
@@ -66,38 +75,50 @@ void gemm_shapes(benchmark::internal::Benchmark* b) {
     b->Args({2, 2, 2});  // the fixed cost of one call (read the time, not GFLOP/s)
 }
 
-BENCHMARK(BM_matmul)->Apply(gemm_shapes);
-BENCHMARK(BM_gemm_direct)->Apply(gemm_shapes);
+// Wall-clock time throughout: with several threads the CPU time of the
+// calling thread alone says little about how long the product took.
+BENCHMARK(BM_matmul)->Apply(gemm_shapes)->UseRealTime();
+BENCHMARK(BM_gemm_direct)->Apply(gemm_shapes)->UseRealTime();
 
 // ---- batched products: attention scores ------------------------------------------------
 
-// Q @ Kᵀ for 32 sequences x 8 heads of (10x8) @ (8x10): 256 tiny products,
-// where per-call cost dominates and the batch loop itself runs in parallel.
+// Q @ Kᵀ for `heads` (sequences x heads) products of (T x d) @ (d x T):
+// 256 x (10x8)@(8x10) is the copy task, where per-call cost dominates;
+// 24 x (50x64)@(64x50) is mid-sized, where matmul spreads the batch loop
+// over the threads.
 void BM_matmul_heads(benchmark::State& state) {
+    const int64_t heads = state.range(0), t = state.range(1), d = state.range(2);
     core::Generator gen(0);
-    const core::Tensor q = core::rand({32, 8, 10, 8}, gen);                    // (B, H, T, d)
-    const core::Tensor k = core::rand({32, 8, 10, 8}, gen).transpose(-1, -2);  // (B, H, d, S)
+    const core::Tensor q = core::rand({heads, t, d}, gen);                    // (B*H, T, d)
+    const core::Tensor k = core::rand({heads, t, d}, gen).transpose(-1, -2);  // (B*H, d, T)
     for (auto _ : state) {
-        core::Tensor scores = core::matmul(q, k);  // (B, H, T, S)
+        core::Tensor scores = core::matmul(q, k);  // (B*H, T, T)
         benchmark::DoNotOptimize(scores.raw_data());
     }
-    set_gflops(state, 10, 8, 10, 256);
+    set_gflops(state, t, d, t, heads);
 }
 
-// The same 256 products as a plain serial loop of blas::gemm calls.
+// The same products as a plain serial loop of blas::gemm calls.
 void BM_gemm_heads_loop(benchmark::State& state) {
-    std::vector<float> q(256 * 80, 0.5f), k(256 * 80, 0.25f), out(256 * 100);
+    const int64_t heads = state.range(0), t = state.range(1), d = state.range(2);
+    std::vector<float> q(heads * t * d, 0.5f), k(heads * t * d, 0.25f), out(heads * t * t);
     for (auto _ : state) {
-        for (int h = 0; h < 256; ++h)
-            core::blas::gemm(false, true, 10, 10, 8, 1.0f, q.data() + h * 80, 8, k.data() + h * 80, 8, 0.0f,
-                             out.data() + h * 100, 10);
+        for (int64_t h = 0; h < heads; ++h)
+            core::blas::gemm(false, true, t, t, d, 1.0f, q.data() + h * t * d, d, k.data() + h * t * d, d, 0.0f,
+                             out.data() + h * t * t, t);
         benchmark::DoNotOptimize(out.data());
     }
-    set_gflops(state, 10, 8, 10, 256);
+    set_gflops(state, t, d, t, heads);
 }
 
-BENCHMARK(BM_matmul_heads);
-BENCHMARK(BM_gemm_heads_loop);
+void heads_shapes(benchmark::internal::Benchmark* b) {
+    b->ArgNames({"heads", "T", "d"});
+    b->Args({256, 10, 8});
+    b->Args({24, 50, 64});
+}
+
+BENCHMARK(BM_matmul_heads)->Apply(heads_shapes)->UseRealTime();
+BENCHMARK(BM_gemm_heads_loop)->Apply(heads_shapes)->UseRealTime();
 
 // ---- linear -------------------------------------------------------------------------------
 
@@ -112,21 +133,107 @@ void BM_linear(benchmark::State& state) {
     set_gflops(state, 2048, 256, 1024);
 }
 
-BENCHMARK(BM_linear);
+BENCHMARK(BM_linear)->UseRealTime();
 
 // ---- elementwise and rowwise kernels -------------------------------------------------------
-// LEAD: once the elementwise and rowwise families are merged, add here
-//   - BM_add: core::add on large float32 tensors, bytes moved as a GB/s counter
-//     (benchmark::Counter(bytes, kIsIterationInvariantRate, kIs1024) or 1e-9 scaling);
-//   - BM_softmax: core::softmax over rows of (B*H*T, S), GB/s;
-//   - BM_add_tiny: core::add on (2x2) tensors, the fixed cost of one op in ns.
-// They are left out on this branch because those functions are not implemented here.
+// Bandwidth-bound kernels: the figure that matters is bytes moved per second
+// (each element read and written once), shown as GB/s (1e9 bytes). The
+// second argument is the thread count, set for the run and restored after,
+// so 1 and 2 threads appear side by side whatever --threads says.
+
+// Sets the kernel and BLAS thread count for one benchmark, restores it after.
+class ThreadScope {
+public:
+    explicit ThreadScope(int threads) : previous_(core::get_num_threads()) { core::set_num_threads(threads); }
+    ~ThreadScope() { core::set_num_threads(previous_); }
+    ThreadScope(const ThreadScope&) = delete;
+    ThreadScope& operator=(const ThreadScope&) = delete;
+
+private:
+    int previous_;
+};
+
+void set_bandwidth(benchmark::State& state, double bytes) {
+    state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+
+// out = a + b on n float32 elements: reads 2n, writes n floats (12 bytes each).
+void BM_add(benchmark::State& state) {
+    const int64_t n = state.range(0);
+    ThreadScope threads(static_cast<int>(state.range(1)));
+    core::Generator gen(0);
+    const core::Tensor a = core::rand({n}, gen), b = core::rand({n}, gen);
+    for (auto _ : state) {
+        core::Tensor out = core::add(a, b);
+        benchmark::DoNotOptimize(out.raw_data());
+    }
+    set_bandwidth(state, 12.0 * static_cast<double>(n));
+}
+
+// softmax over rows of (B·H·T, S) = (n / 64, 64), attention-score shaped:
+// reads n and writes n floats (8 bytes each; the kernel's two passes over a
+// 64-float row stay in cache).
+void BM_softmax(benchmark::State& state) {
+    const int64_t n = state.range(0), S = 64;
+    ThreadScope threads(static_cast<int>(state.range(1)));
+    core::Generator gen(0);
+    const core::Tensor x = core::randn({n / S, S}, gen);  // (B·H·T, S)
+    for (auto _ : state) {
+        core::Tensor y = core::softmax(x);
+        benchmark::DoNotOptimize(y.raw_data());
+    }
+    set_bandwidth(state, 8.0 * static_cast<double>(n));
+}
+
+// {elements, threads}: 1M floats (4 MB per operand, beyond most L2 caches).
+void bandwidth_args(benchmark::internal::Benchmark* b) {
+    b->ArgNames({"n", "threads"});
+    b->Args({1 << 20, 1});
+    b->Args({1 << 20, 2});
+    b->UseRealTime();  // CPU time of the calling thread alone would flatter 2 threads
+}
+
+BENCHMARK(BM_add)->Apply(bandwidth_args);
+BENCHMARK(BM_softmax)->Apply(bandwidth_args);
+
+// ---- the fixed cost of one op ----------------------------------------------------------------
+// Small Transformers run thousands of ops on tiny tensors per step, so the
+// cost of an op that does no work (argument checks, shape and stride
+// bookkeeping, one allocation) bounds their speed. Read the time in ns.
+
+// out = a + b on two 4-element tensors.
+void BM_add_tiny(benchmark::State& state) {
+    const core::Tensor a = core::tensor({1, 2, 3, 4}, {4}), b = core::tensor({5, 6, 7, 8}, {4});
+    for (auto _ : state) {
+        core::Tensor out = core::add(a, b);
+        benchmark::DoNotOptimize(out.raw_data());
+    }
+}
+
+// One tiny differentiable op with its backward: y = Σ a ⊙ b on 4 elements,
+// then y.backward(). Two graph nodes (mul, sum), their two backward
+// functions, and the gradient buffers of both leaves; nothing subtracted.
+void BM_autograd_mul_tiny(benchmark::State& state) {
+    const autograd::Variable a(core::tensor({1, 2, 3, 4}, {4}), true), b(core::tensor({5, 6, 7, 8}, {4}), true);
+    for (auto _ : state) {
+        a.zero_grad();
+        b.zero_grad();
+        autograd::Variable y = autograd::sum(autograd::mul(a, b));
+        y.backward();
+        benchmark::DoNotOptimize(a.grad().raw_data());
+    }
+}
+
+BENCHMARK(BM_add_tiny);
+BENCHMARK(BM_autograd_mul_tiny);
 
 }  // namespace
 
 // Reads --threads=N (removed from argv before Google Benchmark sees it), then
-// prints what decides the GEMM speed: the OpenBLAS kernel set, whether the
-// user forced one with OPENBLAS_CORETYPE, and the thread count.
+// records what decides the GEMM speed: the OpenBLAS kernel set, whether the
+// user forced one with OPENBLAS_CORETYPE, and the thread count. They go into
+// Google Benchmark's context, so they head the console output and appear in
+// the "context" block of --benchmark_format=json.
 int main(int argc, char** argv) {
     std::vector<char*> args;
     for (int i = 0; i < argc; ++i) {
@@ -144,11 +251,10 @@ int main(int argc, char** argv) {
     int count = static_cast<int>(args.size());
 
     const char* coretype = std::getenv("OPENBLAS_CORETYPE");
-    fmt::print("OpenBLAS core: {}\n", core::blas::core_name());
-    fmt::print("OPENBLAS_CORETYPE: {}\n", coretype != nullptr ? coretype : "(not set)");
-    fmt::print("OpenBLAS build: {}\n", core::blas::config());
-    fmt::print("threads: {}\n", core::get_num_threads());
-    std::fflush(stdout);
+    benchmark::AddCustomContext("openblas_core", core::blas::core_name());
+    benchmark::AddCustomContext("OPENBLAS_CORETYPE", coretype != nullptr ? coretype : "(not set)");
+    benchmark::AddCustomContext("openblas_config", core::blas::config());
+    benchmark::AddCustomContext("threads", std::to_string(core::get_num_threads()));
 
     benchmark::Initialize(&count, args.data());
     if (benchmark::ReportUnrecognizedArguments(count, args.data())) return 1;

@@ -69,8 +69,9 @@ Variable DotProductAttention::forward(const Variable& queries, const Variable& k
     // near 1 whatever d is (seed 003: a dot product of d unit-variance
     // terms has variance d), so the softmax does not saturate.
     const double d = static_cast<double>(queries.size(-1));
-    Variable scores = autograd::matmul(queries, autograd::transpose(keys, nd - 2, nd - 1)) / std::sqrt(d);  // (B, T, S)
-    Variable weights = nn::masked_softmax(scores, mask);                                                          // (B, T, S)
+    Variable keys_t = autograd::transpose(keys, nd - 2, nd - 1);         // (B, d, S)
+    Variable scores = autograd::matmul(queries, keys_t) / std::sqrt(d);  // (B, T, S)
+    Variable weights = nn::masked_softmax(scores, mask);                 // (B, T, S)
     // Values are never modified in place, so keeping the handle is a copy
     // that costs nothing; without the Variable, no graph is kept alive.
     attention_weights = weights.value();
@@ -127,7 +128,8 @@ Variable AdditiveAttention::forward(const Variable& queries, const Variable& key
 // ---- multi-head attention -----------------------------------------------------------------------
 
 Variable transpose_qkv(const Variable& X, int64_t num_heads) {
-    if (X.dim() != 3) fail<ShapeError>("transpose_qkv: X of shape {} must be (batch, steps, num_hiddens)", shape_str(X.shape()));
+    if (X.dim() != 3)
+        fail<ShapeError>("transpose_qkv: X of shape {} must be (batch, steps, num_hiddens)", shape_str(X.shape()));
     if (num_heads <= 0 || X.size(2) % num_heads != 0)
         fail<ValueError>("transpose_qkv: num_hiddens={} (X of shape {}) is not divisible by num_heads={}", X.size(2),
                          shape_str(X.shape()), num_heads);
@@ -138,7 +140,8 @@ Variable transpose_qkv(const Variable& X, int64_t num_heads) {
 }
 
 Variable transpose_output(const Variable& X, int64_t num_heads) {
-    if (X.dim() != 3) fail<ShapeError>("transpose_output: X of shape {} must be (batch·heads, steps, d)", shape_str(X.shape()));
+    if (X.dim() != 3)
+        fail<ShapeError>("transpose_output: X of shape {} must be (batch·heads, steps, d)", shape_str(X.shape()));
     if (num_heads <= 0 || X.size(0) % num_heads != 0)
         fail<ValueError>("transpose_output: the first dimension of X {} is not divisible by num_heads={}",
                          shape_str(X.shape()), num_heads);
@@ -160,8 +163,8 @@ MultiHeadAttention::MultiHeadAttention(Options options_, core::Generator& gen)
         return std::make_shared<Linear>(Linear::Options{.in_features = in, .out_features = out, .bias = options.bias},
                                         gen);
     };
-    attention = register_module(
-        "attention", std::make_shared<DotProductAttention>(DotProductAttention::Options{.dropout = options.dropout}, gen));
+    const DotProductAttention::Options attention_options{.dropout = options.dropout};
+    attention = register_module("attention", std::make_shared<DotProductAttention>(attention_options, gen));
     W_q = register_module("W_q", projection(options.query_size, options.num_hiddens));
     W_k = register_module("W_k", projection(options.key_size, options.num_hiddens));
     W_v = register_module("W_v", projection(options.value_size, options.num_hiddens));
@@ -196,7 +199,8 @@ core::Tensor MultiHeadAttention::mask_for_heads(const core::Tensor& mask, int64_
     // as seed 004's mask.unsqueeze(1); a 4-D one (B, H, T, S) is seed 002's.
     if (mask.dim() <= 2) return mask;
     if (mask.dim() > 4)
-        fail<ShapeError>("MultiHeadAttention: a bool mask of shape {} has more than 4 dimensions", shape_str(mask.shape()));
+        fail<ShapeError>("MultiHeadAttention: a bool mask of shape {} has more than 4 dimensions",
+                         shape_str(mask.shape()));
     const Tensor m = mask.dim() == 3 ? mask.unsqueeze(1) : mask;  // (B|1, H|1, T|1, S|1)
     if ((m.size(0) != 1 && m.size(0) != batch) || (m.size(1) != 1 && m.size(1) != H))
         fail<ShapeError>("MultiHeadAttention: bool mask of shape {} does not fit batch={} and num_heads={}",
@@ -255,9 +259,10 @@ Variable MultiHeadAttention::forward_step(const Variable& queries, const Variabl
                          shape_str(cache.keys.shape()), B, H);
     }
 
-    Variable q = transpose_qkv((*W_q)(queries), H);  // (B·H, T, d)
-    Variable heads = (*attention)(q, Variable(cache.keys), Variable(cache.values), mask_for_heads(mask, B));  // (B·H, T, d)
-    return (*W_o)(transpose_output(heads, H));  // (B, T, D)
+    Variable q = transpose_qkv((*W_q)(queries), H);                           // (B·H, T, d)
+    const Variable keys(cache.keys), values(cache.values);                    // (B·H, S, d)
+    Variable heads = (*attention)(q, keys, values, mask_for_heads(mask, B));  // (B·H, T, d)
+    return (*W_o)(transpose_output(heads, H));                                // (B, T, D)
 }
 
 }  // namespace tformer::nn

@@ -38,7 +38,8 @@ namespace tformer::nn {
 /// Softmax over the last dim of X (..., T, S) keeping only the entries the
 /// mask allows (see the header comment for the three forms of `mask`).
 /// Calls autograd::masked_softmax (valid lengths), masked_softmax_by_mask
-/// (bool) or softmax (undefined mask).
+/// (bool) or softmax (undefined mask). Write nn::masked_softmax: unqualified,
+/// argument-dependent lookup also finds autograd::masked_softmax.
 Variable masked_softmax(const Variable& X, const core::Tensor& mask);
 
 /// The no-peek mask of seed 004's subsequent_mask(size): bool (1, size, size),
@@ -71,7 +72,9 @@ public:
 
     Options options;
     /// (B, T, S) or (B, H, T, S): the weights of the last forward, before
-    /// dropout, without a graph (for heatmaps).
+    /// dropout, without a graph (for heatmaps). It shares storage with the
+    /// softmax output the graph saved, as torch's detach() does: read it,
+    /// or clone() it before writing.
     core::Tensor attention_weights;
 
 private:

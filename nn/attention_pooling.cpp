@@ -18,7 +18,8 @@ void check_pooling_shapes(const char* op, const Variable& queries, const Variabl
                     (keys.dim() == 1 || (keys.dim() == 2 && keys.size(0) == queries.size(0))) &&
                     values.shape() == keys.shape();
     if (!ok)
-        fail<ShapeError>("{}: queries {}, keys {} and values {} must be (n), and (m) or (n, m) for both keys and values",
+        fail<ShapeError>("{}: queries {}, keys {} and values {} must be (n), and (m) or (n, m) for both keys and "
+                         "values",
                          op, shape_str(queries.shape()), shape_str(keys.shape()), shape_str(values.shape()));
 }
 

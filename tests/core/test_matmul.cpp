@@ -160,12 +160,14 @@ TEST_CASE("matmul(a, b): batched, with broadcast, expanded and sliced batch dime
 }
 
 TEST_CASE("matmul(a, b): batches spread over threads agree with one thread and the oracle", "[core][matmul]") {
-    // 256 small products run as a parallel batch loop on 2 threads; 3 large
-    // ones leave the threading to BLAS (3 does not split evenly over 2)
+    // on 2 threads: 24 mid-sized products run as a parallel batch loop; 256
+    // tiny ones stay serial; 3 large ones leave the threading to BLAS (3 does
+    // not split evenly over 2)
     struct Case {
         Shape a, b;
     };
-    const std::vector<Case> cases = {{{32, 8, 10, 8}, {32, 8, 8, 10}}, {{3, 80, 70}, {3, 70, 90}}};
+    const std::vector<Case> cases = {
+        {{4, 6, 50, 64}, {4, 6, 64, 50}}, {{32, 8, 10, 8}, {32, 8, 8, 10}}, {{3, 80, 70}, {3, 70, 90}}};
     const int saved = get_num_threads();
     Generator gen(5);
     for (const Case& c : cases) {

@@ -255,7 +255,8 @@ TEST_CASE("DotProductAttention.forward(queries, keys, values, mask): 4-D (B, H, 
     std::vector<bool> keep;
     for (int64_t b = 0; b < kB; ++b)
         for (int64_t s = 0; s < kS; ++s) keep.push_back(s < lens[b]);
-    const Tensor out = attention(Variable(q), Variable(k), Variable(v), core::from_vector(keep, {kB, 1, 1, kS})).value();
+    const Tensor pad_mask = core::from_vector(keep, {kB, 1, 1, kS});
+    const Tensor out = attention(Variable(q), Variable(k), Variable(v), pad_mask).value();
     CHECK(out.shape() == Shape{kB, H, kT, 2});
     CHECK(attention.attention_weights.shape() == Shape{kB, H, kT, kS});
     // each (b, h) is its own 3-D attention
@@ -410,7 +411,8 @@ TEST_CASE("MultiHeadAttention(100, 100, 100, 100, 5, 0.5): seed 000's shapes, pa
 namespace {
 
 // Seed 003's formula run literally, one head at a time:
-//   head_h = attention(Q W_q,hᵀ + b_q,h, K W_k,hᵀ + b_k,h, V W_v,hᵀ + b_v,h), out = [head_1 ... head_H] W_oᵀ + b_o
+//   head_h = attention(Q W_q,hᵀ + b_q,h, K W_k,hᵀ + b_k,h, V W_v,hᵀ + b_v,h)
+//   out = [head_1 ... head_H] W_oᵀ + b_o
 // where W_·,h are rows h·d .. (h+1)·d of each projection (the columns transpose_qkv gives head h).
 Tensor heads_one_by_one(MultiHeadAttention& mha, const Tensor& Q, const Tensor& K, const Tensor& V,
                         const Allowed& allowed) {
@@ -448,7 +450,8 @@ TEST_CASE("MultiHeadAttention.forward(queries, keys, values, mask): equals runni
         SECTION(c.name + (bias ? " with bias " : " ") + std::string(core::dtype_name(dtype))) {
             const Tensor out = mha(Variable(Q), Variable(K), Variable(V), c.mask).value();
             CHECK(out.shape() == Shape{kB, kT, 8});
-            CHECK(max_abs_diff(out, heads_one_by_one(mha, Q, K, V, c.allowed)) < (dtype == DType::float64 ? 1e-12 : 1e-6));
+            const double tol = dtype == DType::float64 ? 1e-12 : 1e-6;
+            CHECK(max_abs_diff(out, heads_one_by_one(mha, Q, K, V, c.allowed)) < tol);
         }
     }
 }
@@ -630,7 +633,8 @@ TEST_CASE("average_pooling(queries, values), nadaraya_watson(queries, keys, valu
     // keys (m) shared by every query == keys (n, m) repeated per query
     const Variable tiled_keys(keys.value().unsqueeze(0).expand({3, 2}).contiguous());
     const Variable tiled_values(values.value().unsqueeze(0).expand({3, 2}).contiguous());
-    CHECK(max_abs_diff(nadaraya_watson(queries, tiled_keys, tiled_values).output.value(), pooled.output.value()) == 0.0);
+    const Tensor tiled = nadaraya_watson(queries, tiled_keys, tiled_values).output.value();
+    CHECK(max_abs_diff(tiled, pooled.output.value()) == 0.0);
     REQUIRE_THROWS_AS(nadaraya_watson(queries, keys, Variable(core::zeros({3}, DType::float64))), ShapeError);
     REQUIRE_THROWS_AS(average_pooling(queries, Variable(core::zeros({2, 2}))), ShapeError);
 }

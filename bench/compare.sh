@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# tformer against PyTorch eager on the same models (see docs/bench.md).
+#
+#   bash bench/compare.sh [--threads "1 2"] [--repeats N] [PRESET ...]
+#
+# For every thread count and every preset (default: d2l copy small base) it
+# runs `tformer bench` and then bench/torch_bench.py right after it, so each
+# pair is measured under the same machine load, and prints a Markdown table
+# with the ratio pytorch / tformer per figure: above 1, tformer is faster (or,
+# for peak_rss_mb, smaller). For train_tokens_per_s the ratio is inverted
+# (tformer / pytorch) so that above 1 still means tformer is better.
+#
+# Environment: TFORMER (default build/release/apps/tformer), PYTHON (default
+# /usr/bin/python3, which must import torch), OUT (the raw JSON lines;
+# default build/bench/compare-<date>.jsonl).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+threads="1 2"
+repeats=0
+presets=()
+while (($#)); do
+  case "$1" in
+    --threads) threads="$2"; shift 2 ;;
+    --repeats) repeats="$2"; shift 2 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -*) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
+    *) presets+=("$1"); shift ;;
+  esac
+done
+((${#presets[@]})) || presets=(d2l copy small base)
+
+TFORMER=${TFORMER:-build/release/apps/tformer}
+PYTHON=${PYTHON:-/usr/bin/python3}
+OUT=${OUT:-build/bench/compare-$(date +%Y%m%d-%H%M%S).jsonl}
+[[ -x $TFORMER ]] || { echo "compare.sh: $TFORMER not built (cmake --build build/release --target tformer)" >&2; exit 1; }
+"$PYTHON" -c 'import torch' 2>/dev/null || { echo "compare.sh: $PYTHON cannot import torch" >&2; exit 1; }
+mkdir -p "$(dirname "$OUT")"
+: > "$OUT"
+
+for t in $threads; do
+  for p in "${presets[@]}"; do
+    load=$(cut -d' ' -f1 /proc/loadavg)
+    echo "compare.sh: $p at $t thread(s), load $load" >&2
+    # the load line tags the pair, so the table can show what it was measured under
+    printf '{"engine":"machine","preset":"%s","threads":%s,"figure":"load_1min","value":%s}\n' "$p" "$t" "$load" >> "$OUT"
+    "$TFORMER" bench --preset "$p" --threads "$t" --repeats "$repeats" >> "$OUT"
+    "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" --repeats "$repeats" >> "$OUT"
+  done
+done
+
+echo "compare.sh: raw figures in $OUT" >&2
+"$PYTHON" - "$OUT" <<'EOF'
+import json, sys
+
+rows, load, info = {}, {}, {}
+for text in open(sys.argv[1]):
+    r = json.loads(text)
+    key = (r["preset"], r["threads"])
+    if r["engine"] == "machine":
+        load[key] = r["value"]
+    elif r["figure"] == "info":
+        info.setdefault(r["engine"], r)
+    else:
+        rows.setdefault(key, {}).setdefault(r["figure"], {})[r["engine"]] = r["value"]
+
+order = ["train_step_ms", "train_step_cpu_ms", "forward_eval_ms", "greedy_decode_ms", "train_tokens_per_s", "peak_rss_mb"]
+if "tformer" in info:
+    print(f"OpenBLAS core: {info['tformer'].get('openblas_core')}, "
+          f"OPENBLAS_CORETYPE: {info['tformer'].get('openblas_coretype') or '(not set)'}")
+if "pytorch" in info:
+    print(f"PyTorch {info['pytorch'].get('torch')}, {info['pytorch'].get('blas')}, decoding: {info['pytorch'].get('decode')}")
+print()
+print("| preset | threads | load | figure | tformer | pytorch | ratio |")
+print("|---|---:|---:|---|---:|---:|---:|")
+for (preset, threads), figs in rows.items():
+    for f in order:
+        v = figs.get(f, {})
+        t, p = v.get("tformer"), v.get("pytorch")
+        if t is None or p is None:
+            ratio = "n/a"
+        elif f == "train_tokens_per_s":
+            ratio = f"{t / p:.2f}"
+        else:
+            ratio = f"{p / t:.2f}"
+        print(f"| {preset} | {threads} | {load.get((preset, threads), '')} | {f} | {t} | {p} | {ratio} |")
+EOF

@@ -1,0 +1,127 @@
+// tasks/bench: the presets, the random batch and the figures of `tformer bench`.
+#include "core/core.hpp"
+#include "tasks/bench.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <map>
+
+using namespace tformer;
+using namespace tformer::tasks;
+
+TEST_CASE("bench_preset(name): the sizes of each preset", "[tasks][bench]") {
+    struct Row {
+        const char* name;
+        int64_t src_vocab, tgt_vocab, D, ffn, heads, layers;
+        double dropout;
+        int64_t batch, steps;
+    };
+    const Row rows[] = {
+        {"d2l", 184, 201, 32, 64, 4, 2, 0.1, 64, 10},
+        {"copy", 11, 11, 32, 64, 8, 2, 0.0, 30, 10},
+        {"small", 8000, 8000, 256, 1024, 8, 3, 0.1, 64, 32},
+        {"base", 8000, 8000, 512, 2048, 8, 6, 0.1, 32, 32},
+    };
+    REQUIRE(bench_preset_names() == std::vector<std::string>{"d2l", "copy", "small", "base"});
+    for (const Row& r : rows) {
+        INFO(r.name);
+        const BenchPreset p = bench_preset(r.name);
+        const nn::TransformerOptions& t = p.config.transformer;
+        CHECK(p.name == r.name);
+        CHECK(p.config.src_vocab_size == r.src_vocab);
+        CHECK(p.config.tgt_vocab_size == r.tgt_vocab);
+        CHECK(t.num_hiddens == r.D);
+        CHECK(t.key_size == r.D);
+        CHECK(t.norm_shape == r.D);
+        CHECK(t.ffn_num_input == r.D);
+        CHECK(t.ffn_num_hiddens == r.ffn);
+        CHECK(t.num_heads == r.heads);
+        CHECK(t.num_layers == r.layers);
+        CHECK(t.dropout == r.dropout);
+        CHECK(p.batch_size == r.batch);
+        CHECK(p.num_steps == r.steps);
+        CHECK(p.repeats > 0);
+    }
+}
+
+TEST_CASE("bench_preset(name): an unknown name lists the presets", "[tasks][bench]") {
+    CHECK_THROWS_AS(bench_preset("huge"), ValueError);
+    CHECK_THROWS_WITH(bench_preset("huge"),
+                      Catch::Contains("bench: unknown preset 'huge' (available: d2l, copy, small, base)"));
+    CHECK_THROWS_WITH(run_model_bench("D2L", 1, 1), Catch::Contains("unknown preset 'D2L'"));
+    CHECK_THROWS_WITH(run_model_bench("d2l", -1, 1), Catch::Contains("--threads must be positive"));
+    CHECK_THROWS_WITH(run_model_bench("d2l", 1, -3), Catch::Contains("--repeats must be positive"));
+    CHECK_THROWS_WITH(measure_model(bench_preset("copy"), -1), Catch::Contains("repeats must be positive"));
+}
+
+TEST_CASE("bench_valid_lengths(seed, n, T): splitmix64's reference stream", "[tasks][bench]") {
+    // splitmix64 from seed 0 gives e220a8397b1dcdaf, 6e789e6aa1b965f4,
+    // 06c45d188009454f, f88bb8a8724c81ec (the published reference values);
+    // a length is 1 + output mod T
+    struct Row {
+        int64_t T;
+        std::vector<int64_t> expected;
+    };
+    const Row rows[] = {
+        {10, {1 + 0xe220a8397b1dcdafULL % 10, 1 + 0x6e789e6aa1b965f4ULL % 10, 1 + 0x06c45d188009454fULL % 10,
+              1 + 0xf88bb8a8724c81ecULL % 10}},
+        {10, {6, 1, 10, 5}},  // the same, worked out by hand
+        {32, {16, 21, 16, 13}},
+        {1, {1, 1, 1, 1}},
+    };
+    for (const Row& r : rows) CHECK(bench_valid_lengths(0, 4, r.T) == r.expected);
+    CHECK_THROWS_WITH(bench_valid_lengths(0, 4, 0), Catch::Contains("num_steps must be positive"));
+}
+
+TEST_CASE("bench_batch(preset, gen): random ids, d2l's decoder input, shared valid lengths", "[tasks][bench]") {
+    for (const char* name : {"d2l", "copy", "small"}) {
+        INFO(name);
+        const BenchPreset p = bench_preset(name);
+        core::Generator gen(0);
+        const Batch b = bench_batch(p, gen);
+        const int64_t B = p.batch_size, T = p.num_steps;
+        REQUIRE(b.enc_X.shape() == core::Shape{B, T});
+        REQUIRE(b.label.shape() == core::Shape{B, T});
+        REQUIRE(b.dec_in.shape() == core::Shape{B, T});
+        REQUIRE(b.enc_valid.shape() == core::Shape{B});
+        REQUIRE(b.label_valid.shape() == core::Shape{B});
+        // ids are words: 4 <= id < V
+        const std::vector<double> src = b.enc_X.to_vector(), tgt = b.label.to_vector();
+        CHECK(*std::min_element(src.begin(), src.end()) >= 4);
+        CHECK(*std::max_element(src.begin(), src.end()) < static_cast<double>(p.config.src_vocab_size));
+        CHECK(*std::min_element(tgt.begin(), tgt.end()) >= 4);
+        CHECK(*std::max_element(tgt.begin(), tgt.end()) < static_cast<double>(p.config.tgt_vocab_size));
+        // dec_in = [<bos>, label[:, :-1]]
+        for (int64_t i = 0; i < B; ++i) {
+            CHECK(b.dec_in.at({i, 0}) == 2);
+            for (int64_t t = 1; t < T; ++t) CHECK(b.dec_in.at({i, t}) == b.label.at({i, t - 1}));
+        }
+        // valid lengths: the first B draws for the source, the next B for the target
+        const std::vector<int64_t> lens = bench_valid_lengths(p.seed, 2 * B, T);
+        for (int64_t i = 0; i < B; ++i) {
+            CHECK(b.enc_valid.at({i}) == static_cast<double>(lens[i]));
+            CHECK(b.label_valid.at({i}) == static_cast<double>(lens[B + i]));
+        }
+    }
+}
+
+TEST_CASE("measure_model(preset, repeats): every figure, consistent with each other", "[tasks][bench]") {
+    const BenchPreset p = bench_preset("copy");
+    const std::vector<BenchFigure> figures = measure_model(p, 1);
+    std::map<std::string, double> by_name;
+    for (const BenchFigure& f : figures) by_name[f.figure] = f.value;
+    const std::vector<std::string> expected = {"train_step_ms",    "train_step_cpu_ms",  "forward_eval_ms",
+                                               "greedy_decode_ms", "train_tokens_per_s", "peak_rss_mb"};
+    REQUIRE(figures.size() == expected.size());
+    for (size_t i = 0; i < expected.size(); ++i) {
+        CHECK(figures[i].figure == expected[i]);
+        CHECK(figures[i].value > 0);
+    }
+    // tokens per second = the batch's target tokens / the train step
+    const std::vector<int64_t> lens = bench_valid_lengths(p.seed, 2 * p.batch_size, p.num_steps);
+    double tokens = 0;
+    for (int64_t i = p.batch_size; i < 2 * p.batch_size; ++i) tokens += static_cast<double>(lens[i]);
+    CHECK(by_name["train_tokens_per_s"] == Approx(tokens / (by_name["train_step_ms"] * 1e-3)).epsilon(1e-3));
+    CHECK(by_name["peak_rss_mb"] > 1);
+}

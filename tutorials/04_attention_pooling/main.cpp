@@ -1,0 +1,303 @@
+// Tutorial 04 · Attention pooling: average pooling and Nadaraya–Watson
+// kernel regression, non-parametric and with a learned width w.
+//
+// Follows seed 003 (003_8fde783e4908788c.txt), 注意力汇聚：查询和键的相互作用:
+// 平均汇聚 f(x) = 1/n Σ y_i, 非参数注意力汇聚 f(x) = Σ softmax(-(x - x_i)²/2) y_i,
+// 带参数注意力汇聚 f(x) = Σ softmax(-((x - x_i) w)²/2) y_i. The seed gives the
+// formulas; the data and the training run (50 points, y = 2 sin x + x^0.8 + noise,
+// 5 epochs of SGD with lr 0.5) are those of the d2l section it is taken from,
+// as nn/attention_pooling.hpp explains.
+// Read it with tutorials/04_attention_pooling/README.md.
+#include "autograd/autograd.hpp"
+#include "common/tutorial.hpp"
+#include "core/core.hpp"
+#include "nn/attention_pooling.hpp"
+#include "optim/sgd.hpp"
+#include "tasks/plot.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <numeric>
+#include <vector>
+
+using namespace tformer;
+namespace ag = tformer::autograd;
+namespace c = tformer::core;
+using ag::Variable;
+using tutorial::note;
+using tutorial::show;
+
+namespace {
+
+// Mean squared error between a prediction and the noise-free truth on the test grid.
+double mse(const c::Tensor& prediction, const c::Tensor& truth) {
+    const std::vector<double> p = prediction.to_vector(), y = truth.to_vector();
+    double total = 0;
+    for (size_t i = 0; i < p.size(); ++i) total += (p[i] - y[i]) * (p[i] - y[i]);
+    return total / static_cast<double>(p.size());
+}
+
+// The largest row sum error |Σ_j w[i, j] - 1| of a (n, m) weight matrix.
+double worst_row_sum_error(const c::Tensor& weights) {
+    const c::Tensor sums = c::sum(weights, {1});
+    double worst = 0;
+    for (double s : sums.to_vector()) worst = std::max(worst, std::abs(s - 1));
+    return worst;
+}
+
+// The mean over rows of the largest weight in the row: 1 means every query
+// looks at a single key, 1/m means the weights are spread evenly.
+double mean_row_max(const c::Tensor& weights) {
+    const std::vector<double> m = c::max(weights, {1}).to_vector();
+    return std::accumulate(m.begin(), m.end(), 0.0) / static_cast<double>(m.size());
+}
+
+// x (n) -> (rows, n): the same row repeated, as d2l's x_train.repeat((n_test, 1)).
+c::Tensor repeat_rows(const c::Tensor& x, int64_t rows) {
+    return x.unsqueeze(0).expand({rows, x.size(0)}).contiguous();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    tutorial::Tutorial t(argc, argv,
+                         {.title = "tformer tutorial 04 · Attention pooling (Nadaraya–Watson regression)",
+                          .follows = "seed 003 注意力汇聚: 平均汇聚, 非参数注意力汇聚, 带参数注意力汇聚"});
+
+    c::Generator gen(4);
+    const nn::PoolingData data = nn::make_pooling_data(50, gen);
+    const int64_t n_train = data.x_train.size(0), n_test = data.x_test.size(0);
+    const Variable x_train(data.x_train), y_train(data.y_train), x_test(data.x_test);
+
+    // Filled in by the steps and drawn in the last one.
+    c::Tensor y_average, y_plain, y_learned, weights_plain, weights_learned;
+    double mse_average = 0, mse_plain = 0, mse_learned = 0, w_learned = 0;
+
+    t.step("1. The data: 50 noisy samples of f(x) = 2 sin(x) + x^0.8", [&] {
+        note("Seed 003 explains attention pooling as regression: we know n pairs (x_i, y_i) and want f(x) "
+             "at new points x. In attention words the new point x is the QUERY, the training inputs x_i are "
+             "the KEYS and the training outputs y_i are the VALUES. The data are d2l's: 50 inputs drawn "
+             "uniformly from [0, 5) and sorted, outputs y_i = 2 sin(x_i) + x_i^0.8 + ε with ε ~ N(0, 0.5²), "
+             "and a test grid x = 0, 0.1, ..., 4.9 where we compare with the noise-free f.");
+        show("x_train[:6]", data.x_train.slice(0, 0, 6));
+        show("y_train[:6]", data.y_train.slice(0, 0, 6));
+        show("x_test[:6] ", data.x_test.slice(0, 0, 6));
+        const std::vector<double> x = data.x_train.to_vector();
+        t.check(n_train == 50 && n_test == 50, "50 training pairs and 50 test points");
+        t.check(std::is_sorted(x.begin(), x.end()) && x.front() >= 0 && x.back() < 5,
+                "the training inputs are sorted and lie in [0, 5)");
+        t.check_close(data.y_truth.at({10}), 2 * std::sin(1.0) + 1.0, 1e-6, "f(1) = 2 sin(1) + 1^0.8 = 2.683");
+    });
+
+    t.step("2. Average pooling (平均汇聚): f(x) = 1/n Σ y_i", [&] {
+        note("The simplest estimator ignores the query altogether and predicts the mean of all training "
+             "outputs everywhere. In attention language: every key gets the same weight 1/n, whatever the "
+             "query is.");
+        y_average = nn::average_pooling(x_test, y_train).value();
+        show("f(x_test)[:6]", y_average.slice(0, 0, 6));
+        const std::vector<double> y = data.y_train.to_vector();
+        const double mean = std::accumulate(y.begin(), y.end(), 0.0) / static_cast<double>(y.size());
+        t.check_close(y_average, c::full({n_test}, mean), 1e-5,
+                      fmt::format("every prediction is the mean of y_train, {:.4f}", mean));
+        mse_average = mse(y_average, data.y_truth);
+        note("Its error against the true f on the test grid is large: a flat line cannot follow a sine.");
+        note("    test MSE, average pooling: {:.4f}", mse_average);
+    });
+
+    t.step("3. Non-parametric attention pooling (非参数注意力汇聚)", [&] {
+        note("Nadaraya and Watson weight each y_i by how close its key x_i is to the query x:\n"
+             "    α(x, x_i) = exp(-(x - x_i)²/2) / Σ_j exp(-(x - x_j)²/2) = softmax_i(-(x - x_i)²/2)\n"
+             "    f(x) = Σ_i α(x, x_i) y_i\n"
+             "The score -(x - x_i)²/2 is largest (0) for a key equal to the query, so close keys 'get more "
+             "attention'. The weights are a probability distribution over the keys: non-negative, summing "
+             "to 1. Here it is by hand for the query x = 2.5 (test point 25):");
+        const int64_t q = 25;
+        const double query = data.x_test.at({q});
+        const std::vector<double> xs = data.x_train.to_vector(), ys = data.y_train.to_vector();
+        std::vector<double> score(n_train), alpha(n_train);
+        for (int64_t i = 0; i < n_train; ++i) score[i] = -0.5 * (query - xs[i]) * (query - xs[i]);
+        const double top = *std::max_element(score.begin(), score.end());  // subtract the max: exp never overflows
+        double total = 0;
+        for (int64_t i = 0; i < n_train; ++i) total += alpha[i] = std::exp(score[i] - top);
+        double by_hand = 0;
+        for (int64_t i = 0; i < n_train; ++i) by_hand += (alpha[i] /= total) * ys[i];
+
+        std::vector<int64_t> order(n_train);
+        std::iota(order.begin(), order.end(), 0);
+        std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return alpha[a] > alpha[b]; });
+        fmt::print("\n      key i     x_i    score -(x-x_i)²/2    α(2.5, x_i)     y_i\n");
+        for (int k = 0; k < 5; ++k) {
+            const int64_t i = order[k];
+            fmt::print("      {:>5} {:>7.3f} {:>20.4f} {:>14.4f} {:>7.3f}\n", i, xs[i], score[i], alpha[i], ys[i]);
+        }
+        fmt::print("      ... 45 more keys, the farthest with α = {:.2e}\n\n", alpha[order.back()]);
+
+        const nn::PoolingOutput pooled = nn::nadaraya_watson(x_test, x_train, y_train);
+        y_plain = pooled.output.value();
+        weights_plain = pooled.attention_weights;
+        tutorial::describe("nadaraya_watson(x_test, x_train, y_train).attention_weights", weights_plain);
+        t.check_close(pooled.attention_weights.select(0, q), c::tensor(alpha, {n_train}), 1e-6,
+                      "row 25 of nn::nadaraya_watson's weights equals the hand-computed α(2.5, x_i)");
+        t.check_close(y_plain.at({q}), by_hand, 1e-5, fmt::format("f(2.5) = Σ α y_i = {:.4f}, by hand and by the library", by_hand));
+        t.check(worst_row_sum_error(weights_plain) < 1e-5, "each of the 50 rows of weights sums to 1");
+        mse_plain = mse(y_plain, data.y_truth);
+        note("    test MSE, average pooling:         {:.4f}\n"
+             "    test MSE, non-parametric pooling:  {:.4f}",
+             mse_average, mse_plain);
+        t.check(mse_plain < mse_average, "non-parametric pooling fits the test grid better than average pooling");
+    });
+
+    t.step("4. Parametric attention pooling (带参数注意力汇聚): learning w", [&] {
+        note("The kernel's width is fixed above. Seed 003 multiplies the distance by a learned scalar w:\n"
+             "    α(x, x_i) = softmax_i(-((x - x_i) w)²/2)\n"
+             "A larger w makes the kernel narrower: each query then looks at fewer, closer keys. "
+             "nn::NWKernelRegression holds w (initialised uniform in [0, 1), like torch.rand).\n\n"
+             "Training uses the training pairs themselves as queries. Each training input x_i must NOT be "
+             "one of its own keys (step 5 shows why), so its keys and values are the OTHER 49 pairs: "
+             "nn::leave_one_out turns x (50) into a (50, 49) matrix whose row i is x without x_i.");
+        const c::Tensor keys = nn::leave_one_out(data.x_train), values = nn::leave_one_out(data.y_train);
+        tutorial::describe("keys = leave_one_out(x_train)", keys);
+        show("keys[:3, :4]", keys.slice(0, 0, 3).slice(1, 0, 4));
+        t.check(keys.shape() == c::Shape{50, 49} && keys.at({0, 0}) == data.x_train.at({1}) &&
+                    keys.at({1, 0}) == data.x_train.at({0}) && keys.at({1, 1}) == data.x_train.at({2}),
+                "row 0 starts at x_1, row 1 is x_0, x_2, ...: the diagonal is left out");
+
+        nn::NWKernelRegression net(gen);
+        const double w0 = net.w.item();
+        note("\nThe loss is d2l's: the squared errors (ŷ_i - y_i)² summed over the 50 training points; "
+             "5 epochs of plain SGD with lr 0.5, each one a single full-batch step. Initial w = {:.4f}.", w0);
+
+        // One check that backward() gets dloss/dw right before we trust it for training.
+        auto loss_at = [&](double w) {
+            ag::NoGradGuard no_grad;
+            const c::Tensor saved = net.w.value().clone();
+            c::fill_(net.w.value(), w);
+            const Variable err = net(x_train, Variable(keys), Variable(values)) - y_train;
+            const double loss = ag::sum(err * err).item();
+            c::copy_(net.w.value(), saved);
+            return loss;
+        };
+
+        optim::SGD sgd(net.parameters(), {.lr = 0.5});
+        std::vector<double> losses, grads;
+        fmt::print("\n      epoch    loss (Σ squared errors)    w before the step    dloss/dw\n");
+        for (int epoch = 1; epoch <= 5; ++epoch) {
+            sgd.zero_grad();
+            const Variable err = net(x_train, Variable(keys), Variable(values)) - y_train;  // (50)
+            const Variable loss = ag::sum(err * err);                                         // ()
+            loss.backward();
+            grads.push_back(net.w.grad().item());
+            losses.push_back(loss.item());
+            fmt::print("      {:>5} {:>24.4f} {:>20.4f} {:>11.4f}\n", epoch, loss.item(), net.w.item(), grads.back());
+            sgd.step();  // w <- w - 0.5 · dloss/dw
+        }
+        w_learned = net.w.item();
+        fmt::print("      after the 5th step w = {:.4f}\n\n", w_learned);
+        t.check(losses.back() < losses.front(), "the training loss went down");
+        const double h = 1e-3;  // float32 values: a larger step than gradcheck's 1e-6
+        const double numerical = (loss_at(w0 + h) - loss_at(w0 - h)) / (2 * h);
+        t.check_close(grads.front(), numerical, 2e-2 * std::abs(numerical) + 1e-2,
+                      fmt::format("the first dloss/dw from backward() agrees with central differences ({:.4f})",
+                                  numerical));
+        note("The first step alone moves w from {:.2f} to {:.2f}: lr 0.5 times a gradient of {:.1f}. The loss "
+             "is a SUM over 50 points, so its gradient, and with it the step, is large. After that the "
+             "gradient is small and w creeps back.",
+             w0, w0 - 0.5 * grads.front(), grads.front());
+
+        note("\nAt test time every test point is a query against all 50 training pairs (d2l: keys = "
+             "x_train.repeat((n_test, 1))):");
+        ag::NoGradGuard no_grad;
+        y_learned = net(x_test, Variable(repeat_rows(data.x_train, n_test)), Variable(repeat_rows(data.y_train, n_test)))
+                        .value();
+        weights_learned = net.attention_weights;
+        mse_learned = mse(y_learned, data.y_truth);
+        note("    test MSE, average pooling:         {:.4f}\n"
+             "    test MSE, non-parametric (w = 1):  {:.4f}\n"
+             "    test MSE, parametric (w = {:.2f}):  {:.4f}",
+             mse_average, mse_plain, w_learned, mse_learned);
+        t.check(mse_learned < mse_average, "parametric pooling beats average pooling on the test grid");
+        t.check(weights_learned.shape() == c::Shape{50, 50} && worst_row_sum_error(weights_learned) < 1e-5,
+                "its (50, 50) test weights are 50 distributions: every row sums to 1");
+        note("\nHow concentrated is the attention? The mean over test queries of the largest weight in the row:\n"
+             "    non-parametric (w = 1):  {:.3f}\n"
+             "    parametric (w = {:.2f}):  {:.3f}",
+             mean_row_max(weights_plain), w_learned, mean_row_max(weights_learned));
+        if (w_learned > 1)
+            t.check(mean_row_max(weights_learned) > mean_row_max(weights_plain),
+                    "w > 1 narrows the kernel, so each query's weights are more concentrated");
+        else
+            t.check(mean_row_max(weights_learned) <= mean_row_max(weights_plain),
+                    "w <= 1 widens the kernel, so each query's weights are more spread out");
+    });
+
+    t.step("5. Why a training input must not be its own key", [&] {
+        note("If x_i were among its own keys, its score would be 0, the largest possible, and the "
+             "larger w gets, the more weight that one key takes: the prediction at x_i becomes y_i itself, "
+             "noise included. The training loss can then be driven to 0 just by growing w, while the "
+             "curve gets worse. Evaluating the loss for a few values of w (no training needed):");
+        nn::NWKernelRegression probe(gen);
+        ag::NoGradGuard no_grad;
+        const Variable self_keys(repeat_rows(data.x_train, n_train)), self_values(repeat_rows(data.y_train, n_train));
+        const Variable loo_keys(nn::leave_one_out(data.x_train)), loo_values(nn::leave_one_out(data.y_train));
+        const Variable test_keys(repeat_rows(data.x_train, n_test)), test_values(repeat_rows(data.y_train, n_test));
+        auto sse = [&](const Variable& keys, const Variable& values) {
+            const Variable err = probe(x_train, keys, values) - y_train;
+            return ag::sum(err * err).item();
+        };
+        std::vector<double> ws = {1, 3, 10, 30, 100}, with_self, left_out, test;
+        fmt::print("\n          w    train loss, self as key    train loss, left out    test MSE\n");
+        for (double w : ws) {
+            c::fill_(probe.w.value(), w);
+            with_self.push_back(sse(self_keys, self_values));
+            left_out.push_back(sse(loo_keys, loo_values));
+            test.push_back(mse(probe(x_test, test_keys, test_values).value(), data.y_truth));
+            fmt::print("      {:>5} {:>26.4f} {:>23.4f} {:>11.4f}\n", w, with_self.back(), left_out.back(), test.back());
+        }
+        fmt::print("\n");
+        t.check(std::is_sorted(with_self.rbegin(), with_self.rend()) && with_self.back() < 0.05 * with_self.front(),
+                "with itself as a key, the training loss only falls as w grows, towards 0");
+        t.check(test.back() > *std::min_element(test.begin(), test.end()),
+                "while the test error at w = 100 is worse than at a moderate w: it has memorised the noise");
+        t.check(left_out.back() > *std::min_element(left_out.begin(), left_out.end()),
+                "the leave-one-out loss does not reward a huge w, so training it is meaningful");
+        const size_t best = std::min_element(left_out.begin(), left_out.end()) - left_out.begin();
+        note("In this table the leave-one-out loss is smallest at w = {}; the 5 large SGD steps of step 4 "
+             "overshot to w ≈ {:.0f}. A smaller learning rate, or more epochs, would settle closer.",
+             ws[best], w_learned);
+    });
+
+    t.step("6. Pictures: the fitted curves and the attention weights", [&] {
+        tasks::LinePlot plot{.title = "Nadaraya-Watson attention pooling (seed 003)", .xlabel = "x", .ylabel = "y"};
+        const std::vector<double> grid = data.x_test.to_vector();
+        plot.series.push_back({.name = "truth", .x = grid, .y = data.y_truth.to_vector()});
+        plot.series.push_back({.name = "average pooling", .x = grid, .y = y_average.to_vector(), .dash = tasks::Dash::dotted});
+        plot.series.push_back({.name = "non-parametric", .x = grid, .y = y_plain.to_vector(), .dash = tasks::Dash::dashed});
+        plot.series.push_back({.name = fmt::format("parametric, w = {:.2f}", w_learned), .x = grid, .y = y_learned.to_vector()});
+        plot.series.push_back({.name = "training data",
+                               .x = data.x_train.to_vector(),
+                               .y = data.y_train.to_vector(),
+                               .style = tasks::SeriesStyle::points,
+                               .marker_radius = 3.0});
+        const auto curves = t.out_path("pooling_curves.png");
+        tasks::plot_lines(curves, plot);
+
+        tasks::Heatmaps maps{.matrices = {{weights_plain, weights_learned}},
+                             .xlabel = "sorted training inputs (keys)",
+                             .ylabel = "testing inputs (queries)",
+                             .titles = {"non-parametric, w = 1", fmt::format("parametric, w = {:.2f}", w_learned)},
+                             .title = "attention weights alpha(x, x_i)"};
+        const auto heatmap = t.out_path("pooling_weights.png");
+        tasks::plot_heatmaps(heatmap, maps);
+        note("Wrote\n    {}\n    {}\nThe heatmap is d2l's picture: the test inputs and the sorted training inputs both "
+             "increase along their axes, so the weight sits on the diagonal, where key and query are close; "
+             "the learned w makes the band {}.",
+             curves.string(), heatmap.string(), w_learned > 1 ? "narrower" : "wider");
+        t.check(std::filesystem::file_size(curves) > 0 && std::filesystem::file_size(heatmap) > 0,
+                "both PNG files were written");
+    });
+
+    return t.finish();
+}

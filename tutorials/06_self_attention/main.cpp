@@ -1,0 +1,232 @@
+// Tutorial 06 · Self-attention, step by step and then as matrices.
+//
+// Follows seed 001 (001_57ca8c5b7ec56526.txt), self-attention: the six steps
+// (q, k, v vectors from three trained matrices; score q·k; divide by √d_k;
+// softmax; multiply the values; sum) and "Finally ... one formula", the
+// matrix form softmax(Q Kᵀ / √d_k) V. The words and their first three
+// embedding numbers are seed 003's (003_8fde783e4908788c.txt, (2) 词嵌入:
+// "I arrived at the"). The matrix form is seed 002's 2.2 Self-Attention 实现
+// (ScaleDotProductAttention) and seed 003's 自注意力.
+// Read it with tutorials/06_self_attention/README.md.
+#include "autograd/autograd.hpp"
+#include "common/tutorial.hpp"
+#include "core/core.hpp"
+#include "nn/attention.hpp"
+#include "tasks/plot.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+using namespace tformer;
+namespace ag = tformer::autograd;
+namespace c = tformer::core;
+using ag::Variable;
+using c::DType;
+using tutorial::note;
+using tutorial::show;
+
+namespace {
+
+constexpr int64_t kWords = 4, kModel = 4, kKey = 3;  // n words, d_model, d_k
+const std::vector<std::string> kTokens = {"I", "arrived", "at", "the"};
+
+// A (rows, cols) float64 matrix of normal numbers rounded to one decimal, so
+// the printed weights are easy to follow by hand.
+c::Tensor rounded_normal(int64_t rows, int64_t cols, c::Generator& gen) {
+    std::vector<double> v(rows * cols);
+    for (double& x : v) x = std::round(gen.normal() * 10) / 10;
+    return c::tensor(v, {rows, cols}, DType::float64);
+}
+
+// x (d_model) times W (d_model, d_k), written as the sum it is.
+std::vector<double> times(const std::vector<double>& x, const c::Tensor& W) {
+    std::vector<double> out(W.size(1), 0.0);
+    for (int64_t j = 0; j < W.size(1); ++j)
+        for (int64_t i = 0; i < W.size(0); ++i) out[j] += x[i] * W.at({i, j});
+    return out;
+}
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+    double s = 0;
+    for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+    return s;
+}
+
+// "[ 0.2497,  0.0807, ...]" with `decimals` digits.
+std::string vec_str(const std::vector<double>& v, int decimals = 4) {
+    std::vector<std::string> parts;
+    for (double x : v) parts.push_back(fmt::format("{:{}.{}f}", x, decimals + 3, decimals));
+    return fmt::format("[{}]", fmt::join(parts, ", "));
+}
+
+c::Tensor row_tensor(const std::vector<double>& v) { return c::tensor(v, {static_cast<int64_t>(v.size())}, DType::float64); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    tutorial::Tutorial t(argc, argv,
+                         {.title = "tformer tutorial 06 · Self-attention, step by step",
+                          .follows = "seed 001 self-attention (the six steps, then the matrix form); seed 002 2.1–2.2; "
+                                     "seed 003 自注意力"});
+
+    // The four words of seed 003's walk-through. The seed prints the first
+    // three numbers of each embedding ([0.1, 0.5, 0.8, ...]); we add a fourth.
+    const c::Tensor X = c::tensor({0.1, 0.5, 0.8, 0.3,    // I
+                                   0.3, 0.7, 0.2, 0.9,    // arrived
+                                   0.6, 0.1, 0.9, 0.4,    // at
+                                   0.2, 0.4, 0.7, 0.6},   // the
+                                  {kWords, kModel}, DType::float64);  // (n, d_model)
+    c::Generator gen(6);
+    const c::Tensor W_Q = rounded_normal(kModel, kKey, gen);  // (d_model, d_k)
+    const c::Tensor W_K = rounded_normal(kModel, kKey, gen);
+    const c::Tensor W_V = rounded_normal(kModel, kKey, gen);
+
+    std::vector<std::vector<double>> q(kWords), k(kWords), v(kWords);  // step 1
+    std::vector<double> z1;                                            // steps 2-6, for "I"
+    c::Tensor weights, Z;                                              // step 7
+
+    t.step("1. Query, key and value vectors for every word", [&] {
+        note("Self-attention lets every word of a sentence look at every word of the same sentence. Seed 001's "
+             "first step: multiply each word's embedding x_i by three matrices learned in training, giving a "
+             "query q_i = x_i W_Q, a key k_i = x_i W_K and a value v_i = x_i W_V. In the paper the embedding "
+             "has 512 numbers and q, k, v have 64 (smaller, 'to make the computation of multi-headed "
+             "attention (mostly) constant'); here d_model = 4 and d_k = 3.");
+        note("    X: one row per word (I, arrived, at, the), one column per embedding feature");
+        show("X", X);
+        show("W_Q", W_Q);
+        show("W_K", W_K);
+        show("W_V", W_V);
+        fmt::print("\n    {:<9} {:<22} {:<22} {}\n", "word", "q = x W_Q", "k = x W_K", "v = x W_V");
+        for (int64_t i = 0; i < kWords; ++i) {
+            const std::vector<double> x = X.select(0, i).to_vector();
+            q[i] = times(x, W_Q), k[i] = times(x, W_K), v[i] = times(x, W_V);
+            fmt::print("    {:<9} {:<22} {:<22} {}\n", kTokens[i], vec_str(q[i], 2), vec_str(k[i], 2), vec_str(v[i], 2));
+        }
+        fmt::print("\n");
+        t.check_close(row_tensor(q[0]), c::matmul(X, W_Q).select(0, 0), 1e-15,
+                      "q for 'I' is row 0 of the matrix product X W_Q");
+    });
+
+    t.step("2. Steps 2 to 6 for the word 'I': score, ÷√d_k, softmax, weight, sum", [&] {
+        note("To compute the output for the first word, 'I', score every word of the sentence against it: "
+             "the score of word j is the dot product q_I · k_j. It says how much 'I' should attend to word j.");
+        std::vector<double> scores(kWords);
+        for (int64_t j = 0; j < kWords; ++j) scores[j] = dot(q[0], k[j]);
+        for (int64_t j = 0; j < kWords; ++j)
+            note("    q_I · k_{:<8} = {:8.4f}", kTokens[j], scores[j]);
+        t.check_close(row_tensor(scores), c::matmul(c::matmul(X, W_Q), c::matmul(X, W_K).transpose(0, 1)).select(0, 0),
+                      1e-14, "the four scores are row 0 of Q Kᵀ");
+
+        note("\nSteps 3 and 4: divide by √d_k and take the softmax. The paper divides by 8 = √64; here "
+             "√3 = {:.4f}. Softmax makes the scores positive and summing to 1.", std::sqrt(3.0));
+        std::vector<double> scaled(kWords), alpha(kWords);
+        double total = 0;
+        for (int64_t j = 0; j < kWords; ++j) scaled[j] = scores[j] / std::sqrt(double(kKey));
+        for (int64_t j = 0; j < kWords; ++j) total += alpha[j] = std::exp(scaled[j]);
+        for (double& a : alpha) a /= total;
+        note("    score / √3 = {}\n    softmax    = {}", vec_str(scaled), vec_str(alpha));
+        t.check_close(alpha[0] + alpha[1] + alpha[2] + alpha[3], 1.0, 1e-15, "the softmax weights sum to 1");
+
+        note("\nSteps 5 and 6: multiply each value vector by its weight and add them up. That sum is the "
+             "output of self-attention for 'I': mostly the values of the words it attends to most.");
+        z1.assign(kKey, 0.0);
+        for (int64_t j = 0; j < kWords; ++j) {
+            std::vector<double> weighted(kKey);
+            for (int64_t d = 0; d < kKey; ++d) z1[d] += weighted[d] = alpha[j] * v[j][d];
+            note("    {:.4f} · v_{:<8} = {}", alpha[j], kTokens[j], vec_str(weighted));
+        }
+        note("    {:<19} = {}", "sum = z_I", vec_str(z1));
+        t.check_close(row_tensor(z1), c::matmul(row_tensor(alpha).unsqueeze(0), c::matmul(X, W_V)).select(0, 0), 1e-14,
+                      "z_I = [α_1 ... α_4] V: the weights as a row times the matrix of values");
+    });
+
+    t.step("3. The matrix form: softmax(Q Kᵀ / √d_k) V", [&] {
+        note("Doing this for every word at once is three matrix products (seed 001: 'since we're dealing "
+             "with matrices, we can condense steps two through six in one formula'):\n"
+             "    Q = X W_Q, K = X W_K, V = X W_V                   (n, d_k)\n"
+             "    weights = softmax(Q Kᵀ / √d_k)   row by row        (n, n)\n"
+             "    Z = weights V                                     (n, d_k)");
+        const c::Tensor Q = c::matmul(X, W_Q), K = c::matmul(X, W_K), V = c::matmul(X, W_V);
+        weights = c::softmax(c::div(c::matmul(Q, K.transpose(0, 1)), std::sqrt(double(kKey))));
+        Z = c::matmul(weights, V);
+        show("weights", weights);
+        show("Z", Z);
+        t.check_close(Z.select(0, 0), row_tensor(z1), 1e-14, "row 0 of Z is z_I from the six steps");
+        t.check_close(c::sum(weights, {1}), c::ones({kWords}, DType::float64), 1e-15, "every row of weights sums to 1");
+        note("\nSeed 001 adds: 'Clearly the word at this position will have the highest softmax score'. That "
+             "is not a law: the score of word i with itself is q_i · k_i = x_i W_Q W_Kᵀ x_iᵀ, and nothing "
+             "makes it the largest in its row. It often happens in trained models, but nothing forces it; with our "
+             "random weights:");
+        for (int64_t i = 0; i < kWords; ++i) {
+            const c::Tensor row = weights.select(0, i);
+            const int64_t best = static_cast<int64_t>(c::argmax(row, 0).item());
+            note("    {:<8} attends most to '{}' ({:.3f}){}", kTokens[i], kTokens[best], row.at({best}),
+                 best == i ? " — itself" : "");
+        }
+    });
+
+    t.step("4. The same numbers from nn::DotProductAttention and a one-head MultiHeadAttention", [&] {
+        note("nn::DotProductAttention is exactly the formula, for batches: Q, K, V of shape (batch, n, d_k). "
+             "It has no parameters; the projections W_Q, W_K, W_V belong to the layer around it.");
+        nn::DotProductAttention attention({.dropout = 0.0});
+        const Variable Q(c::matmul(X, W_Q).unsqueeze(0)), K(c::matmul(X, W_K).unsqueeze(0)),
+            V(c::matmul(X, W_V).unsqueeze(0));  // (1, n, d_k)
+        const Variable out = attention(Q, K, V);
+        t.check_close(out.value().select(0, 0), Z, 1e-14, "DotProductAttention(Q, K, V) == Z");
+        t.check_close(attention.attention_weights.select(0, 0), weights, 1e-15, "and its attention_weights == weights");
+
+        note("\nnn::MultiHeadAttention with one head does the projections itself, with Linear layers: "
+             "self-attention is mha(X, X, X). Two details to line up with seed 001's x W:\n"
+             "- a Linear stores its weight as (out, in) and computes x Wᵀ (PyTorch's layout), so its weight "
+             "is W_Qᵀ, of shape (d_k, d_model);\n"
+             "- multi-head attention ends with one more projection W_o, which we set to the identity here.");
+        nn::MultiHeadAttention mha({.key_size = kModel, .query_size = kModel, .value_size = kModel,
+                                    .num_hiddens = kKey, .num_heads = 1});
+        mha.to(DType::float64);
+        c::copy_(mha.W_q->weight.value(), W_Q.transpose(0, 1));
+        c::copy_(mha.W_k->weight.value(), W_K.transpose(0, 1));
+        c::copy_(mha.W_v->weight.value(), W_V.transpose(0, 1));
+        c::copy_(mha.W_o->weight.value(), c::eye(kKey, DType::float64));
+        for (const auto& [name, p] : mha.named_parameters())
+            note("    {:<18} {}", name, c::shape_str(p.shape()));
+        const Variable Xb(X.unsqueeze(0));  // (1, n, d_model)
+        const Variable mha_out = mha(Xb, Xb, Xb);
+        show("mha(X, X, X)", mha_out.value());
+        t.check_close(mha_out.value().select(0, 0), Z, 1e-14, "a one-head MultiHeadAttention with these weights gives Z");
+        t.check_close(mha.attention_weights().select(0, 0), weights, 1e-15, "with the same attention weights");
+    });
+
+    t.step("5. Self-attention does not know the word order", [&] {
+        note("Nothing above used the positions of the words: reorder the sentence and the outputs are "
+             "reordered the same way, with the same numbers. Self-attention alone treats a sentence as a bag "
+             "of words; that is why the Transformer adds positional encodings to the embeddings (tutorial 08).");
+        const std::vector<int64_t> order = {3, 2, 1, 0};  // "the at arrived I"
+        const c::Tensor Xp = c::index_select(X, 0, c::from_vector(order, {4}));
+        const c::Tensor Qp = c::matmul(Xp, W_Q), Kp = c::matmul(Xp, W_K), Vp = c::matmul(Xp, W_V);
+        const c::Tensor Zp = c::matmul(c::softmax(c::div(c::matmul(Qp, Kp.transpose(0, 1)), std::sqrt(3.0))), Vp);
+        show("Z for 'the at arrived I'", Zp);
+        t.check_close(Zp, c::index_select(Z, 0, c::from_vector(order, {4})), 1e-14,
+                      "the outputs of the reordered sentence are the old outputs, reordered");
+    });
+
+    t.step("6. Heatmap of the weights", [&] {
+        tasks::Heatmaps maps{.matrices = {{weights}},
+                             .xlabel = "keys",
+                             .ylabel = "queries",
+                             .title = "self-attention weights",
+                             .x_ticks = kTokens,
+                             .y_ticks = kTokens,
+                             .vmin = 0.0,
+                             .vmax = 1.0};
+        const auto png = t.out_path("self_attention.png");
+        tasks::plot_heatmaps(png, maps);
+        note("Wrote {}: row i is where word i looks; each row sums to 1.", png.string());
+        t.check(std::filesystem::file_size(png) > 0, "the heatmap was written");
+    });
+
+    return t.finish();
+}

@@ -1,0 +1,211 @@
+// Tutorial 09 · Normalisation: LayerNorm versus BatchNorm, three LayerNorms
+// from three documents, and AddNorm.
+//
+// Follows seed 000 (000_7dfff3ea5ac0d0a3.txt), 理论学习 › 层归一化 and
+// 代码实现 › 层归一化 (ln = nn.LayerNorm(2), bn = nn.BatchNorm1d(2) on
+// [[1, 2], [2, 3]]) and 残差规范化 (AddNorm); seed 002
+// (002_36798a9f04a86cc8.txt), 3.1 Add & Norm (a hand-written LayerNorm with
+// eps 1e-12 compared with nn.LayerNorm on (20, 5, 10)); seed 004
+// (004_a3b87e182ede5d90.txt), class LayerNorm (unbiased std, eps 1e-6 added to
+// the std); seed 001's _layer_normalization.
+// Read it with tutorials/09_normalization/README.md.
+#include "autograd/autograd.hpp"
+#include "common/tutorial.hpp"
+#include "core/core.hpp"
+#include "nn/layers.hpp"
+#include "nn/transformer.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <vector>
+
+using namespace tformer;
+namespace ag = tformer::autograd;
+namespace c = tformer::core;
+using ag::Variable;
+using c::DType;
+using tutorial::note;
+using tutorial::show;
+
+namespace {
+
+// Seed 002's LayerNorm.forward, line for line (gamma = 1, beta = 0):
+//   mean = x.mean(-1, keepdim=True); var = x.var(-1, keepdim=True)    <- torch's var is unbiased
+//   out = (x - mean) / torch.sqrt(var + self.eps)
+Variable seed002_layer_norm(const Variable& x, double eps, bool unbiased = true) {
+    const Variable mean = ag::mean(x, {-1}, true);
+    const Variable var = ag::var(x, {-1}, unbiased, true);
+    return (x - mean) / ag::sqrt(var + eps);
+}
+
+// Seed 004's LayerNorm.forward (a_2 = 1, b_2 = 0):
+//   mean = x.mean(-1, keepdim=True); std = x.std(-1, keepdim=True)    <- unbiased
+//   return a_2 * (x - mean) / (std + eps) + b_2
+Variable seed004_layer_norm(const Variable& x, double eps) {
+    const Variable mean = ag::mean(x, {-1}, true);
+    const Variable std = ag::sqrt(ag::var(x, {-1}, true, true));
+    return (x - mean) / (std + eps);
+}
+
+// torch.allclose(a, b, rtol, atol): |a - b| <= atol + rtol · |b| everywhere.
+bool allclose(const c::Tensor& a, const c::Tensor& b, double rtol, double atol) {
+    const std::vector<double> x = a.to_vector(), y = b.to_vector();
+    for (size_t i = 0; i < x.size(); ++i)
+        if (std::abs(x[i] - y[i]) > atol + rtol * std::abs(y[i])) return false;
+    return true;
+}
+
+double max_abs_diff(const c::Tensor& a, const c::Tensor& b) { return c::max(c::abs(c::sub(a, b))).item(); }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    tutorial::Tutorial t(argc, argv,
+                         {.title = "tformer tutorial 09 · Normalisation: LayerNorm, BatchNorm, AddNorm",
+                          .follows = "seed 000 层归一化 and 残差规范化; seed 002 3.1 Add & Norm; seed 004 LayerNorm"});
+    c::Generator gen(9);
+
+    t.step("1. Seed 000: LayerNorm and BatchNorm on [[1, 2], [2, 3]]", [&] {
+        note("Both layers subtract a mean and divide by a standard deviation; they differ in WHAT they average "
+             "over. Seed 000's example is the (2, 2) matrix below: 2 samples (rows) of 2 features (columns).\n"
+             "- LayerNorm normalises each sample over its features: each ROW gets mean 0, variance 1.\n"
+             "- BatchNorm normalises each feature over the batch: each COLUMN gets mean 0, variance 1.\n"
+             "Both use the biased variance (÷n) and y = (x - mean) / √(var + eps), eps = 1e-5.");
+        const Variable X(c::tensor({1, 2, 2, 3}, {2, 2}));
+        nn::LayerNorm ln({.normalized_shape = 2});
+        nn::BatchNorm1d bn({.num_features = 2});  // training mode: the batch's own statistics
+        const c::Tensor ln_out = ln(X).value(), bn_out = bn(X).value();
+        show("X", X.value());
+        show("layer norm", ln_out);
+        show("batch norm", bn_out);
+        const double z = 0.5 / std::sqrt(0.25 + 1e-5);  // |x - mean| / √(var + eps) for every entry
+        note("By hand: every row and every column is two numbers 1 apart, so the mean sits halfway, |x - mean| "
+             "= 0.5, var = 0.25 and each entry becomes ±0.5/√(0.25 + 1e-5) = ±{:.5f} (not quite 1: eps).", z);
+        t.check_close(ln_out, c::tensor({-z, z, -z, z}, {2, 2}), 1e-6, "layer norm: [[-1, 1], [-1, 1]] up to eps");
+        t.check_close(bn_out, c::tensor({-z, -z, z, z}, {2, 2}), 1e-6, "batch norm: [[-1, -1], [1, 1]] up to eps");
+
+        note("\nIn training mode BatchNorm also updates running statistics for later use in eval mode, with "
+             "momentum 0.1 and the UNBIASED batch variance (PyTorch's convention):\n"
+             "    running_mean = 0.9 · 0 + 0.1 · [1.5, 2.5]        = [0.15, 0.25]\n"
+             "    running_var  = 0.9 · 1 + 0.1 · (0.25 · 2/1)      = [0.95, 0.95]");
+        show("running_mean", bn.buffer("running_mean"));
+        show("running_var", bn.buffer("running_var"));
+        t.check_close(bn.buffer("running_mean"), c::tensor({0.15, 0.25}, {2}), 1e-7, "running_mean = [0.15, 0.25]");
+        t.check_close(bn.buffer("running_var"), c::tensor({0.95, 0.95}, {2}), 1e-7, "running_var = [0.95, 0.95]");
+        bn.eval();
+        const c::Tensor bn_eval = bn(X).value();
+        show("batch norm, eval()", bn_eval);
+        t.check_close(bn_eval.at({0, 1}), (2 - 0.25) / std::sqrt(0.95 + 1e-5), 1e-6,
+                      "in eval mode it uses them: (2 - 0.25) / √(0.95 + 1e-5) = 1.7955");
+        note("LayerNorm has no such state: it computes the same thing in training and in evaluation.");
+    });
+
+    t.step("2. Why sequences use LayerNorm", [&] {
+        note("Seed 000: batch normalisation 'is not suited to NLP, where sequence lengths change'. For a "
+             "(b, n, d) batch, BatchNorm averages each of the d features over all b·n positions — padding "
+             "included — so one sequence's output depends on which other sequences share its batch. "
+             "LayerNorm normalises each position on its own. Two batches that share sequence 0 and differ "
+             "in sequence 1 (which is padded with zeros in the second):");
+        const c::Tensor seq0 = c::randn({1, 3, 4}, gen), seq1 = c::randn({1, 3, 4}, gen);
+        c::Tensor seq1_padded = seq1.clone();
+        c::fill_(seq1_padded.slice(1, 1, 3), 0.0);  // keep one real step, pad the other two
+        const Variable A(c::concat({seq0, seq1}, 0)), Bv(c::concat({seq0, seq1_padded}, 0));  // (2, 3, 4)
+        nn::LayerNorm ln({.normalized_shape = 4});
+        nn::BatchNorm1d bn({.num_features = 4});
+        // BatchNorm1d wants the features in dim 1: (N, C, L) = (b, d, n)
+        auto batch_norm = [&](const Variable& x) { return ag::transpose(bn(ag::transpose(x, 1, 2)), 1, 2); };
+        const double ln_change = max_abs_diff(ln(A).value().select(0, 0), ln(Bv).value().select(0, 0));
+        const double bn_change = max_abs_diff(batch_norm(A).value().select(0, 0), batch_norm(Bv).value().select(0, 0));
+        note("    largest change in sequence 0's output:  LayerNorm {:.2e}   BatchNorm {:.3f}", ln_change, bn_change);
+        t.check(ln_change == 0, "LayerNorm: sequence 0's output does not depend on its batch-mates at all");
+        t.check(bn_change > 1e-2, "BatchNorm: padding sequence 1 changes sequence 0's output");
+    });
+
+    t.step("3. Seed 002's hand-written LayerNorm (eps 1e-12) against the library", [&] {
+        note("Seed 002 writes LayerNorm by hand with eps = 1e-12 and checks it against nn.LayerNorm on a "
+             "(20, 5, 10) tensor with torch.allclose(pytorch_ln_out, my_ln_out, rtol=0.1, atol=0.01). Its "
+             "forward uses x.var(-1), and torch's var is UNBIASED: it divides by D - 1 = 9, not by D = 10. "
+             "The hand-written outputs are therefore smaller by √(9/10) = 0.9487 — a 5% difference that the "
+             "loose tolerance hides. The same code here, in float64:");
+        const Variable x(c::randn({20, 5, 10}, gen, DType::float64));
+        nn::LayerNorm library({.normalized_shape = 10});
+        library.to(DType::float64);
+        const c::Tensor lib = library(x).value();
+        const c::Tensor mine = seed002_layer_norm(x, 1e-12).value();
+        show("library[0, 0]", lib.select(0, 0).select(0, 0));
+        show("seed 002[0, 0]", mine.select(0, 0).select(0, 0));
+        const double ratio = c::mean(c::div(mine, lib)).item();
+        note("    mean of seed002 / library = {:.5f}   (√(9/10) = {:.5f})", ratio, std::sqrt(0.9));
+        t.check(allclose(lib, mine, 0.1, 0.01), "the seed's check, allclose(rtol=0.1, atol=0.01), says True");
+        t.check(!allclose(lib, mine, 1e-5, 1e-8), "allclose with torch's default tolerances (1e-5, 1e-8) says False");
+        t.check_close(ratio, std::sqrt(0.9), 1e-4, "the outputs differ by the factor √((D-1)/D), not by rounding");
+
+        note("\nWith the biased variance (x.var(-1, unbiased=False)) and the same eps, the two agree to "
+             "rounding. Seed 001's _layer_normalization gets this right: tf.nn.moments returns the biased "
+             "variance.");
+        nn::LayerNorm same_eps({.normalized_shape = 10, .eps = 1e-12});
+        same_eps.to(DType::float64);
+        const double diff = max_abs_diff(same_eps(x).value(), seed002_layer_norm(x, 1e-12, /*unbiased=*/false).value());
+        note("    largest |difference| = {:.2e}", diff);
+        t.check(diff < 1e-12, "biased variance and eps 1e-12: the hand-written layer equals nn::LayerNorm");
+    });
+
+    t.step("4. Seed 004's LayerNorm: unbiased std, eps added to the std", [&] {
+        note("The Annotated Transformer (seed 004) writes\n"
+             "    a_2 * (x - mean) / (std + eps) + b_2,    std unbiased (÷(D-1)), eps = 1e-6\n"
+             "nn::LayerNorm has it as an option, {.unbiased_std = true, .eps = 1e-6}. It is a different "
+             "function from step 1's, not a rounding of it: the ÷(D-1) changes every output by √((D-1)/D), "
+             "and eps sits outside the square root.");
+        const Variable x(c::randn({3, 6}, gen, DType::float64));
+        nn::LayerNorm annotated({.normalized_shape = 6, .eps = 1e-6, .unbiased_std = true});
+        annotated.to(DType::float64);
+        t.check_close(annotated(x).value(), seed004_layer_norm(x, 1e-6).value(), 1e-14,
+                      "nn::LayerNorm{.unbiased_std = true} is seed 004's formula");
+
+        note("\nWhere eps sits matters for a row that is nearly constant. Take [1, 1 + 1e-4, 1 - 1e-4, 1]:\n"
+             "- standard: var = 5e-9, far below eps = 1e-5, so √(var + eps) ≈ √eps and the row is squashed "
+             "to about ±0.03;\n"
+             "- seed 004: std = 8.2e-5, far above eps = 1e-6, so the row is blown up to about ±1.2.");
+        const Variable flat(c::tensor({1, 1 + 1e-4, 1 - 1e-4, 1}, {1, 4}, DType::float64));
+        nn::LayerNorm standard({.normalized_shape = 4});
+        nn::LayerNorm unbiased({.normalized_shape = 4, .eps = 1e-6, .unbiased_std = true});
+        standard.to(DType::float64);
+        unbiased.to(DType::float64);
+        const c::Tensor s = standard(flat).value(), u = unbiased(flat).value();
+        show("standard", s);
+        show("seed 004", u);
+        t.check_close(s.at({0, 1}), 1e-4 / std::sqrt(5e-9 + 1e-5), 1e-12, "standard: 1e-4 / √(5e-9 + 1e-5) = 0.0316");
+        t.check_close(u.at({0, 1}), 1e-4 / (std::sqrt(2e-8 / 3) + 1e-6), 1e-9, "seed 004: 1e-4 / (8.165e-5 + 1e-6) = 1.2100");
+    });
+
+    t.step("5. AddNorm: the residual connection, then LayerNorm", [&] {
+        note("Every sub-layer of the Transformer is wrapped as (seed 000 残差规范化, seed 002 3.1 Add & Norm):\n"
+             "    AddNorm(X, Y) = LayerNorm(dropout(Y) + X)\n"
+             "where X is the sub-layer's input and Y its output. The sum needs X and Y of the same shape — "
+             "seed 000: 'the self-attention module's output dim is the same as its input' — and LayerNorm "
+             "then gives every position mean 0 and variance 1 again.");
+        nn::AddNorm add_norm({.normalized_shape = 4, .dropout = 0.5}, gen);
+        add_norm.to(DType::float64);
+        const Variable X(c::randn({2, 3, 4}, gen, DType::float64)), Y(c::randn({2, 3, 4}, gen, DType::float64));
+        add_norm.eval();
+        const c::Tensor out = add_norm(X, Y).value();
+        show("AddNorm(X, Y)[0]", out.select(0, 0));
+        nn::LayerNorm ln({.normalized_shape = 4});
+        ln.to(DType::float64);
+        t.check_close(out, ln(X + Y).value(), 1e-15, "in eval mode (dropout off) it is exactly LayerNorm(X + Y)");
+        t.check_close(c::mean(out, {2}), c::zeros({2, 3}, DType::float64), 1e-15, "every position has mean 0");
+        t.check_close(c::var(out, {2}, false), c::ones({2, 3}, DType::float64), 1e-3,
+                      "and variance 1 (up to eps), whatever the scales of X and Y were");
+        add_norm.train();
+        const c::Tensor noisy = add_norm(X, Y).value();
+        t.check(max_abs_diff(noisy, out) > 1e-3, "in training mode, dropout on Y changes the result");
+        t.check_close(c::mean(noisy, {2}), c::zeros({2, 3}, DType::float64), 1e-14, "but every position is still normalised");
+        note("\nShapes that differ are an error that names both:");
+        t.check_throws<ShapeError>("AddNorm with X (2, 3, 4) and Y (2, 3, 5) throws ShapeError", [&] {
+            (void)add_norm(X, Variable(c::zeros({2, 3, 5}, DType::float64)));
+        });
+    });
+
+    return t.finish();
+}
