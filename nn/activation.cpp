@@ -1,4 +1,4 @@
-// Activations (seed 000 代码实现 → 基于位置的前馈网络: nn.ReLU between the dense layers).
+// Activations (seed 000 代码实现 → 前馈网络: nn.ReLU between the dense layers).
 #include "nn/layers.hpp"
 
 #include "autograd/elementwise.hpp"

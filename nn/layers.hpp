@@ -33,7 +33,7 @@ public:
 };
 
 /// y = x Wᵀ + b: PyTorch's nn.Linear, as used in seed 000 (代码实现 → 多头注意力:
-/// W_q, W_k, W_v, W_o; 基于位置的前馈网络: dense1, dense2) and seed 004 (编码器:
+/// W_q, W_k, W_v, W_o; 代码实现 → 前馈网络: dense1, dense2) and seed 004 (编码器:
 /// the FFN's nn.Linear(d_model, d_ff)). The weight is stored (out_features,
 /// in_features) as in PyTorch, so state dicts map one to one.
 /// Initialised like PyTorch: W, b ~ U(-1/√in_features, 1/√in_features).
@@ -54,7 +54,7 @@ public:
 };
 
 /// Token ids -> vectors: PyTorch's nn.Embedding, as in seed 000 (代码实现 →
-/// 编码器: nn.Embedding(vocab_size, num_hiddens)) and seed 002 (§1.2.1 单词
+/// 编码器块, TransformerEncoder: nn.Embedding(vocab_size, num_hiddens)) and seed 002 (§1.2.1 单词
 /// Embedding; §1.2.3 TokenEmbedding passes padding_idx=1). The padding_idx row
 /// starts at zero and never receives a gradient, so it stays zero through
 /// training. Other rows are initialised N(0, 1), as PyTorch.
@@ -93,7 +93,7 @@ private:
 };
 
 /// y = max(x, 0): PyTorch's nn.ReLU, between the two dense layers of seed 000's
-/// PositionWiseFFN (代码实现 → 基于位置的前馈网络) and seed 004's FFN (编码器).
+/// PositionWiseFFN (代码实现 → 前馈网络) and seed 004's FFN (编码器).
 class ReLU : public UnaryModule {
 public:
     ReLU() : UnaryModule("ReLU") {}
@@ -162,7 +162,7 @@ public:
     Variable bias;    ///< (C) zeros, undefined without affine
 };
 
-/// Sinusoidal positional encoding (seed 000 代码实现 → 编码器 uses d2l's
+/// Sinusoidal positional encoding (seed 000 代码实现 → 编码器块 uses d2l's
 /// PositionalEncoding; seed 002 §1.2.2 位置 Embedding gives the formula, §1.2.3
 /// the table; seed 004 builds the same table as `pe`):
 ///   P[0, pos, 2i] = sin(pos / 10000^(2i/d)),  P[0, pos, 2i+1] = cos(pos / 10000^(2i/d))
