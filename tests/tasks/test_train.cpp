@@ -86,6 +86,9 @@ TEST_CASE("train(): a resumed run gives the same losses as an uninterrupted one"
 }
 
 TEST_CASE("train(): the copy task reaches 100% exact-sequence accuracy", "[tasks][train][slow]") {
+    // one thread: the model is tiny, and ctest runs other tests beside this one
+    const int saved_threads = core::get_num_threads();
+    core::set_num_threads(1);
     const ModelConfig c = copy_config(0.0);
     core::Generator gen(0);
     auto model = build_model(c, gen);
@@ -108,4 +111,5 @@ TEST_CASE("train(): the copy task reaches 100% exact-sequence accuracy", "[tasks
         correct += same;
     }
     CHECK(correct == 1000);
+    core::set_num_threads(saved_threads);
 }
