@@ -221,7 +221,8 @@ int main(int argc, char** argv) {
                              .x_ticks = kTokens,
                              .y_ticks = kTokens,
                              .vmin = 0.0,
-                             .vmax = 1.0};
+                             .vmax = 1.0,
+                             .cell_size = 60};
         const auto png = t.out_path("self_attention.png");
         tasks::plot_heatmaps(png, maps);
         note("Wrote {}: row i is where word i looks; each row sums to 1.", png.string());
