@@ -106,7 +106,7 @@ public:
 ///   standard (PyTorch's nn.LayerNorm, seed 000):
 ///       y = (x - mean) / √(var + eps) · weight + bias     biased var (÷D), eps 1e-5
 ///     Seed 002 writes this by hand with eps = 1e-12, but with torch's x.var(),
-///     which is UNBIASED (÷(D-1)); its outputs are then larger by √(D/(D-1)),
+///     which is UNBIASED (÷(D-1)); its outputs are then smaller by √((D-1)/D),
 ///     which the note's loose allclose(rtol=0.1, atol=0.01) hides. The library
 ///     follows nn.LayerNorm, the layer the note checks itself against.
 ///   unbiased_std (seed 004, the Annotated Transformer):
