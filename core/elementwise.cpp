@@ -1,11 +1,11 @@
 // Elementwise kernels: out[i] = f(a[i], b[i], ...) over a broadcast shape.
 //
 // Every op in this file is a small functor with its formula in the comment
-// above it, handed to one of two drivers:
+// above it, handed to one of the drivers:
 //   map_elements  any number of operands (unary ops, where)
 //   map_binary    two inputs, with extra fast paths for a single value on
-//                 either side (binary ops, scalar variants, comparisons,
-//                 masked_fill, add_, mul_)
+//                 either side (binary ops, comparisons, masked_fill, add_),
+//                 and a plain number as the second input (scalar variants, mul_)
 // A driver decides once per call how the innermost loop reads each operand:
 //   Dense    p[i]       laid out like the output (stride 1)
 //   Splat    v          one value repeated (stride 0): a scalar, a bias
@@ -19,7 +19,9 @@
 #include "core/parallel.hpp"
 #include "core/strided.hpp"
 
+#include <array>
 #include <cmath>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -33,6 +35,7 @@ namespace {
 
 template <class T>
 struct Dense {
+    using Pointer = T*;
     T* p;
     static Dense at(T* base, int64_t off, int64_t) { return {base + off}; }
     T& operator[](int64_t i) const { return p[i]; }
@@ -40,6 +43,7 @@ struct Dense {
 
 template <class T>
 struct Splat {
+    using Pointer = T*;
     std::remove_const_t<T> v;  // loaded once, kept in a register
     static Splat at(T* base, int64_t off, int64_t) { return {base[off]}; }
     std::remove_const_t<T> operator[](int64_t) const { return v; }
@@ -47,6 +51,7 @@ struct Splat {
 
 template <class T>
 struct Strided {
+    using Pointer = T*;
     T* p;
     int64_t s;
     static Strided at(T* base, int64_t off, int64_t s) { return {base + off, s}; }
@@ -60,24 +65,83 @@ void run(int64_t begin, int64_t end, const F& f, Out out, In... in) {
     for (int64_t i = begin; i < end; ++i) out[i] = f(in[i]...);
 }
 
-// Whole tensors of n elements read through accessors Acc (output first):
-// one flat loop, split across threads when n is large.
-template <class... Acc, class F, class... T>
-void flat(int64_t n, const F& f, T*... base) {
-    parallel_for(0, n, 1, [&](int64_t begin, int64_t end) { run(begin, end, f, Acc::at(base, 0, 1)...); });
+// ---- walking the runs -------------------------------------------------------------------
+// The threading glue (parallel_for and its OpenMP region) is compiled once
+// per number of operands; only the loops over runs and elements are compiled
+// per op, dtype and layout. The two meet through RunFn, function pointers
+// plus a context, called once per thread chunk (never per run or element),
+// much as PyTorch's TensorIterator hands its kernels a 2-d loop. With the
+// glue inlined into every kernel instead, this file compiled 2.5 times slower
+// into 3 MB of code, and ran no faster.
+
+/// The two entry points of one kernel.
+template <size_t N>
+struct RunFn {
+    /// Elements [begin, end) of the single run whose operands start at their bases.
+    void (*elements)(const void* ctx, int64_t begin, int64_t end);
+    /// Runs [first, last) of the kernel's StridedLoop.
+    void (*runs)(const void* ctx, int64_t first, int64_t last);
+    const void* ctx;
+};
+
+// n elements of operands laid out like the output: one run, split across threads when long.
+template <size_t N>
+void walk_flat(int64_t n, RunFn<N> fn) {
+    parallel_for(0, n, 1, [&](int64_t begin, int64_t end) { fn.elements(fn.ctx, begin, end); });
 }
 
-// Every run of `loop` (operand 0 is the output) read through accessors Acc;
-// runs are split across threads when there are many elements.
-template <class... Acc, size_t N, class F, class... T>
-void walk(const StridedLoop<N>& loop, const F& f, T*... base) {
-    std::array<int64_t, N> inner{};
-    for (size_t k = 0; k < N; ++k) inner[k] = loop.inner_stride(k);
-    loop.for_all_runs({}, [&](int64_t len, const std::array<int64_t, N>& off) {
+// Every run of `loop`: runs are split across threads when there are many
+// elements, and a single long run (a strided 1-d view) is split by elements.
+template <size_t N>
+void walk_strided(const StridedLoop<N>& loop, RunFn<N> fn) {
+    if (loop.num_runs() == 1) {
+        walk_flat(loop.run_length(), fn);
+        return;
+    }
+    parallel_for(0, loop.num_runs(), loop.run_length(),
+                 [&](int64_t first, int64_t last) { fn.runs(fn.ctx, first, last); });
+}
+
+// One kernel: functor f over operands read through accessors Acc (output
+// first) from their base pointers, `stride` apart along a run.
+template <class F, class... Acc>
+struct Kernel {
+    static constexpr size_t N = sizeof...(Acc);
+    const F& f;
+    std::tuple<typename Acc::Pointer...> base;
+    const StridedLoop<N>* loop = nullptr;  // only for walk_strided
+    std::array<int64_t, N> stride{};       // inner strides (Dense and Splat ignore them)
+
+    RunFn<N> run_fn() const { return {&elements, &runs, this}; }
+
+    // elements [begin, end) of the run whose operand k starts at base_k + off[k]
+    void part(int64_t begin, int64_t end, const std::array<int64_t, N>& off) const {
         [&]<size_t... k>(std::index_sequence<k...>) {
-            run(0, len, f, Acc::at(base, off[k], inner[k])...);
+            run(begin, end, f, Acc::at(std::get<k>(base), off[k], stride[k])...);
         }(std::make_index_sequence<N>{});
-    });
+    }
+    static void elements(const void* ctx, int64_t begin, int64_t end) {
+        static_cast<const Kernel*>(ctx)->part(begin, end, {});
+    }
+    static void runs(const void* ctx, int64_t first, int64_t last) {
+        const Kernel& k = *static_cast<const Kernel*>(ctx);
+        k.loop->for_runs(first, last, {}, [&](int64_t len, const std::array<int64_t, N>& off) { k.part(0, len, off); });
+    }
+};
+
+// Whole tensors of n elements read through accessors Acc (output first).
+template <class... Acc, class F, class... P>
+void flat(int64_t n, const F& f, P*... base) {
+    const Kernel<F, Acc...> kernel{f, {base...}};
+    walk_flat(n, kernel.run_fn());
+}
+
+// Every run of `loop` (operand 0 is the output) read through accessors Acc.
+template <class... Acc, size_t N, class F, class... P>
+void walk(const StridedLoop<N>& loop, const F& f, P*... base) {
+    Kernel<F, Acc...> kernel{f, {base...}, &loop};
+    for (size_t k = 0; k < N; ++k) kernel.stride[k] = loop.inner_stride(k);
+    walk_strided(loop, kernel.run_fn());
 }
 
 template <size_t N>
@@ -92,33 +156,38 @@ bool unit_inner_strides(const StridedLoop<N>& loop) {
 /// One operand of a kernel as seen from an output of n elements.
 template <class T>
 struct Operand {
-    T* data = nullptr;    // the element at index (0, ..., 0)
-    Strides strides;      // one per output dimension, 0 where broadcast
-    bool dense = false;   // same element order as the output: element i is data[i]
-    bool single = false;  // one element, used everywhere
+    T* data;               // the element at index (0, ..., 0)
+    const Tensor* tensor;  // where the strides come from
+    bool dense;            // same element order as the output: element i is data[i]
+    bool single;           // one element, used everywhere
+
+    /// The strides this operand would have after expand(shape): 0 along
+    /// broadcast dimensions. Only the general path needs them, so the fast
+    /// paths never pay for working them out.
+    Strides strides(const Shape& shape) const {
+        Strides st = Dims::filled(shape.size(), 0);
+        const int lead = shape.size() - tensor->dim();
+        for (int d = 0; d < tensor->dim(); ++d)
+            st[lead + d] = tensor->shape()[d] == 1 ? 0 : tensor->strides()[d];
+        return st;
+    }
 };
 
-// Tensor t read for an output of `shape` (n elements): the strides it would
-// have after t.expand(shape), worked out without making the view.
+// Tensor t, whose dtype the caller has checked, read for an output of n elements.
 template <class T>
-Operand<T> operand(const Tensor& t, const Shape& shape, int64_t n) {
-    Operand<T> op;
-    op.data = t.data<std::remove_const_t<T>>();
-    op.strides = Dims::filled(shape.size(), 0);
-    const int lead = shape.size() - t.dim();
-    for (int d = 0; d < t.dim(); ++d) op.strides[lead + d] = t.shape()[d] == 1 ? 0 : t.strides()[d];
+Operand<T> operand(const Tensor& t, int64_t n) {
+    T* data = static_cast<T*>(t.storage()->data()) + t.offset();
     // a contiguous input with as many elements as the output can only differ
     // from it by leading or size-1 dimensions, so its elements line up
-    op.dense = t.numel() == n && t.is_contiguous();
-    op.single = t.numel() == 1;
-    return op;
+    return {data, &t, t.numel() == n && t.is_contiguous(), t.numel() == 1};
 }
 
-// A plain number (the s of add(a, s)) read as an operand; `value` must outlive the call.
+/// A plain number (the s of add(a, s)): always read as a Splat, so kernels
+/// for it are compiled in the two layouts it can meet, not all four.
 template <class T>
-Operand<const T> number(const T& value, const Shape& shape, int64_t n) {
-    return {&value, Dims::filled(shape.size(), 0), n == 1, true};
-}
+struct Number {
+    const T& value;
+};
 
 // ---- drivers ---------------------------------------------------------------------------
 
@@ -130,7 +199,7 @@ void map_elements(const Shape& shape, int64_t n, const F& f, const Operand<O>& o
         flat<Dense<O>, Dense<I>...>(n, f, out.data, in.data...);
         return;
     }
-    const StridedLoop<1 + sizeof...(I)> loop(shape, {out.strides, in.strides...});
+    const StridedLoop<1 + sizeof...(I)> loop(shape, {out.strides(shape), in.strides(shape)...});
     if (unit_inner_strides(loop)) {
         walk<Dense<O>, Dense<I>...>(loop, f, out.data, in.data...);
     } else {
@@ -151,7 +220,7 @@ void map_binary(const Shape& shape, int64_t n, const F& f, const Operand<O>& out
     } else if (out.dense && a.single && b.dense) {
         flat<Dense<O>, Splat<A>, Dense<B>>(n, f, out.data, a.data, b.data);
     } else {
-        const StridedLoop<3> loop(shape, {out.strides, a.strides, b.strides});
+        const StridedLoop<3> loop(shape, {out.strides(shape), a.strides(shape), b.strides(shape)});
         const int64_t so = loop.inner_stride(0), sa = loop.inner_stride(1), sb = loop.inner_stride(2);
         if (so == 1 && sa == 1 && sb == 1) {
             walk<Dense<O>, Dense<A>, Dense<B>>(loop, f, out.data, a.data, b.data);
@@ -165,7 +234,34 @@ void map_binary(const Shape& shape, int64_t n, const F& f, const Operand<O>& out
     }
 }
 
+// out = f(a, s) for a number s (scalar variants, mul_).
+template <class F, class O, class A, class S>
+void map_binary(const Shape& shape, int64_t n, const F& f, const Operand<O>& out, const Operand<A>& a,
+                const Number<S>& s) {
+    if (n == 0) return;
+    if (out.dense && a.dense) {
+        flat<Dense<O>, Dense<A>, Splat<const S>>(n, f, out.data, a.data, &s.value);
+        return;
+    }
+    const StridedLoop<3> loop(shape, {out.strides(shape), a.strides(shape), Dims::filled(shape.size(), 0)});
+    if (loop.inner_stride(0) == 1 && loop.inner_stride(1) == 1) {
+        walk<Dense<O>, Dense<A>, Splat<const S>>(loop, f, out.data, a.data, &s.value);
+    } else {
+        walk<Strided<O>, Strided<A>, Splat<const S>>(loop, f, out.data, a.data, &s.value);
+    }
+}
+
 // ---- checks and allocation shared by the families ------------------------------------------
+
+// True when `from` broadcasts to exactly `to`: the shape check of ops whose
+// result keeps the shape of one input (add_'s dst, masked_fill's x).
+bool broadcasts_to(const Shape& from, const Shape& to) {
+    if (from.size() > to.size()) return false;
+    const int lead = to.size() - from.size();
+    for (int d = 0; d < from.size(); ++d)
+        if (from[d] != 1 && from[d] != to[lead + d]) return false;
+    return true;
+}
 
 void require_defined(const char* op, const Tensor& t) {
     if (!t.defined()) fail<ValueError>("{}: tensor is undefined", op);
@@ -176,7 +272,8 @@ DType common_dtype(const char* op, const Tensor& a, const Tensor& b) {
     require_defined(op, a);
     require_defined(op, b);
     if (a.dtype() != b.dtype())
-        fail<ValueError>("{}: inputs have different dtypes ({} and {})", op, dtype_name(a.dtype()), dtype_name(b.dtype()));
+        fail<ValueError>("{}: inputs have different dtypes ({} and {})", op, dtype_name(a.dtype()),
+                         dtype_name(b.dtype()));
     return a.dtype();
 }
 
@@ -197,7 +294,7 @@ Tensor unary_math(const char* op, const Tensor& x, const F& f) {
         using T = typename decltype(tag)::type;
         Tensor out = Tensor::empty(x.shape(), x.dtype());
         const int64_t n = out.numel();
-        map_elements(x.shape(), n, f, operand<T>(out, x.shape(), n), operand<const T>(x, x.shape(), n));
+        map_elements(x.shape(), n, f, operand<T>(out, n), operand<const T>(x, n));
         return out;
     });
 }
@@ -211,8 +308,7 @@ Tensor binary_math(const char* op, const Tensor& a, const Tensor& b, const F& f)
         using T = typename decltype(tag)::type;
         Tensor out = Tensor::empty(shape, dtype);
         const int64_t n = out.numel();
-        map_binary(shape, n, f, operand<T>(out, shape, n), operand<const T>(a, shape, n),
-                   operand<const T>(b, shape, n));
+        map_binary(shape, n, f, operand<T>(out, n), operand<const T>(a, n), operand<const T>(b, n));
         return out;
     });
 }
@@ -226,10 +322,17 @@ Tensor scalar_math(const char* op, const Tensor& a, double s, const F& f) {
         Tensor out = Tensor::empty(a.shape(), a.dtype());
         const int64_t n = out.numel();
         const T value = static_cast<T>(s);
-        map_binary(a.shape(), n, f, operand<T>(out, a.shape(), n), operand<const T>(a, a.shape(), n),
-                   number(value, a.shape(), n));
+        map_binary(a.shape(), n, f, operand<T>(out, n), operand<const T>(a, n), Number<T>{value});
         return out;
     });
+}
+
+// visit_dtype for the dtypes comparisons accept (float32, float64, int64);
+// bool throws "op: expected a float32, float64 or int64 tensor, got bool".
+template <class F>
+void visit_comparable(DType dtype, const char* op, F&& f) {
+    if (dtype == DType::int64) return f(std::type_identity<int64_t>{});
+    visit_floating(dtype, op, f);
 }
 
 void require_comparable(const char* op, DType dtype) {
@@ -245,10 +348,9 @@ Tensor compare(const char* op, const Tensor& a, const Tensor& b, const F& f) {
     const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
     Tensor out = Tensor::empty(shape, DType::boolean);
     const int64_t n = out.numel();
-    visit_dtype(dtype, [&](auto tag) {
+    visit_comparable(dtype, op, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        map_binary(shape, n, f, operand<bool>(out, shape, n), operand<const T>(a, shape, n),
-                   operand<const T>(b, shape, n));
+        map_binary(shape, n, f, operand<bool>(out, n), operand<const T>(a, n), operand<const T>(b, n));
     });
     return out;
 }
@@ -260,12 +362,11 @@ Tensor compare(const char* op, const Tensor& a, double s, const F& f) {
     require_comparable(op, a.dtype());
     Tensor out = Tensor::empty(a.shape(), DType::boolean);
     const int64_t n = out.numel();
-    visit_dtype(a.dtype(), [&](auto tag) {
+    visit_comparable(a.dtype(), op, [&](auto tag) {
         using T = typename decltype(tag)::type;
         using C = std::conditional_t<std::is_floating_point_v<T>, T, double>;
         const C value = static_cast<C>(s);
-        map_binary(a.shape(), n, f, operand<bool>(out, a.shape(), n), operand<const T>(a, a.shape(), n),
-                   number(value, a.shape(), n));
+        map_binary(a.shape(), n, f, operand<bool>(out, n), operand<const T>(a, n), Number<C>{value});
     });
     return out;
 }
@@ -278,8 +379,7 @@ Tensor logical(const char* op, const Tensor& a, const Tensor& b, const F& f) {
     const Shape shape = broadcast_shapes(a.shape(), b.shape(), op);
     Tensor out = Tensor::empty(shape, DType::boolean);
     const int64_t n = out.numel();
-    map_binary(shape, n, f, operand<bool>(out, shape, n), operand<const bool>(a, shape, n),
-               operand<const bool>(b, shape, n));
+    map_binary(shape, n, f, operand<bool>(out, n), operand<const bool>(a, n), operand<const bool>(b, n));
     return out;
 }
 
@@ -504,8 +604,7 @@ Tensor logical_not(const Tensor& mask) {
     mask.check_dtype(DType::boolean, "logical_not");
     Tensor out = Tensor::empty(mask.shape(), DType::boolean);
     const int64_t n = out.numel();
-    map_elements(mask.shape(), n, Not{}, operand<bool>(out, mask.shape(), n),
-                 operand<const bool>(mask, mask.shape(), n));
+    map_elements(mask.shape(), n, Not{}, operand<bool>(out, n), operand<const bool>(mask, n));
     return out;
 }
 
@@ -537,8 +636,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     const int64_t n = out.numel();
     visit_dtype(dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        map_elements(shape, n, Select{}, operand<T>(out, shape, n), operand<const bool>(cond, shape, n),
-                     operand<const T>(a, shape, n), operand<const T>(b, shape, n));
+        map_elements(shape, n, Select{}, operand<T>(out, n), operand<const bool>(cond, n),
+                     operand<const T>(a, n), operand<const T>(b, n));
     });
     return out;
 }
@@ -549,16 +648,18 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
     if (mask.dtype() != DType::boolean)
         fail<ValueError>("masked_fill: mask must be bool, got {}", dtype_name(mask.dtype()));
     // the mask stretches to x, never the other way round
-    if (!(broadcast_shapes(x.shape(), mask.shape(), "masked_fill") == x.shape()))
+    if (!broadcasts_to(mask.shape(), x.shape())) {
+        broadcast_shapes(x.shape(), mask.shape(), "masked_fill");  // throws if they do not broadcast at all
         fail<ShapeError>("masked_fill: mask of shape {} does not broadcast to x's shape {}", shape_str(mask.shape()),
                          shape_str(x.shape()));
+    }
     const Shape& shape = x.shape();
     Tensor out = Tensor::empty(shape, x.dtype());
     const int64_t n = out.numel();
     visit_dtype(x.dtype(), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        map_binary(shape, n, FillWhere<T>{static_cast<T>(value)}, operand<T>(out, shape, n),
-                   operand<const T>(x, shape, n), operand<const bool>(mask, shape, n));
+        map_binary(shape, n, FillWhere<T>{static_cast<T>(value)}, operand<T>(out, n),
+                   operand<const T>(x, n), operand<const bool>(mask, n));
     });
     return out;
 }
@@ -575,17 +676,19 @@ struct AddScaled {
 
 void add_(const Tensor& dst, const Tensor& src, double alpha) {
     const DType dtype = common_dtype("add_", dst, src);
-    if (!(broadcast_shapes(dst.shape(), src.shape(), "add_") == dst.shape()))
+    if (!broadcasts_to(src.shape(), dst.shape())) {
+        broadcast_shapes(dst.shape(), src.shape(), "add_");  // throws if they do not broadcast at all
         fail<ShapeError>("add_: src of shape {} does not broadcast to dst's shape {}", shape_str(src.shape()),
                          shape_str(dst.shape()));
+    }
     require_writable("add_", dst);
     const Shape& shape = dst.shape();
     const int64_t n = dst.numel();
     visit_floating(dtype, "add_", [&](auto tag) {
         using T = typename decltype(tag)::type;
         // dst is both the output and the first input: each element is read, then written, by one iteration
-        map_binary(shape, n, AddScaled<T>{static_cast<T>(alpha)}, operand<T>(dst, shape, n),
-                   operand<const T>(dst, shape, n), operand<const T>(src, shape, n));
+        map_binary(shape, n, AddScaled<T>{static_cast<T>(alpha)}, operand<T>(dst, n),
+                   operand<const T>(dst, n), operand<const T>(src, n));
     });
 }
 
@@ -597,8 +700,7 @@ void mul_(const Tensor& dst, double s) {
     visit_floating(dst.dtype(), "mul_", [&](auto tag) {
         using T = typename decltype(tag)::type;
         const T value = static_cast<T>(s);
-        map_binary(shape, n, Mul{}, operand<T>(dst, shape, n), operand<const T>(dst, shape, n),
-                   number(value, shape, n));
+        map_binary(shape, n, Mul{}, operand<T>(dst, n), operand<const T>(dst, n), Number<T>{value});
     });
 }
 

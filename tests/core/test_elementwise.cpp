@@ -88,6 +88,8 @@ Tensor mask(const std::vector<bool>& v, const Shape& shape) { return from_vector
 
 // ---- op tables --------------------------------------------------------------------------------
 
+using In = const Tensor&;  // keeps the table rows short
+
 /// A unary op, its oracle (in double), and an input range inside its domain.
 struct UnaryCase {
     const char* name;
@@ -107,12 +109,12 @@ const UnaryCase kUnaryOps[] = {
     {"sigmoid", sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }, -20, 20},
     {"abs", tformer::core::abs, [](double x) { return std::abs(x); }, -4, 4},
     {"sign", sign, [](double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }, -2, 2},
-    {"pow(x, 2)", [](const Tensor& x) { return pow(x, 2.0); }, [](double x) { return x * x; }, -4, 4},
-    {"pow(x, 3)", [](const Tensor& x) { return pow(x, 3.0); }, [](double x) { return x * x * x; }, -4, 4},
-    {"pow(x, 0.5)", [](const Tensor& x) { return pow(x, 0.5); }, [](double x) { return std::sqrt(x); }, 0, 16},
-    {"pow(x, -1)", [](const Tensor& x) { return pow(x, -1.0); }, [](double x) { return 1 / x; }, 0.25, 4},
-    {"pow(x, 1.5)", [](const Tensor& x) { return pow(x, 1.5); }, [](double x) { return std::pow(x, 1.5); }, 0, 16},
-    {"-x", [](const Tensor& x) { return -x; }, [](double x) { return -x; }, -4, 4},
+    {"pow(x, 2)", [](In x) { return pow(x, 2.0); }, [](double x) { return x * x; }, -4, 4},
+    {"pow(x, 3)", [](In x) { return pow(x, 3.0); }, [](double x) { return x * x * x; }, -4, 4},
+    {"pow(x, 0.5)", [](In x) { return pow(x, 0.5); }, [](double x) { return std::sqrt(x); }, 0, 16},
+    {"pow(x, -1)", [](In x) { return pow(x, -1.0); }, [](double x) { return 1 / x; }, 0.25, 4},
+    {"pow(x, 1.5)", [](In x) { return pow(x, 1.5); }, [](double x) { return std::pow(x, 1.5); }, 0, 16},
+    {"-x", [](In x) { return -x; }, [](double x) { return -x; }, -4, 4},
 };
 
 /// A broadcasting binary op and its oracle; b is drawn from [b_lo, b_hi)
@@ -122,26 +124,26 @@ struct BinaryCase {
     Tensor (*fast)(const Tensor&, const Tensor&);
     double (*oracle)(double, double);
     double b_lo, b_hi;
-    DType result;  // DType::float32 stands for "the inputs' dtype"
+    bool mask;  // the result is a bool mask (comparisons), not the inputs' dtype
 };
 
 const BinaryCase kBinaryOps[] = {
-    {"add", add, [](double a, double b) { return a + b; }, -2, 2, DType::float32},
-    {"sub", sub, [](double a, double b) { return a - b; }, -2, 2, DType::float32},
-    {"mul", mul, [](double a, double b) { return a * b; }, -2, 2, DType::float32},
-    {"div", div, [](double a, double b) { return a / b; }, 0.5, 3, DType::float32},
-    {"maximum", maximum, [](double a, double b) { return std::max(a, b); }, -2, 2, DType::float32},
-    {"minimum", minimum, [](double a, double b) { return std::min(a, b); }, -2, 2, DType::float32},
-    {"a + b", [](const Tensor& a, const Tensor& b) { return a + b; }, [](double a, double b) { return a + b; }, -2, 2, DType::float32},
-    {"a - b", [](const Tensor& a, const Tensor& b) { return a - b; }, [](double a, double b) { return a - b; }, -2, 2, DType::float32},
-    {"a * b", [](const Tensor& a, const Tensor& b) { return a * b; }, [](double a, double b) { return a * b; }, -2, 2, DType::float32},
-    {"a / b", [](const Tensor& a, const Tensor& b) { return a / b; }, [](double a, double b) { return a / b; }, 0.5, 3, DType::float32},
-    {"eq", eq, [](double a, double b) { return a == b ? 1.0 : 0.0; }, -2, 2, DType::boolean},
-    {"ne", ne, [](double a, double b) { return a != b ? 1.0 : 0.0; }, -2, 2, DType::boolean},
-    {"lt", lt, [](double a, double b) { return a < b ? 1.0 : 0.0; }, -2, 2, DType::boolean},
-    {"le", le, [](double a, double b) { return a <= b ? 1.0 : 0.0; }, -2, 2, DType::boolean},
-    {"gt", gt, [](double a, double b) { return a > b ? 1.0 : 0.0; }, -2, 2, DType::boolean},
-    {"ge", ge, [](double a, double b) { return a >= b ? 1.0 : 0.0; }, -2, 2, DType::boolean},
+    {"add", add, [](double a, double b) { return a + b; }, -2, 2, false},
+    {"sub", sub, [](double a, double b) { return a - b; }, -2, 2, false},
+    {"mul", mul, [](double a, double b) { return a * b; }, -2, 2, false},
+    {"div", div, [](double a, double b) { return a / b; }, 0.5, 3, false},
+    {"maximum", maximum, [](double a, double b) { return std::max(a, b); }, -2, 2, false},
+    {"minimum", minimum, [](double a, double b) { return std::min(a, b); }, -2, 2, false},
+    {"a + b", [](In a, In b) { return a + b; }, [](double a, double b) { return a + b; }, -2, 2, false},
+    {"a - b", [](In a, In b) { return a - b; }, [](double a, double b) { return a - b; }, -2, 2, false},
+    {"a * b", [](In a, In b) { return a * b; }, [](double a, double b) { return a * b; }, -2, 2, false},
+    {"a / b", [](In a, In b) { return a / b; }, [](double a, double b) { return a / b; }, 0.5, 3, false},
+    {"eq", eq, [](double a, double b) { return a == b ? 1.0 : 0.0; }, -2, 2, true},
+    {"ne", ne, [](double a, double b) { return a != b ? 1.0 : 0.0; }, -2, 2, true},
+    {"lt", lt, [](double a, double b) { return a < b ? 1.0 : 0.0; }, -2, 2, true},
+    {"le", le, [](double a, double b) { return a <= b ? 1.0 : 0.0; }, -2, 2, true},
+    {"gt", gt, [](double a, double b) { return a > b ? 1.0 : 0.0; }, -2, 2, true},
+    {"ge", ge, [](double a, double b) { return a >= b ? 1.0 : 0.0; }, -2, 2, true},
 };
 
 /// An op of a tensor and a number, and its oracle f(x, s); checked against
@@ -151,31 +153,31 @@ struct ScalarCase {
     Tensor (*fast)(const Tensor&, double);
     double (*oracle)(double, double);
     double s;
-    DType result;  // as in BinaryCase
+    bool mask;  // as in BinaryCase
 };
 
 const ScalarCase kScalarOps[] = {
-    {"add(a, s)", add, [](double x, double s) { return x + s; }, 1.5, DType::float32},
-    {"sub(a, s)", sub, [](double x, double s) { return x - s; }, 1.5, DType::float32},
-    {"rsub(s, a)", [](const Tensor& a, double s) { return rsub(s, a); }, [](double x, double s) { return s - x; }, 1.5, DType::float32},
-    {"mul(a, s)", mul, [](double x, double s) { return x * s; }, -0.75, DType::float32},
-    {"div(a, s)", div, [](double x, double s) { return x / s; }, 3, DType::float32},
-    {"rdiv(s, a)", [](const Tensor& a, double s) { return rdiv(s, a); }, [](double x, double s) { return s / x; }, 3, DType::float32},
-    {"maximum(a, s)", maximum, [](double x, double s) { return std::max(x, s); }, 0.5, DType::float32},
-    {"a + s", [](const Tensor& a, double s) { return a + s; }, [](double x, double s) { return x + s; }, 1.5, DType::float32},
-    {"s + a", [](const Tensor& a, double s) { return s + a; }, [](double x, double s) { return s + x; }, 1.5, DType::float32},
-    {"a - s", [](const Tensor& a, double s) { return a - s; }, [](double x, double s) { return x - s; }, 1.5, DType::float32},
-    {"s - a", [](const Tensor& a, double s) { return s - a; }, [](double x, double s) { return s - x; }, 1.5, DType::float32},
-    {"a * s", [](const Tensor& a, double s) { return a * s; }, [](double x, double s) { return x * s; }, 2.5, DType::float32},
-    {"s * a", [](const Tensor& a, double s) { return s * a; }, [](double x, double s) { return s * x; }, 2.5, DType::float32},
-    {"a / s", [](const Tensor& a, double s) { return a / s; }, [](double x, double s) { return x / s; }, 3, DType::float32},
-    {"s / a", [](const Tensor& a, double s) { return s / a; }, [](double x, double s) { return s / x; }, 3, DType::float32},
-    {"eq(a, s)", eq, [](double x, double s) { return x == s ? 1.0 : 0.0; }, 0.5, DType::boolean},
-    {"ne(a, s)", ne, [](double x, double s) { return x != s ? 1.0 : 0.0; }, 0.5, DType::boolean},
-    {"lt(a, s)", lt, [](double x, double s) { return x < s ? 1.0 : 0.0; }, 0.5, DType::boolean},
-    {"le(a, s)", le, [](double x, double s) { return x <= s ? 1.0 : 0.0; }, 0.5, DType::boolean},
-    {"gt(a, s)", gt, [](double x, double s) { return x > s ? 1.0 : 0.0; }, 0.5, DType::boolean},
-    {"ge(a, s)", ge, [](double x, double s) { return x >= s ? 1.0 : 0.0; }, 0.5, DType::boolean},
+    {"add(a, s)", add, [](double x, double s) { return x + s; }, 1.5, false},
+    {"sub(a, s)", sub, [](double x, double s) { return x - s; }, 1.5, false},
+    {"rsub(s, a)", [](In a, double s) { return rsub(s, a); }, [](double x, double s) { return s - x; }, 1.5, false},
+    {"mul(a, s)", mul, [](double x, double s) { return x * s; }, -0.75, false},
+    {"div(a, s)", div, [](double x, double s) { return x / s; }, 3, false},
+    {"rdiv(s, a)", [](In a, double s) { return rdiv(s, a); }, [](double x, double s) { return s / x; }, 3, false},
+    {"maximum(a, s)", maximum, [](double x, double s) { return std::max(x, s); }, 0.5, false},
+    {"a + s", [](In a, double s) { return a + s; }, [](double x, double s) { return x + s; }, 1.5, false},
+    {"s + a", [](In a, double s) { return s + a; }, [](double x, double s) { return s + x; }, 1.5, false},
+    {"a - s", [](In a, double s) { return a - s; }, [](double x, double s) { return x - s; }, 1.5, false},
+    {"s - a", [](In a, double s) { return s - a; }, [](double x, double s) { return s - x; }, 1.5, false},
+    {"a * s", [](In a, double s) { return a * s; }, [](double x, double s) { return x * s; }, 2.5, false},
+    {"s * a", [](In a, double s) { return s * a; }, [](double x, double s) { return s * x; }, 2.5, false},
+    {"a / s", [](In a, double s) { return a / s; }, [](double x, double s) { return x / s; }, 3, false},
+    {"s / a", [](In a, double s) { return s / a; }, [](double x, double s) { return s / x; }, 3, false},
+    {"eq(a, s)", eq, [](double x, double s) { return x == s ? 1.0 : 0.0; }, 0.5, true},
+    {"ne(a, s)", ne, [](double x, double s) { return x != s ? 1.0 : 0.0; }, 0.5, true},
+    {"lt(a, s)", lt, [](double x, double s) { return x < s ? 1.0 : 0.0; }, 0.5, true},
+    {"le(a, s)", le, [](double x, double s) { return x <= s ? 1.0 : 0.0; }, 0.5, true},
+    {"gt(a, s)", gt, [](double x, double s) { return x > s ? 1.0 : 0.0; }, 0.5, true},
+    {"ge(a, s)", ge, [](double x, double s) { return x >= s ? 1.0 : 0.0; }, 0.5, true},
 };
 
 // Scalar ops divide by a, so their inputs stay away from 0.
@@ -245,7 +247,7 @@ TEST_CASE("f(a, b) for every binary op and comparison: matches reference::binary
                     const Tensor a = make_input({3, 4, 5}, la, -2, 2, dtype, gen);
                     const Tensor b = make_input({3, 4, 5}, lb, op.b_lo, op.b_hi, dtype, gen);
                     const Tensor y = op.fast(a, b);
-                    CHECK(y.dtype() == (op.result == DType::boolean ? DType::boolean : dtype));
+                    CHECK(y.dtype() == (op.mask ? DType::boolean : dtype));
                     CHECK(y.is_contiguous());
                     check_matches(y, reference::binary(a, b, op.oracle));
                 }
@@ -279,7 +281,7 @@ TEST_CASE("f(a, s) for every scalar variant, operator and scalar comparison: mat
                 INFO(op.name << " " << dtype_name(dtype) << " " << layout_name(layout));
                 const Tensor a = make_input({3, 4, 5}, layout, kScalarLo, kScalarHi, dtype, gen);
                 const Tensor y = op.fast(a, op.s);
-                CHECK(y.dtype() == (op.result == DType::boolean ? DType::boolean : dtype));
+                CHECK(y.dtype() == (op.mask ? DType::boolean : dtype));
                 CHECK(y.is_contiguous());
                 check_matches(y, reference::binary(a, scalar(op.s, dtype), op.oracle));
             }
@@ -474,6 +476,7 @@ TEST_CASE("f(x) on >= 1M elements: identical results with 1 and 2 threads", "[co
     const Tensor bias = randn({1030}, gen);
     const Tensor rows = randn({1024, 1}, gen);
     const Tensor xt = randn({1030, 1024}, gen).transpose(0, 1);  // the same shape, strided
+    const Tensor every_other = randn({2 << 20}, gen).slice(0, 0, 2 << 20, 2);  // one long strided run
     const auto compute = [&] {
         std::vector<std::vector<double>> out;
         out.push_back(values(add(x, bias)));
@@ -488,6 +491,10 @@ TEST_CASE("f(x) on >= 1M elements: identical results with 1 and 2 threads", "[co
         add_(acc, x, 0.5);
         add_(acc, xt);
         out.push_back(values(acc));
+        out.push_back(values(sigmoid(every_other)));
+        Tensor flat = zeros({1 << 20});
+        add_(flat, every_other, -2);
+        out.push_back(values(flat));
         return out;
     };
     const auto one = with_threads(1, compute);
@@ -499,6 +506,8 @@ TEST_CASE("f(x) on >= 1M elements: identical results with 1 and 2 threads", "[co
     }
     // and the threaded result is right
     check_matches(add(x, bias), reference::binary(x, bias, [](double a, double b) { return a + b; }));
+    check_matches(mul(every_other, every_other),
+                  reference::binary(every_other, every_other, [](double a, double b) { return a * b; }));
 }
 
 // ---- errors -------------------------------------------------------------------------------------
