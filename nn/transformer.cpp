@@ -31,7 +31,8 @@ PositionWiseFFN::Options ffn_options(const TransformerOptions& o) {
 // the positional encoding lies in [-1, 1], so the embeddings are scaled up
 // by √D before the two are added.
 Variable embed(Embedding& embedding, PositionalEncoding& pos_encoding, const core::Tensor& X, int64_t D,
-               int64_t start) {
+               int64_t start, bool scale = true) {
+    if (!scale) return pos_encoding(embedding(X), start);
     return pos_encoding(ag::mul(embedding(X), std::sqrt(static_cast<double>(D))), start);
 }
 
@@ -103,7 +104,7 @@ TransformerEncoder::TransformerEncoder(int64_t vocab_size, const TransformerOpti
 
 Variable TransformerEncoder::forward(const core::Tensor& X, const core::Tensor& valid_lens) {
     if (X.dim() != 2) fail<ShapeError>("TransformerEncoder: token ids of shape {} must be (batch, steps)", core::shape_str(X.shape()));
-    Variable H = embed(*embedding, *pos_encoding, X, options.num_hiddens, 0);  // (B, S, D)
+    Variable H = embed(*embedding, *pos_encoding, X, options.num_hiddens, 0, options.scale_embedding);  // (B, S, D)
     for (auto& blk : *blks) H = blk->forward(H, valid_lens);
     return H;
 }
@@ -179,7 +180,7 @@ DecoderState TransformerDecoder::init_state(const Variable& enc_outputs, const c
 
 Variable TransformerDecoder::forward(const core::Tensor& X, const DecoderState& state) {
     if (X.dim() != 2) fail<ShapeError>("TransformerDecoder: token ids of shape {} must be (batch, steps)", core::shape_str(X.shape()));
-    Variable H = embed(*embedding, *pos_encoding, X, options.num_hiddens, 0);  // (B, T, D)
+    Variable H = embed(*embedding, *pos_encoding, X, options.num_hiddens, 0, options.scale_embedding);  // (B, T, D)
     for (auto& blk : *blks) H = blk->forward(H, state);
     return (*dense)(H);  // (B, T, V)
 }
@@ -189,7 +190,7 @@ Variable TransformerDecoder::forward_step(const core::Tensor& X, DecoderState& s
     if (state.caches.size() != blks->size())
         fail<ValueError>("TransformerDecoder: the state has {} block caches for {} blocks; make it with init_state",
                          state.caches.size(), blks->size());
-    Variable H = embed(*embedding, *pos_encoding, X, options.num_hiddens, state.steps_done);  // (B, t, D)
+    Variable H = embed(*embedding, *pos_encoding, X, options.num_hiddens, state.steps_done, options.scale_embedding);  // (B, t, D)
     for (auto& blk : *blks) H = blk->forward_step(H, state);
     state.steps_done += X.size(1);
     return (*dense)(H);  // (B, t, V)

@@ -68,6 +68,9 @@ struct TransformerOptions {
     int64_t num_layers = 2;
     double dropout = 0.1;
     bool use_bias = false;        ///< bias in the attention projections
+    /// Multiply token embeddings by √D before adding the positional encoding
+    /// (seed 000). Seed 001's classifier adds the raw embeddings (false).
+    bool scale_embedding = true;
 };
 
 /// Seed 000 "编码器块": self-attention + AddNorm, then FFN + AddNorm.
@@ -83,7 +86,8 @@ public:
     std::shared_ptr<AddNorm> addnorm2;
 };
 
-/// Seed 000 "编码器": embedding × √D + positional encoding, then the blocks.
+/// Seed 000 "编码器": embedding × √D + positional encoding, then the blocks
+/// (without the √D when options.scale_embedding is false, as seed 001).
 class TransformerEncoder : public Module {
 public:
     TransformerEncoder(int64_t vocab_size, const TransformerOptions& options,
