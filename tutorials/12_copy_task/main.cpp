@@ -70,7 +70,7 @@ tasks::ModelConfig copy_config(bool use_bias = false) {
     return config;
 }
 
-// The Annotated Transformer's rate(), written out (seed 004 imports LambdaLR for it):
+// The Annotated Transformer's rate(), written out (seed 004 imports LambdaLR but never uses it):
 //   rate(step) = factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5),  step 0 counted as 1
 double rate(int64_t step, int64_t d_model, double factor, int64_t warmup) {
     const double s = step == 0 ? 1.0 : static_cast<double>(step);
@@ -216,8 +216,9 @@ int main(int argc, char** argv) {
              c::shape_str(logits.shape()), spread, ce);
         t.check(logits.shape() == c::Shape{30, 9, 11}, "logits (B, T, V) = (30, 9, 11)");
         note("A model that gave every symbol the same logit would score exactly ln 11 = {:.4f}. Ours scores "
-             "more: its random logits know nothing about the labels, and for such logits log Σ exp is "
-             "convex, so on average (Jensen) the loss is at least ln V; spread-out logits make it "
+             "more. Its logits vary at random around a common mean and know nothing about the labels; the "
+             "loss is log Σ exp(z) - z[label], and log Σ exp is convex, so by Jensen's inequality such "
+             "logits lose more than ln 11 on average, the more the larger their spread: the model is "
              "confidently wrong on many labels.",
              std::log(11.0));
         t.check(ce > std::log(11.0) && ce < 2 * std::log(11.0),
@@ -231,7 +232,8 @@ int main(int argc, char** argv) {
              "sequences, one loss printed per batch. That shows the loop but is far too little data to "
              "learn the copy. `tformer train copy` runs the same loop longer: batches of 30, 20 per epoch, "
              "80 epochs = 1600 steps, Adam with the learning-rate schedule of \"Attention Is All You Need\" "
-             "§5.3, which seed 004 imports LambdaLR for and the Annotated Transformer writes as\n"
+             "§5.3. Seed 004 imports LambdaLR but never uses it; the Annotated Transformer, which it follows, "
+             "passes LambdaLR this rate():\n"
              "    rate(step) = factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5)\n"
              "It rises linearly for `warmup` steps and then falls as 1/√step. With d_model = 32 and warmup "
              "= 100, the factor is chosen so that the peak, at step 100, is 0.005 (seed 000's lr):\n"
