@@ -78,11 +78,6 @@ double rate(int64_t step, int64_t d_model, double factor, int64_t warmup) {
                      std::min(std::pow(s, -0.5), s * std::pow(static_cast<double>(warmup), -1.5)));
 }
 
-// One training step of the loop below, as tasks::train does it.
-struct StepResult {
-    double d2l_loss;    // Σ_b loss[b] / Σ_b valid tokens: what d2l and `tformer train` print
-    double token_ce;    // mean cross-entropy per token: seed 004's nn.CrossEntropyLoss()
-};
 
 }  // namespace
 
