@@ -78,7 +78,6 @@ double rate(int64_t step, int64_t d_model, double factor, int64_t warmup) {
                      std::min(std::pow(s, -0.5), s * std::pow(static_cast<double>(warmup), -1.5)));
 }
 
-
 }  // namespace
 
 int main(int argc, char** argv) {
