@@ -530,8 +530,8 @@ int main(int argc, char** argv) {
         // (the picture's font has no Greek letters: lambda is spelt out)
         tasks::plot_lines(png, {.series = {{.name = "loss per batch", .x = curve.step, .y = curve.total, .line_width = 1},
                                            {.name = "mean of 20 batches", .x = curve.step, .y = smooth},
-                                           {.name = "lambda * l2_loss", .x = curve.step, .y = curve.l2, .dash = tasks::Dash::dashed}},
-                                .title = "tutorial 14: English or French? loss = cross-entropy + lambda * l2_loss",
+                                           {.name = "lambda * L2 term", .x = curve.step, .y = curve.l2, .dash = tasks::Dash::dashed}},
+                                .title = "English or French? loss = CE + lambda * L2",
                                 .xlabel = "step",
                                 .ylabel = "loss",
                                 .log_y = true});
@@ -609,7 +609,7 @@ int main(int argc, char** argv) {
             model->eval();
             model->forward(one.X, one.valid_lens);
         }
-        const c::Tensor A = model->attention_weights()[0];  // (B·H, T, T) = (H, T, T)
+        const c::Tensor A = model->attention_weights().at(0);  // (B·H, T, T) = (H, T, T)
         note("The self-attention weights of \"{}\" ({} tokens), block 1: {} heads of shape (T, T) = ({}, {}). "
              "The heatmaps show the valid {}×{} corner; every column beyond it is 0 (the key mask).",
              test_split.rows[pick].text, L, kHeads, kMaxLen, kMaxLen, L, L);
