@@ -40,6 +40,43 @@ constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 template <class T>
 constexpr T kNaN = std::numeric_limits<T>::quiet_NaN();
 
+// ---- vectorised row pieces ------------------------------------------------------------
+//
+// The output layer of a translation model has thousands of logits per token,
+// so cross-entropy and log-softmax rows are long: these loops must run in
+// SIMD lanes. row_max is the max of the non-NaN entries (-inf for a row of
+// only NaN or -inf); sum_exp_shifted adds exp(x_i - m) in T-typed lanes over
+// blocks of kSumBlock entries and the blocks in Acc, so a float row keeps
+// about the precision of a double sum while each block runs at float width.
+
+constexpr int64_t kSumBlock = 256;
+
+template <class T>
+T row_max(const T* x, int64_t n) {
+    T m = kNegInf<T>;
+#pragma omp simd reduction(max : m)
+    for (int64_t i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+    return m;
+}
+
+// Σ exp(x_i - m); with Store, also writes each exp(x_i - m) to e.
+template <bool Store, class T>
+Acc sum_exp_shifted(const T* x, int64_t n, T m, T* e = nullptr) {
+    Acc total = 0;
+    for (int64_t begin = 0; begin < n; begin += kSumBlock) {
+        const int64_t end = std::min(n, begin + kSumBlock);
+        T block = 0;
+#pragma omp simd reduction(+ : block)
+        for (int64_t i = begin; i < end; ++i) {
+            const T v = exp_of(x[i] - m);
+            if constexpr (Store) e[i] = v;
+            block += v;
+        }
+        total += block;
+    }
+    return total;
+}
+
 // (..., L) -> (...): the shape of per-row results such as mean and rstd.
 Shape leading_shape(const Shape& shape) {
     Shape out = shape;
@@ -130,20 +167,17 @@ void softmax_row(const T* x, T* y, int64_t n, Keep keep) {  // x, y: (L)
 // large inputs exact (x_i - m is small) and the log's argument ≥ 1.
 template <class T>
 void log_softmax_row(const T* x, T* y, int64_t n) {  // x, y: (L)
-    T m = kNegInf<T>;
-    for (int64_t i = 0; i < n; ++i)
-        if (x[i] > m) m = x[i];
+    const T m = row_max(x, n);
     if (m == kNegInf<T>) {
         // all -inf: log of softmax's all-zero row
         const T fill = any_nan(x, n, keep_all) ? kNaN<T> : kNegInf<T>;
         std::fill(y, y + n, fill);
         return;
     }
-    Acc sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t i = 0; i < n; ++i) sum += exp_of(x[i] - m);
-    const Acc log_sum = std::log(sum);
-    for (int64_t i = 0; i < n; ++i) y[i] = static_cast<T>(static_cast<Acc>(x[i] - m) - log_sum);
+    const Acc log_sum = std::log(sum_exp_shifted<false>(x, n, m));
+    const T ls = static_cast<T>(log_sum);
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) - ls;
 }
 
 // Runs row_fn(in_row, out_row, L) over every row of x into a new tensor.
@@ -542,13 +576,8 @@ CrossEntropyInputs cross_entropy_inputs(const Tensor& logits, const Tensor& targ
 // max and log Σ exp(x - max) of one row, the two numbers both directions need.
 template <class T>
 std::pair<Acc, Acc> max_and_log_sum(const T* x, int64_t n) {
-    T m = x[0];
-    for (int64_t i = 1; i < n; ++i)
-        if (x[i] > m) m = x[i];
-    Acc sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t i = 0; i < n; ++i) sum += exp_of(x[i] - m);
-    return {m, std::log(sum)};
+    const T m = row_max(x, n);
+    return {m, std::log(sum_exp_shifted<false>(x, n, m))};
 }
 
 }  // namespace
@@ -610,20 +639,14 @@ Tensor cross_entropy_rows_backward(const Tensor& grad_rows, const Tensor& logits
             }
             const T* x = xp + n * V;
             // p = softmax(x), with one exp per entry: d holds exp(x - m) until the sum is known
-            T m = x[0];
-            for (int64_t v = 1; v < V; ++v)
-                if (x[v] > m) m = x[v];
-            Acc sum = 0;
-#pragma omp simd reduction(+ : sum)
-            for (int64_t v = 0; v < V; ++v) {
-                d[v] = exp_of(x[v] - m);
-                sum += d[v];
-            }
-            const Acc gn = gp[n], inv_sum = 1.0 / sum;
-            for (int64_t v = 0; v < V; ++v) {
-                const Acc q = eps / static_cast<Acc>(V) + (v == t ? 1 - eps : 0.0);
-                d[v] = static_cast<T>(gn * (d[v] * inv_sum - q));
-            }
+            const T m = row_max(x, V);
+            const Acc sum = sum_exp_shifted<true>(x, V, m, d);
+            // d_v = g p_v - g q_v, with q = ε/V everywhere plus (1-ε) at the target
+            const Acc gn = gp[n];
+            const T scale = static_cast<T>(gn / sum), smooth = static_cast<T>(gn * eps / static_cast<Acc>(V));
+#pragma omp simd
+            for (int64_t v = 0; v < V; ++v) d[v] = d[v] * scale - smooth;
+            if (eps < 1) d[t] -= static_cast<T>(gn * (1 - eps));
         });
     });
     return dlogits;
