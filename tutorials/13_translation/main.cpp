@@ -172,14 +172,17 @@ Source encode_source(const std::string& sentence, const tasks::Vocab& vocab, int
 
 // log P(tokens, <eos> | source) by ONE teacher-forced pass of the whole
 // decoder (no cache): an independent way to recompute a decoder's score.
+// Without `with_eos` (a hypothesis that ran out of steps) the <eos> term is left out.
 double sequence_logp(nn::EncoderDecoder& model, const Source& s, const std::vector<int64_t>& tokens, int64_t bos,
-                     int64_t eos) {
+                     int64_t eos, bool with_eos = true) {
     ag::NoGradGuard no_grad;
-    std::vector<int64_t> dec_in = {bos}, label = tokens;
-    dec_in.insert(dec_in.end(), tokens.begin(), tokens.end());
-    label.push_back(eos);
+    std::vector<int64_t> label = tokens;
+    if (with_eos) label.push_back(eos);
+    if (label.empty()) return 0;
+    std::vector<int64_t> dec_in = {bos};  // the labels shifted right behind <bos>
+    dec_in.insert(dec_in.end(), label.begin(), label.end() - 1);
     const auto n = static_cast<int64_t>(dec_in.size());
-    const Tensor logp = c::log_softmax(model.forward(s.src, c::from_vector(dec_in, {1, n}), s.lens).value());
+    const Tensor logp = c::log_softmax(model.forward(s.src, c::from_vector(dec_in, {1, n}), s.lens).value());  // (1, n, V)
     double total = 0;
     for (int64_t i = 0; i < n; ++i) total += logp.at({0, i, label[i]});
     return total;
@@ -216,8 +219,9 @@ BleuWorking bleu_by_hand(const TokenLine& pred, const TokenLine& label, int k) {
         }
         const int64_t total = w.len_pred - n + 1;
         w.matches.push_back(matched);
-        w.totals.push_back(total);
-        w.score *= std::pow(static_cast<double>(matched) / static_cast<double>(total), std::pow(0.5, n));
+        w.totals.push_back(std::max<int64_t>(total, 0));
+        // a prediction with no n-grams of this order: d2l divides by zero, tasks::bleu says 0
+        w.score *= total <= 0 ? 0.0 : std::pow(static_cast<double>(matched) / static_cast<double>(total), std::pow(0.5, n));
     }
     return w;
 }
@@ -252,6 +256,7 @@ struct Model {
     tasks::Vocab src_vocab, tgt_vocab;
     int64_t num_steps = 10;
     bool trained_here = false;
+    bool on_d2l_pairs = false;  // trained on d2l's 601 pairs (here, or `--preset d2l`)
     std::string how;  // one line: which path was taken
 };
 
@@ -275,8 +280,8 @@ int main(int argc, char** argv) {
                                      "(词嵌入, 位置编码, 自注意力, 交叉注意力, 生成翻译)"});
     // One thread unless OMP_NUM_THREADS says otherwise: this model's tensors
     // (batches of 64 × 10 × 32) are too small for a second thread to pay for
-    // itself, and on a busy machine OpenMP's spinning threads make the run
-    // many times slower (measured: 4 s with one thread, 60-75 s with two).
+    // itself, and on a shared machine OpenMP's spinning threads make the run
+    // many times slower (measured: 3 s with one thread, 19-75 s with two).
     const bool threads_given = std::getenv("OMP_NUM_THREADS") != nullptr;
     if (!threads_given) c::set_num_threads(1);
     const std::string corpus = find_corpus(own.data);
@@ -408,6 +413,8 @@ int main(int argc, char** argv) {
             m.tgt_vocab = *info.tgt_vocab;
             m.num_steps = info.config.num_steps;
             const auto preset = info.extra.find("preset");
+            const auto examples = info.extra.find("num_examples");
+            m.on_d2l_pairs = examples != info.extra.end() && examples->second == "600";
             m.how = fmt::format("loaded from {} ({} optimizer steps, preset '{}')", own.checkpoint, info.step,
                                 preset == info.extra.end() ? "?" : preset->second);
             const nn::TransformerOptions& o = info.config.transformer;
@@ -484,6 +491,7 @@ int main(int argc, char** argv) {
             m.tgt_vocab = d.tgt_vocab;
             m.num_steps = config.num_steps;
             m.trained_here = true;
+            m.on_d2l_pairs = true;
             m.how = fmt::format("trained here: seed 000's model, 601 pairs, 400 steps in {:.1f} s", seconds);
         }
         m.net->eval();  // dropout off from here on (seed 000 predicts with net.eval())
@@ -665,7 +673,7 @@ int main(int argc, char** argv) {
         if (tops.size() >= 3 && is_participle(tops[2][0].first) && is_participle(tops[2][1].first)) {
             const auto& third = tops[2];
             note("Look at step 3: after 'je suis' the choice is between the corpus's two participles. The "
-                 "training data has 'I left.' once with each; the model's split is {} {:.2f} / {} {:.2f}.",
+                 "corpus has 'I left.' once with each (lines 48, 49); the model's split is {} {:.2f} / {} {:.2f}.",
                  tv.to_token(third[0].first), third[0].second, tv.to_token(third[1].first), third[1].second);
         }
     });
@@ -697,7 +705,9 @@ int main(int argc, char** argv) {
             beam1_same = beam1_same && beam1.tokens == greedy.tokens;
             score_same = score_same && std::abs(beam1.score * len1 - greedy.score) < 1e-4;
             // recompute the beam's score with one teacher-forced pass (no cache)
-            const double logp4 = sequence_logp(*m.net, s, beam4.tokens, bos, eos);
+            // a hypothesis that ran out of steps has no <eos>; it is still divided by length + 1
+            const bool finished = static_cast<int64_t>(beam4.tokens.size()) < m.num_steps;
+            const double logp4 = sequence_logp(*m.net, s, beam4.tokens, bos, eos, finished);
             worst_recomputed = std::max(worst_recomputed,
                                         std::abs(logp4 / static_cast<double>(beam4.tokens.size() + 1) - beam4.score));
             table += fmt::format("    {:<12} greedy: {:<22} {:>7.3f}   beam 4: {:<22} {:>7.3f}\n", sentence,
@@ -753,14 +763,16 @@ int main(int argc, char** argv) {
         }
         const tasks::CorpusBleu greedy_bleu = tasks::corpus_bleu(greedy_out, refs, 4);
         const tasks::CorpusBleu beam_bleu = tasks::corpus_bleu(beam_out, refs, 4);
-        note("\nOn all {} distinct English sentences of the 601 training pairs, beam 4 changes {} translations "
+        note("\nOn all {} distinct English sentences of d2l's 601 pairs, beam 4 changes {} translations "
              "(the first ones below); its choice scores higher by log p / length in {} of them (beam search "
              "prunes, so it is not guaranteed to beat greedy).\n{}"
              "A higher score is what the model believes, not a better translation: a sequence that avoids one "
              "unlikely token (an <unk>, say) can outscore the right words.\n"
-             "Corpus BLEU-4 against all the corpus's translations of each sentence (training data, so this "
-             "measures how well the pairs were fitted): greedy {:.1f}, beam 4 {:.1f}.",
-             english.size(), n_changed, n_higher, changed, 100 * greedy_bleu.score, 100 * beam_bleu.score);
+             "Corpus BLEU-4 against all the corpus's translations of each sentence{}: greedy {:.1f}, beam 4 "
+             "{:.1f}.",
+             english.size(), n_changed, n_higher, changed,
+             m.on_d2l_pairs ? " (the training data, so this measures how well the pairs were fitted)" : "",
+             100 * greedy_bleu.score, 100 * beam_bleu.score);
         t.check(static_cast<int64_t>(greedy_out.size()) == static_cast<int64_t>(english.size()),
                 fmt::format("decoded all {} sentences both ways", english.size()));
     });
@@ -782,7 +794,7 @@ int main(int argc, char** argv) {
             results.emplace_back(tasks::tokenize(tr.text), tasks::tokenize(fra));
         }
         note(printout);
-        if (data) {
+        if (data && m.on_d2l_pairs) {
             bool seen = false;
             for (const auto& p : data->train.pairs) seen = seen || p.src == "he's calm .";
             if (!seen)
@@ -792,25 +804,38 @@ int main(int argc, char** argv) {
                      "not.\n");
         }
 
-        // the hand computation: the first imperfect translation, else "i'm home ."
-        size_t pick = 3;
-        for (size_t i = 0; i < results.size(); ++i)
+        // The hand computation, on the first imperfect translation long enough to
+        // have bigrams (else the first one that has them).
+        std::optional<size_t> pick;
+        for (size_t i = 0; i < results.size(); ++i) {
+            if (results[i].first.size() < 2) continue;
+            if (!pick) pick = i;
             if (tasks::bleu(results[i].first, results[i].second, 2) < 1.0) {
                 pick = i;
                 break;
             }
-        const auto& [pred, label] = results[pick];
-        const BleuWorking w = bleu_by_hand(pred, label, 2);
-        note("By hand for '{}' => '{}' (reference '{}'):\n"
-             "    len_pred = {}, len_label = {}: brevity factor exp(min(0, 1 - {}/{})) = {:.4f}\n"
-             "    unigrams matched {}/{}: p_1 = {:.4f}, weight 1/2\n"
-             "    bigrams  matched {}/{}: p_2 = {:.4f}, weight 1/4\n"
-             "    bleu = {:.4f} · {:.4f}^(1/2) · {:.4f}^(1/4) = {:.4f}",
-             kSeedSentences[pick].first, join(pred), join(label), w.len_pred, w.len_label, w.len_label, w.len_pred,
-             w.brevity, w.matches[0], w.totals[0], double(w.matches[0]) / double(w.totals[0]), w.matches[1], w.totals[1],
-             double(w.matches[1]) / double(w.totals[1]), w.brevity, double(w.matches[0]) / double(w.totals[0]),
-             double(w.matches[1]) / double(w.totals[1]), w.score);
-        t.check_close(tasks::bleu(pred, label, 2), w.score, 1e-12, "tasks::bleu gives the same number");
+        }
+        if (pick) {
+            const auto& [pred, label] = results[*pick];
+            const BleuWorking w = bleu_by_hand(pred, label, 2);
+            std::string factors = fmt::format("{:.4f}", w.brevity);
+            std::string counts;
+            for (int n = 1; n <= 2; ++n) {
+                const double p_n = double(w.matches[n - 1]) / double(w.totals[n - 1]);
+                counts += fmt::format("    {}-grams matched {}/{}: p_{} = {:.4f}, weight 1/{}\n", n, w.matches[n - 1],
+                                      w.totals[n - 1], n, p_n, 1 << n);
+                factors += fmt::format(" · {:.4f}^(1/{})", p_n, 1 << n);
+            }
+            note("By hand for '{}' => '{}' (reference '{}'):\n"
+                 "    len_pred = {}, len_label = {}: brevity factor exp(min(0, 1 - {}/{})) = {:.4f}\n{}"
+                 "    bleu = {} = {:.4f}",
+                 kSeedSentences[*pick].first, join(pred), join(label), w.len_pred, w.len_label, w.len_label,
+                 w.len_pred, w.brevity, counts, factors, w.score);
+            t.check_close(tasks::bleu(pred, label, 2), w.score, 1e-12, "tasks::bleu gives the same number");
+        } else {
+            note("No translation has two tokens, so there is no bigram to count; the examples below show the "
+                 "computation instead.");
+        }
 
         note("\nTwo more with numbers to check on paper:");
         const double wrong_word = tasks::bleu("il est riche .", "il est calme .", 2);
