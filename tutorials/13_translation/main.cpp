@@ -1,0 +1,957 @@
+// Tutorial 13 · English→French translation: the corpus and its vocabularies,
+// a trained model, seed 003's walk-through decoded one token at a time,
+// beam search, BLEU and the attention heatmaps.
+//
+// Follows seed 000 (000_7dfff3ea5ac0d0a3.txt), 代码实现 › 训练 (d2l.load_data_nmt,
+// train_seq2seq with num_hiddens 32, 2 layers, 4 heads, batch 64, num_steps 10)
+// and 预测 (predict_seq2seq, d2l.bleu with k = 2 on "go .", "i lost .",
+// "he's calm .", "i'm home ."), 理论学习 › 预测 and 信息传递; and seed 003
+// (003_8fde783e4908788c.txt), "Transformer 处理 'I arrived at the' → 'Je suis
+// arrivé' 的全过程": (1) tokenization, (2) word embeddings, (3) positional
+// encoding, (4) self-attention, (6) masked self-attention, (7) cross-attention,
+// 4. 生成翻译 (softmax over the French vocabulary).
+// Read it with tutorials/13_translation/README.md.
+//
+// Besides the common --step / --out / --help this program takes
+//   --checkpoint FILE   a model written by `tformer train translate` (otherwise a
+//                       small model is trained here, in a few seconds)
+//   --data FILE         fra.txt (otherwise found from the program's folder upwards)
+#include "autograd/autograd.hpp"
+#include "common/tutorial.hpp"
+#include "core/core.hpp"
+#include "nn/transformer.hpp"
+#include "tasks/bleu.hpp"
+#include "tasks/fra_eng.hpp"
+#include "tasks/plot.hpp"
+#include "tasks/seq2seq.hpp"
+#include "tasks/text.hpp"
+#include "tasks/train.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using namespace tformer;
+namespace ag = tformer::autograd;
+namespace c = tformer::core;
+namespace fs = std::filesystem;
+using ag::Variable;
+using c::DType;
+using c::Tensor;
+using tasks::TokenLine;
+using tutorial::note;
+using tutorial::show;
+
+namespace {
+
+// ---- the program's own options ------------------------------------------------------------
+
+struct OwnArgs {
+    std::string checkpoint;        // --checkpoint FILE
+    std::string data;              // --data FILE
+    std::vector<char*> rest;       // everything else, for tutorial::Tutorial
+};
+
+// Takes --checkpoint and --data out of argv; the common options stay for the framework.
+OwnArgs take_own_args(int argc, char** argv) {
+    OwnArgs a;
+    for (int i = 0; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        std::string* target = arg == "--checkpoint" ? &a.checkpoint : arg == "--data" ? &a.data : nullptr;
+        if (target != nullptr && i + 1 < argc) {
+            *target = argv[++i];
+        } else if (arg.starts_with("--checkpoint=")) {
+            a.checkpoint = std::string(arg.substr(13));
+        } else if (arg.starts_with("--data=")) {
+            a.data = std::string(arg.substr(7));
+        } else {
+            if (arg == "--help" || arg == "-h")
+                fmt::print("Tutorial 13 also takes:\n"
+                           "  --checkpoint FILE   use a model written by `tformer train translate` instead of\n"
+                           "                      training a small one here\n"
+                           "  --data FILE         the corpus fra.txt (default: data/fra-eng/fra.txt, looked for\n"
+                           "                      from the program's folder and the working folder upwards)\n\n");
+            a.rest.push_back(argv[i]);
+        }
+    }
+    return a;
+}
+
+// The corpus: --data, $TFORMER_DATA_DIR or ./data, else the first
+// data/fra-eng/fra.txt above the program's own folder or the working folder
+// (the program lives in <repository>/build/release/tutorials).
+std::string find_corpus(const std::string& given) {
+    if (!given.empty()) return given;
+    const std::string default_path = tasks::default_fra_eng_path();
+    if (fs::exists(default_path)) return default_path;
+    std::error_code ec;
+    const fs::path exe = fs::canonical("/proc/self/exe", ec);
+    std::vector<fs::path> starts = {fs::current_path()};
+    if (!ec) starts.insert(starts.begin(), exe.parent_path());
+    for (const fs::path& start : starts)
+        for (fs::path dir = start;; dir = dir.parent_path()) {
+            const fs::path candidate = dir / "data" / "fra-eng" / "fra.txt";
+            if (fs::exists(candidate)) return candidate.string();
+            if (dir == dir.parent_path()) break;
+        }
+    return default_path;  // load_fra_eng will say that it cannot open it
+}
+
+// ---- small helpers -------------------------------------------------------------------------
+
+std::string join(const std::vector<std::string>& words, std::string_view sep = " ") {
+    return fmt::format("{}", fmt::join(words, sep));
+}
+
+// A raw corpus line with its invisible characters named: the tab, U+202F
+// NARROW NO-BREAK SPACE and U+00A0 NO-BREAK SPACE.
+std::string visible(std::string_view line) {
+    std::string out;
+    for (size_t i = 0; i < line.size(); ++i) {
+        if (line[i] == '\t') {
+            out += "⟨TAB⟩";
+        } else if (line.substr(i, 3) == "\u202F") {
+            out += "⟨U+202F⟩";
+            i += 2;
+        } else if (line.substr(i, 2) == "\u00A0") {
+            out += "⟨U+00A0⟩";
+            i += 1;
+        } else {
+            out += line[i];
+        }
+    }
+    return out;
+}
+
+// The k largest entries of a probability vector, largest first (ties: lower id first).
+std::vector<std::pair<int64_t, double>> top_k(const std::vector<double>& p, size_t k) {
+    std::vector<int64_t> ids(p.size());
+    std::iota(ids.begin(), ids.end(), 0);
+    k = std::min(k, ids.size());
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(),
+                      [&](int64_t a, int64_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
+    std::vector<std::pair<int64_t, double>> out;
+    for (size_t i = 0; i < k; ++i) out.emplace_back(ids[i], p[ids[i]]);
+    return out;
+}
+
+// A sentence as the encoder sees it (d2l's predict_seq2seq): preprocessed,
+// tokenised, ids + <eos>, padded to num_steps, with its valid length.
+struct Source {
+    TokenLine words;             // e.g. {"i", "left", "."}
+    std::vector<int64_t> ids;    // padded to num_steps
+    int64_t valid = 0;           // ids that are not <pad>
+    Tensor src;                  // (1, num_steps) int64
+    Tensor lens;                 // (1) int64
+};
+
+Source encode_source(const std::string& sentence, const tasks::Vocab& vocab, int64_t num_steps) {
+    Source s;
+    s.words = tasks::tokenize(tasks::preprocess_nmt(sentence));
+    std::vector<int64_t> ids = vocab.to_indices(s.words);
+    ids.push_back(vocab.to_index("<eos>"));
+    s.valid = std::min<int64_t>(static_cast<int64_t>(ids.size()), num_steps);
+    s.ids = tasks::truncate_pad(ids, num_steps, vocab.to_index("<pad>"));
+    s.src = c::from_vector(s.ids, {1, num_steps});
+    s.lens = c::from_vector(std::vector<int64_t>{s.valid}, {1});
+    return s;
+}
+
+// log P(tokens, <eos> | source) by ONE teacher-forced pass of the whole
+// decoder (no cache): an independent way to recompute a decoder's score.
+// Without `with_eos` (a hypothesis that ran out of steps) the <eos> term is left out.
+double sequence_logp(nn::EncoderDecoder& model, const Source& s, const std::vector<int64_t>& tokens, int64_t bos,
+                     int64_t eos, bool with_eos = true) {
+    ag::NoGradGuard no_grad;
+    std::vector<int64_t> label = tokens;
+    if (with_eos) label.push_back(eos);
+    if (label.empty()) return 0;
+    std::vector<int64_t> dec_in = {bos};  // the labels shifted right behind <bos>
+    dec_in.insert(dec_in.end(), label.begin(), label.end() - 1);
+    const auto n = static_cast<int64_t>(dec_in.size());
+    const Tensor logp = c::log_softmax(model.forward(s.src, c::from_vector(dec_in, {1, n}), s.lens).value());  // (1, n, V)
+    double total = 0;
+    for (int64_t i = 0; i < n; ++i) total += logp.at({0, i, label[i]});
+    return total;
+}
+
+// d2l's bleu written out with every intermediate kept, to print and to check
+// tasks::bleu against:
+//   score = exp(min(0, 1 - len_label / len_pred)) · Π_{n=1..k} p_n^(1/2^n)
+struct BleuWorking {
+    int64_t len_pred = 0, len_label = 0;
+    double brevity = 0;
+    std::vector<int64_t> matches, totals;
+    double score = 0;
+};
+
+BleuWorking bleu_by_hand(const TokenLine& pred, const TokenLine& label, int k) {
+    BleuWorking w;
+    w.len_pred = static_cast<int64_t>(pred.size());
+    w.len_label = static_cast<int64_t>(label.size());
+    w.brevity = std::exp(std::min(0.0, 1.0 - static_cast<double>(w.len_label) / static_cast<double>(w.len_pred)));
+    w.score = w.brevity;
+    for (int n = 1; n <= k; ++n) {
+        // the label's n-grams with their counts; each may be matched as often as it occurs
+        std::map<std::string, int64_t> label_count;
+        for (int64_t i = 0; i + n <= w.len_label; ++i)
+            ++label_count[join(TokenLine(label.begin() + i, label.begin() + i + n))];
+        int64_t matched = 0;
+        for (int64_t i = 0; i + n <= w.len_pred; ++i) {
+            auto it = label_count.find(join(TokenLine(pred.begin() + i, pred.begin() + i + n)));
+            if (it != label_count.end() && it->second > 0) {
+                ++matched;
+                --it->second;
+            }
+        }
+        const int64_t total = w.len_pred - n + 1;
+        w.matches.push_back(matched);
+        w.totals.push_back(std::max<int64_t>(total, 0));
+        // a prediction with no n-grams of this order: d2l divides by zero, tasks::bleu says 0
+        w.score *= total <= 0 ? 0.0 : std::pow(static_cast<double>(matched) / static_cast<double>(total), std::pow(0.5, n));
+    }
+    return w;
+}
+
+// Largest |row sum - 1| over the first `rows` rows of a (rows, keys)
+// matrix, and the largest weight on the keys from `valid` on.
+std::pair<double, double> row_sums_and_padding(const Tensor& w, int64_t valid) {
+    double worst_sum = 0, worst_pad = 0;
+    for (int64_t q = 0; q < w.size(0); ++q) {
+        double sum = 0;
+        for (int64_t k = 0; k < w.size(1); ++k) {
+            sum += w.at({q, k});
+            if (k >= valid) worst_pad = std::max(worst_pad, std::abs(w.at({q, k})));
+        }
+        worst_sum = std::max(worst_sum, std::abs(sum - 1.0));
+    }
+    return {worst_sum, worst_pad};
+}
+
+// ---- what the steps share ---------------------------------------------------------------
+
+// seed 000's four test sentences and d2l's references
+const std::vector<std::pair<std::string, std::string>> kSeedSentences = {
+    {"go .", "va !"}, {"i lost .", "j'ai perdu ."}, {"he's calm .", "il est calme ."}, {"i'm home .", "je suis chez moi ."}};
+
+// The walk-through sentence (step 3) and the two correct translations the corpus gives it.
+const std::string kWalkSentence = "I left.";
+const std::vector<std::string> kWalkReferences = {"je suis parti .", "je suis partie ."};
+
+struct Model {
+    std::shared_ptr<nn::EncoderDecoder> net;
+    tasks::Vocab src_vocab, tgt_vocab;
+    int64_t num_steps = 10;
+    bool trained_here = false;
+    bool on_d2l_pairs = false;  // trained on d2l's 601 pairs (here, or `--preset d2l`)
+    std::string how;  // one line: which path was taken
+};
+
+// What step 3 records for the heatmaps of step 6.
+struct WalkThrough {
+    Source source;
+    std::vector<std::string> fed;       // <bos>, then the generated tokens fed back
+    std::vector<std::string> produced;  // the generated tokens, then <eos> if it came
+    std::vector<Tensor> encoder;        // [block] (H, S, S)
+    std::vector<std::vector<Tensor>> self, cross;  // [block][step] (H, step + 1) and (H, S)
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    OwnArgs own = take_own_args(argc, argv);
+    tutorial::Tutorial t(static_cast<int>(own.rest.size()), own.rest.data(),
+                         {.title = "tformer tutorial 13 · English→French: data, training, greedy and beam search, "
+                                   "BLEU, heatmaps",
+                          .follows = "seed 000 训练, 预测 (BLEU); seed 003 'I arrived at the' → 'Je suis arrivé' "
+                                     "(词嵌入, 位置编码, 自注意力, 交叉注意力, 生成翻译)"});
+    // One thread unless OMP_NUM_THREADS says otherwise: this model's tensors
+    // (batches of 64 × 10 × 32) are too small for a second thread to pay for
+    // itself, and on a shared machine OpenMP's spinning threads make the run
+    // many times slower (measured: 3 s with one thread, 19-75 s with two).
+    const bool threads_given = std::getenv("OMP_NUM_THREADS") != nullptr;
+    if (!threads_given) c::set_num_threads(1);
+    const std::string corpus = find_corpus(own.data);
+    std::optional<tasks::FraEngData> data;  // d2l's 600-example prefix, kept for training
+    std::string corpus_text;                // the whole file, for the searches of step 3
+    Model m;
+    WalkThrough walk;
+
+    t.step("1. The corpus, d2l's preprocessing, vocabularies and padding", [&] {
+        note("Seed 000's training cell starts with d2l.load_data_nmt(batch_size, num_steps): read fra.txt "
+             "(one 'English<TAB>French' pair per line, from Tatoeba), preprocess, tokenise, build a vocabulary "
+             "per language, and turn every sentence into num_steps = 10 ids. tasks::load_fra_eng does the same; "
+             "here is each stage by hand first. Corpus: {}", corpus);
+        {
+            std::ifstream in(corpus, std::ios::binary);
+            if (!in) fail<IOError>("cannot open the corpus '{}' (give it with --data FILE)", corpus);
+            std::ostringstream buffer;
+            buffer << in.rdbuf();
+            corpus_text = std::move(buffer).str();
+        }
+        std::vector<std::string_view> lines;
+        for (size_t start = 0; start < corpus_text.size();) {
+            size_t end = corpus_text.find('\n', start);
+            if (end == std::string::npos) end = corpus_text.size();
+            lines.emplace_back(corpus_text.data() + start, end - start);
+            start = end + 1;
+        }
+        note("\nThe file has {} lines. Five raw lines (1-based numbers), the invisible characters named:",
+             lines.size());
+        std::string before;
+        for (int number : {1, 6, 8, 48, 470}) {
+            const std::string_view raw = lines.at(static_cast<size_t>(number - 1));
+            before += fmt::format("    {:>4}  {}\n", number, visible(raw));
+        }
+        note(before);
+        note("d2l's preprocess_nmt does three things: U+202F NARROW NO-BREAK SPACE and U+00A0 NO-BREAK SPACE "
+             "become ordinary spaces (French typography puts them before ! ? : ;), everything is lowercased, and "
+             "a space goes before every , . ! ? that follows a non-space, so punctuation becomes its own token. "
+             "tokenize then splits at single spaces (Python's split(' ')):");
+        std::string after;
+        for (int number : {1, 6, 8, 48, 470}) {
+            const std::string processed = tasks::preprocess_nmt(lines.at(static_cast<size_t>(number - 1)));
+            const size_t tab = processed.find('\t');
+            const std::string english = "[" + join(tasks::tokenize(processed.substr(0, tab)), ", ") + "]";
+            const std::string french = "[" + join(tasks::tokenize(processed.substr(tab + 1)), ", ") + "]";
+            after += fmt::format("    {:>4}  {:<18} | {}\n", number, english, french);
+        }
+        note(after);
+        t.check(tasks::preprocess_nmt(lines.at(5)) == "wow !\tça alors !",
+                "line 6 'Wow!<TAB>Ça alors<U+202F>!' becomes 'wow !<TAB>ça alors !' (Ç lowercased too)");
+        t.check(tasks::preprocess_nmt(lines.at(469)) == "who fell ?\tqui est tombé ?",
+                "line 470's U+00A0 becomes a plain space");
+
+        note("\nNow the whole pipeline: tasks::load_fra_eng with d2l's num_examples = 600, num_steps = 10 and "
+             "min_freq = 2. (d2l's tokenize_nmt stops AFTER line index 600, so it reads 601 lines; the library "
+             "keeps that off-by-one so the vocabularies match d2l's.)");
+        data = tasks::load_fra_eng({.path = corpus, .num_examples = 600, .num_steps = 10, .min_freq = 2});
+        const tasks::FraEngData& d = *data;
+        note("    {} pairs; vocabularies: {} English tokens, {} French tokens", d.report.train_pairs,
+             d.src_vocab.size(), d.tgt_vocab.size());
+        t.check(d.report.train_pairs == 601, "601 pairs, as d2l reads for num_examples = 600");
+        t.check(d.src_vocab.size() == 184 && d.tgt_vocab.size() == 201,
+                "d2l's vocabulary sizes: len(src_vocab) = 184, len(tgt_vocab) = 201");
+
+        std::vector<std::string> first;
+        for (int64_t i = 0; i < 12; ++i) first.push_back(fmt::format("{}:{}", i, d.tgt_vocab.to_token(i)));
+        note("\nThe French vocabulary begins (index:token)\n    {}\n'<unk>' is always 0, then the reserved "
+             "'<pad>' (padding), '<bos>' (begin: the decoder's first input) and '<eos>' (end of sentence), then "
+             "every token that occurs at least min_freq = 2 times, most frequent first.",
+             join(first));
+        t.check(d.tgt_vocab.to_index("<unk>") == 0 && d.tgt_vocab.to_index("<pad>") == 1 &&
+                    d.tgt_vocab.to_index("<bos>") == 2 && d.tgt_vocab.to_index("<eos>") == 3,
+                "<unk> <pad> <bos> <eos> are 0 1 2 3 in both vocabularies");
+
+        // min_freq by hand: count two French words in the training side
+        std::map<std::string, int64_t> count;
+        for (const auto& p : d.train.pairs)
+            for (const std::string& w : tasks::tokenize(p.tgt)) ++count[w];
+        note("\nmin_freq = 2 by example: 'parti' occurs {} times in the French side, 'resté' {} time(s). So "
+             "'resté' is not in the vocabulary and maps to <unk> (index {}): a model trained on these 601 pairs "
+             "can never write 'je suis resté', although 'I stayed.' is in the data.",
+             count["parti"], count["resté"], d.tgt_vocab.to_index("resté"));
+        t.check(count["parti"] >= 2 && d.tgt_vocab.contains("parti"), "'parti' (2 or more times) has its own index");
+        t.check(count["resté"] == 1 && d.tgt_vocab.to_index("resté") == tasks::Vocab::kUnk,
+                "'resté' (once) is <unk>");
+
+        // padding and valid lengths
+        int64_t row = -1;
+        for (size_t i = 0; i < d.train.pairs.size(); ++i)
+            if (d.train.pairs[i].src == "i left ." && row < 0) row = static_cast<int64_t>(i);
+        const Tensor src_row = d.train.src.select(0, row), tgt_row = d.train.tgt.select(0, row);
+        note("\nbuild_array_nmt turns each sentence into its ids + <eos>, padded with <pad> (1) to num_steps = 10; "
+             "the valid length counts the ids that are not padding. Row {} of the arrays, the pair "
+             "'{}' → '{}':", row, d.train.pairs[row].src, d.train.pairs[row].tgt);
+        show("src[row]", src_row);
+        note("    = [{}], valid length {}", join(d.src_vocab.to_tokens(src_row.to_vector<int64_t>()), ", "),
+             d.train.src_valid_len.at({row}));
+        show("tgt[row]", tgt_row);
+        note("    = [{}], valid length {}", join(d.tgt_vocab.to_tokens(tgt_row.to_vector<int64_t>()), ", "),
+             d.train.tgt_valid_len.at({row}));
+        t.check(d.train.src_valid_len.at({row}) == 4 && src_row.at({3}) == 3 && src_row.at({4}) == 1,
+                "'i left .' + <eos> = 4 valid ids, then <pad> = 1 up to 10");
+
+        size_t station = 0;  // seed 003's sentence, as the corpus has it
+        while (station < lines.size() && !lines[station].starts_with("I arrived at the station.\t")) ++station;
+        note("\nA sentence longer than num_steps is cut: d2l's truncate_pad keeps the first 10 ids and the "
+             "<eos> is lost (valid length 10). Seed 003's sentence, as the corpus has it on line {}, with "
+             "num_steps = 5:", station + 1);
+        const std::string long_line = tasks::preprocess_nmt("I arrived at the station.");
+        const tasks::NmtArray cut = tasks::build_array_nmt({tasks::tokenize(long_line)}, d.src_vocab, 5);
+        show("build_array_nmt(['i arrived at the station .'], num_steps=5).tokens", cut.tokens);
+        note("    = [{}]  — 'arrived' and 'station' are not among the 184 words: <unk>",
+             join(d.src_vocab.to_tokens(cut.tokens.to_vector<int64_t>()), ", "));
+        t.check(cut.valid_lens.at({0}) == 5 && cut.tokens.at({0, 4}) != d.src_vocab.to_index("<eos>"),
+                "truncated to 5 ids, valid length 5, no <eos>");
+    });
+
+    t.step("2. The model: loaded or trained here", [&] {
+        if (!own.checkpoint.empty()) {
+            note("PATH TAKEN: loading the checkpoint given with --checkpoint:\n    {}", own.checkpoint);
+            const tasks::CheckpointInfo info = tasks::read_checkpoint_info(own.checkpoint);
+            if (info.config.task != "translate")
+                fail<ValueError>("tutorial 13: '{}' is a {} checkpoint, not a translation model", own.checkpoint,
+                                 info.config.task);
+            c::Generator gen(0);
+            m.net = tasks::build_model(info.config, gen);
+            tasks::load_checkpoint(own.checkpoint, *m.net, nullptr);
+            m.src_vocab = *info.src_vocab;
+            m.tgt_vocab = *info.tgt_vocab;
+            m.num_steps = info.config.num_steps;
+            const auto preset = info.extra.find("preset");
+            const auto examples = info.extra.find("num_examples");
+            m.on_d2l_pairs = examples != info.extra.end() && examples->second == "600";
+            m.how = fmt::format("loaded from {} ({} optimizer steps, preset '{}')", own.checkpoint, info.step,
+                                preset == info.extra.end() ? "?" : preset->second);
+            const nn::TransformerOptions& o = info.config.transformer;
+            note("{} optimizer steps, {} epochs; d = {}, FFN {}, {} heads, {} blocks; num_steps {}; "
+                 "vocabularies {} / {}; {} parameters. Steps 3-6 use this model and ITS vocabularies (the "
+                 "600-pair vocabularies of step 1 were only the example).",
+                 info.step, info.epoch, o.num_hiddens, o.ffn_num_hiddens, o.num_heads, o.num_layers, m.num_steps,
+                 m.src_vocab.size(), m.tgt_vocab.size(), m.net->num_parameters());
+            t.check(m.src_vocab.size() == info.config.src_vocab_size && m.tgt_vocab.size() == info.config.tgt_vocab_size,
+                    "the checkpoint's vocabularies fit its embedding and output layers");
+        } else {
+            if (!data) fail<ValueError>("tutorial 13: no corpus, so nothing to train on (step 1 failed)");
+            const tasks::FraEngData& d = *data;
+            // Seed 000's sizes, and a short run that fits in a few seconds of one core:
+            // 40 epochs instead of 200, no dropout, a warm-up + cosine learning rate.
+            tasks::ModelConfig config;
+            config.num_steps = 10;
+            config.src_vocab_size = d.src_vocab.size();
+            config.tgt_vocab_size = d.tgt_vocab.size();
+            config.transformer = {.key_size = 32, .query_size = 32, .value_size = 32, .num_hiddens = 32,
+                                  .norm_shape = 32, .ffn_num_input = 32, .ffn_num_hiddens = 64, .num_heads = 4,
+                                  .num_layers = 2, .dropout = 0.0};
+            const uint64_t seed = 1;
+            tasks::TrainOptions o{.epochs = 40, .batch_size = 64, .lr = 0.01, .schedule = "cosine", .warmup = 40,
+                                  .clip = 1.0, .seed = seed, .out_dir = t.out_dir().string(), .quiet = true, .extra = {}};
+            // what `tformer eval` needs to reload the data of this checkpoint
+            o.extra = {{"preset", "tutorial-13"}, {"seed", std::to_string(seed)}, {"num_examples", "600"},
+                       {"sample_size", "0"}, {"data_seed", "0"}, {"val_fraction", "0"}, {"num_steps", "10"}};
+            note("PATH TAKEN: no --checkpoint given, so a small model is trained here, now.\n\n"
+                 "Seed 000 trains num_hiddens 32, 2 blocks, 4 heads, FFN 64, dropout 0.1, batch 64, num_steps 10, "
+                 "Adam at lr 0.005 for 200 epochs on these 601 pairs (2000 steps). This run keeps the model and "
+                 "the data and shortens the schedule to 40 epochs (400 steps): Adam with a warm-up of 40 steps to "
+                 "lr 0.01 and a cosine decay, gradient clipping at 1 as d2l, and dropout 0 — on 601 pairs the "
+                 "goal is to fit them quickly, not to generalise. The full seed-000 recipe is "
+                 "`tformer train translate --preset d2l`; its checkpoint can be given here with --checkpoint.");
+            c::Generator gen(seed);
+            m.net = tasks::build_model(config, gen);
+            note("{} parameters. Batches: each epoch a fresh shuffle of the 601 pairs in batches of 64 "
+                 "(the last one has 25).", m.net->num_parameters());
+
+            const int64_t bos = d.tgt_vocab.to_index("<bos>");
+            const tasks::BatchSource source = tasks::translation_source(d.train, o.batch_size, bos, seed);
+            const tasks::Batch first = source.get(0, 0);
+            note("\nOne batch in d2l's framing (train_seq2seq): the decoder input is the target shifted right "
+                 "behind <bos> (teacher forcing), the label is the target itself. Its first row:");
+            show("enc_X[0]", first.enc_X.select(0, 0));
+            show("dec_in[0]", first.dec_in.select(0, 0));
+            show("label[0]", first.label.select(0, 0));
+            t.check(first.dec_in.at({0, 0}) == static_cast<double>(bos) && first.dec_in.at({0, 1}) == first.label.at({0, 0}),
+                    "dec_in = [<bos>, label[:-1]]");
+
+            const auto start = std::chrono::steady_clock::now();
+            const tasks::TrainResult r =
+                tasks::train(*m.net, gen, source, o,
+                             {.config = config, .src_vocab = d.src_vocab, .tgt_vocab = d.tgt_vocab, .step = 0,
+                              .epoch = 0, .rng = {}, .extra = {}});
+            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            std::string curve;
+            for (size_t e = 0; e < r.epoch_loss.size(); ++e)
+                if (e == 0 || (e + 1) % 5 == 0)
+                    curve += fmt::format("    epoch {:>3}  loss {:.4f}\n", e + 1, r.epoch_loss[e]);
+            note("\nTraining ({} steps, {} thread{}{}): d2l's loss per epoch, Σ masked cross-entropy / Σ valid "
+                 "target tokens:\n{}", r.steps, c::get_num_threads(), c::get_num_threads() == 1 ? "" : "s",
+                 threads_given ? ", from OMP_NUM_THREADS" : "; set OMP_NUM_THREADS for more", curve);
+            note("{:.1f} s for {} steps ({:.0f} target tokens/s). Written to {}: checkpoint.safetensors, "
+                 "loss.csv, loss.png.",
+                 seconds, r.steps, r.tokens_per_second, t.out_dir().string());
+            t.check(r.steps == 400, "400 optimizer steps: 40 epochs of 10 batches");
+            t.check(r.final_loss < 0.1 * r.epoch_loss.front(),
+                    fmt::format("the loss fell more than tenfold ({:.3f} → {:.4f}); seed 000's 200-epoch run ends "
+                                "near 0.03",
+                                r.epoch_loss.front(), r.final_loss));
+            m.src_vocab = d.src_vocab;
+            m.tgt_vocab = d.tgt_vocab;
+            m.num_steps = config.num_steps;
+            m.trained_here = true;
+            m.on_d2l_pairs = true;
+            m.how = fmt::format("trained here: seed 000's model, 601 pairs, 400 steps in {:.1f} s", seconds);
+        }
+        m.net->eval();  // dropout off from here on (seed 000 predicts with net.eval())
+        note("\nModel: {}", m.how);
+    });
+
+    t.step("3. Seed 003's walk-through, one token at a time", [&] {
+        if (!m.net) fail<ValueError>("tutorial 13: there is no model (step 2 failed)");
+        note("Seed 003 follows 'I arrived at the' → 'Je suis arrivé' through the Transformer. That sentence "
+             "is out of reach of a small model:");
+        if (!corpus_text.empty()) {
+            // where the corpus first has the seed's words (1-based line numbers)
+            auto line_of = [&](std::string_view needle) -> int64_t {
+                size_t pos = corpus_text.find(needle);
+                if (pos == std::string::npos) return -1;
+                if (needle.front() == '\n') ++pos;  // the match starts at the end of the line before
+                return 1 + std::count(corpus_text.begin(), corpus_text.begin() + static_cast<std::ptrdiff_t>(pos), '\n');
+            };
+            const int64_t arrived = line_of(" arrived"), i_arrived = line_of("\nI arrived"),
+                          at_the = line_of("\nI arrived at the");
+            note("    first English sentence with 'arrived':          line {}\n"
+                 "    first sentence starting 'I arrived':            line {}\n"
+                 "    first sentence starting 'I arrived at the':     line {}\n"
+                 "The file is sorted by length and d2l trains on its first 601 lines, whose vocabulary has no "
+                 "'arrived' (step 1). A model that knows the words of the line-{} sentence must train on far "
+                 "more of the file (d2l's prefix would have to reach that line; tformer train translate's "
+                 "default run samples 15,000 pairs from all of it), which takes minutes, not seconds. So this "
+                 "tutorial takes the closest sentence the 601 pairs support:\n\n"
+                 "    'I left.' → 'Je suis parti.' / 'Je suis partie.'   (lines 48 and 49)\n\n"
+                 "It is the same construction as the seed's: an English verb of motion in the past becomes the "
+                 "French passé composé with être, 'je' + 'suis' + participle, two French words for one English "
+                 "word — and the participle agrees with the speaker's gender (parti / partie), which the "
+                 "English 'I' does not show. Seed 003 (7): "
+                 "'注意性别和语法，使 arrivé 变为正确的 je suis arrivé'.",
+                 arrived, i_arrived, at_the, at_the);
+            t.check(arrived > 601 && i_arrived > 601, "neither 'arrived' nor 'I arrived' occurs in d2l's 601 lines");
+        }
+
+        const tasks::Vocab& sv = m.src_vocab;
+        const tasks::Vocab& tv = m.tgt_vocab;
+        walk.source = encode_source(kWalkSentence, sv, m.num_steps);
+        const Source& s = walk.source;
+        const int64_t S = m.num_steps, D = m.net->encoder->options.num_hiddens, H = m.net->encoder->options.num_heads;
+        note("\n(1) Tokenization. d2l splits at spaces after preprocess_nmt (seed 003 mentions BPE and "
+             "WordPiece: subword units, not used here). '{}' → [{}] + <eos>, padded to num_steps = {}:",
+             kWalkSentence, join(s.words, ", "), S);
+        show("ids", s.src);
+        note("    = [{}], valid length {}", join(sv.to_tokens(s.ids), ", "), s.valid);
+        bool known = true;
+        for (const std::string& w : s.words) known = known && sv.contains(w);
+        t.check(known, "every word of 'i left .' is in the source vocabulary (no <unk>)");
+
+        ag::NoGradGuard no_grad;
+        const int64_t show_n = std::min<int64_t>(6, D);
+        const Tensor E = m.net->encoder->embedding->forward(s.src).value();  // (1, S, D)
+        const Tensor scaled = c::mul(E, std::sqrt(static_cast<double>(D)));
+        const Tensor P = m.net->encoder->pos_encoding->P.slice(1, 0, S);    // (1, S, D)
+        const Tensor X = c::add(scaled, P);
+        note("\n(2) Word embeddings: row id of the learned table encoder.embedding.weight ({} × {}), "
+             "seed 003's 'Embeddings(I) → [0.1, 0.5, 0.8, ...]'. Seed 000's encoder multiplies them by √d = "
+             "√{} = {:.3f} (the positional encoding lies in [-1, 1] and should not drown them). First {} of {} "
+             "features, one row per token (i, left, ., <eos>):",
+             sv.size(), D, D, std::sqrt(static_cast<double>(D)), show_n, D);
+        show("embedding × √d", scaled.select(0, 0).slice(0, 0, s.valid).slice(1, 0, show_n));
+        note("\n(3) Positional encoding: P[pos, 2j] = sin(pos / 10000^(2j/d)), P[pos, 2j+1] = cos(...). Row 0 is "
+             "[0, 1, 0, 1, ...]; seed 003's 'PositionalEncoding(0) = [0.0000, 0.8415, ...]' are sin 1, sin 2, "
+             "... one position off (tutorial 08).");
+        show("P[:4, :6]", P.select(0, 0).slice(0, 0, s.valid).slice(1, 0, show_n));
+        show("X = embedding × √d + P", X.select(0, 0).slice(0, 0, s.valid).slice(1, 0, show_n));
+        t.check_close(P.select(0, 0).select(0, 0).slice(0, 0, 4), c::from_vector(std::vector<float>{0, 1, 0, 1}, {4}), 0,
+                      "P[0] starts [0, 1, 0, 1]");
+        t.check_close(P.at({0, 1, 0}), std::sin(1.0), 1e-6, "P[1, 0] = sin 1 = 0.8415 (seed 003's number)");
+
+        note("\n(4)-(5) The encoder: {} blocks of multi-head self-attention (every source token looks at every "
+             "valid source token) + AddNorm + FFN + AddNorm. Running the blocks by hand on X, then asking the "
+             "encoder itself:", m.net->encoder->blks->size());
+        Variable Hh(X);
+        for (auto& blk : *m.net->encoder->blks) Hh = blk->forward(Hh, s.lens);
+        const Tensor enc = m.net->encoder->forward(s.src, s.lens).value();  // (1, S, D)
+        for (const Tensor& w : m.net->encoder->attention_weights()) walk.encoder.push_back(w.clone());  // [block] (H, S, S)
+        show("enc_outputs[0, :4, :6]", enc.select(0, 0).slice(0, 0, s.valid).slice(1, 0, show_n));
+        note("    enc_outputs: {}; encoder self-attention weights: {} blocks of {}", c::shape_str(enc.shape()),
+             walk.encoder.size(), c::shape_str(walk.encoder.front().shape()));
+        t.check_close(Hh.value(), enc, 1e-5, "embedding × √d + P, then the blocks == encoder.forward(src)");
+        const Tensor last_enc = walk.encoder.back();
+        std::string rows;
+        for (int64_t q = 0; q < s.valid; ++q) {
+            rows += fmt::format("    {:>6} →", sv.to_token(s.ids[q]));
+            for (int64_t k = 0; k < s.valid; ++k) {
+                double mean = 0;
+                for (int64_t h = 0; h < H; ++h) mean += last_enc.at({h, q, k}) / static_cast<double>(H);
+                rows += fmt::format("  {} {:.2f}", sv.to_token(s.ids[k]), mean);
+            }
+            rows += "\n";
+        }
+        note("Where each token looks in the last encoder block (mean of the {} heads; the padded keys get 0):\n{}",
+             H, rows);
+
+        // ---- decoding, one token at a time ----
+        const int64_t bos = tv.to_index("<bos>"), eos = tv.to_index("<eos>");
+        note("(6)-(7) and 4. 生成翻译. The decoder starts from <bos> and produces one token per step. Each step "
+             "feeds ONLY the newest token: nn::DecoderState keeps, per block, the projected keys and values of "
+             "the tokens fed so far (masked self-attention over the prefix) and of the encoder outputs "
+             "(cross-attention: queries from the French side, keys and values from the English side, seed 000 "
+             "信息传递). The logits of the new position go through a softmax over the {} French tokens; greedy "
+             "search takes the largest. Printed per step: the three most likely next tokens, and the "
+             "cross-attention row of the last block (mean over heads) over the source tokens.", tv.size());
+        nn::DecoderState state = m.net->decoder->init_state(Variable(enc), s.lens);
+        const size_t blocks = m.net->decoder->blks->size();
+        walk.self.assign(blocks, {});
+        walk.cross.assign(blocks, {});
+        walk.fed = {"<bos>"};
+        std::vector<int64_t> generated;
+        std::vector<std::vector<std::pair<int64_t, double>>> tops;
+        double logp_total = 0;
+        int64_t next = bos;
+        fmt::print("\n");
+        for (int64_t step = 0; step < m.num_steps; ++step) {
+            const Tensor fed = c::from_vector(std::vector<int64_t>{next}, {1, 1});     // (B, t) = (1, 1)
+            const Tensor logits = m.net->decoder->forward_step(fed, state).value();  // (1, 1, V)
+            const std::vector<double> probs = c::softmax(logits).to_vector();  // (1, 1, V) → V
+            const auto top = top_k(probs, 3);
+            tops.push_back(top);
+            const auto weights = m.net->decoder->attention_weights();
+            for (size_t b = 0; b < blocks; ++b) {
+                walk.self[b].push_back(weights[0][b].reshape({H, -1}).clone());   // (H, step + 1)
+                walk.cross[b].push_back(weights[1][b].reshape({H, -1}).clone());  // (H, S)
+            }
+            const Tensor& cross = walk.cross.back().back();
+            std::string cross_row;
+            for (int64_t k = 0; k < s.valid; ++k) {
+                double mean = 0;
+                for (int64_t h = 0; h < H; ++h) mean += cross.at({h, k}) / static_cast<double>(H);
+                cross_row += fmt::format("  {} {:.2f}", sv.to_token(s.ids[k]), mean);
+            }
+            next = top.front().first;
+            logp_total += std::log(top.front().second);
+            fmt::print("    step {}  fed {:<7} next: {:<9} {:.3f} | {:<9} {:.3f} | {:<9} {:.3f}  → {}\n"
+                       "            cross-attention:{}\n",
+                       step + 1, walk.fed.back(), tv.to_token(top[0].first), top[0].second, tv.to_token(top[1].first),
+                       top[1].second, tv.to_token(top[2].first), top[2].second, tv.to_token(next), cross_row);
+            walk.produced.push_back(tv.to_token(next));
+            if (next == eos) break;
+            generated.push_back(next);
+            walk.fed.push_back(tv.to_token(next));
+        }
+        const std::string translation = join(tv.to_tokens(generated));
+        note("\n    '{}' → '{}'   (log-probability {:.4f})", kWalkSentence, translation, logp_total);
+
+        note("\nSeed 003 writes P(Je | I) = 0.92, P(suis | arrived) = 0.87, P(arrivé | at) = 0.95, as if each "
+             "French word were predicted from one English word. The decoder's softmax is P(y_t | y_1 .. y_t-1, "
+             "whole source): every step sees every source token through the cross-attention above and every "
+             "earlier French token through its self-attention. Read the rows above as where the last block "
+             "looked, not as an alignment: a step may spread its attention over several source tokens, and "
+             "'suis' has no English word of its own.");
+
+        const int64_t steps = static_cast<int64_t>(walk.produced.size());
+        t.check(state.steps_done == steps && state.caches.front().self.steps() == steps &&
+                    state.caches.front().cross.steps() == S,
+                fmt::format("after {} steps each block caches {} self keys and the {} encoder keys", steps, steps, S));
+        const tasks::Decoded greedy =
+            tasks::greedy_decode(*m.net, s.src, s.lens,
+                                 {.bos = bos, .eos = eos, .max_steps = m.num_steps, .keep_attention = true})
+                .front();
+        t.check(greedy.tokens == generated,
+                fmt::format("tasks::greedy_decode gives the same tokens: '{}'", join(tv.to_tokens(greedy.tokens))));
+        t.check_close(greedy.score, logp_total, 1e-4, "and the same log-probability (sum of the chosen tokens' log p)");
+        double worst = 0;
+        for (int64_t i = 0; i < steps && i < static_cast<int64_t>(greedy.cross_attention.size()); ++i)
+            worst = std::max(worst, c::max(c::abs(c::sub(greedy.cross_attention[i], walk.cross.back()[i]))).item());
+        t.check(static_cast<int64_t>(greedy.cross_attention.size()) == steps && worst < 1e-6,
+                "and the same cross-attention rows at every step");
+        if (m.trained_here)
+            t.check(std::find(kWalkReferences.begin(), kWalkReferences.end(), translation) != kWalkReferences.end(),
+                    "the trained model translates 'I left.' as the corpus does (parti or partie)");
+        else
+            note("(With a loaded checkpoint the translation is reported, not checked.)");
+        const auto is_participle = [&](int64_t id) { return tv.to_token(id) == "parti" || tv.to_token(id) == "partie"; };
+        if (tops.size() >= 3 && is_participle(tops[2][0].first) && is_participle(tops[2][1].first)) {
+            const auto& third = tops[2];
+            note("Look at step 3: after 'je suis' the choice is between the corpus's two participles. The "
+                 "corpus has 'I left.' once with each (lines 48, 49); the model's split is {} {:.2f} / {} {:.2f}.",
+                 tv.to_token(third[0].first), third[0].second, tv.to_token(third[1].first), third[1].second);
+        }
+    });
+
+    t.step("4. Beam search", [&] {
+        if (!m.net) fail<ValueError>("tutorial 13: there is no model (step 2 failed)");
+        const tasks::Vocab& tv = m.tgt_vocab;
+        const int64_t bos = tv.to_index("<bos>"), eos = tv.to_index("<eos>");
+        note("Greedy search commits to the best token at every step. Beam search keeps the K best partial "
+             "translations by total log-probability, extends each by every token, and keeps the K best again; "
+             "a hypothesis that ends with <eos> is scored log p / length^α (α = 1 here, the length counting "
+             "<eos>) so that short ones are not favoured just for having fewer factors below 1. With K = 1 it "
+             "is greedy search.");
+        std::vector<std::string> sentences = {kWalkSentence};
+        for (const auto& [eng, fra] : kSeedSentences) sentences.push_back(eng);
+        bool beam1_same = true, score_same = true;
+        double worst_recomputed = 0;
+        std::string table;
+        for (const std::string& sentence : sentences) {
+            const Source s = encode_source(sentence, m.src_vocab, m.num_steps);
+            const tasks::DecodeOptions o{.bos = bos, .eos = eos, .max_steps = m.num_steps};
+            const tasks::Decoded greedy = tasks::greedy_decode(*m.net, s.src, s.lens, o).front();
+            tasks::DecodeOptions o1 = o, o4 = o;
+            o1.beam = 1;
+            o4.beam = 4;
+            const tasks::Decoded beam1 = tasks::beam_decode(*m.net, s.src, s.lens, o1);
+            const tasks::Decoded beam4 = tasks::beam_decode(*m.net, s.src, s.lens, o4);
+            const double len1 = static_cast<double>(beam1.tokens.size() + 1);
+            beam1_same = beam1_same && beam1.tokens == greedy.tokens;
+            score_same = score_same && std::abs(beam1.score * len1 - greedy.score) < 1e-4;
+            // recompute the beam's score with one teacher-forced pass (no cache)
+            // a hypothesis that ran out of steps has no <eos>; it is still divided by length + 1
+            const bool finished = static_cast<int64_t>(beam4.tokens.size()) < m.num_steps;
+            const double logp4 = sequence_logp(*m.net, s, beam4.tokens, bos, eos, finished);
+            worst_recomputed = std::max(worst_recomputed,
+                                        std::abs(logp4 / static_cast<double>(beam4.tokens.size() + 1) - beam4.score));
+            table += fmt::format("    {:<12} greedy: {:<22} {:>7.3f}   beam 4: {:<22} {:>7.3f}\n", sentence,
+                                 join(tv.to_tokens(greedy.tokens)), greedy.score / len1, join(tv.to_tokens(beam4.tokens)),
+                                 beam4.score);
+        }
+        note("\nScores are log p / length (higher is better):\n{}", table);
+        t.check(beam1_same, "beam 1 gives exactly greedy's tokens for all five sentences");
+        t.check(score_same, "and greedy's log-probability (beam 1's score × length)");
+        t.check(worst_recomputed < 1e-4,
+                fmt::format("each beam-4 score equals log p / length recomputed by a teacher-forced pass of the full "
+                            "decoder, without the cache (largest difference {:.1e})",
+                            worst_recomputed));
+
+        const Source s = encode_source(kWalkSentence, m.src_vocab, m.num_steps);
+        std::string both;
+        for (const std::string& ref : kWalkReferences) {
+            const std::vector<int64_t> ids = tv.to_indices(tasks::tokenize(ref));
+            const double lp = sequence_logp(*m.net, s, ids, bos, eos);
+            both += fmt::format("    P('{}' | 'i left .') = exp({:.4f}) = {:.4f}\n", ref, lp, std::exp(lp));
+        }
+        note("The two correct translations of the walk-through sentence, scored by teacher forcing:\n{}"
+             "A beam cannot help here: both share 'je suis' and differ in one token, so the search only "
+             "reads off which of the two the model prefers.", both);
+
+        if (!data) return;
+        // every distinct English sentence of the 601 pairs, with all its French translations
+        std::vector<std::string> english;
+        std::map<std::string, std::vector<TokenLine>> references;
+        for (const auto& p : data->train.pairs) {
+            if (!references.count(p.src)) english.push_back(p.src);
+            references[p.src].push_back(tasks::tokenize(p.tgt));
+        }
+        std::vector<TokenLine> greedy_out, beam_out;
+        std::vector<std::vector<TokenLine>> refs;
+        std::string changed;
+        int64_t n_changed = 0, n_higher = 0;
+        for (const std::string& sentence : english) {
+            const Source s2 = encode_source(sentence, m.src_vocab, m.num_steps);
+            const tasks::DecodeOptions o{.bos = bos, .eos = eos, .max_steps = m.num_steps, .beam = 4};
+            const tasks::Decoded greedy = tasks::greedy_decode(*m.net, s2.src, s2.lens, o).front();
+            const tasks::Decoded beam = tasks::beam_decode(*m.net, s2.src, s2.lens, o);
+            greedy_out.push_back(tv.to_tokens(greedy.tokens));
+            beam_out.push_back(tv.to_tokens(beam.tokens));
+            refs.push_back(references[sentence]);
+            if (beam.tokens == greedy.tokens) continue;
+            const double greedy_score = greedy.score / static_cast<double>(greedy.tokens.size() + 1);
+            ++n_changed;
+            n_higher += beam.score > greedy_score;
+            if (n_changed <= 4)
+                changed += fmt::format("    {:<16} greedy: {:<24} {:>7.3f}   beam 4: {:<24} {:>7.3f}\n", sentence,
+                                       join(greedy_out.back()), greedy_score, join(beam_out.back()), beam.score);
+        }
+        const tasks::CorpusBleu greedy_bleu = tasks::corpus_bleu(greedy_out, refs, 4);
+        const tasks::CorpusBleu beam_bleu = tasks::corpus_bleu(beam_out, refs, 4);
+        note("\nOn all {} distinct English sentences of d2l's 601 pairs, beam 4 changes {} translations "
+             "(the first ones below); its choice scores higher by log p / length in {} of them (beam search "
+             "prunes, so it is not guaranteed to beat greedy).\n{}"
+             "A higher score is what the model believes, not a better translation: a sequence that avoids one "
+             "unlikely token (an <unk>, say) can outscore the right words.\n"
+             "Corpus BLEU-4 against all the corpus's translations of each sentence{}: greedy {:.1f}, beam 4 "
+             "{:.1f}.",
+             english.size(), n_changed, n_higher, changed,
+             m.on_d2l_pairs ? " (the training data, so this measures how well the pairs were fitted)" : "",
+             100 * greedy_bleu.score, 100 * beam_bleu.score);
+        t.check(static_cast<int64_t>(greedy_out.size()) == static_cast<int64_t>(english.size()),
+                fmt::format("decoded all {} sentences both ways", english.size()));
+    });
+
+    t.step("5. BLEU", [&] {
+        if (!m.net) fail<ValueError>("tutorial 13: there is no model (step 2 failed)");
+        note("Seed 000 ends with predict_seq2seq on four sentences and d2l.bleu(translation, reference, k=2):\n"
+             "    bleu = exp(min(0, 1 - len_label / len_pred)) · Π_{n=1..k} p_n^(1/2^n)\n"
+             "p_n: the share of the prediction's n-grams found in the reference (each reference n-gram used at "
+             "most as often as it occurs there). The first factor punishes a prediction shorter than the "
+             "reference; the weights 1/2, 1/4 make long n-grams count less. The same printout as seed 000:");
+        std::vector<std::pair<TokenLine, TokenLine>> results;
+        std::string printout;
+        for (const auto& [eng, fra] : kSeedSentences) {
+            const tasks::Translation tr =
+                tasks::translate(*m.net, m.src_vocab, m.tgt_vocab, eng, m.num_steps, {.max_steps = m.num_steps});
+            const double b = tasks::bleu(tr.text, fra, 2);
+            printout += fmt::format("    {} => {},  bleu {:.3f}\n", eng, tr.text, b);
+            results.emplace_back(tasks::tokenize(tr.text), tasks::tokenize(fra));
+        }
+        note(printout);
+        if (data && m.on_d2l_pairs) {
+            bool seen = false;
+            for (const auto& p : data->train.pairs) seen = seen || p.src == "he's calm .";
+            if (!seen)
+                note("'he's calm .' is not one of the 601 training pairs (they have 'i'm calm .' and 'be calm .'): "
+                     "it tests whether the model combines 'he's' → 'il est' with 'calm' → 'calme'. Seed 000's "
+                     "printed run (200 epochs, dropout 0.1) gets it right; a short fit without dropout often does "
+                     "not.\n");
+        }
+
+        // The hand computation, on the first imperfect translation long enough to
+        // have bigrams (else the first one that has them).
+        std::optional<size_t> pick;
+        for (size_t i = 0; i < results.size(); ++i) {
+            if (results[i].first.size() < 2) continue;
+            if (!pick) pick = i;
+            if (tasks::bleu(results[i].first, results[i].second, 2) < 1.0) {
+                pick = i;
+                break;
+            }
+        }
+        if (pick) {
+            const auto& [pred, label] = results[*pick];
+            const BleuWorking w = bleu_by_hand(pred, label, 2);
+            std::string factors = fmt::format("{:.4f}", w.brevity);
+            std::string counts;
+            for (int n = 1; n <= 2; ++n) {
+                const double p_n = double(w.matches[n - 1]) / double(w.totals[n - 1]);
+                counts += fmt::format("    {}-grams matched {}/{}: p_{} = {:.4f}, weight 1/{}\n", n, w.matches[n - 1],
+                                      w.totals[n - 1], n, p_n, 1 << n);
+                factors += fmt::format(" · {:.4f}^(1/{})", p_n, 1 << n);
+            }
+            note("By hand for '{}' => '{}' (reference '{}'):\n"
+                 "    len_pred = {}, len_label = {}: brevity factor exp(min(0, 1 - {}/{})) = {:.4f}\n{}"
+                 "    bleu = {} = {:.4f}",
+                 kSeedSentences[*pick].first, join(pred), join(label), w.len_pred, w.len_label, w.len_label,
+                 w.len_pred, w.brevity, counts, factors, w.score);
+            t.check_close(tasks::bleu(pred, label, 2), w.score, 1e-12, "tasks::bleu gives the same number");
+        } else {
+            note("No translation has two tokens, so there is no bigram to count; the examples below show the "
+                 "computation instead.");
+        }
+
+        note("\nTwo more with numbers to check on paper:");
+        const double wrong_word = tasks::bleu("il est riche .", "il est calme .", 2);
+        const double too_short = tasks::bleu("je suis .", "je suis chez moi .", 2);
+        note("    'il est riche .' vs 'il est calme .': p_1 = 3/4, p_2 = 1/3 (only 'il est'), no brevity factor\n"
+             "        bleu = (3/4)^(1/2) · (1/3)^(1/4) = {:.4f}\n"
+             "    'je suis .' vs 'je suis chez moi .': p_1 = 3/3, p_2 = 1/2, brevity exp(1 - 5/3) = {:.4f}\n"
+             "        bleu = {:.4f} · 1 · (1/2)^(1/4) = {:.4f}",
+             wrong_word, std::exp(1.0 - 5.0 / 3.0), std::exp(1.0 - 5.0 / 3.0), too_short);
+        t.check_close(wrong_word, std::sqrt(0.75) * std::pow(1.0 / 3.0, 0.25), 1e-12, "one wrong word of four: 0.6580");
+        t.check_close(too_short, std::exp(1.0 - 5.0 / 3.0) * std::pow(0.5, 0.25), 1e-12,
+                      "every word right but two missing: the brevity factor makes it 0.4317");
+        t.check(tasks::bleu("je suis parti .", "je suis partie .", 2) == wrong_word,
+                "BLEU does not know that 'parti' and 'partie' are both right: against one reference, either "
+                "scores like a wrong word");
+    });
+
+    t.step("6. Attention heatmaps", [&] {
+        if (walk.encoder.empty() || walk.cross.empty()) fail<ValueError>("tutorial 13: step 3 did not run to the end");
+        const Source& s = walk.source;
+        const int64_t H = m.net->encoder->options.num_heads, V = s.valid;
+        const auto steps = static_cast<int64_t>(walk.produced.size());
+        const size_t enc_blocks = walk.encoder.size(), dec_blocks = walk.cross.size();
+        std::vector<std::string> src_tokens = m.src_vocab.to_tokens(std::vector<int64_t>(s.ids.begin(), s.ids.begin() + V));
+        std::vector<std::string> head_titles;
+        for (int64_t h = 0; h < H; ++h) head_titles.push_back(fmt::format("head {}", h + 1));
+        note("d2l's show_heatmaps for the sentence of step 3, one panel per (block, head), rows = queries, "
+             "columns = keys; as in d2l only the {} valid source tokens are drawn.", V);
+
+        // encoder: (H, S, S) per block; the padded keys must get exactly 0
+        double enc_sum = 0, enc_pad = 0;
+        std::vector<std::vector<Tensor>> enc_grid;
+        for (const Tensor& w : walk.encoder) {
+            std::vector<Tensor> row;
+            for (int64_t h = 0; h < H; ++h) {
+                const auto [sum_err, pad] = row_sums_and_padding(w.select(0, h).slice(0, 0, V), V);
+                enc_sum = std::max(enc_sum, sum_err);
+                enc_pad = std::max(enc_pad, pad);
+                row.push_back(w.select(0, h).slice(0, 0, V).slice(1, 0, V));
+            }
+            enc_grid.push_back(row);
+        }
+        // decoder: the per-step rows gathered in step 3, as (steps, keys) matrices
+        double cross_sum = 0, cross_pad = 0, self_sum = 0;
+        std::vector<std::vector<Tensor>> self_grid, cross_grid;
+        for (size_t b = 0; b < dec_blocks; ++b) {
+            std::vector<Tensor> self_row, cross_row;
+            for (int64_t h = 0; h < H; ++h) {
+                Tensor self = c::zeros({steps, steps});
+                Tensor cross = c::zeros({steps, m.num_steps});
+                for (int64_t q = 0; q < steps; ++q) {
+                    double row_sum = 0;
+                    for (int64_t k = 0; k <= q; ++k) {
+                        self.set({q, k}, walk.self[b][q].at({h, k}));
+                        row_sum += walk.self[b][q].at({h, k});
+                    }
+                    self_sum = std::max(self_sum, std::abs(row_sum - 1.0));
+                    c::copy_(cross.select(0, q), walk.cross[b][q].select(0, h));
+                }
+                const auto [sum_err, pad] = row_sums_and_padding(cross, V);
+                cross_sum = std::max(cross_sum, sum_err);
+                cross_pad = std::max(cross_pad, pad);
+                self_row.push_back(self);
+                cross_row.push_back(cross.slice(1, 0, V));
+            }
+            self_grid.push_back(self_row);
+            cross_grid.push_back(cross_row);
+        }
+        const auto enc_png = t.out_path("encoder_self_attention.png");
+        const auto self_png = t.out_path("decoder_self_attention.png");
+        const auto cross_png = t.out_path("decoder_cross_attention.png");
+        const tasks::HeatmapLayout enc_layout = tasks::plot_heatmaps(
+            enc_png, {.matrices = enc_grid, .xlabel = "Keys (source tokens)", .ylabel = "Queries",
+                      .titles = head_titles, .title = "encoder self-attention, 'i left .' (rows: blocks)",
+                      .x_ticks = src_tokens, .y_ticks = src_tokens});
+        const tasks::HeatmapLayout self_layout = tasks::plot_heatmaps(
+            self_png, {.matrices = self_grid, .xlabel = "Keys (tokens fed)", .ylabel = "Queries (token fed)",
+                       .titles = head_titles, .title = "decoder self-attention (rows: blocks)",
+                       .x_ticks = walk.fed, .y_ticks = walk.fed});
+        const tasks::HeatmapLayout cross_layout = tasks::plot_heatmaps(
+            cross_png, {.matrices = cross_grid, .xlabel = "Keys (source tokens)", .ylabel = "Queries (token produced)",
+                        .titles = head_titles, .title = "encoder-decoder attention (rows: blocks)",
+                        .x_ticks = src_tokens, .y_ticks = walk.produced});
+        note("Wrote\n"
+             "    {}  {} × {} panels of {} × {}\n"
+             "    {}  {} × {} panels of {} × {}\n"
+             "    {}  {} × {} panels of {} × {}",
+             enc_png.string(), enc_layout.rows, enc_layout.cols, enc_layout.queries, enc_layout.keys, self_png.string(),
+             self_layout.rows, self_layout.cols, self_layout.queries, self_layout.keys, cross_png.string(),
+             cross_layout.rows, cross_layout.cols, cross_layout.queries, cross_layout.keys);
+        t.check(enc_layout.rows == static_cast<int>(enc_blocks) && enc_layout.cols == H && enc_layout.queries == V &&
+                    enc_layout.keys == V,
+                fmt::format("encoder: {} blocks × {} heads of {} × {}", enc_blocks, H, V, V));
+        t.check(self_layout.rows == static_cast<int>(dec_blocks) && self_layout.queries == steps &&
+                    self_layout.keys == steps && cross_layout.queries == steps && cross_layout.keys == V,
+                fmt::format("decoder: {} blocks × {} heads; self {} × {} (one row per step), cross {} × {}",
+                            dec_blocks, H, steps, steps, steps, V));
+        t.check(enc_sum < 1e-5 && enc_pad == 0,
+                "encoder: every valid query's row sums to 1 over the valid tokens; the padded keys get exactly 0");
+        t.check(cross_sum < 1e-5 && cross_pad == 0,
+                "cross-attention: every row sums to 1 over the valid source tokens; the padding gets exactly 0");
+        t.check(self_sum < 1e-5, "decoder self-attention: step t's row sums to 1 over the t tokens fed so far");
+
+        note("\ntasks::plot_attention draws the same three pictures for a tasks::translate result (the "
+             "pictures `tformer train translate` writes; it draws the decoder's last block only):");
+        const tasks::Translation tr = tasks::translate(*m.net, m.src_vocab, m.tgt_vocab, kWalkSentence, m.num_steps,
+                                                       {.max_steps = m.num_steps, .keep_attention = true});
+        const std::vector<std::string> pictures = tasks::plot_attention(t.out_dir().string(), "plot_attention", *m.net, tr);
+        note("    {}", join(pictures, "\n    "));
+        bool written = pictures.size() == 3;
+        for (const std::string& p : pictures) written = written && fs::exists(p) && fs::file_size(p) > 0;
+        t.check(written, "plot_attention wrote its three PNGs");
+        note("Its decoder self-attention picture labels the key columns with the produced tokens; key 0 is "
+             "really <bos> (the fed tokens, as labelled in decoder_self_attention.png above).");
+    });
+
+    note("\n{}", m.how.empty() ? "No model was available." : "Model used: " + m.how);
+    return t.finish();
+}
