@@ -301,9 +301,12 @@ Decoded beam_decode(nn::EncoderDecoder& model, const Tensor& src, const Tensor& 
     };
     std::vector<Hyp> live = {Hyp{}};
     std::vector<std::pair<double, Hyp>> finished;  // (normalised score, hypothesis)
-    auto normalised = [&](const Hyp& h) {
-        // the length counts the generated tokens including <eos>
-        return h.logp / std::pow(static_cast<double>(h.tokens.size() + 1), options.length_penalty);
+    // log p / length^α, the length counting every scored token: the <eos> of
+    // a finished hypothesis too, none for one that ran out of steps (it has no
+    // <eos> term in log p, so dividing by one more would give it a bonus)
+    auto normalised = [&](const Hyp& h, bool ended) {
+        const double length = static_cast<double>(h.tokens.size() + (ended ? 1 : 0));
+        return length == 0 ? h.logp : h.logp / std::pow(length, options.length_penalty);
     };
 
     Variable enc = model.encoder->forward(src, src_valid_len);
@@ -330,7 +333,7 @@ Decoded beam_decode(nn::EncoderDecoder& model, const Tensor& src, const Tensor& 
             const int64_t c = order[r], parent = c / V, id = c % V;
             Hyp h{live[parent].tokens, total(c)};
             if (id == options.eos) {
-                finished.emplace_back(normalised(h), h);
+                finished.emplace_back(normalised(h, true), h);
             } else {
                 h.tokens.push_back(id);
                 next.push_back(std::move(h));
@@ -357,7 +360,7 @@ Decoded beam_decode(nn::EncoderDecoder& model, const Tensor& src, const Tensor& 
         state.enc_outputs = Variable(reorder_rows(state.enc_outputs.value(), rows));
         state.enc_valid_lens = reorder_rows(state.enc_valid_lens, rows);
     }
-    for (const Hyp& h : live) finished.emplace_back(normalised(h), h);  // ran out of steps
+    for (const Hyp& h : live) finished.emplace_back(normalised(h, false), h);  // ran out of steps
     const auto best = std::max_element(finished.begin(), finished.end(),
                                        [](const auto& a, const auto& b) { return a.first < b.first; });
     Decoded out;

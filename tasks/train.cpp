@@ -313,7 +313,12 @@ std::vector<std::string> plot_attention(const std::string& dir, const std::strin
         dec_cross.titles.push_back(fmt::format("head {}", h + 1));
     }
     dec_self.title = "decoder self-attention (last block)";
-    dec_self.x_ticks = dec_self.y_ticks = out_tokens;
+    // Row q is the step that produced out_tokens[q]; its query, and key
+    // column q, is that step's input: <bos>, then the tokens produced so far.
+    std::vector<std::string> in_tokens = {"<bos>"};
+    in_tokens.insert(in_tokens.end(), out_tokens.begin(), out_tokens.end() - 1);
+    dec_self.x_ticks = in_tokens;
+    dec_self.y_ticks = out_tokens;
     dec_cross.title = "encoder-decoder attention (last block)";
     dec_cross.x_ticks = t.src_tokens;
     dec_cross.y_ticks = out_tokens;

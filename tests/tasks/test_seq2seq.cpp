@@ -93,6 +93,10 @@ TEST_CASE("beam_decode with K = 1 equals greedy_decode; batch greedy equals one 
         beam1.beam = 1;
         const Decoded k1 = beam_decode(*model, one, one_len, beam1);
         CHECK(k1.tokens == g.tokens);
+        // beam scores are log p / length; the length counts <eos> only when
+        // the translation ended with one (an untrained model mostly runs out)
+        const double length = static_cast<double>(k1.tokens.size() + (k1.tokens.size() < 8 ? 1 : 0));
+        CHECK(k1.score * length == Approx(g.score).margin(1e-5));
         DecodeOptions beam4 = o;
         beam4.beam = 4;
         const Decoded k4 = beam_decode(*model, one, one_len, beam4);

@@ -701,15 +701,19 @@ int main(int argc, char** argv) {
             o4.beam = 4;
             const tasks::Decoded beam1 = tasks::beam_decode(*m.net, s.src, s.lens, o1);
             const tasks::Decoded beam4 = tasks::beam_decode(*m.net, s.src, s.lens, o4);
-            const double len1 = static_cast<double>(beam1.tokens.size() + 1);
+            // the length counts <eos> when the translation ended with one (fewer than num_steps tokens)
+            const auto length = [&](const tasks::Decoded& d) {
+                const size_t n = d.tokens.size();
+                return static_cast<double>(n + (static_cast<int64_t>(n) < m.num_steps ? 1 : 0));
+            };
+            const double len1 = length(beam1);
             beam1_same = beam1_same && beam1.tokens == greedy.tokens;
             score_same = score_same && std::abs(beam1.score * len1 - greedy.score) < 1e-4;
             // recompute the beam's score with one teacher-forced pass (no cache)
-            // a hypothesis that ran out of steps has no <eos>; it is still divided by length + 1
+            // a hypothesis that ran out of steps has no <eos>, in log p or in its length
             const bool finished = static_cast<int64_t>(beam4.tokens.size()) < m.num_steps;
             const double logp4 = sequence_logp(*m.net, s, beam4.tokens, bos, eos, finished);
-            worst_recomputed = std::max(worst_recomputed,
-                                        std::abs(logp4 / static_cast<double>(beam4.tokens.size() + 1) - beam4.score));
+            worst_recomputed = std::max(worst_recomputed, std::abs(logp4 / length(beam4) - beam4.score));
             table += fmt::format("    {:<12} greedy: {:<22} {:>7.3f}   beam 4: {:<22} {:>7.3f}\n", sentence,
                                  join(tv.to_tokens(greedy.tokens)), greedy.score / len1, join(tv.to_tokens(beam4.tokens)),
                                  beam4.score);
@@ -754,7 +758,9 @@ int main(int argc, char** argv) {
             beam_out.push_back(tv.to_tokens(beam.tokens));
             refs.push_back(references[sentence]);
             if (beam.tokens == greedy.tokens) continue;
-            const double greedy_score = greedy.score / static_cast<double>(greedy.tokens.size() + 1);
+            const size_t n_greedy = greedy.tokens.size();
+            const double greedy_score =
+                greedy.score / static_cast<double>(n_greedy + (static_cast<int64_t>(n_greedy) < m.num_steps ? 1 : 0));
             ++n_changed;
             n_higher += beam.score > greedy_score;
             if (n_changed <= 4)
