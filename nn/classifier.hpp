@@ -51,6 +51,7 @@ public:
         Pooling pooling = Pooling::flatten;
         bool use_bias = false;     ///< bias in the attention projections
     };
+    /// `gen` initialises the weights and drives dropout: it must outlive the model.
     explicit TransformerClassifier(Options options, core::Generator& gen = core::default_generator());
 
     /// X int64 token ids (B, T), valid_lens int64 (B) -> logits (B, num_classes).

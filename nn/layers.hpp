@@ -77,7 +77,10 @@ public:
 /// Inverted dropout (PyTorch's nn.Dropout; seed 000 代码实现 → 残差规范化 uses it
 /// in AddNorm, seed 002 §1.2.3 after the embeddings): in training mode each
 /// element is zeroed with probability p and the survivors are scaled by
-/// 1/(1-p); in eval mode it is the identity. Masks come from `gen`.
+/// 1/(1-p); in eval mode it is the identity. Masks come from `gen`, which
+/// the layer keeps a pointer to: `gen` must outlive it (and every model that
+/// contains it). Build models on a generator that lives as long as the model,
+/// such as core::default_generator() or a member next to the model.
 class Dropout : public UnaryModule {
 public:
     struct Options {

@@ -6,6 +6,10 @@
 //   decoder.blks.block1.addnorm3.ln.bias
 //   decoder.dense.weight
 //
+// Every constructor takes the generator that initialises the weights and
+// drives dropout; the dropout layers keep a pointer to it, so it must
+// outlive the module.
+//
 // Letters in shape comments: B batch, T target (query) steps, S source (key)
 // steps, D num_hiddens, V vocabulary.
 #pragma once

@@ -90,26 +90,6 @@ OwnArgs take_own_args(int argc, char** argv) {
     return a;
 }
 
-// The corpus: --data, $TFORMER_DATA_DIR or ./data, else the first
-// data/fra-eng/fra.txt above the program's own folder or the working folder
-// (the program lives in <repository>/build/release/tutorials).
-std::string find_corpus(const std::string& given) {
-    if (!given.empty()) return given;
-    const std::string default_path = tasks::default_fra_eng_path();
-    if (fs::exists(default_path)) return default_path;
-    std::error_code ec;
-    const fs::path exe = fs::canonical("/proc/self/exe", ec);
-    std::vector<fs::path> starts = {fs::current_path()};
-    if (!ec) starts.insert(starts.begin(), exe.parent_path());
-    for (const fs::path& start : starts)
-        for (fs::path dir = start;; dir = dir.parent_path()) {
-            const fs::path candidate = dir / "data" / "fra-eng" / "fra.txt";
-            if (fs::exists(candidate)) return candidate.string();
-            if (dir == dir.parent_path()) break;
-        }
-    return default_path;  // load_fra_eng will say that it cannot open it
-}
-
 // ---- small helpers -------------------------------------------------------------------------
 
 std::string join(const std::vector<std::string>& words, std::string_view sep = " ") {
@@ -284,7 +264,13 @@ int main(int argc, char** argv) {
     // many times slower (measured: 3 s with one thread, 19-75 s with two).
     const bool threads_given = std::getenv("OMP_NUM_THREADS") != nullptr;
     if (!threads_given) c::set_num_threads(1);
-    const std::string corpus = find_corpus(own.data);
+    std::string corpus;
+    try {
+        corpus = tutorial::find_corpus(own.data).string();
+    } catch (const std::exception& e) {
+        fmt::print(stderr, "tutorial 13: {}\n", e.what());
+        return 2;
+    }
     std::optional<tasks::FraEngData> data;  // d2l's 600-example prefix, kept for training
     std::string corpus_text;                // the whole file, for the searches of step 3
     Model m;

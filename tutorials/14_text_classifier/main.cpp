@@ -60,26 +60,6 @@ constexpr int64_t kBatch = 64;
 constexpr int64_t kSteps = 300;
 constexpr double kLr = 2e-3;
 
-// The corpus ships in the repository as data/fra-eng/fra.txt. Look where
-// tasks::default_fra_eng_path() says ($TFORMER_DATA_DIR, or relative to the
-// working directory), then in the parents of the working directory and of
-// this program (ctest runs it inside build/release/tutorials).
-fs::path find_corpus() {
-    const fs::path first = tasks::default_fra_eng_path();
-    if (fs::exists(first)) return first;
-    std::vector<fs::path> starts = {fs::current_path()};
-    std::error_code ec;
-    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-    if (!ec) starts.push_back(exe.parent_path());
-    for (fs::path dir : starts)
-        for (; !dir.empty(); dir = dir.parent_path()) {
-            const fs::path candidate = dir / "data" / "fra-eng" / "fra.txt";
-            if (fs::exists(candidate)) return candidate;
-            if (dir == dir.root_path()) break;
-        }
-    fail<IOError>("tutorial 14: data/fra-eng/fra.txt not found (run from the repository, or set TFORMER_DATA_DIR)");
-}
-
 // One labelled sentence: d2l-preprocessed text, its tokens, 0 = English, 1 = French.
 struct Sentence {
     std::string text;
@@ -235,7 +215,7 @@ int main(int argc, char** argv) {
              "random sample of pairs, applies d2l's preprocessing (lowercase, a space before , . ! ?) and holds "
              "out a test split by distinct English sentence, with all its translations, so that the translation "
              "of a test sentence is never a training sentence.");
-        const fs::path corpus = find_corpus();
+        const fs::path corpus = tutorial::find_corpus();
         const tasks::FraEngData data = tasks::load_fra_eng(
             {.path = corpus.string(), .sample_size = 3000, .seed = 14, .val_fraction = 0.2, .num_steps = kMaxLen});
         note("Read {} lines of {}: {} pairs sampled, {} for training, {} held out.", data.report.lines_read,

@@ -1,5 +1,6 @@
 #include "common/tutorial.hpp"
 
+#include "core/error.hpp"
 #include "core/print.hpp"
 
 #include <fmt/format.h>
@@ -12,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace tformer::tutorial {
 
@@ -325,6 +327,35 @@ void describe(std::string_view name, const core::Tensor& t) {
     fmt::print("{}{}: shape {}, strides {}, offset {}, {}, {} ({} elements)\n", kIndent, name, tuple_str(t.shape()),
                tuple_str(t.strides()), t.offset(), t.is_contiguous() ? "contiguous" : "not contiguous",
                storage_label(t), t.storage()->nbytes() / static_cast<int64_t>(core::dtype_size(t.dtype())));
+}
+
+// ---- data ---------------------------------------------------------------------------------
+
+std::filesystem::path find_corpus(std::string_view given) {
+    namespace fs = std::filesystem;
+    if (!given.empty()) {
+        if (!fs::exists(fs::path(given))) fail<IOError>("--data {}: no such file", given);
+        return fs::path(given);
+    }
+    const char* data_dir = std::getenv("TFORMER_DATA_DIR");
+    if (data_dir != nullptr && *data_dir != '\0') {
+        const fs::path p = fs::path(data_dir) / "fra-eng" / "fra.txt";
+        if (fs::exists(p)) return p;
+        fail<IOError>("TFORMER_DATA_DIR is set, but {} does not exist", p.string());
+    }
+    std::vector<fs::path> starts = {fs::current_path()};
+    std::error_code ec;
+    const fs::path exe = fs::canonical("/proc/self/exe", ec);
+    if (!ec) starts.push_back(exe.parent_path());
+    for (const fs::path& start : starts)
+        for (fs::path dir = start;; dir = dir.parent_path()) {
+            const fs::path candidate = dir / "data" / "fra-eng" / "fra.txt";
+            if (fs::exists(candidate)) return candidate;
+            if (dir == dir.parent_path()) break;
+        }
+    fail<IOError>("data/fra-eng/fra.txt not found in {} or {} or their parents (run from the repository, pass "
+                  "--data FILE or set TFORMER_DATA_DIR)",
+                  starts.front().string(), starts.back().string());
 }
 
 }  // namespace tformer::tutorial

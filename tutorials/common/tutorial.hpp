@@ -134,4 +134,14 @@ void show(std::string_view name, const autograd::Variable& v);
 /// sharing memory are visibly the same buffer.
 void describe(std::string_view name, const core::Tensor& t);
 
+// ---- data ---------------------------------------------------------------------------------
+
+/// The bundled corpus data/fra-eng/fra.txt for the tutorials that train on
+/// it: `given` when not empty (a --data option), else
+/// $TFORMER_DATA_DIR/fra-eng/fra.txt, else the first data/fra-eng/fra.txt in
+/// the working folder, the program's folder or one of their parents (ctest
+/// runs the programs inside build/release/tutorials). Throws IOError naming
+/// the places it looked when none exists.
+std::filesystem::path find_corpus(std::string_view given = {});
+
 }  // namespace tformer::tutorial
