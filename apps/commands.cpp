@@ -43,13 +43,17 @@ const Preset kD2l{.epochs = 200, .batch_size = 64, .num_steps = 10, .num_hiddens
                   // apostrophe) and scores 2 of 4; seeds 1-3 score 4, 3 and 3 of 4 (README).
                   .seed = 1};
 
-// The default translation run: a seeded random sample of the whole corpus
-// (not d2l's prefix of the shortest sentences), a validation split by
-// English sentence, a wider model, and a warm-up + cosine schedule; sized to
-// train in a few minutes on 2 cores.
-const Preset kTranslate{.epochs = 10, .batch_size = 128, .num_steps = 12, .num_hiddens = 64, .ffn_num_hiddens = 128,
-                        .num_heads = 4, .num_layers = 2, .num_examples = 0, .sample_size = 15000, .warmup = 150,
-                        .batches_per_epoch = 0, .lr = 0.003, .dropout = 0.1, .val_fraction = 0.05,
+// The default translation run: the first 30,000 pairs (d2l's prefix; the
+// corpus is sorted by length, so these are the everyday sentences of up to
+// about six words), a validation split by English sentence, a wider model
+// than seed 000 (d 128, FFN 256), Adam at 0.004 with warm-up and cosine
+// decay, no dropout (seven epochs are too few to overfit). Chosen by
+// validation BLEU among runs of about 1,500 steps, what trains in about
+// three minutes on 2 cores (README: 40,000 pairs for 5 epochs gave 29.6 on its
+// own validation split, dropout 0.1 at lr 0.003 gave 24.6, lr 0.006 diverged).
+const Preset kTranslate{.epochs = 7, .batch_size = 128, .num_steps = 10, .num_hiddens = 128, .ffn_num_hiddens = 256,
+                        .num_heads = 4, .num_layers = 2, .num_examples = 30000, .sample_size = 0, .warmup = 150,
+                        .batches_per_epoch = 0, .lr = 0.004, .dropout = 0.0, .val_fraction = 0.05,
                         .label_smoothing = 0.0, .clip = 1.0, .schedule = "cosine"};
 
 // Seed 004's copy task: vocabulary 11, sequences of 10 starting with 1.

@@ -20,7 +20,7 @@ using namespace tformer::apps;
 
 namespace {
 void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
-    cmd.add_option("--preset", a.preset, translation ? "default (sampled corpus, a few minutes) or d2l (seed 000 exactly)" : "copy");
+    cmd.add_option("--preset", a.preset, translation ? "default (first 30,000 pairs, about 3 minutes on 2 cores) or d2l (seed 000 exactly)" : "copy");
     cmd.add_option("--out", a.out, "output directory (default runs/<task>)");
     cmd.add_option("--epochs", a.epochs, "number of epochs");
     cmd.add_option("--batch-size", a.batch_size, "sequences per batch");
