@@ -1,12 +1,14 @@
 // Learning-rate schedules: the rate as a function of the step.
 //
-// A schedule is a pure function lr_at(step); apply() writes it into an
-// optimizer. `step` is the number of updates already made (opt.steps()), so
-// a training loop calls
-//   schedule.apply(opt, opt.steps());
+// A schedule is a pure function lr_at(step) of a 1-based step number (0 is
+// treated as 1); apply() writes it into an optimizer. tasks::train gives its
+// k-th update lr_at(k), the paper's step_num:
+//   schedule.apply(opt, opt.steps() + 1);
 //   opt.step();
-// which reproduces the Annotated Transformer's LambdaLR: its first update
-// uses rate(0), which rate() treats as step 1.
+// Calling apply(opt, opt.steps()) instead reproduces the Annotated
+// Transformer's LambdaLR exactly: its first update uses rate(0), which
+// rate() treats as step 1, so its first two updates share one rate and the
+// whole curve runs one step behind.
 #pragma once
 
 #include "optim/optimizer.hpp"

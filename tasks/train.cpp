@@ -181,7 +181,7 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
     for (; step < total_steps; ) {
         const int64_t epoch = step / bpe, index = step % bpe;
         const Batch batch = source.get(epoch, index);
-        optimizer.set_lr(schedule->lr_at(step + 1));
+        optimizer.set_lr(schedule->lr_at(step + 1));  // update step + 1 (1-based), see optim/schedule.hpp
 
         // forward, d2l's masked loss, backward (l.sum().backward()), clip, update
         Variable logits = model.forward(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, V)

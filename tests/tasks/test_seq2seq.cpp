@@ -53,7 +53,8 @@ TEST_CASE("save_checkpoint / load_checkpoint: weights, optimizer state and info 
     auto loss = autograd::sum(model->forward(src, src, core::from_vector(std::vector<int64_t>{6, 3}, {2})));
     loss.backward();
     opt.step();
-    CheckpointInfo info{.config = c, .step = 1, .epoch = 0, .rng = gen.state(), .extra = {{"preset", "test"}}};
+    CheckpointInfo info{.config = c, .src_vocab = std::nullopt, .tgt_vocab = std::nullopt, .step = 1, .epoch = 0,
+                        .rng = gen.state(), .extra = {{"preset", "test"}}};
     const std::string path = temp_path("ckpt.safetensors");
     save_checkpoint(path, *model, &opt, info);
 
