@@ -30,6 +30,11 @@ struct Preset {
     double lr, dropout, val_fraction, label_smoothing, clip;
     std::string schedule;
     uint64_t seed = 0;  ///< used when --seed is not given
+    /// used when --threads is not given; 0: all cores. The two small presets
+    /// run on one: a second thread gains nothing on them (docs/bench.md: d2l
+    /// 8.2 vs 8.4 ms per step on 2 idle cores), and on a busy machine OpenMP's
+    /// fork-join made the d2l preset 36 times slower (1,080 s instead of 30 s).
+    int threads = 0;
 };
 
 // seed 000's training cell, exactly: num_hiddens 32, 2 layers, dropout 0.1,
@@ -41,7 +46,7 @@ const Preset kD2l{.epochs = 200, .batch_size = 64, .num_steps = 10, .num_hiddens
                   .label_smoothing = 0.0, .clip = 1.0, .schedule = "constant",
                   // Seed 0 lands on "j’ai perdu ." (the corpus also has the typographic
                   // apostrophe) and scores 2 of 4; seeds 1-3 score 4, 3 and 3 of 4 (README).
-                  .seed = 1};
+                  .seed = 1, .threads = 1};
 
 // The default translation run: the first 30,000 pairs (d2l's prefix; the
 // corpus is sorted by length, so these are the everyday sentences of up to
@@ -60,7 +65,7 @@ const Preset kTranslate{.epochs = 7, .batch_size = 128, .num_steps = 10, .num_hi
 const Preset kCopy{.epochs = 80, .batch_size = 30, .num_steps = 10, .num_hiddens = 32, .ffn_num_hiddens = 64,
                    .num_heads = 4, .num_layers = 2, .num_examples = 0, .sample_size = 0, .warmup = 100,
                    .batches_per_epoch = 20, .lr = 0.005, .dropout = 0.0, .val_fraction = 0.0,
-                   .label_smoothing = 0.0, .clip = 1.0, .schedule = "noam"};
+                   .label_smoothing = 0.0, .clip = 1.0, .schedule = "noam", .threads = 1};
 
 constexpr int64_t kCopyVocab = 11;
 
@@ -183,8 +188,8 @@ std::string join(const std::vector<int64_t>& ids) {
 // ---- train -------------------------------------------------------------------------------------
 
 int run_train(const TrainArgs& a) {
-    set_threads(a.threads);
     const Preset& p = find_preset(a.task, a.preset);
+    set_threads(a.threads != 0 ? a.threads : p.threads);
     const uint64_t seed = a.seed < 0 ? p.seed : static_cast<uint64_t>(a.seed);
     const std::string out = a.out.empty() ? "runs/" + a.task : a.out;
     tasks::ModelConfig config;

@@ -36,7 +36,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
     cmd.add_option("--clip", a.clip, "gradient-norm clipping threshold (0: off)");
     cmd.add_option("--label-smoothing", a.label_smoothing, "label smoothing epsilon");
     cmd.add_option("--seed", a.seed, "seed of every random choice (weights, dropout, data)");
-    cmd.add_option("--threads", a.threads, "threads for kernels and BLAS (default: all cores)");
+    cmd.add_option("--threads", a.threads, "threads for kernels and BLAS (default: all cores; 1 for the small d2l and copy presets)");
     cmd.add_option("--checkpoint-every", a.checkpoint_every, "also save a checkpoint every N steps");
     cmd.add_flag("--resume", a.resume, "continue from <out>/checkpoint.safetensors exactly where it stopped");
     cmd.add_option("--stop-after-steps", a.stop_after_steps, "stop after this many steps in total (to test --resume)");
