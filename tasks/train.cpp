@@ -236,27 +236,45 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
         csv << "epoch,loss\n";
         for (size_t e = 0; e < result.epoch_loss.size(); ++e) csv << fmt::format("{},{:.6f}\n", e + 1, result.epoch_loss[e]);
         if (!result.epoch_loss.empty())
-            plot_loss((fs::path(o.out_dir) / "loss.png").string(), result.epoch_loss, info.config.task + ": training loss");
+            plot_loss((fs::path(o.out_dir) / "loss.png").string(), result.epoch_loss, info.config.task + ": training loss",
+                      result.step_loss, first_step, bpe);
     }
     return result;
 }
 
 // ---- pictures ----------------------------------------------------------------------------------------
 
-void plot_loss(const std::string& path, const std::vector<double>& epoch_loss, const std::string& title) {
+void plot_loss(const std::string& path, const std::vector<double>& epoch_loss, const std::string& title,
+               const std::vector<double>& step_loss, int64_t first_step, int64_t steps_per_epoch) {
+    if (steps_per_epoch < 1) fail<ValueError>("plot_loss: steps_per_epoch must be positive, got {}", steps_per_epoch);
     LinePlot plot;
-    Series s;
-    s.name = "train";
-    for (size_t e = 0; e < epoch_loss.size(); ++e) {
-        s.x.push_back(static_cast<double>(e + 1));
-        s.y.push_back(epoch_loss[e]);
+    double lo = 1e300, hi = 0;
+    if (!step_loss.empty()) {
+        Series steps;
+        steps.name = "per step";
+        steps.color = Rgb{190, 205, 225};
+        steps.line_width = 1.0;
+        for (size_t i = 0; i < step_loss.size(); ++i) {
+            steps.x.push_back(static_cast<double>(first_step + static_cast<int64_t>(i) + 1) /
+                              static_cast<double>(steps_per_epoch));
+            steps.y.push_back(step_loss[i]);
+            if (std::isfinite(step_loss[i])) lo = std::min(lo, step_loss[i]), hi = std::max(hi, step_loss[i]);
+        }
+        plot.series.push_back(steps);
     }
-    plot.series.push_back(s);
+    Series epochs;
+    epochs.name = "epoch mean";
+    epochs.style = epoch_loss.size() < 40 ? SeriesStyle::line_and_points : SeriesStyle::line;
+    for (size_t e = 0; e < epoch_loss.size(); ++e) {
+        epochs.x.push_back(static_cast<double>(e + 1));
+        epochs.y.push_back(epoch_loss[e]);
+        if (std::isfinite(epoch_loss[e])) lo = std::min(lo, epoch_loss[e]), hi = std::max(hi, epoch_loss[e]);
+    }
+    plot.series.push_back(epochs);
     plot.title = title;
     plot.xlabel = "epoch";
     plot.ylabel = "loss (d2l: sum of losses / tokens)";
-    plot.log_y = epoch_loss.size() > 1 && *std::max_element(epoch_loss.begin(), epoch_loss.end()) >
-                                              20 * std::max(1e-12, *std::min_element(epoch_loss.begin(), epoch_loss.end()));
+    plot.log_y = hi > 20 * std::max(1e-12, lo);  // the copy task falls over decades
     plot_lines(path, plot);
 }
 

@@ -84,8 +84,12 @@ BatchSource copy_source(int64_t batch_size, int64_t length, int64_t vocab, int64
 TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSource& source,
                   const TrainOptions& options, CheckpointInfo info);
 
-/// Writes loss.csv's rows as a PNG curve (loss against epoch).
-void plot_loss(const std::string& path, const std::vector<double>& epoch_loss, const std::string& title);
+/// Writes the loss curve as a PNG, against epochs: the per-epoch means of
+/// loss.csv as a line with points and, when given, the loss of every step
+/// (step_loss[i] is step first_step + i + 1 of steps_per_epoch per epoch) as
+/// a thin light line behind them.
+void plot_loss(const std::string& path, const std::vector<double>& epoch_loss, const std::string& title,
+               const std::vector<double>& step_loss = {}, int64_t first_step = 0, int64_t steps_per_epoch = 1);
 
 /// d2l's show_heatmaps for one translated (or copied) sentence: encoder
 /// self-attention per block and head, decoder self-attention and

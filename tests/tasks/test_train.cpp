@@ -2,6 +2,7 @@
 // uninterrupted one exactly.
 #include "core/core.hpp"
 #include "tasks/seq2seq.hpp"
+#include "tasks/image.hpp"
 #include "tasks/train.hpp"
 
 #include <catch2/catch.hpp>
@@ -112,4 +113,24 @@ TEST_CASE("train(): the copy task reaches 100% exact-sequence accuracy", "[tasks
     }
     CHECK(correct == 1000);
     core::set_num_threads(saved_threads);
+}
+
+TEST_CASE("plot_loss(path, epochs, title, steps): a PNG with both curves; bad steps_per_epoch throws", "[tasks][train]") {
+    const std::string dir = fresh_dir("plot-loss");
+    std::filesystem::create_directories(dir);
+    const std::string path = dir + "/loss.png";
+    std::vector<double> steps;
+    for (int i = 0; i < 40; ++i) steps.push_back(1.0 / (1 + i));
+    plot_loss(path, {0.5, 0.1, 0.06, 0.04}, "test", steps, 0, 10);
+    const Image png = read_png(path);
+    CHECK(png.width() > 100);
+    CHECK(png.height() > 100);
+    // the light per-step line's colour is somewhere in the picture
+    bool light = false;
+    for (int y = 0; y < png.height() && !light; ++y)
+        for (int x = 0; x < png.width() && !light; ++x) light = png.pixel(x, y) == Rgb{190, 205, 225};
+    CHECK(light);
+    plot_loss(path, {0.5, 0.1}, "epochs only");  // no steps: still a picture
+    CHECK(read_png(path).width() > 100);
+    CHECK_THROWS_WITH(plot_loss(path, {0.5}, "bad", steps, 0, 0), Catch::Contains("steps_per_epoch must be positive"));
 }
