@@ -15,30 +15,11 @@ uint64_t splitmix64(uint64_t& x) {
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
     return z ^ (z >> 31);
 }
-uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
 }  // namespace
 
 void Generator::manual_seed(uint64_t seed) {
     uint64_t x = seed;
     for (auto& word : s_) word = splitmix64(x);
-}
-
-// xoshiro256** (Blackman and Vigna): four words of state, period 2^256 - 1.
-uint64_t Generator::next_u64() {
-    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-    const uint64_t t = s_[1] << 17;
-    s_[2] ^= s_[0];
-    s_[3] ^= s_[1];
-    s_[1] ^= s_[2];
-    s_[0] ^= s_[3];
-    s_[2] ^= t;
-    s_[3] = rotl(s_[3], 45);
-    return result;
-}
-
-double Generator::uniform() {
-    // top 53 bits -> [0, 1)
-    return static_cast<double>(next_u64() >> 11) * 0x1.0p-53;
 }
 
 double Generator::normal() {

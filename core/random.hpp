@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstdint>
 
 namespace tformer::core {
@@ -21,11 +22,22 @@ public:
     /// Restarts the stream from `seed`.
     void manual_seed(uint64_t seed);
 
-    /// Next raw 64-bit number.
-    uint64_t next_u64();
+    /// Next raw 64-bit number: xoshiro256** (Blackman and Vigna), four words
+    /// of state, period 2^256 - 1. Inline, since dropout draws one per element.
+    uint64_t next_u64() {
+        const uint64_t result = std::rotl(s_[1] * 5, 7) * 9;
+        const uint64_t t = s_[1] << 17;
+        s_[2] ^= s_[0];
+        s_[3] ^= s_[1];
+        s_[1] ^= s_[2];
+        s_[0] ^= s_[3];
+        s_[2] ^= t;
+        s_[3] = std::rotl(s_[3], 45);
+        return result;
+    }
 
-    /// Uniform in [0, 1) with 53 random bits.
-    double uniform();
+    /// Uniform in [0, 1) with 53 random bits (the top 53 of next_u64()).
+    double uniform() { return static_cast<double>(next_u64() >> 11) * 0x1.0p-53; }
 
     /// Standard normal (Box-Muller; uses two uniforms per call).
     double normal();
