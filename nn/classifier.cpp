@@ -35,8 +35,10 @@ void check_options(const TransformerClassifier::Options& o) {
     if (o.num_hiddens % o.num_heads != 0)
         fail<ValueError>("TransformerClassifier: num_hiddens {} must be divisible by num_heads {}", o.num_hiddens,
                          o.num_heads);
-    if (o.max_len > 1000)
-        fail<ValueError>("TransformerClassifier: max_len {} is beyond the positional table's 1000 positions", o.max_len);
+    const int64_t table = PositionalEncoding::Options{}.max_len;  // the encoder's table has the default length
+    if (o.max_len > table)
+        fail<ValueError>("TransformerClassifier: max_len {} is beyond the positional table's {} positions", o.max_len,
+                         table);
 }
 }  // namespace
 

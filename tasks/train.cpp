@@ -248,7 +248,10 @@ void plot_loss(const std::string& path, const std::vector<double>& epoch_loss, c
                const std::vector<double>& step_loss, int64_t first_step, int64_t steps_per_epoch) {
     if (steps_per_epoch < 1) fail<ValueError>("plot_loss: steps_per_epoch must be positive, got {}", steps_per_epoch);
     LinePlot plot;
-    double lo = 1e300, hi = 0;
+    double lo = 1e300, hi = 0;  // the finite range of everything drawn, to choose the y scale
+    auto track = [&](double y) {
+        if (std::isfinite(y)) lo = std::min(lo, y), hi = std::max(hi, y);
+    };
     if (!step_loss.empty()) {
         Series steps;
         steps.name = "per step";
@@ -258,7 +261,7 @@ void plot_loss(const std::string& path, const std::vector<double>& epoch_loss, c
             steps.x.push_back(static_cast<double>(first_step + static_cast<int64_t>(i) + 1) /
                               static_cast<double>(steps_per_epoch));
             steps.y.push_back(step_loss[i]);
-            if (std::isfinite(step_loss[i])) lo = std::min(lo, step_loss[i]), hi = std::max(hi, step_loss[i]);
+            track(step_loss[i]);
         }
         plot.series.push_back(steps);
     }
@@ -268,7 +271,7 @@ void plot_loss(const std::string& path, const std::vector<double>& epoch_loss, c
     for (size_t e = 0; e < epoch_loss.size(); ++e) {
         epochs.x.push_back(static_cast<double>(e + 1));
         epochs.y.push_back(epoch_loss[e]);
-        if (std::isfinite(epoch_loss[e])) lo = std::min(lo, epoch_loss[e]), hi = std::max(hi, epoch_loss[e]);
+        track(epoch_loss[e]);
     }
     plot.series.push_back(epochs);
     plot.title = title;

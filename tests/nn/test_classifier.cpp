@@ -29,10 +29,7 @@ Tensor lens(std::vector<int64_t> v) { return core::from_vector(v, {static_cast<i
 // max |a - b| over all elements
 double max_diff(const Tensor& a, const Tensor& b) {
     REQUIRE(a.shape() == b.shape());
-    const auto x = a.to(DType::float64).to_vector<double>(), y = b.to(DType::float64).to_vector<double>();
-    double m = 0;
-    for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::abs(x[i] - y[i]));
-    return m;
+    return core::max(core::abs(core::sub(a.to(DType::float64), b.to(DType::float64)))).item();
 }
 }  // namespace
 

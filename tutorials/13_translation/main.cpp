@@ -168,6 +168,14 @@ double sequence_logp(nn::EncoderDecoder& model, const Source& s, const std::vect
     return total;
 }
 
+// A decoded translation ended with <eos> when it stopped before max_steps
+// tokens. Beam scores divide log p by the number of scored tokens: the
+// tokens, plus that <eos> when there is one (as tasks::beam_decode does).
+bool ended(const tasks::Decoded& d, int64_t max_steps) { return static_cast<int64_t>(d.tokens.size()) < max_steps; }
+double scored_length(const tasks::Decoded& d, int64_t max_steps) {
+    return static_cast<double>(d.tokens.size() + (ended(d, max_steps) ? 1 : 0));
+}
+
 // d2l's bleu written out with every intermediate kept, to print and to check
 // tasks::bleu against:
 //   score = exp(min(0, 1 - len_label / len_pred)) · Π_{n=1..k} p_n^(1/2^n)
@@ -687,19 +695,14 @@ int main(int argc, char** argv) {
             o4.beam = 4;
             const tasks::Decoded beam1 = tasks::beam_decode(*m.net, s.src, s.lens, o1);
             const tasks::Decoded beam4 = tasks::beam_decode(*m.net, s.src, s.lens, o4);
-            // the length counts <eos> when the translation ended with one (fewer than num_steps tokens)
-            const auto length = [&](const tasks::Decoded& d) {
-                const size_t n = d.tokens.size();
-                return static_cast<double>(n + (static_cast<int64_t>(n) < m.num_steps ? 1 : 0));
-            };
-            const double len1 = length(beam1);
+            const double len1 = scored_length(beam1, m.num_steps);
             beam1_same = beam1_same && beam1.tokens == greedy.tokens;
             score_same = score_same && std::abs(beam1.score * len1 - greedy.score) < 1e-4;
             // recompute the beam's score with one teacher-forced pass (no cache)
             // a hypothesis that ran out of steps has no <eos>, in log p or in its length
-            const bool finished = static_cast<int64_t>(beam4.tokens.size()) < m.num_steps;
-            const double logp4 = sequence_logp(*m.net, s, beam4.tokens, bos, eos, finished);
-            worst_recomputed = std::max(worst_recomputed, std::abs(logp4 / length(beam4) - beam4.score));
+            const double logp4 = sequence_logp(*m.net, s, beam4.tokens, bos, eos, ended(beam4, m.num_steps));
+            worst_recomputed =
+                std::max(worst_recomputed, std::abs(logp4 / scored_length(beam4, m.num_steps) - beam4.score));
             table += fmt::format("    {:<12} greedy: {:<22} {:>7.3f}   beam 4: {:<22} {:>7.3f}\n", sentence,
                                  join(tv.to_tokens(greedy.tokens)), greedy.score / len1, join(tv.to_tokens(beam4.tokens)),
                                  beam4.score);
@@ -744,9 +747,7 @@ int main(int argc, char** argv) {
             beam_out.push_back(tv.to_tokens(beam.tokens));
             refs.push_back(references[sentence]);
             if (beam.tokens == greedy.tokens) continue;
-            const size_t n_greedy = greedy.tokens.size();
-            const double greedy_score =
-                greedy.score / static_cast<double>(n_greedy + (static_cast<int64_t>(n_greedy) < m.num_steps ? 1 : 0));
+            const double greedy_score = greedy.score / scored_length(greedy, m.num_steps);
             ++n_changed;
             n_higher += beam.score > greedy_score;
             if (n_changed <= 4)
