@@ -253,16 +253,6 @@ void map_binary(const Shape& shape, int64_t n, const F& f, const Operand<O>& out
 
 // ---- checks and allocation shared by the families ------------------------------------------
 
-// True when `from` broadcasts to exactly `to`: the shape check of ops whose
-// result keeps the shape of one input (add_'s dst, masked_fill's x).
-bool broadcasts_to(const Shape& from, const Shape& to) {
-    if (from.size() > to.size()) return false;
-    const int lead = to.size() - from.size();
-    for (int d = 0; d < from.size(); ++d)
-        if (from[d] != 1 && from[d] != to[lead + d]) return false;
-    return true;
-}
-
 void require_defined(const char* op, const Tensor& t) {
     if (!t.defined()) fail<ValueError>("{}: tensor is undefined", op);
 }

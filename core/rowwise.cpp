@@ -313,15 +313,6 @@ ValidLengths valid_lengths(const Tensor& valid_lens, const Shape& x_shape, int64
     return out;
 }
 
-// Whether `from` broadcasts to exactly `to` (NumPy rules, aligned at the right).
-bool broadcasts_to(const Shape& from, const Shape& to) {
-    if (from.size() > to.size()) return false;
-    const int lead = to.size() - from.size();
-    for (int d = 0; d < from.size(); ++d)
-        if (from[d] != 1 && from[d] != to[lead + d]) return false;
-    return true;
-}
-
 }  // namespace
 
 // masked_softmax(x, n)_i = softmax(x[:n])_i for i < n, 0 for i ≥ n

@@ -54,4 +54,12 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
     return out;
 }
 
+bool broadcasts_to(const Shape& from, const Shape& to) {
+    if (from.size() > to.size()) return false;
+    const int lead = to.size() - from.size();
+    for (int d = 0; d < from.size(); ++d)
+        if (from[d] != 1 && from[d] != to[lead + d]) return false;
+    return true;
+}
+
 }  // namespace tformer::core

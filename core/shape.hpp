@@ -103,4 +103,9 @@ int normalize_dim(int64_t dim, int ndim, const char* op);
 /// "add: cannot broadcast (3) with (4) at dimension 1".
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 
+/// True when `from` broadcasts to exactly `to` (NumPy rules, aligned at the
+/// right): the shape check of ops whose result keeps the shape of one input
+/// (add_'s dst, masked_fill's x, masked softmax's keep mask).
+bool broadcasts_to(const Shape& from, const Shape& to);
+
 }  // namespace tformer::core

@@ -148,3 +148,15 @@ TEST_CASE("Tensor: the same seed gives the same numbers", "[core][random]") {
     g.set_state(s);
     CHECK(g.uniform() == first);
 }
+
+TEST_CASE("broadcast_shapes(a, b) and broadcasts_to(from, to): NumPy rules, aligned at the right", "[core][shape]") {
+    CHECK(broadcast_shapes(Shape{2, 1, 4}, Shape{3, 1}, "test") == Shape{2, 3, 4});
+    CHECK(broadcast_shapes(Shape{}, Shape{5}, "test") == Shape{5});
+    CHECK_THROWS_WITH(broadcast_shapes(Shape{3}, Shape{4}, "add"), Catch::Contains("add: cannot broadcast (3) with (4)"));
+    CHECK(broadcasts_to(Shape{3, 1}, Shape{2, 3, 4}));
+    CHECK(broadcasts_to(Shape{}, Shape{2, 3}));
+    CHECK(broadcasts_to(Shape{2, 3}, Shape{2, 3}));
+    CHECK_FALSE(broadcasts_to(Shape{2, 3, 4}, Shape{3, 4}));  // more dimensions than the target
+    CHECK_FALSE(broadcasts_to(Shape{3}, Shape{3, 4}));        // 3 against 4 at the right
+    CHECK_FALSE(broadcasts_to(Shape{1, 4}, Shape{4, 1}));     // would grow the target's size-1 dim
+}
