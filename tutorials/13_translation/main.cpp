@@ -941,8 +941,8 @@ int main(int argc, char** argv) {
         bool written = pictures.size() == 3;
         for (const std::string& p : pictures) written = written && fs::exists(p) && fs::file_size(p) > 0;
         t.check(written, "plot_attention wrote its three PNGs");
-        note("Its decoder self-attention picture labels the key columns with the produced tokens; key 0 is "
-             "really <bos> (the fed tokens, as labelled in decoder_self_attention.png above).");
+        note("Like decoder_self_attention.png above, its decoder self-attention picture labels the rows with "
+             "the tokens produced and the key columns with the tokens fed: <bos>, then the tokens so far.");
     });
 
     note("\n{}", m.how.empty() ? "No model was available." : "Model used: " + m.how);
