@@ -2,18 +2,27 @@
 
 #include "core/core.hpp"
 #include "tasks/bleu.hpp"
+#include "tasks/corpus.hpp"
 #include "tasks/fra_eng.hpp"
 #include "tasks/seq2seq.hpp"
 #include "tasks/train.hpp"
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <cerrno>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <set>
+
+extern char** environ;
 
 namespace tformer::apps {
 
@@ -35,6 +44,13 @@ struct Preset {
     /// 8.2 vs 8.4 ms per step on 2 idle cores), and on a busy machine OpenMP's
     /// fork-join made the d2l preset 36 times slower (1,080 s instead of 30 s).
     int threads = 0;
+    // The whole-corpus presets (corpus = true; tasks/corpus.hpp): num_steps is
+    // the longest sequence kept, batches come from length buckets of
+    // batch_tokens positions, validation is val_sentences drawn from the whole file.
+    bool corpus = false;
+    std::string tokenizer = "";  ///< sentencepiece | word
+    int64_t vocab_size = 0, batch_tokens = 0, val_sentences = 0, total_steps = 0, average = 0;
+    bool tie_embeddings = false;
 };
 
 // seed 000's training cell, exactly: num_hiddens 32, 2 layers, dropout 0.1,
@@ -48,18 +64,24 @@ const Preset kD2l{.epochs = 200, .batch_size = 64, .num_steps = 10, .num_hiddens
                   // apostrophe) and scores 2 of 4; seeds 1-3 score 4, 3 and 3 of 4 (README).
                   .seed = 1, .threads = 1};
 
-// The default translation run: the first 30,000 pairs (d2l's prefix; the
-// corpus is sorted by length, so these are the everyday sentences of up to
-// about six words), a validation split by English sentence, a wider model
-// than seed 000 (d 128, FFN 256), Adam at 0.004 with warm-up and cosine
-// decay, no dropout (seven epochs are too few to overfit). Chosen by
-// validation BLEU among runs of about 1,500 steps, what trains in about
-// three minutes on 2 cores (README: 40,000 pairs for 5 epochs gave 29.6 on its
-// own validation split, dropout 0.1 at lr 0.003 gave 24.6, lr 0.006 diverged).
-const Preset kTranslate{.epochs = 7, .batch_size = 128, .num_steps = 10, .num_hiddens = 128, .ffn_num_hiddens = 256,
-                        .num_heads = 4, .num_layers = 2, .num_examples = 30000, .sample_size = 0, .warmup = 150,
-                        .batches_per_epoch = 0, .lr = 0.004, .dropout = 0.0, .val_fraction = 0.05,
-                        .label_smoothing = 0.0, .clip = 1.0, .schedule = "cosine"};
+// The default translation run: the whole corpus, a joint SentencePiece
+// vocabulary, length buckets, tied embeddings, label smoothing, warm-up and
+// cosine decay, averaged final weights. Chosen by validation BLEU on the
+// whole-corpus sample within five minutes of training on 2 cores (README).
+const Preset kTranslate{.epochs = 1, .batch_size = 0, .num_steps = 64, .num_hiddens = 256, .ffn_num_hiddens = 1024,
+                        .num_heads = 4, .num_layers = 3, .num_examples = 0, .sample_size = 0, .warmup = 400,
+                        .batches_per_epoch = 0, .lr = 0.001, .dropout = 0.1, .val_fraction = 0,
+                        .label_smoothing = 0.1, .clip = 1.0, .schedule = "cosine", .corpus = true,
+                        .tokenizer = "sentencepiece", .vocab_size = 8000, .batch_tokens = 6000, .val_sentences = 1500,
+                        .average = 5, .tie_embeddings = true};
+
+// --preset long: the same recipe, bigger and longer (at most 15 minutes).
+const Preset kLong{.epochs = 3, .batch_size = 0, .num_steps = 64, .num_hiddens = 256, .ffn_num_hiddens = 1024,
+                   .num_heads = 4, .num_layers = 3, .num_examples = 0, .sample_size = 0, .warmup = 400,
+                   .batches_per_epoch = 0, .lr = 0.001, .dropout = 0.1, .val_fraction = 0,
+                   .label_smoothing = 0.1, .clip = 1.0, .schedule = "cosine", .corpus = true,
+                   .tokenizer = "sentencepiece", .vocab_size = 8000, .batch_tokens = 6000, .val_sentences = 1500,
+                   .average = 5, .tie_embeddings = true};
 
 // Seed 004's copy task: vocabulary 11, sequences of 10 starting with 1.
 const Preset kCopy{.epochs = 80, .batch_size = 30, .num_steps = 10, .num_hiddens = 32, .ffn_num_hiddens = 64,
@@ -75,8 +97,9 @@ const Preset& find_preset(const std::string& task, const std::string& name) {
         fail<ValueError>("train copy: unknown preset '{}' (available: copy)", name);
     }
     if (name.empty() || name == "default") return kTranslate;
+    if (name == "long") return kLong;
     if (name == "d2l") return kD2l;
-    fail<ValueError>("train translate: unknown preset '{}' (available: default, d2l)", name);
+    fail<ValueError>("train translate: unknown preset '{}' (available: default, long, d2l)", name);
 }
 
 template <class T>
@@ -136,13 +159,16 @@ tasks::CorpusBleu validation_bleu(nn::EncoderDecoder& model, const tasks::NmtSpl
     return tasks::corpus_bleu(preds, all_refs, 4);
 }
 
-std::string seed_sentences_report(nn::EncoderDecoder& model, const tasks::Vocab& src, const tasks::Vocab& tgt,
-                                  int64_t num_steps, int* perfect) {
+// The seed sentences translated greedily, each with d2l's BLEU (k = 2)
+// against d2l's reference. `options` says how to translate (d2l pads the
+// source to num_steps).
+std::string seed_sentences_report(nn::EncoderDecoder& model, const tasks::TokenizerPair& tok,
+                                  const tasks::TranslateOptions& options, int* perfect) {
     std::string out;
     int count = 0;
     for (const auto& [eng, fra] : kSeedSentences) {
-        const tasks::Translation t = tasks::translate(model, src, tgt, eng, num_steps, {.max_steps = num_steps});
-        const double b = tasks::bleu(t.text, fra, 2);
+        const tasks::Translation t = tasks::translate(model, tok, eng, options);
+        const double b = tasks::bleu(tasks::bleu_tokens(t.text), tasks::bleu_tokens(fra), 2);
         if (b == 1.0) ++count;
         out += fmt::format("  {} => {}, bleu {:.3f}\n", eng, t.text, b);
     }
@@ -150,19 +176,51 @@ std::string seed_sentences_report(nn::EncoderDecoder& model, const tasks::Vocab&
     return out;
 }
 
+// How a checkpoint's model reads a sentence: d2l's pipeline pads the source
+// to num_steps (as predict_seq2seq), the whole-corpus one does not.
+tasks::TranslateOptions translate_options(const tasks::CheckpointInfo& info, const tasks::DecodeOptions& decode) {
+    const bool d2l = !info.extra.count("pipeline") || info.extra.at("pipeline") == "d2l";
+    return {.max_len = info.config.num_steps, .pad_to = d2l ? info.config.num_steps : 0, .decode = decode};
+}
+
+std::string meta(const std::map<std::string, std::string>& extra, const char* key) {
+    auto it = extra.find(key);
+    if (it == extra.end()) fail<IOError>("checkpoint: metadata 'x.{}' is missing (was it made by tformer train translate?)", key);
+    return it->second;
+}
+
+int64_t meta_int(const std::map<std::string, std::string>& extra, const char* key) {
+    const std::string v = meta(extra, key);
+    try {
+        size_t used = 0;
+        const int64_t x = std::stoll(v, &used);
+        if (used == v.size()) return x;
+    } catch (const std::exception&) {
+    }
+    fail<IOError>("checkpoint: metadata 'x.{}' is not an integer: '{}'", key, v);
+}
+
 tasks::FraEngOptions data_options_from(const std::map<std::string, std::string>& extra, const std::string& path) {
-    auto get = [&](const char* key) {
-        auto it = extra.find(key);
-        if (it == extra.end()) fail<IOError>("checkpoint: metadata 'x.{}' is missing (was it made by tformer train translate?)", key);
-        return it->second;
-    };
+    double val_fraction = 0;
+    try {
+        val_fraction = std::stod(meta(extra, "val_fraction"));
+    } catch (const std::logic_error&) {
+        fail<IOError>("checkpoint: metadata 'x.val_fraction' is not a number: '{}'", meta(extra, "val_fraction"));
+    }
     return {.path = path,
-            .num_examples = std::stoll(get("num_examples")),
-            .sample_size = std::stoll(get("sample_size")),
-            .seed = std::stoull(get("data_seed")),
-            .val_fraction = std::stod(get("val_fraction")),
-            .num_steps = std::stoll(get("num_steps")),
+            .num_examples = meta_int(extra, "num_examples"),
+            .sample_size = meta_int(extra, "sample_size"),
+            .seed = static_cast<uint64_t>(meta_int(extra, "data_seed")),
+            .val_fraction = val_fraction,
+            .num_steps = meta_int(extra, "num_steps"),
             .min_freq = 2};
+}
+
+tasks::CorpusOptions corpus_options_from(const std::map<std::string, std::string>& extra, const std::string& path) {
+    return {.path = path,
+            .val_sentences = meta_int(extra, "val_sentences"),
+            .seed = static_cast<uint64_t>(meta_int(extra, "data_seed")),
+            .sample_size = meta_int(extra, "sample_size")};
 }
 
 // Exact-sequence accuracy of greedy copying on `n` fresh sequences.
@@ -183,15 +241,45 @@ double copy_accuracy(nn::EncoderDecoder& model, int64_t n, int64_t length, uint6
 std::string join(const std::vector<int64_t>& ids) {
     return fmt::format("{}", fmt::join(ids, " "));
 }
-}  // namespace
 
-// ---- train -------------------------------------------------------------------------------------
+std::string bleu_line(const std::string& what, const tasks::BleuReport& r) {
+    return fmt::format("{}: {:.2f} on {} sentences (precisions {:.3f}, brevity penalty {:.3f}){}\n", what,
+                       100 * r.bleu.score, r.sentences, fmt::join(r.bleu.precisions, "/"), r.bleu.brevity_penalty,
+                       r.truncated ? fmt::format(", {} sources cut at the model's limit", r.truncated) : "");
+}
 
-int run_train(const TrainArgs& a) {
-    const Preset& p = find_preset(a.task, a.preset);
-    set_threads(a.threads != 0 ? a.threads : p.threads);
-    const uint64_t seed = a.seed < 0 ? p.seed : static_cast<uint64_t>(a.seed);
-    const std::string out = a.out.empty() ? "runs/" + a.task : a.out;
+void write_summary(const std::string& out, const std::string& summary) {
+    std::ofstream file(fs::path(out) / "summary.txt");
+    file << summary;
+    file.flush();
+    if (!file) fail<IOError>("train: could not write {}/summary.txt (disk full?)", out);
+}
+
+// ---- train: the pieces ----------------------------------------------------------------------
+
+// Flags that belong to one kind of preset only, refused on the other with a pointer to the right one.
+void check_flags_fit(const TrainArgs& a, const Preset& p) {
+    if (a.task != "translate") return;
+    auto refuse = [&](bool given, const char* flag, const char* hint) {
+        if (given) fail<ValueError>("train translate: {} does not apply to the {} preset; {}", flag,
+                                    a.preset.empty() ? "default" : a.preset, hint);
+    };
+    if (p.corpus) {
+        const char* hint = "it belongs to --preset d2l (d2l's fixed batches of a prefix of the file)";
+        refuse(a.num_examples >= 0, "--num-examples", hint);
+        refuse(a.val_fraction >= 0, "--val-fraction", "use --val-sentences");
+        refuse(a.batch_size >= 0, "--batch-size", "batches hold --batch-tokens tokens (source + target, padding included)");
+    } else {
+        const char* hint = "it belongs to the whole-corpus presets (default, long)";
+        refuse(!a.tokenizer.empty(), "--tokenizer", hint);
+        refuse(a.vocab_size >= 0, "--vocab-size", hint);
+        refuse(a.batch_tokens >= 0, "--batch-tokens", hint);
+        refuse(a.val_sentences >= 0, "--val-sentences", hint);
+        refuse(a.tie_embeddings != 0, "--tie-embeddings", hint);
+    }
+}
+
+tasks::ModelConfig model_config(const TrainArgs& a, const Preset& p) {
     tasks::ModelConfig config;
     config.task = a.task;
     config.num_steps = pick(a.num_steps, p.num_steps);
@@ -200,7 +288,13 @@ int run_train(const TrainArgs& a) {
                           .ffn_num_input = d, .ffn_num_hiddens = pick(a.ffn_num_hiddens, p.ffn_num_hiddens),
                           .num_heads = pick(a.num_heads, p.num_heads), .num_layers = pick(a.num_layers, p.num_layers),
                           .dropout = pick(a.dropout, p.dropout)};
+    config.tie_embeddings = a.tie_embeddings == 0 ? p.tie_embeddings : a.tie_embeddings > 0;
+    return config;
+}
+
+tasks::TrainOptions train_options(const TrainArgs& a, const Preset& p, uint64_t seed, const std::string& out) {
     tasks::TrainOptions o{.epochs = pick(a.epochs, p.epochs),
+                          .total_steps = p.total_steps,
                           .batch_size = pick(a.batch_size, p.batch_size),
                           .batches_per_epoch = pick(a.batches_per_epoch, p.batches_per_epoch),
                           .lr = pick(a.lr, p.lr),
@@ -208,50 +302,61 @@ int run_train(const TrainArgs& a) {
                           .warmup = pick(a.warmup, p.warmup),
                           .clip = pick(a.clip, p.clip),
                           .label_smoothing = pick(a.label_smoothing, p.label_smoothing),
+                          .token_mean = p.corpus,
                           .seed = seed,
                           .out_dir = out,
                           .checkpoint_every = a.checkpoint_every,
                           .resume = a.resume,
                           .stop_after_steps = a.stop_after_steps,
+                          .average = pick(a.average, p.average),
                           .quiet = a.quiet,
                           .extra = {}};
+    if (a.epochs >= 0) o.total_steps = 0;  // --epochs replaces a preset's step count
     o.extra["preset"] = a.preset.empty() ? (a.task == "copy" ? "copy" : "default") : a.preset;
     o.extra["seed"] = std::to_string(seed);
+    return o;
+}
 
+int train_copy(const TrainArgs& a, const Preset& p, uint64_t seed, const std::string& out) {
+    tasks::ModelConfig config = model_config(a, p);
+    tasks::TrainOptions o = train_options(a, p, seed, out);
     core::Generator gen(seed);
-    if (a.task == "copy") {
-        config.src_vocab_size = config.tgt_vocab_size = kCopyVocab;
-        auto model = tasks::build_model(config, gen);
-        fmt::print("copy task (seed 004): vocabulary {}, sequences of {}, {} parameters\n", kCopyVocab,
-                   config.num_steps, model->num_parameters());
-        const auto source = tasks::copy_source(o.batch_size, config.num_steps, kCopyVocab, o.batches_per_epoch, seed);
-        const tasks::TrainResult r = tasks::train(*model, gen, source, o, {.config = config, .src_vocab = {}, .tgt_vocab = {}, .step = 0, .epoch = 0, .rng = {}, .extra = {}});
-        const double acc = copy_accuracy(*model, 1000, config.num_steps, seed + 12345);
-        std::vector<int64_t> example = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
-        example.resize(config.num_steps, 1);
-        const Tensor src = core::from_vector(example, {1, config.num_steps});
-        const auto d = tasks::greedy_decode(*model, src, core::full({1}, double(config.num_steps), core::DType::int64),
-                                            {.bos = 1, .eos = -1, .max_steps = config.num_steps - 1, .keep_attention = true});
-        std::vector<int64_t> copied = {1};
-        copied.insert(copied.end(), d[0].tokens.begin(), d[0].tokens.end());
-        tasks::Translation t;
-        for (int64_t id : example) t.src_tokens.push_back(std::to_string(id));
-        for (int64_t id : d[0].tokens) t.tokens.push_back(std::to_string(id));
-        t.decoded = d[0];
-        const auto pictures = tasks::plot_attention(out, "attention", *model, t);
-        const std::string summary = fmt::format(
-            "trained {} steps in {:.1f} s ({:.0f} tokens/s), final loss {:.4f}\n"
-            "exact-sequence accuracy on 1000 fresh sequences: {:.1f}%\n"
-            "example: {} -> {}\n"
-            "checkpoint: {}\nloss curve: {}/loss.png\nattention: {}\n",
-            r.steps, r.seconds, r.tokens_per_second, r.final_loss, 100 * acc, join(example), join(copied), r.checkpoint,
-            out, fmt::join(pictures, ", "));
-        fmt::print("{}", summary);
-        std::ofstream(fs::path(out) / "summary.txt") << summary;
-        return 0;
-    }
+    config.src_vocab_size = config.tgt_vocab_size = kCopyVocab;
+    auto model = tasks::build_model(config, gen);
+    fmt::print("copy task (seed 004): vocabulary {}, sequences of {}, {} parameters\n", kCopyVocab, config.num_steps,
+               model->num_parameters());
+    const auto source = tasks::copy_source(o.batch_size, config.num_steps, kCopyVocab, o.batches_per_epoch, seed);
+    const tasks::TrainResult r = tasks::train(*model, gen, source, o, {.config = config});
+    const double acc = copy_accuracy(*model, 1000, config.num_steps, seed + 12345);
+    std::vector<int64_t> example = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    example.resize(config.num_steps, 1);
+    const Tensor src = core::from_vector(example, {1, config.num_steps});
+    const auto d = tasks::greedy_decode(*model, src, core::full({1}, double(config.num_steps), core::DType::int64),
+                                        {.bos = 1, .eos = -1, .max_steps = config.num_steps - 1, .keep_attention = true});
+    std::vector<int64_t> copied = {1};
+    copied.insert(copied.end(), d[0].tokens.begin(), d[0].tokens.end());
+    tasks::Translation t;
+    for (int64_t id : example) t.src_tokens.push_back(std::to_string(id));
+    for (int64_t id : d[0].tokens) t.tokens.push_back(std::to_string(id));
+    t.decoded = d[0];
+    const auto pictures = tasks::plot_attention(out, "attention", *model, t);
+    const std::string summary = fmt::format(
+        "trained {} steps in {:.1f} s ({:.0f} tokens/s), final loss {:.4f}\n"
+        "exact-sequence accuracy on 1000 fresh sequences: {:.1f}%\n"
+        "example: {} -> {}\n"
+        "checkpoint: {}\nloss curve: {}/loss.png\nattention: {}\n",
+        r.steps, r.seconds, r.tokens_per_second, r.final_loss, 100 * acc, join(example), join(copied), r.checkpoint, out,
+        fmt::join(pictures, ", "));
+    fmt::print("{}", summary);
+    write_summary(out, summary);
+    return 0;
+}
 
-    // translation
+// seed 000's pipeline: a prefix (or sample) of the file, d2l's word vocabularies,
+// fixed num_steps, fixed batches (the d2l preset).
+int train_translate_d2l(const TrainArgs& a, const Preset& p, uint64_t seed, const std::string& out) {
+    tasks::ModelConfig config = model_config(a, p);
+    tasks::TrainOptions o = train_options(a, p, seed, out);
     tasks::FraEngOptions data_opts{.path = a.data.empty() ? default_data_path() : a.data,
                                    .num_examples = pick(a.num_examples, p.num_examples),
                                    .sample_size = pick(a.sample_size, p.sample_size),
@@ -269,25 +374,29 @@ int run_train(const TrainArgs& a) {
                data.src_vocab.size(), data.tgt_vocab.size());
     config.src_vocab_size = data.src_vocab.size();
     config.tgt_vocab_size = data.tgt_vocab.size();
+    core::Generator gen(seed);
     auto model = tasks::build_model(config, gen);
-    fmt::print("model: {} parameters (d {}, ffn {}, {} heads, {} layers)\n", model->num_parameters(), d,
-               config.transformer.ffn_num_hiddens, config.transformer.num_heads, config.transformer.num_layers);
+    fmt::print("model: {} parameters (d {}, ffn {}, {} heads, {} layers)\n", model->num_parameters(),
+               config.transformer.num_hiddens, config.transformer.ffn_num_hiddens, config.transformer.num_heads,
+               config.transformer.num_layers);
+    o.extra["pipeline"] = "d2l";
     o.extra["num_examples"] = std::to_string(data_opts.num_examples);
     o.extra["sample_size"] = std::to_string(data_opts.sample_size);
     o.extra["data_seed"] = std::to_string(data_opts.seed);
     o.extra["val_fraction"] = fmt::format("{:.17g}", data_opts.val_fraction);
     o.extra["num_steps"] = std::to_string(config.num_steps);
-    const int64_t bos = data.tgt_vocab.to_index("<bos>");
-    const auto source = tasks::translation_source(data.train, o.batch_size, bos, seed);
-    const tasks::TrainResult r = tasks::train(
-        *model, gen, source, o,
-        {.config = config, .src_vocab = data.src_vocab, .tgt_vocab = data.tgt_vocab, .step = 0, .epoch = 0, .rng = {}, .extra = {}});
+    const auto source = tasks::translation_source(data.train, o.batch_size, tasks::Tokenizer::kBos, seed);
+    const tasks::TrainResult r = tasks::train(*model, gen, source, o,
+                                              {.config = config, .src_vocab = data.src_vocab, .tgt_vocab = data.tgt_vocab});
 
+    const tasks::TokenizerPair tok{std::make_shared<tasks::WordTokenizer>(data.src_vocab),
+                                   std::make_shared<tasks::WordTokenizer>(data.tgt_vocab)};
+    const tasks::TranslateOptions greedy{.max_len = config.num_steps, .pad_to = config.num_steps,
+                                         .decode = {.max_steps = config.num_steps}};
     int perfect = 0;
     std::string summary = fmt::format("trained {} steps in {:.1f} s ({:.0f} tokens/s), final loss {:.4f} (d2l's measure)\n",
                                       r.steps, r.seconds, r.tokens_per_second, r.final_loss);
-    summary += "seed 000's sentences (greedy):\n" +
-               seed_sentences_report(*model, data.src_vocab, data.tgt_vocab, config.num_steps, &perfect);
+    summary += "seed 000's sentences (greedy):\n" + seed_sentences_report(*model, tok, greedy, &perfect);
     summary += fmt::format("  {} of 4 at BLEU 1.000\n", perfect);
     if (data.val.src.size(0) > 0) {
         int64_t n = 0;
@@ -295,80 +404,252 @@ int run_train(const TrainArgs& a) {
         summary += fmt::format("validation corpus BLEU-4: {:.2f} on {} sentences (precisions {:.3f}, brevity penalty {:.3f})\n",
                                100 * b.score, n, fmt::join(b.precisions, "/"), b.brevity_penalty);
     }
-    const tasks::Translation t =
-        tasks::translate(*model, data.src_vocab, data.tgt_vocab, "i'm home .", config.num_steps,
-                         {.max_steps = config.num_steps, .keep_attention = true});
+    tasks::TranslateOptions heat = greedy;
+    heat.decode.keep_attention = true;
+    const tasks::Translation t = tasks::translate(*model, tok, "i'm home .", heat);
     const auto pictures = tasks::plot_attention(out, "attention", *model, t);
     summary += fmt::format("checkpoint: {}\nloss curve: {}/loss.png (values in {}/loss.csv)\nattention for \"i'm home .\": {}\n",
                            r.checkpoint, out, out, fmt::join(pictures, ", "));
     fmt::print("{}", summary);
-    std::ofstream(fs::path(out) / "summary.txt") << summary;
+    write_summary(out, summary);
     return 0;
+}
+
+// The tokenizers of a whole-corpus run, learnt from the training pairs only.
+tasks::TokenizerPair make_tokenizers(const std::string& kind, const std::vector<tasks::TextPair>& train, int64_t vocab_size,
+                                     uint64_t seed) {
+    if (kind == "sentencepiece") {
+        std::vector<std::string> sentences;
+        sentences.reserve(2 * train.size());
+        for (const auto& p : train) sentences.push_back(p.src);
+        for (const auto& p : train) sentences.push_back(p.tgt);
+        auto sp = tasks::SentencePieceTokenizer::train(
+            sentences, {.vocab_size = vocab_size, .model_type = "bpe", .seed = static_cast<uint32_t>(seed),
+                        .threads = std::max(1, core::get_num_threads())});
+        return {sp, sp};
+    }
+    if (kind == "word") {  // d2l's vocabularies: lowercased words, min_freq 2, one per language
+        tasks::TokenLines src, tgt;
+        for (const auto& p : train) {
+            src.push_back(tasks::tokenize(tasks::preprocess_nmt(p.src)));
+            tgt.push_back(tasks::tokenize(tasks::preprocess_nmt(p.tgt)));
+        }
+        return {std::make_shared<tasks::WordTokenizer>(tasks::Vocab(src, 2, tasks::kNmtReserved)),
+                std::make_shared<tasks::WordTokenizer>(tasks::Vocab(tgt, 2, tasks::kNmtReserved))};
+    }
+    fail<ValueError>("train translate: unknown tokenizer '{}' (expected sentencepiece or word)", kind);
+}
+
+// The whole-corpus pipeline (tasks/corpus.hpp): the default and long presets.
+int train_translate_corpus(const TrainArgs& a, const Preset& p, uint64_t seed, const std::string& out) {
+    const auto start = std::chrono::steady_clock::now();
+    tasks::ModelConfig config = model_config(a, p);
+    tasks::TrainOptions o = train_options(a, p, seed, out);
+    const tasks::CorpusOptions corpus_opts{.path = a.data.empty() ? default_data_path() : a.data,
+                                           .val_sentences = pick(a.val_sentences, p.val_sentences),
+                                           .seed = seed,
+                                           .sample_size = pick(a.sample_size, p.sample_size)};
+    const tasks::Corpus corpus = tasks::load_corpus(corpus_opts);
+    const auto& rep = corpus.report;
+    fmt::print("fra-eng: {} lines, {} skipped; validation: {} English sentences drawn from the whole file with {} "
+               "references; training: {} pairs ({} more left out for sharing a sentence with validation)\n",
+               rep.lines.lines_read, rep.lines.lines_read - rep.lines.valid_pairs, rep.val_sentences, rep.val_pairs,
+               rep.train_pairs, rep.dropped_overlap);
+
+    // tokenizers: learnt from the training split only, so validation stays unseen
+    const std::string kind = a.tokenizer.empty() ? p.tokenizer : a.tokenizer;
+    const int64_t vocab_size = pick(a.vocab_size, p.vocab_size);
+    const tasks::TokenizerPair tok = make_tokenizers(kind, corpus.train, vocab_size, seed);
+    auto encoded = std::make_shared<tasks::EncodedPairs>(tasks::encode_pairs(corpus.train, tok, config.num_steps));
+    const int64_t batch_tokens = pick(a.batch_tokens, p.batch_tokens);
+    auto batcher = std::make_shared<const tasks::BucketBatcher>(encoded, batch_tokens, seed);
+    fmt::print("tokenizer: {}, vocabularies {} / {}; {} training pairs, {} longer than {} tokens left out; "
+               "{} batches of up to {} tokens ({}-{} pairs, {:.1f}% padding)\n",
+               kind, tok.src->size(), tok.tgt->size(), encoded->size(), encoded->dropped, config.num_steps - 1,
+               batcher->batches_per_epoch(), batch_tokens, batcher->min_batch(), batcher->max_batch(),
+               100 * batcher->padding_fraction());
+
+    config.src_vocab_size = tok.src->size();
+    config.tgt_vocab_size = tok.tgt->size();
+    if (config.tie_embeddings && !tok.joint())
+        fail<ValueError>("train translate: --tie-embeddings needs one vocabulary for both languages "
+                         "(--tokenizer sentencepiece); use --no-tie-embeddings with --tokenizer word");
+    core::Generator gen(seed);
+    auto model = tasks::build_model(config, gen);
+    fmt::print("model: {} parameters (d {}, ffn {}, {} heads, {} layers{})\n", model->num_parameters(),
+               config.transformer.num_hiddens, config.transformer.ffn_num_hiddens, config.transformer.num_heads,
+               config.transformer.num_layers, config.tie_embeddings ? ", tied embeddings" : "");
+    o.extra["pipeline"] = "corpus";
+    o.extra["data_seed"] = std::to_string(seed);
+    o.extra["val_sentences"] = std::to_string(corpus_opts.val_sentences);
+    o.extra["sample_size"] = std::to_string(corpus_opts.sample_size);
+    o.extra["batch_tokens"] = std::to_string(batch_tokens);
+    tasks::CheckpointInfo info{.config = config};
+    if (kind == "sentencepiece") {
+        info.sentencepiece = std::dynamic_pointer_cast<const tasks::SentencePieceTokenizer>(tok.src);
+    } else {
+        info.src_vocab = static_cast<const tasks::WordTokenizer&>(*tok.src).vocab();
+        info.tgt_vocab = static_cast<const tasks::WordTokenizer&>(*tok.tgt).vocab();
+    }
+    const tasks::TrainResult r = tasks::train(*model, gen, tasks::BucketBatcher::source(batcher), o, info);
+    const double train_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+
+    // what the user gets: validation BLEU (beam and greedy), examples, pictures
+    std::string summary = fmt::format(
+        "trained {} steps in {:.1f} s ({:.0f} target tokens/s; {:.0f} s with data and tokenizer), final loss {:.4f} "
+        "(cross-entropy per token{}){}\n",
+        r.steps, r.seconds, r.tokens_per_second, train_wall, r.final_loss,
+        o.label_smoothing > 0 ? ", label smoothing included" : "",
+        r.averaged > 0 ? fmt::format("; final weights: the mean of the last {} snapshots", r.averaged) : "");
+    const tasks::BleuOptions beam{.max_len = config.num_steps, .decode = {.beam = 4, .length_penalty = 1.0}};
+    const tasks::BleuOptions greedy{.max_len = config.num_steps, .decode = {.beam = 1}};
+    const tasks::BleuReport b_beam = tasks::evaluate_bleu(*model, tok, corpus.val, beam);
+    const tasks::BleuReport b_greedy = tasks::evaluate_bleu(*model, tok, corpus.val, greedy);
+    summary += bleu_line("validation corpus BLEU-4, beam 4", b_beam);
+    summary += bleu_line("validation corpus BLEU-4, greedy", b_greedy);
+    summary += "validation examples (beam 4):\n";
+    for (size_t i = 0; i < std::min<size_t>(5, corpus.val.size()); ++i)
+        summary += fmt::format("  {} => {}   (reference: {})\n", corpus.val[i].src, b_beam.hypotheses[i],
+                               corpus.val[i].refs.front());
+    int perfect = 0;
+    summary += "seed 000's sentences (greedy):\n" +
+               seed_sentences_report(*model, tok, {.max_len = config.num_steps, .decode = {}}, &perfect);
+    const tasks::Translation t = tasks::translate(*model, tok, "I'm home.",
+                                                  {.max_len = config.num_steps, .decode = {.keep_attention = true}});
+    const auto pictures = tasks::plot_attention(out, "attention", *model, t);
+    summary += fmt::format("checkpoint: {}\nloss curve: {}/loss.png (values in {}/loss.csv)\nattention for \"I'm home.\": {}\n",
+                           r.checkpoint, out, out, fmt::join(pictures, ", "));
+    fmt::print("{}", summary);
+    write_summary(out, summary);
+    return 0;
+}
+}  // namespace
+
+// ---- train -------------------------------------------------------------------------------------
+
+int run_train(const TrainArgs& a) {
+    const Preset& p = find_preset(a.task, a.preset);
+    check_flags_fit(a, p);
+    set_threads(a.threads != 0 ? a.threads : p.threads);
+    const uint64_t seed = a.seed < 0 ? p.seed : static_cast<uint64_t>(a.seed);
+    const std::string out = a.out.empty() ? "runs/" + a.task : a.out;
+    if (a.task == "copy") return train_copy(a, p, seed, out);
+    return p.corpus ? train_translate_corpus(a, p, seed, out) : train_translate_d2l(a, p, seed, out);
 }
 
 // ---- translate ------------------------------------------------------------------------------------
 
+namespace {
+// A model and its tokenizers, loaded from one checkpoint file.
+struct LoadedTranslator {
+    tasks::CheckpointInfo info;
+    core::Generator gen{0};  // the model's dropout layers point at it: it lives as long as the model
+    std::shared_ptr<nn::EncoderDecoder> model;
+    tasks::TokenizerPair tok;
+};
+
+std::unique_ptr<LoadedTranslator> load_translator(const std::string& path, const char* op) {
+    auto t = std::make_unique<LoadedTranslator>();
+    t->info = tasks::read_checkpoint_info(path);
+    if (t->info.config.task != "translate")
+        fail<ValueError>("{}: '{}' is a {} checkpoint, not a translation model", op, path, t->info.config.task);
+    t->model = tasks::build_model(t->info.config, t->gen);
+    tasks::load_checkpoint(path, *t->model, nullptr);
+    t->tok = tasks::tokenizers_of(t->info);
+    return t;
+}
+
+void check_decode_flags(int64_t beam, double length_penalty, const char* op) {
+    if (beam < 1) fail<ValueError>("{}: --beam must be at least 1 (1 is greedy), got {}", op, beam);
+    if (!std::isfinite(length_penalty) || length_penalty < 0)
+        fail<ValueError>("{}: --length-penalty must be a finite number >= 0, got {}", op, length_penalty);
+}
+}  // namespace
+
 int run_translate(const TranslateArgs& a) {
     set_threads(a.threads);
-    const tasks::CheckpointInfo info = tasks::read_checkpoint_info(a.checkpoint);
-    if (info.config.task != "translate")
-        fail<ValueError>("translate: '{}' is a {} checkpoint, not a translation model", a.checkpoint, info.config.task);
-    core::Generator gen(0);
-    auto model = tasks::build_model(info.config, gen);
-    tasks::load_checkpoint(a.checkpoint, *model, nullptr);
-    const tasks::DecodeOptions o{.max_steps = info.config.num_steps, .beam = a.beam, .length_penalty = a.length_penalty,
-                                 .keep_attention = !a.show_attention.empty()};
-    auto one = [&](const std::string& sentence, int64_t index) {
-        if (sentence.find_first_not_of(" \t\r") == std::string::npos)
-            fail<ValueError>("translate: line {} is empty; give a sentence to translate", index + 1);
-        const tasks::Translation t = tasks::translate(*model, *info.src_vocab, *info.tgt_vocab, sentence,
-                                                      info.config.num_steps, o);
-        fmt::print("{}\n", t.text);
-        if (!a.show_attention.empty() && a.beam <= 1) {
-            const auto pictures = tasks::plot_attention(a.show_attention, fmt::format("sentence-{}", index + 1), *model, t);
-            fmt::print(stderr, "attention: {}\n", fmt::join(pictures, ", "));
+    check_decode_flags(a.beam, a.length_penalty, "translate");
+    const auto t = load_translator(a.checkpoint, "translate");
+    const tasks::TranslateOptions o = translate_options(
+        t->info, {.beam = a.beam, .length_penalty = a.length_penalty, .keep_attention = !a.show_attention.empty()});
+    // One line in, one line out: a blank line gives a blank line and a line
+    // that cannot be translated an empty one (and a message on stderr), so
+    // the outputs stay lined up with the inputs; the exit status is 1 then.
+    int status = 0;
+    auto one = [&](const std::string& sentence, int64_t number) {
+        if (sentence.find_first_not_of(" \t\r") == std::string::npos) {
+            fmt::print("\n");
+            return;
+        }
+        try {
+            const tasks::Translation tr = tasks::translate(*t->model, t->tok, sentence, o);
+            if (tr.truncated)
+                fmt::print(stderr, "translate: line {} is longer than the model's limit of {} tokens; "
+                                   "only its first {} were translated\n", number, o.max_len, o.max_len);
+            fmt::print("{}\n", tr.text);
+            if (!a.show_attention.empty() && a.beam <= 1) {
+                const auto pictures = tasks::plot_attention(a.show_attention, fmt::format("sentence-{}", number), *t->model, tr);
+                fmt::print(stderr, "attention: {}\n", fmt::join(pictures, ", "));
+            }
+        } catch (const ValueError& e) {
+            fmt::print("\n");
+            fmt::print(stderr, "translate: line {}: {}\n", number, e.what());
+            status = 1;
         }
     };
+    if (!a.show_attention.empty() && a.beam > 1)
+        fmt::print(stderr, "translate: --show-attention draws greedy decoding only; add --beam 1\n");
     if (!a.sentences.empty()) {
-        for (size_t i = 0; i < a.sentences.size(); ++i) one(a.sentences[i], static_cast<int64_t>(i));
+        for (size_t i = 0; i < a.sentences.size(); ++i) one(a.sentences[i], static_cast<int64_t>(i) + 1);
     } else {
         std::string line;
-        int64_t i = 0;
-        while (std::getline(std::cin, line)) {
-            if (line.find_first_not_of(" \t\r") == std::string::npos) { ++i; continue; }  // skip blank lines in a stream
-            one(line, i++);
-        }
+        for (int64_t number = 1; std::getline(std::cin, line); ++number) one(line, number);
     }
-    return 0;
+    return status;
 }
 
 // ---- eval ---------------------------------------------------------------------------------------------
 
 int run_eval(const EvalArgs& a) {
     set_threads(a.threads);
+    check_decode_flags(a.beam, a.length_penalty, "eval");
+    if (a.max_sentences < 0) fail<ValueError>("eval: --max-sentences must be >= 0 (0: all), got {}", a.max_sentences);
     const tasks::CheckpointInfo info = tasks::read_checkpoint_info(a.checkpoint);
-    core::Generator gen(0);
-    auto model = tasks::build_model(info.config, gen);
-    tasks::load_checkpoint(a.checkpoint, *model, nullptr);
     if (info.config.task == "copy") {
+        core::Generator gen(0);
+        auto model = tasks::build_model(info.config, gen);
+        tasks::load_checkpoint(a.checkpoint, *model, nullptr);
         const double acc = copy_accuracy(*model, 1000, info.config.num_steps, 20240601);
         fmt::print("copy task: exact-sequence accuracy {:.1f}% on 1000 fresh sequences\n", 100 * acc);
         return 0;
     }
-    const tasks::FraEngData data =
-        tasks::load_fra_eng(data_options_from(info.extra, a.data.empty() ? default_data_path() : a.data));
-    if (!(data.src_vocab == *info.src_vocab) || !(data.tgt_vocab == *info.tgt_vocab))
-        fail<IOError>("eval: the data at hand gives other vocabularies than the checkpoint's (a different fra.txt?)");
-    if (data.val.src.size(0) > 0) {
-        int64_t n = 0;
-        const tasks::CorpusBleu b = validation_bleu(*model, data.val, *info.tgt_vocab, a.max_sentences, &n);
-        fmt::print("validation corpus BLEU-4: {:.2f} on {} sentences (precisions {:.3f}, brevity penalty {:.3f})\n",
-                   100 * b.score, n, fmt::join(b.precisions, "/"), b.brevity_penalty);
+    const auto t = load_translator(a.checkpoint, "eval");
+    const std::string data = a.data.empty() ? default_data_path() : a.data;
+    const tasks::TranslateOptions greedy = translate_options(info, {.max_steps = info.config.num_steps});
+    if (info.extra.count("pipeline") && info.extra.at("pipeline") == "corpus") {
+        const tasks::Corpus corpus = tasks::load_corpus(corpus_options_from(info.extra, data));
+        const tasks::BleuReport r = tasks::evaluate_bleu(
+            *t->model, t->tok, corpus.val,
+            {.max_len = info.config.num_steps, .decode = {.beam = a.beam, .length_penalty = a.length_penalty},
+             .max_sentences = a.max_sentences});
+        fmt::print("{}", bleu_line(fmt::format("validation corpus BLEU-4, {}",
+                                               a.beam > 1 ? fmt::format("beam {}", a.beam) : std::string("greedy")), r));
     } else {
-        fmt::print("no validation split in this run (trained with --val-fraction 0)\n");
+        const tasks::FraEngData d2l = tasks::load_fra_eng(data_options_from(info.extra, data));
+        if (!(d2l.src_vocab == *info.src_vocab) || !(d2l.tgt_vocab == *info.tgt_vocab))
+            fail<IOError>("eval: the data at hand gives other vocabularies than the checkpoint's (a different fra.txt?)");
+        if (d2l.val.src.size(0) > 0) {
+            int64_t n = 0;
+            const tasks::CorpusBleu b = validation_bleu(*t->model, d2l.val, *info.tgt_vocab, a.max_sentences, &n);
+            fmt::print("validation corpus BLEU-4 (greedy): {:.2f} on {} sentences (precisions {:.3f}, brevity penalty {:.3f})\n",
+                       100 * b.score, n, fmt::join(b.precisions, "/"), b.brevity_penalty);
+        } else {
+            fmt::print("no validation split in this run (trained with --val-fraction 0)\n");
+        }
     }
     int perfect = 0;
-    fmt::print("seed 000's sentences (greedy, d2l's BLEU with k = 2):\n{}", seed_sentences_report(*model, *info.src_vocab, *info.tgt_vocab, info.config.num_steps, &perfect));
+    fmt::print("seed 000's sentences (greedy, d2l's BLEU with k = 2):\n{}",
+               seed_sentences_report(*t->model, t->tok, greedy, &perfect));
     fmt::print("  {} of 4 at BLEU 1.000\n", perfect);
     return 0;
 }
@@ -394,11 +675,21 @@ int run_tutorial(const std::string& which, bool step, const std::string& out) {
     for (const auto& n : names) {
         const bool match = n == which || n.substr(0, 2) == which || (which.size() == 1 && n.substr(0, 2) == "0" + which);
         if (!match) continue;
-        std::string cmd = fmt::format("'{}'", (dir / ("tutorial_" + n)).string());
-        if (step) cmd += " --step";
-        if (!out.empty()) cmd += fmt::format(" --out '{}'", out);
-        const int rc = std::system(cmd.c_str());
-        return rc == 0 ? 0 : 1;
+        // Started directly, with its arguments as they are: no shell reads them,
+        // so a directory called "x'; rm -rf ~; '" is just a directory name.
+        std::vector<std::string> args = {(dir / ("tutorial_" + n)).string()};
+        if (step) args.push_back("--step");
+        if (!out.empty()) args.insert(args.end(), {"--out", out});
+        std::vector<char*> argv;
+        for (auto& arg : args) argv.push_back(arg.data());
+        argv.push_back(nullptr);
+        pid_t pid = 0;
+        if (const int err = posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ); err != 0)
+            fail<IOError>("tutorial: cannot start {}: {}", args[0], std::strerror(err));
+        int status = 0;
+        while (waitpid(pid, &status, 0) < 0)
+            if (errno != EINTR) fail<IOError>("tutorial: waiting for {} failed: {}", args[0], std::strerror(errno));
+        return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
     }
     fail<ValueError>("tutorial: no tutorial '{}' (run 'tformer tutorial' for the list)", which);
 }

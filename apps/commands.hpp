@@ -12,7 +12,7 @@ namespace tformer::apps {
 /// "unset" value (-1 or empty) take the preset's value.
 struct TrainArgs {
     std::string task;              ///< copy | translate
-    std::string preset;            ///< copy: copy; translate: default | d2l
+    std::string preset;            ///< copy: copy; translate: default | long | d2l
     std::string out = "";          ///< output directory (default runs/<task>)
     std::string data;              ///< fra.txt (translate)
     int64_t epochs = -1, batch_size = -1, num_steps = -1, num_hiddens = -1, ffn_num_hiddens = -1;
@@ -20,6 +20,9 @@ struct TrainArgs {
     int64_t checkpoint_every = 0, stop_after_steps = 0, batches_per_epoch = -1;
     double lr = -1, dropout = -1, val_fraction = -1, label_smoothing = -1, clip = -1;
     std::string schedule;
+    std::string tokenizer;         ///< sentencepiece | word (whole-corpus presets)
+    int64_t vocab_size = -1, batch_tokens = -1, val_sentences = -1, average = -1;
+    int tie_embeddings = 0;        ///< 1: --tie-embeddings, -1: --no-tie-embeddings, 0: the preset's
     int64_t seed = -1;             ///< -1: the preset's seed
     int threads = 0;
     bool resume = false;
@@ -29,7 +32,7 @@ struct TrainArgs {
 struct TranslateArgs {
     std::string checkpoint;
     std::vector<std::string> sentences;  ///< empty: read lines from stdin
-    int64_t beam = 1;
+    int64_t beam = 4;
     double length_penalty = 1.0;
     std::string show_attention;  ///< directory for heatmaps (empty: none)
     int threads = 0;
@@ -39,6 +42,8 @@ struct EvalArgs {
     std::string checkpoint;
     std::string data;
     int64_t max_sentences = 0;  ///< 0: the whole validation split
+    int64_t beam = 4;
+    double length_penalty = 1.0;
     int threads = 0;
 };
 

@@ -20,11 +20,17 @@ using namespace tformer::apps;
 
 namespace {
 void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
-    cmd.add_option("--preset", a.preset, translation ? "default (first 30,000 pairs, about 3 minutes on 2 cores) or d2l (seed 000 exactly)" : "copy");
+    cmd.add_option("--preset", a.preset,
+                   translation ? "default (the whole corpus, subwords, about 5 minutes on 2 cores), long (about 15 minutes) "
+                                 "or d2l (seed 000 exactly)"
+                               : "copy");
     cmd.add_option("--out", a.out, "output directory (default runs/<task>)");
     cmd.add_option("--epochs", a.epochs, "number of epochs");
-    cmd.add_option("--batch-size", a.batch_size, "sequences per batch");
-    cmd.add_option("--num-steps", a.num_steps, "sequence length (tokens, padded/truncated)");
+    cmd.add_option("--batch-size", a.batch_size, translation ? "sequences per batch (d2l preset)" : "sequences per batch");
+    cmd.add_option("--num-steps", a.num_steps,
+                   translation ? "d2l: sequence length (padded/truncated); default and long: the longest sequence kept "
+                                 "(tokens, <eos> included; longer pairs are left out and counted)"
+                               : "sequence length");
     cmd.add_option("--num-hiddens", a.num_hiddens, "model width d (key/query/value sizes follow)");
     cmd.add_option("--ffn-num-hiddens", a.ffn_num_hiddens, "hidden width of the position-wise FFN");
     cmd.add_option("--num-heads", a.num_heads, "attention heads");
@@ -43,9 +49,18 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
     cmd.add_flag("--quiet", a.quiet, "no progress line");
     if (translation) {
         cmd.add_option("--data", a.data, "path of fra.txt (default: data/fra-eng/fra.txt of this repository)");
-        cmd.add_option("--num-examples", a.num_examples, "use d2l's prefix of the file (600 reproduces seed 000)");
-        cmd.add_option("--sample-size", a.sample_size, "use a seeded random sample of this many pairs");
-        cmd.add_option("--val-fraction", a.val_fraction, "share of distinct English sentences held out for validation");
+        cmd.add_option("--num-examples", a.num_examples, "d2l preset: use d2l's prefix of the file (600 reproduces seed 000)");
+        cmd.add_option("--sample-size", a.sample_size, "train on a seeded random sample of this many pairs");
+        cmd.add_option("--val-fraction", a.val_fraction, "d2l preset: share of distinct English sentences held out for validation");
+        cmd.add_option("--val-sentences", a.val_sentences,
+                       "default/long: English sentences drawn from the whole file for validation (with all their translations)");
+        cmd.add_option("--tokenizer", a.tokenizer, "default/long: sentencepiece (joint subword vocabulary) or word (d2l's)");
+        cmd.add_option("--vocab-size", a.vocab_size, "default/long: size of the SentencePiece vocabulary");
+        cmd.add_option("--batch-tokens", a.batch_tokens,
+                       "default/long: tokens per batch (source + target, padding included); batches come from length buckets");
+        cmd.add_flag("--tie-embeddings,!--no-tie-embeddings", a.tie_embeddings,
+                     "default/long: one matrix for both embeddings and the output layer (needs --tokenizer sentencepiece)");
+        cmd.add_option("--average", a.average, "average the final weights over this many snapshots (0 or 1: off)");
     } else {
         cmd.add_option("--batches-per-epoch", a.batches_per_epoch, "fresh random batches per epoch");
     }
@@ -79,8 +94,8 @@ int main(int argc, char** argv) {
     CLI::App* translate = app.add_subcommand("translate", "translate English sentences (arguments, or lines on stdin)");
     translate->add_option("--checkpoint", tr.checkpoint, "a checkpoint written by 'tformer train translate'")->required();
     translate->add_option("sentences", tr.sentences, "sentences to translate; none: read lines from stdin");
-    translate->add_option("--beam", tr.beam, "beam size (1: greedy)");
-    translate->add_option("--length-penalty", tr.length_penalty, "beam scores are log p / length^alpha");
+    translate->add_option("--beam", tr.beam, "beam size (1: greedy)")->capture_default_str();
+    translate->add_option("--length-penalty", tr.length_penalty, "beam scores are log p / length^alpha")->capture_default_str();
     translate->add_option("--show-attention", tr.show_attention, "write attention heatmaps (PNG) into this directory");
     translate->add_option("--threads", tr.threads, "threads");
 
@@ -89,6 +104,8 @@ int main(int argc, char** argv) {
     eval->add_option("--checkpoint", ev.checkpoint, "the checkpoint")->required();
     eval->add_option("--data", ev.data, "path of fra.txt for translation checkpoints");
     eval->add_option("--max-sentences", ev.max_sentences, "evaluate on at most this many validation sentences");
+    eval->add_option("--beam", ev.beam, "beam size for the validation BLEU of whole-corpus models (1: greedy)")->capture_default_str();
+    eval->add_option("--length-penalty", ev.length_penalty, "beam scores are log p / length^alpha")->capture_default_str();
     eval->add_option("--threads", ev.threads, "threads");
 
     std::string bench_preset = "d2l";

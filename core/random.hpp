@@ -9,6 +9,7 @@
 #include <array>
 #include <bit>
 #include <cstdint>
+#include <utility>
 
 namespace tformer::core {
 
@@ -57,5 +58,20 @@ Generator& default_generator();
 
 /// Seeds the process-wide generator.
 void manual_seed(uint64_t seed);
+
+/// A seed for the stream numbered (a, b) of a run seeded with `seed`, so
+/// that, say, epoch 7's shuffle is the same whatever ran before it (an exact
+/// resume needs that). Distinct (a, b) give unrelated streams.
+inline uint64_t mix_seed(uint64_t seed, uint64_t a, uint64_t b) {
+    uint64_t x = seed ^ (a * 0x9e3779b97f4a7c15ULL) ^ (b * 0xc2b2ae3d27d4eb4fULL);
+    x ^= x >> 31;
+    return x * 0xbf58476d1ce4e5b9ULL;
+}
+
+/// Fisher-Yates shuffle of [first, last) with `gen`.
+template <class It>
+void shuffle(It first, It last, Generator& gen) {
+    for (auto n = last - first; n > 1; --n) std::swap(first[n - 1], first[gen.randint(n)]);
+}
 
 }  // namespace tformer::core

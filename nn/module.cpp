@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <map>
 #include <set>
 
 namespace tformer::nn {
@@ -46,9 +47,29 @@ void Module::collect_buffers(const std::string& prefix, std::vector<std::pair<st
     for (const auto& [name, child] : children_) child->collect_buffers(prefix + name + ".", out);
 }
 
-std::vector<std::pair<std::string, Variable>> Module::named_parameters() const {
+Variable Module::share_parameter(const std::string& name, const Variable& shared) {
+    for (auto& [n, v] : parameters_) {
+        if (n != name) continue;
+        if (!shared.defined() || !(shared.shape() == v.shape()))
+            fail<ValueError>("{}: cannot share parameter '{}' of shape {} with a tensor of shape {}", type_name_, name,
+                             core::shape_str(v.shape()), shared.defined() ? core::shape_str(shared.shape()) : "(undefined)");
+        v = shared;
+        return shared;
+    }
+    fail<ValueError>("{}: no parameter named '{}' to share", type_name_, name);
+}
+
+std::vector<std::pair<std::string, Variable>> Module::all_named_parameters() const {
     std::vector<std::pair<std::string, Variable>> out;
     collect_parameters("", out);
+    return out;
+}
+
+std::vector<std::pair<std::string, Variable>> Module::named_parameters() const {
+    std::vector<std::pair<std::string, Variable>> out;
+    std::set<const void*> seen;
+    for (auto& [name, v] : all_named_parameters())
+        if (seen.insert(v.impl().get()).second) out.emplace_back(std::move(name), std::move(v));
     return out;
 }
 
@@ -96,7 +117,7 @@ void Module::zero_grad() {
 
 StateDict Module::state_dict() const {
     StateDict out;
-    for (const auto& [name, v] : named_parameters()) out[name] = v.value().clone();
+    for (const auto& [name, v] : all_named_parameters()) out[name] = v.value().clone();
     for (const auto& [name, t] : named_buffers()) out[name] = t.clone();
     return out;
 }
@@ -104,7 +125,7 @@ StateDict Module::state_dict() const {
 void Module::load_state_dict(const StateDict& state, bool strict) {
     // Collect every target first and check them all, so a bad dict changes nothing.
     std::vector<std::pair<std::string, Tensor>> targets;
-    for (const auto& [name, v] : named_parameters()) targets.emplace_back(name, v.value());
+    for (const auto& [name, v] : all_named_parameters()) targets.emplace_back(name, v.value());
     for (const auto& [name, t] : named_buffers()) targets.emplace_back(name, t);
 
     std::vector<std::string> missing, wrong_shape, unexpected;
@@ -121,6 +142,15 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     }
     for (const auto& [name, _] : state)
         if (!known.count(name)) unexpected.push_back(name);
+    // the names of a shared parameter must agree, or which value wins would depend on their order
+    std::map<const void*, std::string> first_name;
+    for (const auto& [name, target] : targets) {
+        auto [it, fresh] = first_name.try_emplace(target.storage().get(), name);
+        const auto a = state.find(it->second), b = state.find(name);
+        if (!fresh && a != state.end() && b != state.end() && a->second.shape() == b->second.shape() &&
+            a->second.to_vector() != b->second.to_vector())
+            wrong_shape.push_back(fmt::format("{} (shared with {}, but the values differ)", name, it->second));
+    }
 
     if (!wrong_shape.empty() || (strict && (!missing.empty() || !unexpected.empty()))) {
         std::string message = fmt::format("load_state_dict: the state dict does not fit this {}", type_name_);

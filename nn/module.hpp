@@ -49,7 +49,16 @@ public:
         return module;
     }
 
-    /// Every parameter of this module and its descendants, with dotted names, in registration order.
+    /// Makes the parameter `name` of this module be `shared` (the same
+    /// Variable, so one tensor and one gradient), as PyTorch's
+    /// `decoder.dense.weight = encoder.embedding.weight` ties weights. The
+    /// shapes must agree. Returns `shared`, for the layer's own member:
+    ///   dense->weight = dense->share_parameter("weight", embedding->weight);
+    Variable share_parameter(const std::string& name, const Variable& shared);
+
+    /// Every parameter of this module and its descendants, with dotted names,
+    /// in registration order. A shared parameter is listed once, under its
+    /// first name (as PyTorch's named_parameters), so optimizers update it once.
     std::vector<std::pair<std::string, Variable>> named_parameters() const;
     std::vector<Variable> parameters() const;
     /// Every buffer, with dotted names.
@@ -73,12 +82,15 @@ public:
     /// Forgets every parameter's gradient.
     void zero_grad();
 
-    /// Copies of every parameter and buffer by dotted name.
+    /// Copies of every parameter and buffer by dotted name; a shared
+    /// parameter appears under each of its names (as in PyTorch), so the dict
+    /// loads into a model that does not share it.
     StateDict state_dict() const;
     /// Copies values into the existing parameters and buffers (in place, so
     /// optimizers keep working). Strict: a missing, unexpected or wrongly
     /// shaped entry is a ValueError that lists every such entry; nothing is
-    /// changed then. Values are converted to each parameter's dtype.
+    /// changed then. Values are converted to each parameter's dtype. The
+    /// names of a shared parameter must all carry the same values.
     void load_state_dict(const StateDict& state, bool strict = true);
 
     /// Converts every parameter and buffer to `dtype` (float64 for gradient checks).
@@ -93,6 +105,8 @@ protected:
 private:
     void check_new_name(const std::string& name) const;
     void collect_parameters(const std::string& prefix, std::vector<std::pair<std::string, Variable>>& out) const;
+    /// Every (name, parameter), shared ones under each name.
+    std::vector<std::pair<std::string, Variable>> all_named_parameters() const;
     void collect_buffers(const std::string& prefix, std::vector<std::pair<std::string, Tensor>>& out) const;
     void summary_lines(const std::string& name, int depth, std::string& out) const;
 

@@ -12,6 +12,7 @@ packages=(
   nlohmann-json3-dev                 # the JSON header of safetensors checkpoints
   libcli11-dev                       # the tformer command line
   libpng-dev                         # loss curves and attention heatmaps as PNG
+  libsentencepiece-dev               # the subword tokenizer of the translation task
 )
 
 missing=()

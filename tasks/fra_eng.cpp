@@ -39,21 +39,17 @@ void check_options(const FraEngOptions& o) {
     if (o.num_steps < 1) fail<ValueError>("load_fra_eng: num_steps must be >= 1, got {}", o.num_steps);
 }
 
-std::string read_file(const std::string& path) {
+bool is_blank(std::string_view side) { return side.find_first_not_of(' ') == std::string_view::npos; }
+}  // namespace
+
+std::string read_text_file(const std::string& path, const char* op) {
     std::ifstream in(path, std::ios::binary);
-    if (!in) fail<IOError>("load_fra_eng: cannot open '{}': {}", path, std::strerror(errno));
+    if (!in) fail<IOError>("{}: cannot open '{}': {}", op, path, std::strerror(errno));
     std::ostringstream buffer;
     buffer << in.rdbuf();
-    if (in.bad()) fail<IOError>("load_fra_eng: error while reading '{}'", path);
+    if (in.bad()) fail<IOError>("{}: error while reading '{}'", op, path);
     return std::move(buffer).str();
 }
-
-bool is_blank(std::string_view side) { return side.find_first_not_of(' ') == std::string_view::npos; }
-
-// The raw (English, French) sides of one accepted line, viewing the file text.
-struct RawPair {
-    std::string_view src, tgt;
-};
 
 // Step 1: split into lines and keep those that pass the checks. In prefix
 // mode only lines 0..num_examples are looked at, as in d2l's tokenize_nmt.
@@ -87,6 +83,8 @@ std::vector<RawPair> read_valid_lines(std::string_view text, int64_t num_example
     return pairs;
 }
 
+namespace {
+
 // Step 2, sample mode: `count` distinct pairs chosen uniformly by a partial
 // Fisher-Yates shuffle (the first `count` slots of a random permutation),
 // then put back in file order so that the result reads like the file.
@@ -118,7 +116,7 @@ NmtSplit make_split(std::vector<SentencePair> pairs, const TokenLines& src_token
 
 FraEngData load_fra_eng(const FraEngOptions& options) {
     check_options(options);
-    const std::string text = read_file(options.path);
+    const std::string text = read_text_file(options.path, "load_fra_eng");
     FraEngData data;
     FraEngReport& report = data.report;
     core::Generator gen(options.seed);

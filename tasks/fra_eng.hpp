@@ -77,6 +77,20 @@ struct FraEngData {
     FraEngReport report;
 };
 
+/// The whole file as text; IOError naming `op` and the path when it cannot be read.
+std::string read_text_file(const std::string& path, const char* op);
+
+/// The raw (English, French) sides of one accepted line, viewing the file text.
+struct RawPair {
+    std::string_view src, tgt;
+};
+
+/// Step 1 of load_fra_eng: splits `text` into lines and keeps those with
+/// exactly one tab, two non-blank sides and valid UTF-8 (a trailing '\r' is
+/// dropped first); the others are counted in `report`. With num_examples > 0
+/// only lines 0..num_examples are looked at (d2l's tokenize_nmt).
+std::vector<RawPair> read_valid_lines(std::string_view text, int64_t num_examples, FraEngReport& report);
+
 /// Reads `options.path` and builds vocabularies and arrays:
 ///  1. every line is checked: exactly one tab, two non-blank sides, valid
 ///     UTF-8; other lines are skipped and counted in the report (a trailing

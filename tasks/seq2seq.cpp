@@ -35,7 +35,8 @@ std::string config_to_json(const ModelConfig& c) {
               {"num_heads", t.num_heads},
               {"num_layers", t.num_layers},
               {"dropout", t.dropout},
-              {"use_bias", t.use_bias}};
+              {"use_bias", t.use_bias},
+              {"tie_embeddings", c.tie_embeddings}};
     return j.dump();
 }
 
@@ -84,6 +85,10 @@ ModelConfig config_from_json(const std::string& text) {
     t.num_layers = positive(j, "num_layers");
     t.dropout = field<double>(j, "dropout");
     t.use_bias = field<bool>(j, "use_bias");
+    c.tie_embeddings = j.contains("tie_embeddings") && field<bool>(j, "tie_embeddings");  // absent before tying existed
+    if (c.tie_embeddings && c.src_vocab_size != c.tgt_vocab_size)
+        fail<IOError>("checkpoint config: tie_embeddings needs one vocabulary, got sizes {} and {}", c.src_vocab_size,
+                      c.tgt_vocab_size);
     if (!(t.dropout >= 0 && t.dropout < 1)) fail<IOError>("checkpoint config: dropout {} not in [0, 1)", t.dropout);
     if (t.num_hiddens % t.num_heads != 0)
         fail<IOError>("checkpoint config: num_hiddens {} is not divisible by num_heads {}", t.num_hiddens, t.num_heads);
@@ -104,6 +109,15 @@ std::shared_ptr<nn::EncoderDecoder> build_model(const ModelConfig& config, core:
     for (auto& [name, p] : model->named_parameters()) {
         const bool is_embedding = name.find("embedding") != std::string::npos;
         if (p.dim() == 2 && (all_matrices || !is_embedding)) nn::init::xavier_uniform_(p, gen);
+    }
+    if (config.tie_embeddings) {
+        if (config.src_vocab_size != config.tgt_vocab_size)
+            fail<ValueError>("build_model: tie_embeddings needs one vocabulary, got sizes {} and {}",
+                             config.src_vocab_size, config.tgt_vocab_size);
+        const Variable shared = encoder->embedding->weight;  // (V, D)
+        nn::init::normal_(shared, 0.0, 1.0 / std::sqrt(static_cast<double>(config.transformer.num_hiddens)), gen);
+        decoder->embedding->weight = decoder->embedding->share_parameter("weight", shared);
+        decoder->dense->weight = decoder->dense->share_parameter("weight", shared);
     }
     return model;
 }
@@ -145,6 +159,24 @@ int64_t int_meta(const std::map<std::string, std::string>& meta, const std::stri
     }
 }
 
+// The SentencePiece model in the metadata: {"type": "sentencepiece", "model": "<base64>"}
+std::string tokenizer_to_json(const SentencePieceTokenizer& sp) {
+    return json{{"type", "sentencepiece"}, {"model", base64_encode(sp.serialized())}}.dump();
+}
+
+std::shared_ptr<const SentencePieceTokenizer> tokenizer_from_json(const std::string& text, const std::string& path) {
+    json j;
+    try {
+        j = json::parse(text);
+    } catch (const json::exception& e) {
+        fail<IOError>("checkpoint '{}': metadata 'tokenizer' is not valid JSON ({})", path, e.what());
+    }
+    if (!j.is_object() || j.value("type", "") != "sentencepiece" || !j.contains("model") || !j["model"].is_string())
+        fail<IOError>("checkpoint '{}': metadata 'tokenizer' should be {{\"type\": \"sentencepiece\", \"model\": ...}}",
+                      path);
+    return SentencePieceTokenizer::from_serialized(base64_decode(j["model"].get<std::string>()));
+}
+
 CheckpointInfo info_from(const nn::SafeTensors& st, const std::string& path) {
     auto format = st.metadata.find("format");
     if (format == st.metadata.end() || format->second != kFormat)
@@ -159,13 +191,17 @@ CheckpointInfo info_from(const nn::SafeTensors& st, const std::string& path) {
     if (rng != st.metadata.end()) info.rng = rng_from_string(rng->second);
     if (auto it = st.metadata.find("src_vocab"); it != st.metadata.end()) info.src_vocab = Vocab::deserialize(it->second);
     if (auto it = st.metadata.find("tgt_vocab"); it != st.metadata.end()) info.tgt_vocab = Vocab::deserialize(it->second);
+    if (auto it = st.metadata.find("tokenizer"); it != st.metadata.end()) info.sentencepiece = tokenizer_from_json(it->second, path);
     if (info.config.task == "translate") {
-        if (!info.src_vocab || !info.tgt_vocab)
-            fail<IOError>("checkpoint '{}': a translation checkpoint must hold both vocabularies", path);
-        if (info.src_vocab->size() != info.config.src_vocab_size || info.tgt_vocab->size() != info.config.tgt_vocab_size)
-            fail<IOError>("checkpoint '{}': vocabulary sizes {}/{} do not match the config's {}/{}", path,
-                          info.src_vocab->size(), info.tgt_vocab->size(), info.config.src_vocab_size,
-                          info.config.tgt_vocab_size);
+        const bool words = info.src_vocab && info.tgt_vocab;
+        if (words == (info.sentencepiece != nullptr))
+            fail<IOError>("checkpoint '{}': a translation checkpoint must hold either both vocabularies or a "
+                          "SentencePiece tokenizer", path);
+        const int64_t src_size = words ? info.src_vocab->size() : info.sentencepiece->size();
+        const int64_t tgt_size = words ? info.tgt_vocab->size() : info.sentencepiece->size();
+        if (src_size != info.config.src_vocab_size || tgt_size != info.config.tgt_vocab_size)
+            fail<IOError>("checkpoint '{}': vocabulary sizes {}/{} do not match the config's {}/{}", path, src_size,
+                          tgt_size, info.config.src_vocab_size, info.config.tgt_vocab_size);
     }
     for (const auto& [k, v] : st.metadata)
         if (k.starts_with("x.")) info.extra[k.substr(2)] = v;
@@ -186,8 +222,16 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const opt
     st.metadata["rng"] = rng_to_string(info.rng);
     if (info.src_vocab) st.metadata["src_vocab"] = info.src_vocab->serialize();
     if (info.tgt_vocab) st.metadata["tgt_vocab"] = info.tgt_vocab->serialize();
+    if (info.sentencepiece) st.metadata["tokenizer"] = tokenizer_to_json(*info.sentencepiece);
     for (const auto& [k, v] : info.extra) st.metadata["x." + k] = v;
     nn::save_safetensors(path, st);
+}
+
+TokenizerPair tokenizers_of(const CheckpointInfo& info) {
+    if (info.sentencepiece) return {info.sentencepiece, info.sentencepiece};
+    if (info.src_vocab && info.tgt_vocab)
+        return {std::make_shared<WordTokenizer>(*info.src_vocab), std::make_shared<WordTokenizer>(*info.tgt_vocab)};
+    fail<ValueError>("tokenizers_of: a {} checkpoint has no tokenizer", info.config.task);
 }
 
 CheckpointInfo read_checkpoint_info(const std::string& path) { return info_from(nn::load_safetensors(path), path); }
@@ -286,21 +330,25 @@ std::vector<Decoded> greedy_decode(nn::EncoderDecoder& model, const Tensor& src,
     return out;
 }
 
-Decoded beam_decode(nn::EncoderDecoder& model, const Tensor& src, const Tensor& src_valid_len,
-                    const DecodeOptions& options) {
+std::vector<Decoded> beam_decode_batch(nn::EncoderDecoder& model, const Tensor& src, const Tensor& src_valid_len,
+                                       const DecodeOptions& options) {
     check_source(src, src_valid_len, "beam_decode");
-    if (src.size(0) != 1) fail<ShapeError>("beam_decode: decodes one sentence, got a batch of {}", src.size(0));
     if (options.beam < 1) fail<ValueError>("beam_decode: beam size must be at least 1, got {}", options.beam);
+    if (!std::isfinite(options.length_penalty))
+        fail<ValueError>("beam_decode: length penalty must be finite, got {}", options.length_penalty);
     EvalScope eval(model);
     autograd::NoGradGuard no_grad;
-    const int64_t K = options.beam, H = model.decoder->options.num_heads;
+    const int64_t B = src.size(0), K = options.beam, H = model.decoder->options.num_heads;
 
     struct Hyp {
         std::vector<int64_t> tokens;
         double logp = 0;
+        int64_t sentence = 0;  // which source sentence it extends
     };
-    std::vector<Hyp> live = {Hyp{}};
-    std::vector<std::pair<double, Hyp>> finished;  // (normalised score, hypothesis)
+    // The decoder's rows are the live hypotheses of every sentence, in order.
+    std::vector<Hyp> live(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) live[b].sentence = b;
+    std::vector<std::vector<std::pair<double, Hyp>>> finished(static_cast<size_t>(B));  // (normalised score, hypothesis)
     // log p / length^α, the length counting every scored token: the <eos> of
     // a finished hypothesis too, none for one that ran out of steps (it has no
     // <eos> term in log p, so dividing by one more would give it a bonus)
@@ -312,83 +360,111 @@ Decoded beam_decode(nn::EncoderDecoder& model, const Tensor& src, const Tensor& 
     Variable enc = model.encoder->forward(src, src_valid_len);
     nn::DecoderState state = model.decoder->init_state(enc, src_valid_len);
     for (int64_t step = 0; step < options.max_steps && !live.empty(); ++step) {
-        const int64_t n = static_cast<int64_t>(live.size());
-        std::vector<int64_t> last(n);
+        const auto n = static_cast<int64_t>(live.size());
+        std::vector<int64_t> last(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) last[i] = live[i].tokens.empty() ? options.bos : live[i].tokens.back();
-        const Tensor logp = core::log_softmax(model.decoder->forward_step(core::from_vector(last, {n, 1}), state).value());
+        const Tensor logp =
+            core::log_softmax(model.decoder->forward_step(core::from_vector(last, {n, 1}), state).value()).contiguous();
         const int64_t V = logp.size(-1);
-        const std::vector<double> lp = logp.to_vector();  // (n, 1, V) flattened
-        // every (hypothesis, token) candidate, best first; ties broken by lower index, as argmax does
-        std::vector<int64_t> order(n * V);
-        std::iota(order.begin(), order.end(), 0);
-        auto total = [&](int64_t c) { return live[c / V].logp + lp[c]; };
-        const int64_t keep = std::min<int64_t>(K, n * V);
-        std::partial_sort(order.begin(), order.begin() + keep, order.end(), [&](int64_t a, int64_t b) {
-            const double ta = total(a), tb = total(b);
-            return ta > tb || (ta == tb && a < b);
-        });
+        const float* lp = logp.data<float>();  // (n, 1, V)
+
+        // Each row's K best tokens (ties to the lower id, as argmax), then per
+        // sentence the K best of its rows' candidates: the same K as a sort of
+        // all n·V candidates, at the cost of one pass over each row.
+        struct Candidate {
+            double total;
+            int64_t row, id;
+        };
+        auto better = [](const Candidate& a, const Candidate& b) {
+            return a.total > b.total || (a.total == b.total && (a.row < b.row || (a.row == b.row && a.id < b.id)));
+        };
         std::vector<Hyp> next;
         std::vector<int64_t> parents;
-        for (int64_t r = 0; r < keep; ++r) {
-            const int64_t c = order[r], parent = c / V, id = c % V;
-            Hyp h{live[parent].tokens, total(c)};
-            if (id == options.eos) {
-                finished.emplace_back(normalised(h, true), h);
-            } else {
-                h.tokens.push_back(id);
-                next.push_back(std::move(h));
-                parents.push_back(parent);
+        for (int64_t r0 = 0; r0 < n;) {
+            int64_t r1 = r0;
+            while (r1 < n && live[r1].sentence == live[r0].sentence) ++r1;
+            std::vector<Candidate> best;  // at most K, best first
+            for (int64_t r = r0; r < r1; ++r)
+                for (int64_t id = 0; id < V; ++id) {
+                    const Candidate c{live[r].logp + lp[r * V + id], r, id};
+                    if (static_cast<int64_t>(best.size()) == K && !better(c, best.back())) continue;
+                    best.insert(std::upper_bound(best.begin(), best.end(), c, better), c);
+                    if (static_cast<int64_t>(best.size()) > K) best.pop_back();
+                }
+            for (const Candidate& c : best) {
+                Hyp h{live[c.row].tokens, c.total, live[c.row].sentence};
+                if (c.id == options.eos) {
+                    finished[h.sentence].emplace_back(normalised(h, true), h);
+                } else {
+                    h.tokens.push_back(c.id);
+                    next.push_back(std::move(h));
+                    parents.push_back(c.row);
+                }
             }
+            r0 = r1;
         }
-        // stop when the best finished hypothesis can no longer be beaten (all K slots finished)
+        // A sentence stops when its K slots have all finished.
         live = std::move(next);
         if (live.empty()) break;
         // the caches and encoder outputs follow their hypotheses
-        for (auto& cache : state.caches) {
-            cache.self.keys = reorder_heads(cache.self.keys, parents, H);
-            cache.self.values = reorder_heads(cache.self.values, parents, H);
-            const std::vector<int64_t> zeros(parents.size(), 0);
-            if (step == 0) {  // the cross caches were computed for one row: repeat it
-                cache.cross.keys = reorder_heads(cache.cross.keys, zeros, H);
-                cache.cross.values = reorder_heads(cache.cross.values, zeros, H);
-            } else {
-                cache.cross.keys = reorder_heads(cache.cross.keys, parents, H);
-                cache.cross.values = reorder_heads(cache.cross.values, parents, H);
+        for (auto& cache : state.caches)
+            for (nn::KVCache* kv : {&cache.self, &cache.cross}) {
+                kv->keys = reorder_heads(kv->keys, parents, H);
+                kv->values = reorder_heads(kv->values, parents, H);
             }
-        }
-        const std::vector<int64_t> rows = step == 0 ? std::vector<int64_t>(parents.size(), 0) : parents;
-        state.enc_outputs = Variable(reorder_rows(state.enc_outputs.value(), rows));
-        state.enc_valid_lens = reorder_rows(state.enc_valid_lens, rows);
+        state.enc_outputs = Variable(reorder_rows(state.enc_outputs.value(), parents));
+        state.enc_valid_lens = reorder_rows(state.enc_valid_lens, parents);
     }
-    for (const Hyp& h : live) finished.emplace_back(normalised(h, false), h);  // ran out of steps
-    const auto best = std::max_element(finished.begin(), finished.end(),
-                                       [](const auto& a, const auto& b) { return a.first < b.first; });
-    Decoded out;
-    out.tokens = best->second.tokens;
-    out.score = best->first;
+    for (const Hyp& h : live) finished[h.sentence].emplace_back(normalised(h, false), h);  // ran out of steps
+    std::vector<Decoded> out(static_cast<size_t>(B));
+    for (int64_t b = 0; b < B; ++b) {
+        if (finished[b].empty()) continue;  // max_steps 0
+        // the first of equal scores wins, as max_element keeps it
+        const auto best = std::max_element(finished[b].begin(), finished[b].end(),
+                                           [](const auto& x, const auto& y) { return x.first < y.first; });
+        out[b].tokens = best->second.tokens;
+        out[b].score = best->first;
+    }
     return out;
+}
+
+Decoded beam_decode(nn::EncoderDecoder& model, const Tensor& src, const Tensor& src_valid_len,
+                    const DecodeOptions& options) {
+    check_source(src, src_valid_len, "beam_decode");
+    if (src.size(0) != 1) fail<ShapeError>("beam_decode: decodes one sentence, got a batch of {}", src.size(0));
+    return beam_decode_batch(model, src, src_valid_len, options).front();
+}
+
+Translation translate(nn::EncoderDecoder& model, const TokenizerPair& tok, const std::string& sentence,
+                      const TranslateOptions& options) {
+    if (options.max_len < 2) fail<ValueError>("translate: max_len must be at least 2, got {}", options.max_len);
+    std::vector<int64_t> ids = tok.src->encode(sentence);
+    if (ids.empty()) fail<ValueError>("translate: the sentence '{}' has no words", sentence);
+    ids.push_back(Tokenizer::kEos);
+    Translation t;
+    if (static_cast<int64_t>(ids.size()) > options.max_len) {  // d2l's truncate_pad keeps the first num_steps ids
+        ids.resize(static_cast<size_t>(options.max_len));
+        t.truncated = true;
+    }
+    const auto valid = static_cast<int64_t>(ids.size());
+    for (int64_t id : ids) t.src_tokens.push_back(tok.src->piece(id));
+    ids.resize(static_cast<size_t>(std::max(valid, options.pad_to)), Tokenizer::kPad);
+    const Tensor src = core::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
+    const Tensor lens = core::from_vector(std::vector<int64_t>{valid}, {1});
+    DecodeOptions o = options.decode;
+    o.bos = Tokenizer::kBos;
+    o.eos = Tokenizer::kEos;
+    if (o.max_steps <= 0) o.max_steps = options.max_len;
+    t.decoded = o.beam > 1 ? beam_decode(model, src, lens, o) : greedy_decode(model, src, lens, o).front();
+    for (int64_t id : t.decoded.tokens) t.tokens.push_back(tok.tgt->piece(id));
+    t.text = tok.tgt->decode(t.decoded.tokens);
+    return t;
 }
 
 Translation translate(nn::EncoderDecoder& model, const Vocab& src_vocab, const Vocab& tgt_vocab,
                       const std::string& sentence, int64_t num_steps, const DecodeOptions& options) {
-    TokenLine words = tokenize(preprocess_nmt(sentence));
-    words.erase(std::remove(words.begin(), words.end(), std::string()), words.end());
-    if (words.empty()) fail<ValueError>("translate: the sentence '{}' has no words", sentence);
-    std::vector<int64_t> ids = src_vocab.to_indices(words);
-    ids.push_back(src_vocab.to_index("<eos>"));
-    const int64_t valid = std::min<int64_t>(static_cast<int64_t>(ids.size()), num_steps);
-    const std::vector<int64_t> padded = truncate_pad(ids, num_steps, src_vocab.to_index("<pad>"));
-    const Tensor src = core::from_vector(padded, {1, num_steps});
-    const Tensor lens = core::from_vector(std::vector<int64_t>{valid}, {1});
-    DecodeOptions o = options;
-    o.bos = tgt_vocab.to_index("<bos>");
-    o.eos = tgt_vocab.to_index("<eos>");
-    Translation t;
-    t.decoded = o.beam > 1 ? beam_decode(model, src, lens, o) : greedy_decode(model, src, lens, o).front();
-    t.tokens = tgt_vocab.to_tokens(t.decoded.tokens);
-    for (int64_t i = 0; i < valid; ++i) t.src_tokens.push_back(src_vocab.to_token(padded[i]));
-    for (size_t i = 0; i < t.tokens.size(); ++i) t.text += (i ? " " : "") + t.tokens[i];
-    return t;
+    const TokenizerPair tok{std::make_shared<WordTokenizer>(src_vocab), std::make_shared<WordTokenizer>(tgt_vocab)};
+    return translate(model, tok, sentence, {.max_len = num_steps, .pad_to = num_steps, .decode = options});
 }
 
 }  // namespace tformer::tasks

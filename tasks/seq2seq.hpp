@@ -9,6 +9,7 @@
 #include "nn/transformer.hpp"
 #include "optim/optimizer.hpp"
 #include "tasks/text.hpp"
+#include "tasks/tokenizer.hpp"
 
 #include <map>
 #include <memory>
@@ -23,8 +24,13 @@ struct ModelConfig {
     std::string task = "translate";  ///< "translate" or "copy"
     int64_t src_vocab_size = 0;
     int64_t tgt_vocab_size = 0;
-    int64_t num_steps = 10;          ///< sequence length used in training
+    int64_t num_steps = 10;          ///< d2l: the padded length of every sequence; otherwise the longest
+                                     ///< sequence (ids + <eos>) the model was trained on
     nn::TransformerOptions transformer;
+    /// One matrix for the encoder's and decoder's embeddings and the
+    /// decoder's output layer (Press & Wolf 2017; Vaswani et al. §3.4);
+    /// needs one joint vocabulary (src_vocab_size == tgt_vocab_size).
+    bool tie_embeddings = false;
 };
 
 /// ModelConfig as JSON text (checkpoint metadata) and back; from_json
@@ -33,18 +39,27 @@ std::string config_to_json(const ModelConfig& config);
 ModelConfig config_from_json(const std::string& json);
 
 /// Builds the encoder–decoder of seed 000 and initialises every Linear
-/// weight with Xavier-uniform, as d2l's train_seq2seq does.
+/// weight with Xavier-uniform, as d2l's train_seq2seq does. With
+/// tie_embeddings, decoder.embedding.weight and decoder.dense.weight are
+/// encoder.embedding.weight, initialised N(0, 1/D) so that × √D gives unit
+/// variance and the first logits are of order one.
 std::shared_ptr<nn::EncoderDecoder> build_model(const ModelConfig& config, core::Generator& gen);
 
 /// What a checkpoint holds besides the weights.
 struct CheckpointInfo {
     ModelConfig config;
-    std::optional<Vocab> src_vocab, tgt_vocab;  ///< translation only
+    std::optional<Vocab> src_vocab = {}, tgt_vocab = {};  ///< translation with word tokenizers
+    /// translation with one joint SentencePiece model (instead of the vocabularies)
+    std::shared_ptr<const SentencePieceTokenizer> sentencepiece = {};
     int64_t step = 0;            ///< optimizer steps done
     int64_t epoch = 0;           ///< epochs completed
     core::Generator::State rng{};  ///< the training generator, for an exact resume
-    std::map<std::string, std::string> extra;  ///< free-form metadata (seed, preset, ...)
+    std::map<std::string, std::string> extra = {};  ///< free-form metadata (seed, preset, ...)
 };
+
+/// The tokenizers of a translation checkpoint: its word vocabularies or its
+/// SentencePiece model. ValueError for a copy-task checkpoint.
+TokenizerPair tokenizers_of(const CheckpointInfo& info);
 
 /// Writes model weights ("model.<name>"), optimizer state ("optim.<key>", if
 /// given) and the info (metadata) to one safetensors file, atomically.
@@ -91,6 +106,12 @@ std::vector<Decoded> greedy_decode(nn::EncoderDecoder& model, const core::Tensor
 Decoded beam_decode(nn::EncoderDecoder& model, const core::Tensor& src, const core::Tensor& src_valid_len,
                     const DecodeOptions& options);
 
+/// Beam search for a batch src (B, S), valid lengths (B): every sentence
+/// gets exactly what beam_decode gives it alone, but the decoder runs once
+/// per step for the live hypotheses of all sentences together.
+std::vector<Decoded> beam_decode_batch(nn::EncoderDecoder& model, const core::Tensor& src,
+                                       const core::Tensor& src_valid_len, const DecodeOptions& options);
+
 /// d2l's predict_seq2seq for translation: preprocess and tokenise `sentence`,
 /// add <eos>, pad to num_steps, decode, and turn ids back into a
 /// space-joined French sentence.
@@ -99,8 +120,22 @@ struct Translation {
     std::vector<std::string> src_tokens;  ///< what the encoder saw (with <eos>)
     std::vector<std::string> tokens;      ///< generated tokens
     Decoded decoded;
+    bool truncated = false;               ///< the source was longer than the model allows and was cut
 };
 Translation translate(nn::EncoderDecoder& model, const Vocab& src_vocab, const Vocab& tgt_vocab,
                       const std::string& sentence, int64_t num_steps, const DecodeOptions& options);
+
+/// Translation with any tokenizers: encode `sentence`, add <eos>, decode
+/// (greedy or beam), detokenise. A source longer than max_len (ids +
+/// <eos>) is cut to max_len and `truncated` is set; the source is padded to
+/// pad_to steps when shorter (d2l pads to num_steps), else not padded.
+/// options.max_steps of 0 allows max_len generated tokens.
+struct TranslateOptions {
+    int64_t max_len = 10;
+    int64_t pad_to = 0;
+    DecodeOptions decode;
+};
+Translation translate(nn::EncoderDecoder& model, const TokenizerPair& tokenizers, const std::string& sentence,
+                      const TranslateOptions& options);
 
 }  // namespace tformer::tasks

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <numeric>
 #include <sstream>
 
@@ -55,14 +56,6 @@ Batch translation_batch(const NmtSplit& split, const std::vector<int64_t>& rows,
     return out;
 }
 
-namespace {
-uint64_t mix(uint64_t seed, uint64_t a, uint64_t b) {
-    uint64_t x = seed ^ (a * 0x9e3779b97f4a7c15ULL) ^ (b * 0xc2b2ae3d27d4eb4fULL);
-    x ^= x >> 31;
-    return x * 0xbf58476d1ce4e5b9ULL;
-}
-}  // namespace
-
 BatchSource translation_source(const NmtSplit& split, int64_t batch_size, int64_t bos, uint64_t seed) {
     const int64_t n = split.src.size(0);
     if (n == 0) fail<ValueError>("translation_source: the training split is empty");
@@ -71,10 +64,10 @@ BatchSource translation_source(const NmtSplit& split, int64_t batch_size, int64_
     source.batches_per_epoch = (n + batch_size - 1) / batch_size;  // the last batch may be smaller, as d2l's DataLoader
     source.get = [&split, n, batch_size, bos, seed](int64_t epoch, int64_t index) {
         // the same shuffle for the same (seed, epoch), whatever happened before
-        core::Generator g(mix(seed, static_cast<uint64_t>(epoch), 0x5eed));
+        core::Generator g(core::mix_seed(seed, static_cast<uint64_t>(epoch), 0x5eed));
         std::vector<int64_t> order(n);
         std::iota(order.begin(), order.end(), 0);
-        for (int64_t i = n - 1; i > 0; --i) std::swap(order[i], order[g.randint(i + 1)]);
+        core::shuffle(order.begin(), order.end(), g);
         const int64_t begin = index * batch_size, end = std::min(n, begin + batch_size);
         return translation_batch(split, std::vector<int64_t>(order.begin() + begin, order.begin() + end), bos);
     };
@@ -85,7 +78,7 @@ BatchSource copy_source(int64_t batch_size, int64_t length, int64_t vocab, int64
     BatchSource source;
     source.batches_per_epoch = batches_per_epoch;
     source.get = [=](int64_t epoch, int64_t index) {
-        core::Generator g(mix(seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index) + 1));
+        core::Generator g(core::mix_seed(seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(index) + 1));
         return copy_batch(batch_size, length, vocab, g);
     };
     return source;
@@ -138,7 +131,12 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
     namespace fs = std::filesystem;
     if (!o.out_dir.empty()) fs::create_directories(o.out_dir);
     const std::string ckpt = o.out_dir.empty() ? "" : (fs::path(o.out_dir) / "checkpoint.safetensors").string();
-    const int64_t bpe = source.batches_per_epoch, total_steps = o.epochs * bpe;
+    if (o.total_steps < 0 || o.average < 0)
+        fail<ValueError>("train: total_steps and average must be >= 0, got {} and {}", o.total_steps, o.average);
+    const int64_t bpe = source.batches_per_epoch;
+    if (o.epochs > std::numeric_limits<int64_t>::max() / bpe)
+        fail<ValueError>("train: {} epochs of {} batches is more steps than can be counted", o.epochs, bpe);
+    const int64_t total_steps = o.total_steps > 0 ? o.total_steps : o.epochs * bpe;
 
     optim::Adam optimizer(model.named_parameters(), {.lr = o.lr});
     const auto schedule = make_schedule(o, total_steps, info.config.transformer.num_hiddens);
@@ -177,6 +175,14 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
     double tokens_done = 0, last_print = -1e9;
     const int64_t first_step = step;
     model.train();
+    // checkpoint averaging: snapshots at total_steps - k·every, k = average-1 .. 0
+    const int64_t average_every = std::max<int64_t>(1, total_steps / 20);
+    std::vector<std::vector<Tensor>> snapshots;
+    auto take_snapshot = [&] {
+        std::vector<Tensor> values;
+        for (const Variable& p : optimizer.parameters()) values.push_back(p.value().clone());
+        snapshots.push_back(std::move(values));
+    };
 
     for (; step < total_steps; ) {
         const int64_t epoch = step / bpe, index = step % bpe;
@@ -184,16 +190,23 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
         optimizer.set_lr(schedule->lr_at(step + 1));  // update step + 1 (1-based), see optim/schedule.hpp
 
         // forward, d2l's masked loss, backward (l.sum().backward()), clip, update
+        const double tokens = core::sum(batch.label_valid.to(core::DType::float64)).item();
+        const auto T = static_cast<double>(batch.label.size(1));
         Variable logits = model.forward(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, V)
         Variable l = nn::masked_softmax_ce_loss(logits, batch.label, batch.label_valid, o.label_smoothing);  // (B)
-        Variable total = autograd::sum(l);
+        // l_b = Σ_t loss_bt / T, so Σ_b l_b · T / tokens is the mean over real tokens
+        Variable total = o.token_mean ? autograd::mul(autograd::sum(l), T / tokens) : autograd::sum(l);
         total.backward();
+        const double loss_sum = o.token_mean ? total.item() * tokens : total.item();
+        if (!std::isfinite(loss_sum))
+            fail<ValueError>("train: the loss is {} at step {} (epoch {}, learning rate {:.3g}): training diverged. "
+                             "Nothing was saved at this step{}; try a lower --lr",
+                             loss_sum, step + 1, epoch + 1, optimizer.lr(),
+                             o.checkpoint_every > 0 ? ", the last checkpoint is from before it" : "");
         if (o.clip > 0) optim::clip_grad_norm(optimizer.parameters(), o.clip);
         optimizer.step();
         optimizer.zero_grad();
 
-        const double loss_sum = total.item();
-        const double tokens = core::sum(batch.label_valid.to(core::DType::float64)).item();
         result.step_loss.push_back(loss_sum / tokens);
         epoch_loss_sum += loss_sum;
         epoch_tokens += tokens;
@@ -205,6 +218,8 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
             result.epoch_loss.push_back(epoch_loss_sum / epoch_tokens);
             epoch_loss_sum = epoch_tokens = 0;
         }
+        if (o.average > 1 && (total_steps - step) % average_every == 0 && (total_steps - step) / average_every < o.average)
+            take_snapshot();
         if (o.checkpoint_every > 0 && step % o.checkpoint_every == 0) save(ckpt);
 
         // the progress line: in place on a terminal, a plain line now and then otherwise
@@ -227,6 +242,16 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
 
     result.seconds = elapsed();
     result.steps = step;
+    result.averaged = step == total_steps && snapshots.size() > 1 ? static_cast<int64_t>(snapshots.size()) : 0;
+    if (result.averaged > 0) {
+        // the mean of the snapshots, written into the parameters in place
+        const std::vector<Variable> params = optimizer.parameters();
+        for (size_t i = 0; i < params.size(); ++i) {
+            Tensor mean = snapshots[0][i];
+            for (size_t k = 1; k < snapshots.size(); ++k) mean = core::add(mean, snapshots[k][i]);
+            core::copy_(params[i].value(), core::div(mean, static_cast<double>(snapshots.size())));
+        }
+    }
     result.tokens_per_second = tokens_done / std::max(result.seconds, 1e-9);
     result.final_loss = result.epoch_loss.empty() ? (result.step_loss.empty() ? 0 : result.step_loss.back())
                                                   : result.epoch_loss.back();

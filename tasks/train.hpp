@@ -38,6 +38,7 @@ Batch translation_batch(const NmtSplit& split, const std::vector<int64_t>& rows,
 
 struct TrainOptions {
     int64_t epochs = 10;
+    int64_t total_steps = 0;        ///< > 0: train this many steps (the schedule's length) instead of epochs × batches
     int64_t batch_size = 64;
     int64_t batches_per_epoch = 0;  ///< copy task: fresh batches per epoch (translation: the data decides)
     double lr = 0.005;
@@ -45,11 +46,23 @@ struct TrainOptions {
     int64_t warmup = 0;                 ///< warm-up steps (noam, cosine)
     double clip = 1.0;                  ///< gradient-norm clip (d2l: 1); 0 turns it off
     double label_smoothing = 0.0;
+    /// The objective of a step: false, d2l's Σ_b mean_t (the sum over the
+    /// batch of each sequence's loss averaged over all T steps, padding
+    /// included); true, the mean over the batch's real tokens, which does
+    /// not depend on how much padding or how many sentences a batch has
+    /// (length-bucketed batches vary in both). The reported loss follows:
+    /// d2l's Σ loss / Σ tokens, or the cross-entropy per token.
+    bool token_mean = false;
     uint64_t seed = 0;
     std::string out_dir;                ///< where the checkpoint, loss.csv and pictures go
     int64_t checkpoint_every = 0;       ///< also save every N steps (0: only at the end)
     bool resume = false;                ///< continue from out_dir/checkpoint.safetensors
     int64_t stop_after_steps = 0;       ///< stop early after this many steps in total (tests)
+    /// > 1: the final weights are the mean of this many snapshots, taken
+    /// every 5% of the steps at the end of training (the last one being the
+    /// final weights): checkpoint averaging (Vaswani et al. §6.1; Marian's
+    /// and fairseq's average-checkpoints). The optimizer state stays the last step's.
+    int64_t average = 0;
     bool quiet = false;                 ///< no progress output
     std::map<std::string, std::string> extra;  ///< written into the checkpoint metadata
 };
@@ -62,6 +75,7 @@ struct TrainResult {
     double seconds = 0;
     double tokens_per_second = 0;
     int64_t steps = 0;
+    int64_t averaged = 0;            ///< snapshots averaged into the final weights (0: none)
     std::string checkpoint;          ///< path of the final checkpoint
 };
 

@@ -1,6 +1,7 @@
 // The tformer command: error paths a user hits first, and a short copy run.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -38,7 +39,7 @@ TEST_CASE("tformer: errors are clear messages and a non-zero exit, never a crash
     SECTION("unknown preset") {
         const Run r = tformer("train translate --preset huge --out " + dir);
         CHECK(r.status == 1);
-        CHECK_THAT(r.output, Catch::Contains("unknown preset 'huge' (available: default, d2l)"));
+        CHECK_THAT(r.output, Catch::Contains("unknown preset 'huge' (available: default, long, d2l)"));
     }
     SECTION("missing checkpoint") {
         const Run r = tformer("translate --checkpoint " + dir + "/nope.safetensors \"go .\"");
@@ -82,4 +83,82 @@ TEST_CASE("tformer train copy: a short run, then eval, translate refuses it, res
     INFO(r.output);
     CHECK(r.status == 0);
     CHECK_THAT(r.output, Catch::Contains("trained 20 steps"));
+}
+
+TEST_CASE("tformer train translate (whole corpus, SentencePiece): the checkpoint alone translates, in an empty directory",
+          "[apps][cli][slow]") {
+    const std::string dir = temp_dir("subword");
+    // a tiny model on a sample, just to have a real checkpoint quickly
+    Run r = tformer("train translate --sample-size 3000 --epochs 1 --num-hiddens 32 --ffn-num-hiddens 64 --num-layers 1 "
+                    "--vocab-size 300 --val-sentences 20 --warmup 5 --average 3 --threads 1 --quiet --out " + dir);
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.output, Catch::Contains("tokenizer: sentencepiece, vocabularies 300 / 300"));
+    CHECK_THAT(r.output, Catch::Contains("% padding"));
+    CHECK_THAT(r.output, Catch::Contains("validation corpus BLEU-4, beam 4"));
+    CHECK_THAT(r.output, Catch::Contains("the mean of the last 3 snapshots"));
+
+    // only the checkpoint, in a directory of its own, run from there
+    const std::string alone = temp_dir("subword-alone");
+    std::filesystem::copy_file(dir + "/checkpoint.safetensors", alone + "/model.safetensors");
+    const std::string exe = std::string(TFORMER_BINARY_DIR) + "/apps/tformer";
+    auto run_in = [&](const std::string& args, const std::string& stdin_text = "") {
+        std::string cmd = "cd '" + alone + "' && " + (stdin_text.empty() ? "" : "printf '" + stdin_text + "' | ") + "'" +
+                          exe + "' " + args + " 2>&1";
+        FILE* pipe = popen(cmd.c_str(), "r");
+        std::string out;
+        char buffer[4096];
+        while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
+        const int status = pclose(pipe);
+        return Run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+    };
+    r = run_in("translate --checkpoint model.safetensors --threads 1 \"I'm home.\" \"We are friends.\"");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 2);
+
+    // a line far longer than the model's limit: translated, with a warning on stderr
+    std::string long_line;
+    for (int i = 0; i < 150; ++i) long_line += "the cat sat on the mat ";
+    r = run_in("translate --checkpoint model.safetensors --threads 1 --beam 1 \"" + long_line + "\"");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.output, Catch::Contains("longer than the model's limit of 64 tokens"));
+
+    // one line in, one line out: a blank line stays a (blank) line
+    r = run_in("translate --checkpoint model.safetensors --threads 1 --beam 2", "Go.\\n\\nI lost.\\n");
+    CHECK(r.status == 0);
+    CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 3);
+    CHECK(r.output.find("\n\n") != std::string::npos);
+
+    // eval recomputes the same validation sample from the metadata
+    r = tformer("eval --checkpoint " + alone + "/model.safetensors --threads 1 --beam 1");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.output, Catch::Contains("validation corpus BLEU-4, greedy"));
+    CHECK_THAT(r.output, Catch::Contains("on 20 sentences"));
+}
+
+TEST_CASE("tformer: flags of the other pipeline and bad decoding options are refused with a pointer", "[apps][cli]") {
+    const std::string dir = temp_dir("flags");
+    Run r = tformer("train translate --num-examples 600 --out " + dir);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("--num-examples does not apply to the default preset"));
+    r = tformer("train translate --preset d2l --tokenizer word --out " + dir);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("--tokenizer does not apply to the d2l preset"));
+    r = tformer("train translate --tokenizer bytes --sample-size 100 --val-sentences 5 --out " + dir);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("unknown tokenizer 'bytes'"));
+}
+
+TEST_CASE("tformer tutorial: arguments reach the tutorial as they are, never through a shell", "[apps][cli]") {
+    const std::string dir = temp_dir("tutorial");
+    const std::string marker = dir + "/INJECTED";
+    // the directory name is an attack on a shell command line; it must stay a name
+    const std::string out = dir + "/x'; touch " + marker + "; echo '";
+    const Run r = tformer("tutorial 4 --out \"" + out + "\"");
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK(!std::filesystem::exists(marker));
+    CHECK(std::filesystem::is_directory(out));
+    CHECK(tformer("tutorial 99").output.find("no tutorial '99'") != std::string::npos);
 }

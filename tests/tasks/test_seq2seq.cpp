@@ -11,6 +11,7 @@
 
 using namespace tformer;
 using namespace tformer::tasks;
+using autograd::Variable;
 using core::Tensor;
 
 namespace {
@@ -104,4 +105,70 @@ TEST_CASE("beam_decode with K = 1 equals greedy_decode; batch greedy equals one 
         CHECK(k4.tokens.size() <= 8);
     }
     CHECK(model->is_training());  // decoding restored the mode
+}
+
+TEST_CASE("beam_decode_batch: each sentence gets what beam_decode gives it alone", "[tasks][seq2seq]") {
+    core::Generator gen(4);
+    auto model = build_model(small_config(), gen);
+    const Tensor src = core::randint({4, 6}, 4, 11, gen);
+    const Tensor lens = core::from_vector(std::vector<int64_t>{6, 4, 2, 5}, {4});
+    for (double alpha : {0.0, 0.6, 1.0})
+        for (int64_t K : {1, 3}) {
+            const DecodeOptions o{.bos = 1, .eos = 3, .max_steps = 7, .beam = K, .length_penalty = alpha};
+            const std::vector<Decoded> batch = beam_decode_batch(*model, src, lens, o);
+            REQUIRE(batch.size() == 4);
+            for (int64_t b = 0; b < 4; ++b) {
+                const Decoded one = beam_decode(*model, src.slice(0, b, b + 1).contiguous(),
+                                                lens.slice(0, b, b + 1).contiguous(), o);
+                INFO("K " << K << " alpha " << alpha << " sentence " << b);
+                CHECK(one.tokens == batch[b].tokens);
+                CHECK(one.score == Approx(batch[b].score).margin(1e-6));
+            }
+        }
+    CHECK_THROWS_WITH(beam_decode_batch(*model, src, lens, {.beam = 0}), Catch::Contains("at least 1"));
+    CHECK_THROWS_WITH(beam_decode_batch(*model, src, lens, {.beam = 2, .length_penalty = std::nan("")}),
+                      Catch::Contains("finite"));
+}
+
+TEST_CASE("build_model with tie_embeddings: one matrix for both embeddings and the output layer", "[tasks][seq2seq]") {
+    ModelConfig c = small_config();
+    c.task = "translate";
+    c.tie_embeddings = true;
+    core::Generator gen(5);
+    auto tied = build_model(c, gen);
+    const Variable w = tied->encoder->embedding->weight;
+    CHECK(tied->decoder->embedding->weight.impl() == w.impl());
+    CHECK(tied->decoder->dense->weight.impl() == w.impl());
+    // listed once for optimizers, under every name in the state dict
+    int64_t listed = 0;
+    for (const auto& [name, p] : tied->named_parameters()) listed += p.impl() == w.impl();
+    CHECK(listed == 1);
+    const nn::StateDict state = tied->state_dict();
+    CHECK(state.count("decoder.dense.weight") == 1);
+    CHECK(state.at("decoder.dense.weight").to_vector() == w.value().to_vector());
+
+    // the tied gradient is the sum of the three an untied copy of the model gets
+    ModelConfig untied_config = c;
+    untied_config.tie_embeddings = false;
+    core::Generator gen2(6);
+    auto untied = build_model(untied_config, gen2);
+    untied->load_state_dict(state);
+    tied->eval();
+    untied->eval();
+    const Tensor src = core::randint({2, 5}, 0, 11, gen), tgt = core::randint({2, 4}, 0, 11, gen);
+    const Tensor lens = core::from_vector(std::vector<int64_t>{5, 3}, {2});
+    autograd::sum(autograd::mul(tied->forward(src, tgt, lens), tied->forward(src, tgt, lens))).backward();
+    autograd::sum(autograd::mul(untied->forward(src, tgt, lens), untied->forward(src, tgt, lens))).backward();
+    const Tensor expected = core::add(core::add(untied->encoder->embedding->weight.grad(), untied->decoder->embedding->weight.grad()),
+                                      untied->decoder->dense->weight.grad());
+    const std::vector<double> got = w.grad().to_vector(), want = expected.to_vector();
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == Approx(want[i]).margin(1e-4));
+
+    // a state dict whose tied names disagree cannot be loaded into the tied model
+    nn::StateDict bad = state;
+    bad.at("decoder.dense.weight") = core::zeros(w.shape(), core::DType::float32);
+    CHECK_THROWS_WITH(tied->load_state_dict(bad), Catch::Contains("shared with encoder.embedding.weight"));
+    c.tgt_vocab_size = 12;
+    CHECK_THROWS_WITH(build_model(c, gen), Catch::Contains("needs one vocabulary"));
 }

@@ -1,0 +1,299 @@
+// The whole corpus: honest validation split, tokenised pairs, length buckets.
+#include "tasks/corpus.hpp"
+
+#include "core/core.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace tformer::tasks {
+using core::Tensor;
+}
+
+namespace tformer::tasks {
+
+// ---- the split --------------------------------------------------------------------------------
+
+Corpus load_corpus(const CorpusOptions& o) {
+    if (o.path.empty()) fail<ValueError>("load_corpus: no path given");
+    if (o.val_sentences < 0) fail<ValueError>("load_corpus: val_sentences must be >= 0, got {}", o.val_sentences);
+    if (o.sample_size < 0) fail<ValueError>("load_corpus: sample_size must be >= 0, got {}", o.sample_size);
+    const std::string text = read_text_file(o.path, "load_corpus");
+    Corpus corpus;
+    CorpusReport& report = corpus.report;
+    const std::vector<RawPair> raw = read_valid_lines(text, 0, report.lines);
+    const auto n = static_cast<int64_t>(raw.size());
+
+    // Sentences count as the same when d2l's normalisation makes them equal
+    // ("Go." and "go ." are one sentence): that is also how BLEU sees them.
+    std::vector<std::string> src_key(raw.size()), tgt_key(raw.size());
+    core::parallel_for(0, n, 64, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+            src_key[i] = preprocess_nmt(raw[i].src);
+            tgt_key[i] = preprocess_nmt(raw[i].tgt);
+        }
+    });
+    // group the pairs by English sentence, groups in order of first appearance
+    std::unordered_map<std::string_view, int64_t> group_of;
+    std::vector<std::vector<int64_t>> groups;
+    for (int64_t i = 0; i < n; ++i) {
+        auto [it, fresh] = group_of.try_emplace(src_key[i], static_cast<int64_t>(groups.size()));
+        if (fresh) groups.emplace_back();
+        groups[it->second].push_back(i);
+    }
+    const auto num_groups = static_cast<int64_t>(groups.size());
+    if (o.val_sentences >= num_groups)
+        fail<ValueError>("load_corpus: val_sentences {} leaves no English sentence for training ('{}' has {})",
+                         o.val_sentences, o.path, num_groups);
+
+    // draw the validation sentences: the first val_sentences of a seeded shuffle
+    core::Generator gen(o.seed);
+    std::vector<int64_t> order(static_cast<size_t>(num_groups));
+    std::iota(order.begin(), order.end(), 0);
+    for (int64_t i = 0; i < o.val_sentences; ++i) std::swap(order[i], order[i + gen.randint(num_groups - i)]);
+    std::vector<bool> in_val(raw.size(), false);
+    std::unordered_set<std::string_view> val_french;
+    for (int64_t g = 0; g < o.val_sentences; ++g) {
+        ValSentence v;
+        for (int64_t i : groups[order[g]]) {
+            in_val[i] = true;
+            val_french.insert(tgt_key[i]);
+            if (v.src.empty()) v.src = std::string(raw[i].src);
+            v.refs.emplace_back(raw[i].tgt);
+        }
+        report.val_pairs += static_cast<int64_t>(v.refs.size());
+        corpus.val.push_back(std::move(v));
+    }
+    report.val_sentences = o.val_sentences;
+
+    // training: everything else, less the pairs whose French is a validation reference
+    std::vector<int64_t> train_rows;
+    for (int64_t i = 0; i < n; ++i) {
+        if (in_val[i]) continue;
+        if (val_french.count(tgt_key[i])) {
+            ++report.dropped_overlap;
+            continue;
+        }
+        train_rows.push_back(i);
+    }
+    if (o.sample_size > 0 && o.sample_size < static_cast<int64_t>(train_rows.size())) {
+        core::Generator sample_gen(core::mix_seed(o.seed, 1, 0));
+        core::shuffle(train_rows.begin(), train_rows.end(), sample_gen);
+        train_rows.resize(static_cast<size_t>(o.sample_size));
+        std::sort(train_rows.begin(), train_rows.end());  // back to file order
+    }
+    if (train_rows.empty()) fail<ValueError>("load_corpus: no training pair left in '{}'", o.path);
+    corpus.train.reserve(train_rows.size());
+    for (int64_t i : train_rows) corpus.train.push_back({std::string(raw[i].src), std::string(raw[i].tgt)});
+    report.train_pairs = static_cast<int64_t>(corpus.train.size());
+    return corpus;
+}
+
+// ---- encoding ---------------------------------------------------------------------------------
+
+EncodedPairs encode_pairs(const std::vector<TextPair>& pairs, const TokenizerPair& tok, int64_t max_len) {
+    if (max_len < 2) fail<ValueError>("encode_pairs: max_len must be at least 2 (a token and <eos>), got {}", max_len);
+    if (!tok.src || !tok.tgt) fail<ValueError>("encode_pairs: both tokenizers are needed");
+    const auto n = static_cast<int64_t>(pairs.size());
+    std::vector<std::vector<int32_t>> src(pairs.size()), tgt(pairs.size());
+    // Work is split across threads; an exception must not cross OpenMP's
+    // region, so the first message is kept and thrown afterwards.
+    std::string error;
+    core::parallel_for(0, n, 256, [&](int64_t begin, int64_t end) {
+        try {
+            for (int64_t i = begin; i < end; ++i) {
+                for (int64_t id : tok.src->encode(pairs[i].src)) src[i].push_back(static_cast<int32_t>(id));
+                for (int64_t id : tok.tgt->encode(pairs[i].tgt)) tgt[i].push_back(static_cast<int32_t>(id));
+            }
+        } catch (const std::exception& e) {
+#pragma omp critical(tformer_encode_pairs)
+            if (error.empty()) error = e.what();
+        }
+    });
+    if (!error.empty()) fail<ValueError>("encode_pairs: {}", error);
+    EncodedPairs out;
+    out.max_len = max_len;
+    for (int64_t i = 0; i < n; ++i) {
+        // room for <eos> after the source and for <bos> / <eos> around the target
+        const bool fits = static_cast<int64_t>(src[i].size()) < max_len && static_cast<int64_t>(tgt[i].size()) < max_len;
+        const bool empty = src[i].empty() || tgt[i].empty();
+        if (!fits || empty) {
+            ++out.dropped;
+            continue;
+        }
+        out.src.push_back(std::move(src[i]));
+        out.tgt.push_back(std::move(tgt[i]));
+    }
+    if (out.src.empty()) fail<ValueError>("encode_pairs: every one of the {} pairs is longer than max_len {}", n, max_len);
+    return out;
+}
+
+// ---- length buckets ---------------------------------------------------------------------------------
+
+namespace {
+int64_t src_steps(const EncodedPairs& d, int64_t i) { return static_cast<int64_t>(d.src[i].size()) + 1; }  // + <eos>
+int64_t tgt_steps(const EncodedPairs& d, int64_t i) { return static_cast<int64_t>(d.tgt[i].size()) + 1; }  // + <bos> or <eos>
+}  // namespace
+
+std::vector<int64_t> BucketBatcher::sorted_order(int64_t epoch) const {
+    const EncodedPairs& d = *data_;
+    std::vector<int64_t> order(static_cast<size_t>(d.size()));
+    std::iota(order.begin(), order.end(), 0);
+    core::Generator gen(core::mix_seed(seed_, static_cast<uint64_t>(epoch), 0xb0c));
+    core::shuffle(order.begin(), order.end(), gen);  // the order among equal lengths
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+        const int64_t ta = tgt_steps(d, a), tb = tgt_steps(d, b);
+        return ta != tb ? ta < tb : src_steps(d, a) < src_steps(d, b);
+    });
+    return order;
+}
+
+BucketBatcher::BucketBatcher(std::shared_ptr<const EncodedPairs> data, int64_t batch_tokens, uint64_t seed)
+    : data_(std::move(data)), batch_tokens_(batch_tokens), seed_(seed) {
+    if (!data_ || data_->size() == 0) fail<ValueError>("BucketBatcher: no pairs to batch");
+    if (batch_tokens < 2) fail<ValueError>("BucketBatcher: batch_tokens must be at least 2, got {}", batch_tokens);
+    // The lengths along the sorted order are the same in every epoch, so the
+    // cut points found here hold for all of them.
+    const EncodedPairs& d = *data_;
+    int64_t n = 0, S = 0, T = 0, real = 0, padded = 0;
+    auto close = [&] {
+        sizes_.push_back(n);
+        padded += n * (S + T);
+        n = S = T = 0;
+    };
+    for (int64_t i : sorted_order(0)) {
+        const int64_t s = src_steps(d, i), t = tgt_steps(d, i);
+        if (n > 0 && (n + 1) * (std::max(S, s) + std::max(T, t)) > batch_tokens) close();
+        ++n;
+        S = std::max(S, s);
+        T = std::max(T, t);
+        real += s + t;
+    }
+    close();
+    padding_fraction_ = 1.0 - static_cast<double>(real) / static_cast<double>(padded);
+}
+
+std::vector<std::vector<int64_t>> BucketBatcher::epoch_plan(int64_t epoch) const {
+    const std::vector<int64_t> order = sorted_order(epoch);
+    std::vector<std::vector<int64_t>> plan;
+    plan.reserve(sizes_.size());
+    auto it = order.begin();
+    for (int64_t size : sizes_) {
+        plan.emplace_back(it, it + size);
+        it += size;
+    }
+    core::Generator gen(core::mix_seed(seed_, static_cast<uint64_t>(epoch), 0xba7c4));
+    core::shuffle(plan.begin(), plan.end(), gen);
+    return plan;
+}
+
+int64_t BucketBatcher::min_batch() const { return *std::min_element(sizes_.begin(), sizes_.end()); }
+int64_t BucketBatcher::max_batch() const { return *std::max_element(sizes_.begin(), sizes_.end()); }
+double BucketBatcher::mean_batch() const { return static_cast<double>(data_->size()) / static_cast<double>(sizes_.size()); }
+
+Batch BucketBatcher::batch(const std::vector<int64_t>& rows) const {
+    const EncodedPairs& d = *data_;
+    const auto B = static_cast<int64_t>(rows.size());
+    int64_t S = 0, T = 0;
+    for (int64_t i : rows) S = std::max(S, src_steps(d, i)), T = std::max(T, tgt_steps(d, i));
+    std::vector<int64_t> enc(B * S, Tokenizer::kPad), dec(B * T, Tokenizer::kPad), label(B * T, Tokenizer::kPad);
+    std::vector<int64_t> enc_valid(B), label_valid(B);
+    for (int64_t b = 0; b < B; ++b) {
+        const auto& s = d.src[rows[b]];
+        const auto& t = d.tgt[rows[b]];
+        std::copy(s.begin(), s.end(), enc.begin() + b * S);
+        enc[b * S + static_cast<int64_t>(s.size())] = Tokenizer::kEos;  // source: ids <eos> <pad>...
+        dec[b * T] = Tokenizer::kBos;                                    // decoder input: <bos> ids <pad>...
+        std::copy(t.begin(), t.end(), dec.begin() + b * T + 1);
+        std::copy(t.begin(), t.end(), label.begin() + b * T);            // label: ids <eos> <pad>...
+        label[b * T + static_cast<int64_t>(t.size())] = Tokenizer::kEos;
+        enc_valid[b] = static_cast<int64_t>(s.size()) + 1;
+        label_valid[b] = static_cast<int64_t>(t.size()) + 1;
+    }
+    return {.enc_X = core::from_vector(enc, {B, S}),
+            .enc_valid = core::from_vector(enc_valid, {B}),
+            .dec_in = core::from_vector(dec, {B, T}),
+            .label = core::from_vector(label, {B, T}),
+            .label_valid = core::from_vector(label_valid, {B})};
+}
+
+BatchSource BucketBatcher::source(std::shared_ptr<const BucketBatcher> batcher) {
+    // the plan of the current epoch, made once per epoch
+    struct Cache {
+        int64_t epoch = -1;
+        std::vector<std::vector<int64_t>> plan;
+    };
+    auto cache = std::make_shared<Cache>();
+    BatchSource s;
+    s.batches_per_epoch = batcher->batches_per_epoch();
+    s.get = [batcher, cache](int64_t epoch, int64_t index) {
+        if (cache->epoch != epoch) *cache = {epoch, batcher->epoch_plan(epoch)};
+        return batcher->batch(cache->plan.at(static_cast<size_t>(index)));
+    };
+    return s;
+}
+
+// ---- validation BLEU ------------------------------------------------------------------------------
+
+TokenLine bleu_tokens(std::string_view text) {
+    TokenLine words = tokenize(preprocess_nmt(text));
+    std::erase(words, std::string());
+    return words;
+}
+
+BleuReport evaluate_bleu(nn::EncoderDecoder& model, const TokenizerPair& tok, const std::vector<ValSentence>& val,
+                         const BleuOptions& o) {
+    if (o.max_len < 2 || o.batch_size < 1 || o.max_sentences < 0)
+        fail<ValueError>("evaluate_bleu: need max_len >= 2, batch_size >= 1, max_sentences >= 0; got {}, {}, {}",
+                         o.max_len, o.batch_size, o.max_sentences);
+    const auto n = static_cast<int64_t>(o.max_sentences > 0 ? std::min<size_t>(val.size(), o.max_sentences) : val.size());
+    BleuReport report;
+    report.sentences = n;
+    report.hypotheses.resize(static_cast<size_t>(n));
+    if (n == 0) return report;
+    // source ids + <eos>, cut at max_len
+    std::vector<std::vector<int64_t>> ids(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) {
+        ids[i] = tok.src->encode(val[i].src);
+        ids[i].push_back(Tokenizer::kEos);
+        if (static_cast<int64_t>(ids[i].size()) > o.max_len) {
+            ids[i].resize(static_cast<size_t>(o.max_len));
+            ++report.truncated;
+        }
+    }
+    // batches of similar length waste little on padding
+    std::vector<int64_t> order(static_cast<size_t>(n));
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ids[a].size() < ids[b].size(); });
+    DecodeOptions d = o.decode;
+    d.bos = Tokenizer::kBos;
+    d.eos = Tokenizer::kEos;
+    if (d.max_steps <= 0) d.max_steps = o.max_len;
+    for (int64_t begin = 0; begin < n; begin += o.batch_size) {
+        const int64_t end = std::min(n, begin + o.batch_size), B = end - begin;
+        const auto S = static_cast<int64_t>(ids[order[end - 1]].size());
+        std::vector<int64_t> src(B * S, Tokenizer::kPad), lens(B);
+        for (int64_t b = 0; b < B; ++b) {
+            const auto& row = ids[order[begin + b]];
+            std::copy(row.begin(), row.end(), src.begin() + b * S);
+            lens[b] = static_cast<int64_t>(row.size());
+        }
+        const Tensor src_t = core::from_vector(src, {B, S}), lens_t = core::from_vector(lens, {B});
+        const std::vector<Decoded> out =
+            d.beam > 1 ? beam_decode_batch(model, src_t, lens_t, d) : greedy_decode(model, src_t, lens_t, d);
+        for (int64_t b = 0; b < B; ++b) report.hypotheses[order[begin + b]] = tok.tgt->decode(out[b].tokens);
+    }
+    std::vector<TokenLine> preds;
+    std::vector<std::vector<TokenLine>> refs;
+    for (int64_t i = 0; i < n; ++i) {
+        preds.push_back(bleu_tokens(report.hypotheses[i]));
+        refs.emplace_back();
+        for (const std::string& r : val[i].refs) refs.back().push_back(bleu_tokens(r));
+    }
+    report.bleu = corpus_bleu(preds, refs, 4);
+    return report;
+}
+
+}  // namespace tformer::tasks

@@ -1,0 +1,145 @@
+// The whole fra-eng corpus for a translator that should work on the
+// sentences people type, not only on the short ones at the top of the file:
+//  1. an honest validation sample: English sentences drawn at random from the
+//     whole file (every length), each with all its French translations as
+//     references, and no English or French sentence of it left in training;
+//  2. the training pairs tokenised (words or SentencePiece, tasks/tokenizer.hpp),
+//     with pairs longer than the model's limit counted and left out;
+//  3. batches built from length buckets under a token budget, so that a batch
+//     of short sentences is not padded to the longest sentence of the corpus.
+//
+// Seed 000's d2l recipe (a prefix of the file, num_steps 10, truncation,
+// fixed batches) stays in fra_eng.hpp and is what `--preset d2l` uses.
+//
+// Letters: B batch, S source steps, T target steps.
+#pragma once
+
+#include "tasks/bleu.hpp"
+#include "tasks/fra_eng.hpp"
+#include "tasks/seq2seq.hpp"
+#include "tasks/tokenizer.hpp"
+#include "tasks/train.hpp"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace tformer::tasks {
+
+/// One sentence pair as the file has it (not preprocessed).
+struct TextPair {
+    std::string src, tgt;
+    friend bool operator==(const TextPair&, const TextPair&) = default;
+};
+
+/// A validation sentence with every translation the corpus gives it.
+struct ValSentence {
+    std::string src;
+    std::vector<std::string> refs;
+};
+
+struct CorpusOptions {
+    std::string path;            ///< fra.txt
+    int64_t val_sentences = 1500;  ///< English sentences held out, each with all its translations
+    uint64_t seed = 0;           ///< chooses the validation sentences (and the sample)
+    int64_t sample_size = 0;     ///< > 0: train on a seeded random sample of this many pairs (quick runs, tests)
+};
+
+struct CorpusReport {
+    FraEngReport lines;           ///< what reading the file found (lines, skipped ones)
+    int64_t val_sentences = 0;    ///< distinct English sentences in validation
+    int64_t val_pairs = 0;        ///< their translations (references) in all
+    int64_t train_pairs = 0;      ///< pairs left for training
+    int64_t dropped_overlap = 0;  ///< pairs left out of training because they share a sentence with validation
+};
+
+struct Corpus {
+    std::vector<TextPair> train;   ///< in file order
+    std::vector<ValSentence> val;  ///< in the order drawn
+    CorpusReport report;
+};
+
+/// Reads the file (checked as load_fra_eng does) and splits it: validation
+/// English sentences are drawn uniformly among the distinct ones (after
+/// d2l's normalisation: lowercase, a space before punctuation), and every
+/// training pair whose English or French side equals, so normalised, a
+/// validation sentence or reference is left out. Throws IOError when the file
+/// cannot be read, ValueError for bad options or when nothing is left.
+Corpus load_corpus(const CorpusOptions& options);
+
+/// Training pairs as token ids, without <bos>/<eos> (int32 to halve the memory).
+struct EncodedPairs {
+    std::vector<std::vector<int32_t>> src, tgt;
+    int64_t max_len = 0;      ///< every kept side has at most max_len - 1 ids (room for <eos> or <bos>)
+    int64_t dropped = 0;      ///< pairs left out because a side was longer
+    int64_t size() const { return static_cast<int64_t>(src.size()); }
+};
+
+/// Encodes every pair with the source and target tokenizers (both cores
+/// share the work); pairs with a side of max_len or more ids are dropped and
+/// counted. Throws ValueError when max_len < 2.
+EncodedPairs encode_pairs(const std::vector<TextPair>& pairs, const TokenizerPair& tokenizers, int64_t max_len);
+
+/// Batches by length (Marian's and fairseq's way): the pairs are sorted by
+/// (target length, source length), cut into batches of at most
+/// `batch_tokens` positions each, B · (S + T) counting padding, and the
+/// batches are trained in a seeded random order. Pairs of equal lengths are
+/// shuffled anew every epoch, so batches change from epoch to epoch while
+/// their number and shapes stay the same (a step number always means the
+/// same place in the data, which an exact --resume needs).
+class BucketBatcher {
+public:
+    BucketBatcher(std::shared_ptr<const EncodedPairs> data, int64_t batch_tokens, uint64_t seed);
+
+    int64_t batches_per_epoch() const { return static_cast<int64_t>(sizes_.size()); }
+    /// The pair indices of each batch of `epoch`, in training order. Every
+    /// pair appears exactly once.
+    std::vector<std::vector<int64_t>> epoch_plan(int64_t epoch) const;
+    /// Padding positions / all positions (source and target) over an epoch.
+    double padding_fraction() const { return padding_fraction_; }
+    /// Pairs per batch: the smallest, the mean and the largest.
+    int64_t min_batch() const, max_batch() const;
+    double mean_batch() const;
+    /// The batch of pairs `rows`: enc_X (B, S) ids + <eos> padded with
+    /// <pad>, dec_in (B, T) <bos> + ids, label (B, T) ids + <eos>.
+    Batch batch(const std::vector<int64_t>& rows) const;
+    /// A BatchSource over epoch_plan (it keeps this batcher alive).
+    static BatchSource source(std::shared_ptr<const BucketBatcher> batcher);
+
+private:
+    std::vector<int64_t> sorted_order(int64_t epoch) const;
+    std::shared_ptr<const EncodedPairs> data_;
+    int64_t batch_tokens_;
+    uint64_t seed_;
+    std::vector<int64_t> sizes_;  ///< pairs per batch, in sorted order (the same every epoch)
+    double padding_fraction_ = 0;
+};
+
+// ---- validation BLEU ------------------------------------------------------------------------------
+
+/// How to translate the validation sentences.
+struct BleuOptions {
+    int64_t max_len = 64;        ///< the model's limit: longer sources are cut (and counted)
+    DecodeOptions decode;        ///< beam size, length penalty; max_steps 0: max_len
+    int64_t max_sentences = 0;   ///< > 0: only the first this many sentences
+    int64_t batch_size = 64;     ///< sentences decoded together
+};
+
+struct BleuReport {
+    CorpusBleu bleu;
+    int64_t sentences = 0;
+    int64_t truncated = 0;                ///< sources cut at max_len
+    std::vector<std::string> hypotheses;  ///< the translations, in the order of the sentences
+};
+
+/// The words BLEU compares: d2l's preprocess_nmt (lowercase, a space before
+/// , . ! ?) and a split at spaces, so figures stay comparable with seed 000's.
+TokenLine bleu_tokens(std::string_view text);
+
+/// Corpus BLEU-4 of the model's translations of `val` against all their
+/// references. Sentences are decoded in batches of similar length.
+BleuReport evaluate_bleu(nn::EncoderDecoder& model, const TokenizerPair& tokenizers, const std::vector<ValSentence>& val,
+                         const BleuOptions& options);
+
+}  // namespace tformer::tasks

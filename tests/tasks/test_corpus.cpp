@@ -1,0 +1,171 @@
+// tasks/corpus: the honest validation split, encoded pairs, length buckets.
+#include "tasks/corpus.hpp"
+
+#include "core/error.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <unistd.h>
+
+using namespace tformer;
+using namespace tformer::tasks;
+
+namespace {
+const std::string kFraEng = TFORMER_SOURCE_DIR "/data/fra-eng/fra.txt";
+
+struct TempFile {
+    std::filesystem::path path;
+    TempFile(const std::string& name, const std::string& contents)
+        : path(std::filesystem::temp_directory_path() / ("tformer_corpus_" + std::to_string(::getpid()) + "_" + name)) {
+        std::ofstream(path, std::ios::binary) << contents;
+    }
+    ~TempFile() { std::filesystem::remove(path); }
+};
+
+// word-level tokenizers over a list of pairs (fast, no training)
+TokenizerPair word_tokenizers(const std::vector<TextPair>& pairs) {
+    TokenLines src, tgt;
+    for (const auto& p : pairs) {
+        src.push_back(tokenize(preprocess_nmt(p.src)));
+        tgt.push_back(tokenize(preprocess_nmt(p.tgt)));
+    }
+    return {std::make_shared<WordTokenizer>(Vocab(src, 1, kNmtReserved)),
+            std::make_shared<WordTokenizer>(Vocab(tgt, 1, kNmtReserved))};
+}
+
+// pairs of given (source, target) lengths, ids counting up
+std::shared_ptr<EncodedPairs> synthetic(const std::vector<std::pair<int, int>>& lengths) {
+    auto d = std::make_shared<EncodedPairs>();
+    d->max_len = 100;
+    int32_t next = 4;
+    for (auto [s, t] : lengths) {
+        d->src.emplace_back();
+        d->tgt.emplace_back();
+        for (int i = 0; i < s; ++i) d->src.back().push_back(next++);
+        for (int i = 0; i < t; ++i) d->tgt.back().push_back(next++);
+    }
+    return d;
+}
+}  // namespace
+
+TEST_CASE("load_corpus: validation sentences keep all their references and share no sentence with training",
+          "[tasks][corpus]") {
+    // "Go." has two translations; "Run!" shares its French with "Go."; "Hi." and "Hello." share one French
+    const TempFile file("small.txt",
+                        "Go.\tVa !\nGo.\tMarche.\nHi.\tSalut !\nRun!\tMarche.\nHello.\tSalut !\nI see.\tJe vois.\n"
+                        "Wait.\tAttends.\nbroken line\nStop!\tArrête !\n");
+    // every seed: the split is a partition minus the overlaps, validation never leaks
+    for (uint64_t seed = 0; seed < 8; ++seed) {
+        const Corpus c = load_corpus({.path = file.path.string(), .val_sentences = 2, .seed = seed});
+        CHECK(c.report.lines.skipped_columns == 1);
+        CHECK(c.report.val_sentences == 2);
+        CHECK(c.val.size() == 2);
+        std::set<std::string> val_src, val_tgt;
+        int64_t refs = 0;
+        for (const auto& v : c.val) {
+            val_src.insert(preprocess_nmt(v.src));
+            for (const auto& r : v.refs) val_tgt.insert(preprocess_nmt(r)), ++refs;
+            if (v.src == "Go.") CHECK(v.refs == std::vector<std::string>{"Va !", "Marche."});
+        }
+        CHECK(refs == c.report.val_pairs);
+        for (const auto& p : c.train) {
+            CHECK(!val_src.count(preprocess_nmt(p.src)));
+            CHECK(!val_tgt.count(preprocess_nmt(p.tgt)));
+        }
+        CHECK(c.report.train_pairs + c.report.val_pairs + c.report.dropped_overlap == 8);
+    }
+    // the same seed gives the same split
+    const Corpus a = load_corpus({.path = file.path.string(), .val_sentences = 3, .seed = 5});
+    const Corpus b = load_corpus({.path = file.path.string(), .val_sentences = 3, .seed = 5});
+    CHECK(a.train == b.train);
+    CHECK_THROWS_WITH(load_corpus({.path = file.path.string(), .val_sentences = 7}),
+                      Catch::Contains("leaves no English sentence for training"));
+    CHECK_THROWS_WITH(load_corpus({.path = file.path.string(), .val_sentences = -1}), Catch::Contains(">= 0"));
+    CHECK_THROWS_AS(load_corpus({.path = "/nonexistent/fra.txt"}), IOError);
+}
+
+TEST_CASE("load_corpus on the bundled corpus: validation is drawn from every length", "[tasks][corpus]") {
+    const Corpus c = load_corpus({.path = kFraEng, .val_sentences = 1500, .seed = 0});
+    CHECK(c.report.val_pairs >= 1500);
+    CHECK(c.report.train_pairs > 150000);
+    // the file is sorted by length: a prefix would hold only short sentences
+    int64_t long_ones = 0;
+    for (const auto& v : c.val) long_ones += bleu_tokens(v.src).size() >= 10;
+    CHECK(long_ones > 100);
+    const Corpus sample = load_corpus({.path = kFraEng, .val_sentences = 100, .seed = 0, .sample_size = 1000});
+    CHECK(sample.train.size() == 1000);
+}
+
+TEST_CASE("encode_pairs: ids per side, long pairs left out and counted", "[tasks][corpus]") {
+    const std::vector<TextPair> pairs = {{"Go.", "Va !"}, {"I see a big red house.", "Je vois une grande maison rouge."}};
+    const TokenizerPair tok = word_tokenizers(pairs);
+    const EncodedPairs all = encode_pairs(pairs, tok, 10);
+    REQUIRE(all.size() == 2);
+    CHECK(all.dropped == 0);
+    CHECK(all.src[0].size() == 2);  // go .
+    CHECK(all.tgt[1].size() == 7);
+    const EncodedPairs short_only = encode_pairs(pairs, tok, 7);  // the second needs 8 with <eos> on the target
+    CHECK(short_only.size() == 1);
+    CHECK(short_only.dropped == 1);
+    CHECK_THROWS_WITH(encode_pairs(pairs, tok, 1), Catch::Contains("at least 2"));
+    CHECK_THROWS_WITH(encode_pairs(pairs, tok, 2), Catch::Contains("longer than max_len 2"));
+}
+
+TEST_CASE("BucketBatcher: every pair exactly once per epoch, within the token budget, batches differ by epoch",
+          "[tasks][corpus]") {
+    std::vector<std::pair<int, int>> lengths;
+    for (int i = 0; i < 500; ++i) lengths.emplace_back(1 + (i * 7) % 23, 1 + (i * 5) % 19);
+    const auto data = synthetic(lengths);
+    const BucketBatcher batcher(data, 200, 3);
+    std::vector<std::vector<std::vector<int64_t>>> plans;
+    for (int64_t epoch = 0; epoch < 3; ++epoch) {
+        const auto plan = batcher.epoch_plan(epoch);
+        CHECK(static_cast<int64_t>(plan.size()) == batcher.batches_per_epoch());
+        std::vector<int64_t> seen;
+        for (const auto& rows : plan) {
+            seen.insert(seen.end(), rows.begin(), rows.end());
+            const Batch b = batcher.batch(rows);
+            // the budget, B · (S + T), unless a single pair is already larger
+            CHECK((rows.size() == 1 || b.enc_X.size(0) * (b.enc_X.size(1) + b.label.size(1)) <= 200));
+        }
+        std::sort(seen.begin(), seen.end());
+        std::vector<int64_t> all(500);
+        for (int64_t i = 0; i < 500; ++i) all[i] = i;
+        CHECK(seen == all);
+        plans.push_back(plan);
+    }
+    CHECK(plans[0] != plans[1]);
+    CHECK(batcher.epoch_plan(1) == plans[1]);  // deterministic in (seed, epoch)
+    CHECK(batcher.padding_fraction() < 0.15);
+    CHECK_THROWS_AS(BucketBatcher(data, 1, 0), ValueError);
+    CHECK_THROWS_AS(BucketBatcher(std::make_shared<EncodedPairs>(), 100, 0), ValueError);
+}
+
+TEST_CASE("BucketBatcher::batch: <eos> after the source, <bos> before the decoder input, labels shifted", "[tasks][corpus]") {
+    const auto data = synthetic({{2, 3}, {1, 1}});
+    const BucketBatcher batcher(data, 1000, 0);
+    const Batch b = batcher.batch({0, 1});
+    // pair 0: src 4 5, tgt 6 7 8; pair 1: src 9, tgt 10
+    CHECK(b.enc_X.to_vector<int64_t>() == std::vector<int64_t>{4, 5, 3, 9, 3, 1});
+    CHECK(b.enc_valid.to_vector<int64_t>() == std::vector<int64_t>{3, 2});
+    CHECK(b.dec_in.to_vector<int64_t>() == std::vector<int64_t>{2, 6, 7, 8, 2, 10, 1, 1});
+    CHECK(b.label.to_vector<int64_t>() == std::vector<int64_t>{6, 7, 8, 3, 10, 3, 1, 1});
+    CHECK(b.label_valid.to_vector<int64_t>() == std::vector<int64_t>{4, 2});
+}
+
+TEST_CASE("BucketBatcher on the bundled corpus: padding under 15% of tokens", "[tasks][corpus]") {
+    const Corpus c = load_corpus({.path = kFraEng, .val_sentences = 100, .seed = 0, .sample_size = 30000});
+    const TokenizerPair tok = word_tokenizers(c.train);
+    const auto data = std::make_shared<EncodedPairs>(encode_pairs(c.train, tok, 64));
+    for (int64_t budget : {2000, 4000, 8000}) {
+        const BucketBatcher batcher(data, budget, 0);
+        INFO("batch_tokens " << budget);
+        CHECK(batcher.padding_fraction() < 0.15);
+        CHECK(batcher.max_batch() * 4 <= budget);  // the shortest pairs have at least 2 + 2 positions
+    }
+}
