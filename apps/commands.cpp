@@ -118,9 +118,12 @@ std::string default_data_path() {
     return std::string(TFORMER_SOURCE_DIR) + "/data/fra-eng/fra.txt";
 }
 
-// seed 000's four test sentences and d2l's references
+// seed 000's four test sentences and d2l's references; a model with a cased
+// subword vocabulary reads them as a person types them ("Go."), and BLEU
+// compares them lowercased either way (bleu_tokens)
 const std::vector<std::pair<std::string, std::string>> kSeedSentences = {
     {"go .", "va !"}, {"i lost .", "j'ai perdu ."}, {"he's calm .", "il est calme ."}, {"i'm home .", "je suis chez moi ."}};
+const std::vector<std::string> kSeedSentencesCased = {"Go.", "I lost.", "He's calm.", "I'm home."};
 
 // Corpus BLEU-4 of greedy translations of the validation split: every
 // distinct English sentence once, with all its French translations as references.
@@ -166,7 +169,9 @@ std::string seed_sentences_report(nn::EncoderDecoder& model, const tasks::Tokeni
                                   const tasks::TranslateOptions& options, int* perfect) {
     std::string out;
     int count = 0;
-    for (const auto& [eng, fra] : kSeedSentences) {
+    for (size_t i = 0; i < kSeedSentences.size(); ++i) {
+        const auto& [lower, fra] = kSeedSentences[i];
+        const std::string& eng = tok.src->kind() == "sentencepiece" ? kSeedSentencesCased[i] : lower;
         const tasks::Translation t = tasks::translate(model, tok, eng, options);
         const double b = tasks::bleu(tasks::bleu_tokens(t.text), tasks::bleu_tokens(fra), 2);
         if (b == 1.0) ++count;
@@ -310,6 +315,7 @@ tasks::TrainOptions train_options(const TrainArgs& a, const Preset& p, uint64_t 
                           .stop_after_steps = a.stop_after_steps,
                           .average = pick(a.average, p.average),
                           .quiet = a.quiet,
+                          .profile = a.profile,
                           .extra = {}};
     if (a.epochs >= 0) o.total_steps = 0;  // --epochs replaces a preset's step count
     o.extra["preset"] = a.preset.empty() ? (a.task == "copy" ? "copy" : "default") : a.preset;
@@ -512,8 +518,9 @@ int train_translate_corpus(const TrainArgs& a, const Preset& p, uint64_t seed, c
         summary += fmt::format("  {} => {}   (reference: {})\n", corpus.val[i].src, b_beam.hypotheses[i],
                                corpus.val[i].refs.front());
     int perfect = 0;
-    summary += "seed 000's sentences (greedy):\n" +
+    summary += "seed 000's sentences (greedy, d2l's BLEU with k = 2):\n" +
                seed_sentences_report(*model, tok, {.max_len = config.num_steps, .decode = {}}, &perfect);
+    summary += fmt::format("  {} of 4 at BLEU 1.000\n", perfect);
     const tasks::Translation t = tasks::translate(*model, tok, "I'm home.",
                                                   {.max_len = config.num_steps, .decode = {.keep_attention = true}});
     const auto pictures = tasks::plot_attention(out, "attention", *model, t);

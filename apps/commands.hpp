@@ -27,6 +27,7 @@ struct TrainArgs {
     int threads = 0;
     bool resume = false;
     bool quiet = false;
+    bool profile = false;
 };
 
 struct TranslateArgs {

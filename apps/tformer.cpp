@@ -47,6 +47,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
     cmd.add_flag("--resume", a.resume, "continue from <out>/checkpoint.safetensors exactly where it stopped");
     cmd.add_option("--stop-after-steps", a.stop_after_steps, "stop after this many steps in total (to test --resume)");
     cmd.add_flag("--quiet", a.quiet, "no progress line");
+    cmd.add_flag("--profile", a.profile, "print where the time went, op by op (also TFORMER_PROFILE=1); written to <out>/profile.txt");
     if (translation) {
         cmd.add_option("--data", a.data, "path of fra.txt (default: data/fra-eng/fra.txt of this repository)");
         cmd.add_option("--num-examples", a.num_examples, "d2l preset: use d2l's prefix of the file (600 reproduces seed 000)");

@@ -2,6 +2,7 @@
 
 #include "core/elementwise.hpp"
 
+#include <chrono>
 #include <cmath>
 
 namespace tformer::autograd {
@@ -234,7 +235,13 @@ void Variable::backward(const Tensor& grad_out, BackwardOptions options) const {
             wanted.assign(inputs.size(), 0);
             for (size_t i = 0; i < inputs.size(); ++i) wanted[i] = inputs[i] != nullptr;
             Grads grads(slots, wanted);
-            node->backward(g, grads);
+            if (profiling()) {
+                const auto start = std::chrono::steady_clock::now();
+                node->backward(g, grads);
+                detail::profile_backward(node->name(), std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+            } else {
+                node->backward(g, grads);
+            }
             for (size_t i = 0; i < inputs.size(); ++i) {
                 if (!inputs[i] || !slots[i].defined()) continue;
                 const Tensor& want = inputs[i]->value;

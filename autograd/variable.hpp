@@ -13,6 +13,8 @@
 //   y.backward();                  // a.grad() = 2a = [2, 4]
 #pragma once
 
+#include "autograd/profiler.hpp"
+
 #include "core/tensor.hpp"
 
 #include <atomic>
@@ -236,6 +238,7 @@ std::vector<std::shared_ptr<VariableImpl>> impls_of(std::span<const Variable> in
 /// tensors it needs (by value), never the output Variable itself.
 template <class Backward>
 Variable record(const char* name, Tensor value, std::span<const Variable> inputs, Backward&& backward) {
+    if (profiling()) detail::profile_forward(name);  // the value was just computed: charge the time to this op
     bool any = false;
     if (grad_enabled())
         for (const Variable& v : inputs) any = any || (v.defined() && v.requires_grad());

@@ -294,6 +294,7 @@ Tensor reorder_rows(const Tensor& t, const std::vector<int64_t>& parents) {
 std::vector<Decoded> greedy_decode(nn::EncoderDecoder& model, const Tensor& src, const Tensor& src_valid_len,
                                    const DecodeOptions& options) {
     check_source(src, src_valid_len, "greedy_decode");
+    if (options.max_steps < 1) fail<ValueError>("greedy_decode: max_steps must be at least 1, got {}", options.max_steps);
     EvalScope eval(model);
     autograd::NoGradGuard no_grad;
     const int64_t B = src.size(0);
@@ -334,6 +335,7 @@ std::vector<Decoded> beam_decode_batch(nn::EncoderDecoder& model, const Tensor& 
                                        const DecodeOptions& options) {
     check_source(src, src_valid_len, "beam_decode");
     if (options.beam < 1) fail<ValueError>("beam_decode: beam size must be at least 1, got {}", options.beam);
+    if (options.max_steps < 1) fail<ValueError>("beam_decode: max_steps must be at least 1, got {}", options.max_steps);
     if (!std::isfinite(options.length_penalty))
         fail<ValueError>("beam_decode: length penalty must be finite, got {}", options.length_penalty);
     EvalScope eval(model);

@@ -88,7 +88,8 @@ struct Decoded {
 struct DecodeOptions {
     int64_t bos = 2;           ///< id fed first
     int64_t eos = 3;           ///< generation stops after this id
-    int64_t max_steps = 10;    ///< at most this many generated tokens
+    int64_t max_steps = 0;     ///< at most this many generated tokens (>= 1); translate() and
+                               ///< evaluate_bleu() put the model's limit for 0
     int64_t beam = 1;          ///< beam size; 1 = greedy
     double length_penalty = 1.0;  ///< beam scores are log p / length^alpha
     bool keep_attention = false;

@@ -16,7 +16,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <cstdlib>
 #include <limits>
+#include <optional>
+#include <string_view>
 #include <numeric>
 #include <sstream>
 
@@ -184,9 +187,24 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
         snapshots.push_back(std::move(values));
     };
 
+    const char* profile_env = std::getenv("TFORMER_PROFILE");
+    const bool profile = o.profile || (profile_env != nullptr && std::string_view(profile_env) == "1");
+    std::optional<autograd::ProfileGuard> profiler;
+    if (profile) {
+        autograd::profile_reset();
+        profiler.emplace();
+    }
+    auto phase = [&](const char* name, auto&& work) {  // time work that records no op
+        if (!profile) return work();
+        const auto t0 = std::chrono::steady_clock::now();
+        work();
+        autograd::profile_phase(name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    };
+
     for (; step < total_steps; ) {
         const int64_t epoch = step / bpe, index = step % bpe;
-        const Batch batch = source.get(epoch, index);
+        Batch batch;
+        phase("[batch]", [&] { batch = source.get(epoch, index); });
         optimizer.set_lr(schedule->lr_at(step + 1));  // update step + 1 (1-based), see optim/schedule.hpp
 
         // forward, d2l's masked loss, backward (l.sum().backward()), clip, update
@@ -203,9 +221,11 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
                              "Nothing was saved at this step{}; try a lower --lr",
                              loss_sum, step + 1, epoch + 1, optimizer.lr(),
                              o.checkpoint_every > 0 ? ", the last checkpoint is from before it" : "");
-        if (o.clip > 0) optim::clip_grad_norm(optimizer.parameters(), o.clip);
-        optimizer.step();
-        optimizer.zero_grad();
+        phase("[clip + Adam]", [&] {
+            if (o.clip > 0) optim::clip_grad_norm(optimizer.parameters(), o.clip);
+            optimizer.step();
+            optimizer.zero_grad();
+        });
 
         result.step_loss.push_back(loss_sum / tokens);
         epoch_loss_sum += loss_sum;
@@ -242,6 +262,11 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
 
     result.seconds = elapsed();
     result.steps = step;
+    if (profile) {
+        const std::string table = autograd::profile_table(step - first_step);
+        fmt::print(stderr, "where the time went (per-op profile):\n{}", table);
+        if (!o.out_dir.empty()) std::ofstream(fs::path(o.out_dir) / "profile.txt") << table;
+    }
     result.averaged = step == total_steps && snapshots.size() > 1 ? static_cast<int64_t>(snapshots.size()) : 0;
     if (result.averaged > 0) {
         // the mean of the snapshots, written into the parameters in place

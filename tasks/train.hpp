@@ -64,6 +64,9 @@ struct TrainOptions {
     /// and fairseq's average-checkpoints). The optimizer state stays the last step's.
     int64_t average = 0;
     bool quiet = false;                 ///< no progress output
+    /// Print a per-op table of where the time went (autograd/profiler.hpp)
+    /// and write it to <out_dir>/profile.txt; also on with TFORMER_PROFILE=1.
+    bool profile = false;
     std::map<std::string, std::string> extra;  ///< written into the checkpoint metadata
 };
 

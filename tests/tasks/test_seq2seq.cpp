@@ -126,7 +126,7 @@ TEST_CASE("beam_decode_batch: each sentence gets what beam_decode gives it alone
             }
         }
     CHECK_THROWS_WITH(beam_decode_batch(*model, src, lens, {.beam = 0}), Catch::Contains("at least 1"));
-    CHECK_THROWS_WITH(beam_decode_batch(*model, src, lens, {.beam = 2, .length_penalty = std::nan("")}),
+    CHECK_THROWS_WITH(beam_decode_batch(*model, src, lens, {.max_steps = 3, .beam = 2, .length_penalty = std::nan("")}),
                       Catch::Contains("finite"));
 }
 
