@@ -109,6 +109,12 @@ T pick(T flag, T preset_value) {
 
 void set_threads(int threads) {
     if (threads < 0) fail<ValueError>("--threads must be positive, got {}", threads);
+    // More threads than processors only makes OpenMP's threads wait for each other.
+    const int procs = omp_get_num_procs();
+    if (threads > procs) {
+        fmt::print(stderr, "tformer: --threads {} is more than the {} processors here; using {}\n", threads, procs, procs);
+        threads = procs;
+    }
     if (threads > 0) core::set_num_threads(threads);
 }
 
@@ -294,6 +300,9 @@ tasks::ModelConfig model_config(const TrainArgs& a, const Preset& p) {
                           .num_heads = pick(a.num_heads, p.num_heads), .num_layers = pick(a.num_layers, p.num_layers),
                           .dropout = pick(a.dropout, p.dropout)};
     config.tie_embeddings = a.tie_embeddings == 0 ? p.tie_embeddings : a.tie_embeddings > 0;
+    tasks::ModelConfig sizes_known = config;  // the vocabulary sizes come later, from the data
+    sizes_known.src_vocab_size = sizes_known.tgt_vocab_size = 1;
+    tasks::check_config(sizes_known, "train");
     return config;
 }
 
@@ -318,6 +327,7 @@ tasks::TrainOptions train_options(const TrainArgs& a, const Preset& p, uint64_t 
                           .profile = a.profile,
                           .extra = {}};
     if (a.epochs >= 0) o.total_steps = 0;  // --epochs replaces a preset's step count
+    if (a.steps >= 0) o.total_steps = a.steps;
     o.extra["preset"] = a.preset.empty() ? (a.task == "copy" ? "copy" : "default") : a.preset;
     o.extra["seed"] = std::to_string(seed);
     return o;

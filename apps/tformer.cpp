@@ -26,6 +26,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
                                : "copy");
     cmd.add_option("--out", a.out, "output directory (default runs/<task>)");
     cmd.add_option("--epochs", a.epochs, "number of epochs");
+    cmd.add_option("--steps", a.steps, "train this many steps in all instead of whole epochs (the schedule spans them)");
     cmd.add_option("--batch-size", a.batch_size, translation ? "sequences per batch (d2l preset)" : "sequences per batch");
     cmd.add_option("--num-steps", a.num_steps,
                    translation ? "d2l: sequence length (padded/truncated); default and long: the longest sequence kept "

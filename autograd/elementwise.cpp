@@ -57,7 +57,7 @@ Variable relu(const Variable& x) {
     Tensor y = c::relu(x.value());
     return record("relu", y, {x}, [y](const Tensor& dy, Grads& g) {
         // slope 1 where x > 0 (equivalently y > 0), 0 elsewhere (also at 0, as PyTorch)
-        g[0] = c::masked_fill(dy, c::le(y, 0.0), 0.0);
+        g[0] = c::relu_backward(dy, y);
     });
 }
 

@@ -509,6 +509,11 @@ struct Maximum {
 struct Minimum {
     template <class T> T operator()(T a, T b) const { return (a < b || std::isnan(a)) ? a : b; }
 };
+
+// dx = dy · [y > 0]: the slope of relu is 1 where it passed x through, 0 elsewhere
+struct ReluGrad {
+    template <class T> T operator()(T dy, T y) const { return y > T(0) ? dy : T(0); }
+};
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) { return binary_math("add", a, b, Add{}); }
@@ -524,6 +529,7 @@ Tensor rdiv(double s, const Tensor& a) { return scalar_math("rdiv", a, s, DivInt
 Tensor maximum(const Tensor& a, const Tensor& b) { return binary_math("maximum", a, b, Maximum{}); }
 Tensor maximum(const Tensor& a, double s) { return scalar_math("maximum", a, s, Maximum{}); }
 Tensor minimum(const Tensor& a, const Tensor& b) { return binary_math("minimum", a, b, Minimum{}); }
+Tensor relu_backward(const Tensor& dy, const Tensor& y) { return binary_math("relu_backward", dy, y, ReluGrad{}); }
 
 // ---- comparisons ----------------------------------------------------------------------------
 // Templated on both sides, so an int64 tensor can meet a double number.

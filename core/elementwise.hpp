@@ -59,6 +59,8 @@ Tensor div(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
 /// y = min(a, b); NaN if either is NaN.
 Tensor minimum(const Tensor& a, const Tensor& b);
+/// ReLU's backward in one pass: dx = dy where y > 0, else 0 (y = relu(x)).
+Tensor relu_backward(const Tensor& dy, const Tensor& y);
 
 // ---- scalar variants (s is converted to a's dtype) --------------------------------------
 

@@ -89,13 +89,45 @@ ModelConfig config_from_json(const std::string& text) {
     if (c.tie_embeddings && c.src_vocab_size != c.tgt_vocab_size)
         fail<IOError>("checkpoint config: tie_embeddings needs one vocabulary, got sizes {} and {}", c.src_vocab_size,
                       c.tgt_vocab_size);
-    if (!(t.dropout >= 0 && t.dropout < 1)) fail<IOError>("checkpoint config: dropout {} not in [0, 1)", t.dropout);
-    if (t.num_hiddens % t.num_heads != 0)
-        fail<IOError>("checkpoint config: num_hiddens {} is not divisible by num_heads {}", t.num_hiddens, t.num_heads);
+    try {
+        check_config(c, "checkpoint config");
+    } catch (const ValueError& e) {
+        throw IOError(e.what());
+    }
     return c;
 }
 
+double state_dict_size(const ModelConfig& c) {
+    const nn::TransformerOptions& t = c.transformer;
+    const double D = static_cast<double>(t.num_hiddens), F = static_cast<double>(t.ffn_num_hiddens);
+    // MultiHeadAttention: W_q, W_k, W_v (query/key/value size -> D) and W_o (D -> D)
+    const double mha = (static_cast<double>(t.query_size + t.key_size + t.value_size) + D) * D + (t.use_bias ? 4 * D : 0);
+    const double addnorm = 2.0 * static_cast<double>(t.norm_shape);                   // LayerNorm weight and bias
+    const double ffn = static_cast<double>(t.ffn_num_input) * F + F + F * D + D;       // dense1, dense2
+    const double L = static_cast<double>(t.num_layers);
+    const double Vs = static_cast<double>(c.src_vocab_size), Vt = static_cast<double>(c.tgt_vocab_size);
+    return Vs * D + L * (mha + 2 * addnorm + ffn)                    // encoder
+           + Vt * D + L * (2 * mha + 3 * addnorm + ffn) + D * Vt + Vt;  // decoder and its output layer
+}
+
+void check_config(const ModelConfig& c, const char* op) {
+    const nn::TransformerOptions& t = c.transformer;
+    const std::pair<const char*, int64_t> sizes[] = {
+        {"src_vocab_size", c.src_vocab_size}, {"tgt_vocab_size", c.tgt_vocab_size}, {"num_steps", c.num_steps},
+        {"key_size", t.key_size},             {"query_size", t.query_size},         {"value_size", t.value_size},
+        {"num_hiddens", t.num_hiddens},       {"norm_shape", t.norm_shape},         {"ffn_num_input", t.ffn_num_input},
+        {"ffn_num_hiddens", t.ffn_num_hiddens}, {"num_heads", t.num_heads},         {"num_layers", t.num_layers}};
+    for (const auto& [name, v] : sizes)
+        if (v < 1) fail<ValueError>("{}: {} must be at least 1, got {}", op, name, v);
+    if (!(t.dropout >= 0 && t.dropout < 1)) fail<ValueError>("{}: dropout must be in [0, 1), got {}", op, t.dropout);
+    if (t.num_hiddens % t.num_heads != 0)
+        fail<ValueError>("{}: num_hiddens {} is not divisible by num_heads {}", op, t.num_hiddens, t.num_heads);
+    if (state_dict_size(c) > 1e11)
+        fail<ValueError>("{}: the config describes {:.3g} parameters, more than any machine holds", op, state_dict_size(c));
+}
+
 std::shared_ptr<nn::EncoderDecoder> build_model(const ModelConfig& config, core::Generator& gen) {
+    check_config(config, "build_model");
     auto encoder = std::make_shared<nn::TransformerEncoder>(config.src_vocab_size, config.transformer, gen);
     auto decoder = std::make_shared<nn::TransformerDecoder>(config.tgt_vocab_size, config.transformer, gen);
     auto model = std::make_shared<nn::EncoderDecoder>(encoder, decoder);
@@ -205,6 +237,14 @@ CheckpointInfo info_from(const nn::SafeTensors& st, const std::string& path) {
     }
     for (const auto& [k, v] : st.metadata)
         if (k.starts_with("x.")) info.extra[k.substr(2)] = v;
+    // A model is only built once its config agrees with the tensors stored, so
+    // a crafted config (num_hiddens 20000, no tensors) cannot make us allocate gigabytes.
+    double stored = 0;
+    for (const auto& [name, t] : st.tensors)
+        if (name.starts_with("model.")) stored += static_cast<double>(t.numel());
+    if (stored != state_dict_size(info.config))
+        fail<IOError>("checkpoint '{}': its config describes a model of {:.0f} values, but it stores {:.0f} under "
+                      "'model.'", path, state_dict_size(info.config), stored);
     return info;
 }
 }  // namespace

@@ -33,6 +33,16 @@ struct ModelConfig {
     bool tie_embeddings = false;
 };
 
+/// Throws ValueError naming `op` and the field when a config cannot make a
+/// working model: a size below 1, dropout outside [0, 1), num_hiddens not
+/// divisible by num_heads, or a model of more than 10¹¹ parameters.
+void check_config(const ModelConfig& config, const char* op);
+
+/// The number of values in the model's state dict (what a checkpoint holds
+/// under "model."; tied weights count under each name), computed from the
+/// config without building the model; as a double, so that no config overflows it.
+double state_dict_size(const ModelConfig& config);
+
 /// ModelConfig as JSON text (checkpoint metadata) and back; from_json
 /// validates every field and throws IOError naming the bad one.
 std::string config_to_json(const ModelConfig& config);

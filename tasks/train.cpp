@@ -163,6 +163,19 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
 
     auto save = [&](const std::string& path) {
         if (path.empty()) return;
+        // never write (or write over a good checkpoint with) weights that are not numbers
+        for (const auto& [name, p] : model.named_parameters()) {
+            const Tensor v = p.value().contiguous();
+            const float* x = v.dtype() == core::DType::float32 ? v.data<float>() : nullptr;
+            bool finite = true;
+            if (x) {
+                for (int64_t i = 0; i < v.numel(); ++i) finite &= std::isfinite(x[i]);
+            } else {
+                for (double d : v.to_vector()) finite &= std::isfinite(d);
+            }
+            if (!finite)
+                fail<ValueError>("train: parameter {} holds NaN or Inf at step {}; not saving it over {}", name, step, path);
+        }
         info.step = step;
         info.epoch = step / bpe;
         info.rng = gen.state();

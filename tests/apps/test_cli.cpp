@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 namespace {
@@ -98,6 +99,19 @@ TEST_CASE("tformer train translate (whole corpus, SentencePiece): the checkpoint
     CHECK_THAT(r.output, Catch::Contains("validation corpus BLEU-4, beam 4"));
     CHECK_THAT(r.output, Catch::Contains("the mean of the last 3 snapshots"));
 
+    // a run that diverges stops with a message and leaves the good checkpoint as it was
+    auto bytes = [](const std::string& path) {
+        std::ifstream in(path, std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    const std::string before = bytes(dir + "/checkpoint.safetensors");
+    Run bad = tformer("train translate --sample-size 3000 --epochs 2 --num-hiddens 32 --ffn-num-hiddens 64 --num-layers 1 "
+                      "--vocab-size 300 --val-sentences 20 --warmup 5 --average 3 --threads 1 --quiet --resume --lr 1e20 "
+                      "--out " + dir);
+    CHECK(bad.status == 1);
+    CHECK_THAT(bad.output, Catch::Contains("training diverged"));
+    CHECK(bytes(dir + "/checkpoint.safetensors") == before);
+
     // only the checkpoint, in a directory of its own, run from there
     const std::string alone = temp_dir("subword-alone");
     std::filesystem::copy_file(dir + "/checkpoint.safetensors", alone + "/model.safetensors");
@@ -116,6 +130,10 @@ TEST_CASE("tformer train translate (whole corpus, SentencePiece): the checkpoint
     INFO(r.output);
     CHECK(r.status == 0);
     CHECK(std::count(r.output.begin(), r.output.end(), '\n') == 2);
+    // absurd thread counts are clamped with a word, not a crash
+    r = run_in("translate --checkpoint model.safetensors --threads 1000000 \"Go.\"");
+    CHECK(r.status == 0);
+    CHECK_THAT(r.output, Catch::Contains("--threads 1000000 is more than the"));
 
     // a line far longer than the model's limit: translated, with a warning on stderr
     std::string long_line;
@@ -145,6 +163,9 @@ TEST_CASE("tformer: flags of the other pipeline and bad decoding options are ref
     r = tformer("train translate --preset d2l --tokenizer word --out " + dir);
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("--tokenizer does not apply to the d2l preset"));
+    r = tformer("train translate --num-layers 0 --out " + dir);  // once crashed in decoding, after training
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("train: num_layers must be at least 1, got 0"));
     r = tformer("train translate --tokenizer bytes --sample-size 100 --val-sentences 5 --out " + dir);
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("unknown tokenizer 'bytes'"));

@@ -134,6 +134,7 @@ const BinaryCase kBinaryOps[] = {
     {"div", div, [](double a, double b) { return a / b; }, 0.5, 3, false},
     {"maximum", maximum, [](double a, double b) { return std::max(a, b); }, -2, 2, false},
     {"minimum", minimum, [](double a, double b) { return std::min(a, b); }, -2, 2, false},
+    {"relu_backward", relu_backward, [](double dy, double y) { return y > 0 ? dy : 0.0; }, -2, 2, false},
     {"a + b", [](In a, In b) { return a + b; }, [](double a, double b) { return a + b; }, -2, 2, false},
     {"a - b", [](In a, In b) { return a - b; }, [](double a, double b) { return a - b; }, -2, 2, false},
     {"a * b", [](In a, In b) { return a * b; }, [](double a, double b) { return a * b; }, -2, 2, false},

@@ -2,6 +2,7 @@
 #include "autograd/autograd.hpp"
 #include "core/core.hpp"
 #include "optim/adam.hpp"
+#include "nn/safetensors.hpp"
 #include "tasks/seq2seq.hpp"
 
 #include <catch2/catch.hpp>
@@ -171,4 +172,57 @@ TEST_CASE("build_model with tie_embeddings: one matrix for both embeddings and t
     CHECK_THROWS_WITH(tied->load_state_dict(bad), Catch::Contains("shared with encoder.embedding.weight"));
     c.tgt_vocab_size = 12;
     CHECK_THROWS_WITH(build_model(c, gen), Catch::Contains("needs one vocabulary"));
+}
+
+TEST_CASE("state_dict_size counts what build_model's state dict holds; check_config refuses models that cannot work",
+          "[tasks][seq2seq]") {
+    for (bool tie : {false, true})
+        for (bool bias : {false, true})
+            for (int64_t layers : {1, 3}) {
+                ModelConfig c = small_config();
+                c.task = "translate";
+                c.tie_embeddings = tie;
+                c.transformer.use_bias = bias;
+                c.transformer.num_layers = layers;
+                c.transformer.ffn_num_hiddens = 24;
+                core::Generator gen(1);
+                int64_t values = 0;
+                for (const auto& [name, t] : build_model(c, gen)->state_dict()) values += t.numel();
+                CHECK(state_dict_size(c) == static_cast<double>(values));
+            }
+    ModelConfig c = small_config();
+    c.transformer.num_layers = 0;
+    CHECK_THROWS_WITH(check_config(c, "test"), Catch::Contains("num_layers must be at least 1, got 0"));
+    core::Generator gen(1);
+    CHECK_THROWS_WITH(build_model(c, gen), Catch::Contains("build_model: num_layers must be at least 1"));
+    c = small_config();
+    c.transformer.num_heads = 3;
+    CHECK_THROWS_WITH(check_config(c, "test"), Catch::Contains("not divisible by num_heads 3"));
+    c = small_config();
+    c.transformer.dropout = -1;
+    CHECK_THROWS_WITH(check_config(c, "test"), Catch::Contains("dropout must be in [0, 1)"));
+    c = small_config();
+    c.transformer.num_hiddens = c.transformer.key_size = c.transformer.query_size = c.transformer.value_size = 1 << 20;
+    c.transformer.norm_shape = c.transformer.ffn_num_input = 1 << 20;
+    CHECK_THROWS_WITH(check_config(c, "test"), Catch::Contains("more than any machine holds"));
+}
+
+TEST_CASE("load_checkpoint: a config that does not match the stored tensors is refused before a model is built",
+          "[tasks][seq2seq]") {
+    // the probe's attack: a valid file whose config asks for a huge model and holds no tensors
+    core::Generator gen(2);
+    const ModelConfig c = small_config();
+    auto model = build_model(c, gen);
+    nn::SafeTensors st;
+    st.metadata["format"] = "tformer-checkpoint-1";
+    ModelConfig huge = c;
+    huge.transformer.num_hiddens = huge.transformer.key_size = huge.transformer.query_size = 20000;
+    huge.transformer.value_size = huge.transformer.norm_shape = huge.transformer.ffn_num_input = 20000;
+    st.metadata["config"] = config_to_json(huge);
+    st.metadata["step"] = "0";
+    st.metadata["epoch"] = "0";
+    const std::string path = temp_path("crafted.safetensors");
+    nn::save_safetensors(path, st);
+    CHECK_THROWS_WITH(read_checkpoint_info(path), Catch::Contains("stores 0 under 'model.'"));
+    std::filesystem::remove(path);
 }
