@@ -287,6 +287,7 @@ void check_flags_fit(const TrainArgs& a, const Preset& p) {
         refuse(a.batch_tokens >= 0, "--batch-tokens", hint);
         refuse(a.val_sentences >= 0, "--val-sentences", hint);
         refuse(a.tie_embeddings != 0, "--tie-embeddings", hint);
+        refuse(!a.batching.empty(), "--batching", hint);
     }
 }
 
@@ -478,11 +479,16 @@ int train_translate_corpus(const TrainArgs& a, const Preset& p, uint64_t seed, c
     const tasks::TokenizerPair tok = make_tokenizers(kind, corpus.train, vocab_size, seed);
     auto encoded = std::make_shared<tasks::EncodedPairs>(tasks::encode_pairs(corpus.train, tok, config.num_steps));
     const int64_t batch_tokens = pick(a.batch_tokens, p.batch_tokens);
-    auto batcher = std::make_shared<const tasks::BucketBatcher>(encoded, batch_tokens, seed);
+    const std::string batching = a.batching.empty() ? "buckets" : a.batching;
+    if (batching != "buckets" && batching != "random")
+        fail<ValueError>("train translate: --batching must be buckets or random, got '{}'", batching);
+    auto batcher = std::make_shared<const tasks::BucketBatcher>(encoded, batch_tokens, seed, batching == "buckets");
     fmt::print("tokenizer: {}, vocabularies {} / {}; {} training pairs, {} longer than {} tokens left out; "
-               "{} batches of up to {} tokens ({}-{} pairs, {:.1f}% padding)\n",
+               "{} batches{} ({}-{} pairs, {:.1f}% padding)\n",
                kind, tok.src->size(), tok.tgt->size(), encoded->size(), encoded->dropped, config.num_steps - 1,
-               batcher->batches_per_epoch(), batch_tokens, batcher->min_batch(), batcher->max_batch(),
+               batcher->batches_per_epoch(),
+               batching == "buckets" ? fmt::format(" of up to {} tokens", batch_tokens) : std::string(" in random order"),
+               batcher->min_batch(), batcher->max_batch(),
                100 * batcher->padding_fraction());
 
     config.src_vocab_size = tok.src->size();

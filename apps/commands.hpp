@@ -21,6 +21,7 @@ struct TrainArgs {
     double lr = -1, dropout = -1, val_fraction = -1, label_smoothing = -1, clip = -1;
     std::string schedule;
     std::string tokenizer;         ///< sentencepiece | word (whole-corpus presets)
+    std::string batching;          ///< buckets | random (whole-corpus presets)
     int64_t vocab_size = -1, batch_tokens = -1, val_sentences = -1, average = -1, steps = -1;
     int tie_embeddings = 0;        ///< 1: --tie-embeddings, -1: --no-tie-embeddings, 0: the preset's
     int64_t seed = -1;             ///< -1: the preset's seed

@@ -60,6 +60,8 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
         cmd.add_option("--vocab-size", a.vocab_size, "default/long: size of the SentencePiece vocabulary");
         cmd.add_option("--batch-tokens", a.batch_tokens,
                        "default/long: tokens per batch (source + target, padding included); batches come from length buckets");
+        cmd.add_option("--batching", a.batching,
+                       "default/long: buckets (pairs of similar length together, the default) or random (for comparison)");
         cmd.add_flag("--tie-embeddings,!--no-tie-embeddings", a.tie_embeddings,
                      "default/long: one matrix for both embeddings and the output layer (needs --tokenizer sentencepiece)");
         cmd.add_option("--average", a.average, "average the final weights over this many snapshots (0 or 1: off)");

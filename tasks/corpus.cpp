@@ -143,6 +143,7 @@ std::vector<int64_t> BucketBatcher::sorted_order(int64_t epoch) const {
     std::iota(order.begin(), order.end(), 0);
     core::Generator gen(core::mix_seed(seed_, static_cast<uint64_t>(epoch), 0xb0c));
     core::shuffle(order.begin(), order.end(), gen);  // the order among equal lengths
+    if (!by_length_) return order;
     std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
         const int64_t ta = tgt_steps(d, a), tb = tgt_steps(d, b);
         return ta != tb ? ta < tb : src_steps(d, a) < src_steps(d, b);
@@ -150,8 +151,9 @@ std::vector<int64_t> BucketBatcher::sorted_order(int64_t epoch) const {
     return order;
 }
 
-BucketBatcher::BucketBatcher(std::shared_ptr<const EncodedPairs> data, int64_t batch_tokens, uint64_t seed)
-    : data_(std::move(data)), batch_tokens_(batch_tokens), seed_(seed) {
+BucketBatcher::BucketBatcher(std::shared_ptr<const EncodedPairs> data, int64_t batch_tokens, uint64_t seed,
+                             bool by_length)
+    : data_(std::move(data)), batch_tokens_(batch_tokens), seed_(seed), by_length_(true) {
     if (!data_ || data_->size() == 0) fail<ValueError>("BucketBatcher: no pairs to batch");
     if (batch_tokens < 2) fail<ValueError>("BucketBatcher: batch_tokens must be at least 2, got {}", batch_tokens);
     // The lengths along the sorted order are the same in every epoch, so the
@@ -172,6 +174,25 @@ BucketBatcher::BucketBatcher(std::shared_ptr<const EncodedPairs> data, int64_t b
         real += s + t;
     }
     close();
+    padding_fraction_ = 1.0 - static_cast<double>(real) / static_cast<double>(padded);
+    if (by_length) return;
+    // random batches: the same number of batches, of equal numbers of pairs
+    by_length_ = false;
+    const int64_t count = d.size(), batches = static_cast<int64_t>(sizes_.size());
+    sizes_.clear();
+    for (int64_t b = 0; b < batches; ++b) sizes_.push_back((b + 1) * count / batches - b * count / batches);
+    const std::vector<int64_t> order = sorted_order(0);
+    real = padded = 0;
+    auto it = order.begin();
+    for (int64_t size : sizes_) {
+        int64_t S = 0, T = 0;
+        for (auto j = it; j != it + size; ++j) {
+            S = std::max(S, src_steps(d, *j)), T = std::max(T, tgt_steps(d, *j));
+            real += src_steps(d, *j) + tgt_steps(d, *j);
+        }
+        padded += size * (S + T);
+        it += size;
+    }
     padding_fraction_ = 1.0 - static_cast<double>(real) / static_cast<double>(padded);
 }
 

@@ -90,7 +90,10 @@ EncodedPairs encode_pairs(const std::vector<TextPair>& pairs, const TokenizerPai
 /// same place in the data, which an exact --resume needs).
 class BucketBatcher {
 public:
-    BucketBatcher(std::shared_ptr<const EncodedPairs> data, int64_t batch_tokens, uint64_t seed);
+    /// by_length false: the comparison the README's table measures, batches
+    /// of pairs in random order, as many pairs per batch as buckets give on
+    /// average, each padded to its longest pair.
+    BucketBatcher(std::shared_ptr<const EncodedPairs> data, int64_t batch_tokens, uint64_t seed, bool by_length = true);
 
     int64_t batches_per_epoch() const { return static_cast<int64_t>(sizes_.size()); }
     /// The pair indices of each batch of `epoch`, in training order. Every
@@ -112,6 +115,7 @@ private:
     std::shared_ptr<const EncodedPairs> data_;
     int64_t batch_tokens_;
     uint64_t seed_;
+    bool by_length_;
     std::vector<int64_t> sizes_;  ///< pairs per batch, in sorted order (the same every epoch)
     double padding_fraction_ = 0;
 };

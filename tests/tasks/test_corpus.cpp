@@ -142,6 +142,15 @@ TEST_CASE("BucketBatcher: every pair exactly once per epoch, within the token bu
     CHECK(plans[0] != plans[1]);
     CHECK(batcher.epoch_plan(1) == plans[1]);  // deterministic in (seed, epoch)
     CHECK(batcher.padding_fraction() < 0.15);
+    // random batches (the comparison of the README's table): also every pair once, as many batches
+    const BucketBatcher random(data, 200, 3, false);
+    CHECK(random.batches_per_epoch() == batcher.batches_per_epoch());
+    std::vector<int64_t> seen;
+    for (const auto& rows : random.epoch_plan(2)) seen.insert(seen.end(), rows.begin(), rows.end());
+    std::sort(seen.begin(), seen.end());
+    CHECK(seen.size() == 500);
+    CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end());
+    CHECK(random.padding_fraction() > batcher.padding_fraction());
     CHECK_THROWS_AS(BucketBatcher(data, 1, 0), ValueError);
     CHECK_THROWS_AS(BucketBatcher(std::make_shared<EncodedPairs>(), 100, 0), ValueError);
 }
