@@ -259,6 +259,12 @@ std::string bleu_line(const std::string& what, const tasks::BleuReport& r) {
                        r.truncated ? fmt::format(", {} sources cut at the model's limit", r.truncated) : "");
 }
 
+// After Ctrl-C or SIGTERM: the checkpoint is saved, the evaluation is skipped; 128 + signal, as shells report it.
+int interrupted_exit(const tasks::TrainResult& r) {
+    fmt::print("stopped by signal {} after {} steps; checkpoint: {}\n", r.interrupted, r.steps, r.checkpoint);
+    return 128 + r.interrupted;
+}
+
 void write_summary(const std::string& out, const std::string& summary) {
     std::ofstream file(fs::path(out) / "summary.txt");
     file << summary;
@@ -344,6 +350,7 @@ int train_copy(const TrainArgs& a, const Preset& p, uint64_t seed, const std::st
                model->num_parameters());
     const auto source = tasks::copy_source(o.batch_size, config.num_steps, kCopyVocab, o.batches_per_epoch, seed);
     const tasks::TrainResult r = tasks::train(*model, gen, source, o, {.config = config});
+    if (r.interrupted) return interrupted_exit(r);
     const double acc = copy_accuracy(*model, 1000, config.num_steps, seed + 12345);
     std::vector<int64_t> example = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
     example.resize(config.num_steps, 1);
@@ -405,6 +412,7 @@ int train_translate_d2l(const TrainArgs& a, const Preset& p, uint64_t seed, cons
     const auto source = tasks::translation_source(data.train, o.batch_size, tasks::Tokenizer::kBos, seed);
     const tasks::TrainResult r = tasks::train(*model, gen, source, o,
                                               {.config = config, .src_vocab = data.src_vocab, .tgt_vocab = data.tgt_vocab});
+    if (r.interrupted) return interrupted_exit(r);
 
     const tasks::TokenizerPair tok{std::make_shared<tasks::WordTokenizer>(data.src_vocab),
                                    std::make_shared<tasks::WordTokenizer>(data.tgt_vocab)};
@@ -514,6 +522,7 @@ int train_translate_corpus(const TrainArgs& a, const Preset& p, uint64_t seed, c
         info.tgt_vocab = static_cast<const tasks::WordTokenizer&>(*tok.tgt).vocab();
     }
     const tasks::TrainResult r = tasks::train(*model, gen, tasks::BucketBatcher::source(batcher), o, info);
+    if (r.interrupted) return interrupted_exit(r);
     const double train_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
     // what the user gets: validation BLEU (beam and greedy), examples, pictures

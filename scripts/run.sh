@@ -11,6 +11,8 @@ out=${1:-runs/translate}
 ./build/release/apps/tformer train translate --out "$out"
 echo
 echo "== your own sentences:"
-./build/release/apps/tformer translate --checkpoint "$out/checkpoint.safetensors" "i'm home ." "he's calm ." "we are friends ." "i like cats ."
+./build/release/apps/tformer translate --checkpoint "$out/checkpoint.safetensors" \
+  "I'm home." "He's calm." "We are friends." "I like cats." \
+  "If you want to learn a language well, you have to speak it every day."
 echo
 echo "pictures: $out/loss.png and $out/attention-*.png; summary: $out/summary.txt"

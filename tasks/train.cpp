@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -127,6 +128,33 @@ std::unique_ptr<optim::LRSchedule> make_schedule(const TrainOptions& o, int64_t 
 
 // ---- the loop -------------------------------------------------------------------------------------
 
+namespace {
+volatile std::sig_atomic_t g_stop_signal = 0;
+extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
+
+// Installs the SIGINT/SIGTERM handlers for its lifetime and restores the previous ones.
+class SignalScope {
+public:
+    SignalScope() {
+        g_stop_signal = 0;
+        struct sigaction sa {};
+        sa.sa_handler = on_stop_signal;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGINT, &sa, &old_int_);
+        sigaction(SIGTERM, &sa, &old_term_);
+    }
+    ~SignalScope() {
+        sigaction(SIGINT, &old_int_, nullptr);
+        sigaction(SIGTERM, &old_term_, nullptr);
+    }
+    SignalScope(const SignalScope&) = delete;
+    SignalScope& operator=(const SignalScope&) = delete;
+
+private:
+    struct sigaction old_int_ {}, old_term_ {};
+};
+}  // namespace
+
 TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSource& source,
                   const TrainOptions& o, CheckpointInfo info) {
     if (o.epochs <= 0) fail<ValueError>("train: epochs must be positive, got {}", o.epochs);
@@ -185,6 +213,10 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
         save_checkpoint(path, model, &optimizer, info);
     };
 
+    // Ctrl-C (SIGINT) and SIGTERM end the run after the current step, with a
+    // checkpoint to --resume from, instead of losing it (the handlers are
+    // ours only while this loop runs)
+    SignalScope signals;
     const bool tty = isatty(fileno(stderr)) != 0;
     const auto start = std::chrono::steady_clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
@@ -271,10 +303,17 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
             if (tty && last) fmt::print(stderr, "\n");
         }
         if (o.stop_after_steps > 0 && step >= o.stop_after_steps) break;
+        if (g_stop_signal != 0) {  // Ctrl-C or a kill: this step is done, keep it
+            result.interrupted = g_stop_signal;
+            break;
+        }
     }
 
     result.seconds = elapsed();
     result.steps = step;
+    if (result.interrupted != 0 && !o.quiet)
+        fmt::print(stderr, "\n{} at step {} of {}: saving a checkpoint to continue from (add --resume to the same command)\n",
+                   result.interrupted == SIGINT ? "interrupted" : "terminated", step, total_steps);
     if (profile) {
         const std::string table = autograd::profile_table(step - first_step);
         fmt::print(stderr, "where the time went (per-op profile):\n{}", table);

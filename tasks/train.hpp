@@ -79,6 +79,7 @@ struct TrainResult {
     double tokens_per_second = 0;
     int64_t steps = 0;
     int64_t averaged = 0;            ///< snapshots averaged into the final weights (0: none)
+    int interrupted = 0;             ///< SIGINT or SIGTERM ended the run early (the checkpoint is saved), else 0
     std::string checkpoint;          ///< path of the final checkpoint
 };
 

@@ -2,11 +2,20 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <thread>
+#include <vector>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+
+extern char** environ;
 
 namespace {
 struct Run {
@@ -182,4 +191,35 @@ TEST_CASE("tformer tutorial: arguments reach the tutorial as they are, never thr
     CHECK(!std::filesystem::exists(marker));
     CHECK(std::filesystem::is_directory(out));
     CHECK(tformer("tutorial 99").output.find("no tutorial '99'") != std::string::npos);
+}
+
+TEST_CASE("tformer train: Ctrl-C ends the run after the current step with a checkpoint to resume from",
+          "[apps][cli][slow]") {
+    const std::string dir = temp_dir("interrupt");
+    const std::string exe = std::string(TFORMER_BINARY_DIR) + "/apps/tformer";
+    const std::string log = dir + "/log.txt";
+    // a run far longer than the test waits; started directly, so the signal reaches tformer itself
+    std::vector<std::string> args = {exe, "train", "copy", "--epochs", "100000", "--threads", "1", "--quiet", "--out", dir};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&files, 1, 2);
+    pid_t pid = 0;
+    REQUIRE(posix_spawn(&pid, exe.c_str(), &files, nullptr, argv.data(), environ) == 0);
+    posix_spawn_file_actions_destroy(&files);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    kill(pid, SIGINT);
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    std::ifstream in(log);
+    const std::string output((std::istreambuf_iterator<char>(in)), {});
+    INFO(output);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 130);
+    CHECK_THAT(output, Catch::Contains("stopped by signal 2 after"));
+    const Run r = tformer("eval --checkpoint " + dir + "/checkpoint.safetensors --threads 1");
+    CHECK(r.status == 0);
 }
