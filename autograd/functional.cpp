@@ -11,12 +11,14 @@
 
 #include "autograd/elementwise.hpp"
 #include "autograd/reduce.hpp"
+#include "core/attention.hpp"
 #include "core/elementwise.hpp"
 #include "core/index.hpp"
 #include "core/reduce.hpp"
 #include "core/rowwise.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace tformer::autograd {
@@ -239,5 +241,31 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets, const Cros
 }
 
 }  // namespace composed
+
+// ---- fused multi-head attention --------------------------------------------------------------
+
+// out = concat_h( dropout(masked_softmax(q_h k_hᵀ / √d)) v_h )
+Variable multi_head_attention(const Variable& q, const Variable& k, const Variable& v, int64_t num_heads,
+                              const Tensor& valid_lens, const Tensor& keep, Tensor* weights) {
+    if (!q.defined() || !k.defined() || !v.defined()) fail<ValueError>("multi_head_attention: q, k and v must be defined");
+    if (!(k.shape() == v.shape()))
+        fail<ShapeError>("multi_head_attention: keys {} and values {} must have one shape", core::shape_str(k.shape()),
+                         core::shape_str(v.shape()));
+    const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1) / std::max<int64_t>(num_heads, 1)));
+    const Tensor P = core::attention_probs(q.value(), k.value(), valid_lens, num_heads, scale);  // (B, H, T, S)
+    if (keep.defined() && !(keep.shape() == P.shape()))
+        fail<ShapeError>("multi_head_attention: dropout mask {} for weights {}", core::shape_str(keep.shape()),
+                         core::shape_str(P.shape()));
+    const Tensor used = keep.defined() ? core::mul(P, keep) : P;
+    if (weights) *weights = P;
+    // saved: the three inputs and P (backward recomputes nothing but the products)
+    return record("multi_head_attention", core::attention_values(used, v.value()), {q, k, v},
+                  [Q = q.value(), K = k.value(), V = v.value(), P, keep, scale](const Tensor& dO, Grads& g) {
+                      core::AttentionGrads d = core::attention_backward(dO, Q, K, V, P, keep, scale);
+                      if (g.wanted(0)) g[0] = std::move(d.dQ);
+                      if (g.wanted(1)) g[1] = std::move(d.dK);
+                      if (g.wanted(2)) g[2] = std::move(d.dV);
+                  });
+}
 
 }  // namespace tformer::autograd

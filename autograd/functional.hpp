@@ -30,6 +30,19 @@ Variable masked_softmax_by_mask(const Variable& x, const core::Tensor& keep);
 /// undefined Variables (then 1 and 0).
 Variable layer_norm(const Variable& x, const Variable& weight, const Variable& bias, double eps);
 
+/// Seed 000's multi-head attention between the projections, fused (see
+/// core/attention.hpp): q (B, T, D), k and v (B, S, D) are split into
+/// num_heads heads of D/H columns, each head attends with scaled dot
+/// products, masked to valid_lens ((B) or (B, T), int64, or undefined), and
+/// the heads' outputs come back side by side: out (B, T, D). It equals
+/// transpose_output(attention(transpose_qkv(q), transpose_qkv(k),
+/// transpose_qkv(v), valid_lens repeated per head)). `keep` (B, H, T, S) is
+/// the attention dropout's mask with its 1/(1-p) scale, or undefined for none.
+/// `weights` receives the attention weights P (B, H, T, S), before dropout,
+/// for heatmaps.
+Variable multi_head_attention(const Variable& q, const Variable& k, const Variable& v, int64_t num_heads,
+                              const core::Tensor& valid_lens, const core::Tensor& keep, core::Tensor* weights = nullptr);
+
 /// Rows of weight (V, D) picked by int64 ids of any shape (*) -> (*, D). The
 /// ids are a constant. No gradient reaches row padding_idx (-1: none), so the
 /// padding vector stays fixed in training, as in PyTorch; the forward value

@@ -78,6 +78,17 @@ Variable DotProductAttention::forward(const Variable& queries, const Variable& k
     return autograd::matmul((*dropout_)(weights), values);  // (B, T, v)
 }
 
+Variable DotProductAttention::forward_heads(const Variable& q, const Variable& k, const Variable& v, int64_t num_heads,
+                                            const core::Tensor& valid_lens) {
+    const int64_t B = q.size(0), T = q.size(1), S = k.size(1);
+    const core::Tensor keep = dropout_->keep_mask({B * num_heads, T, S}, q.dtype());  // as forward() draws it
+    core::Tensor weights;
+    Variable out = autograd::multi_head_attention(q, k, v, num_heads, valid_lens,
+                                                  keep.defined() ? keep.reshape({B, num_heads, T, S}) : keep, &weights);
+    attention_weights = weights.reshape({B * num_heads, T, S});
+    return out;  // (B, T, D)
+}
+
 // ---- additive attention ----------------------------------------------------------------------
 
 AdditiveAttention::AdditiveAttention(Options options_, core::Generator& gen)
@@ -219,6 +230,8 @@ Variable MultiHeadAttention::forward(const Variable& queries, const Variable& ke
                          "and values the number of steps",
                          shape_str(queries.shape()), shape_str(keys.shape()), shape_str(values.shape()));
 
+    if (options.fused && (!mask.defined() || mask.dtype() == DType::int64))  // the same, in one kernel
+        return (*W_o)(attention->forward_heads((*W_q)(queries), (*W_k)(keys), (*W_v)(values), H, mask));
     Variable q = transpose_qkv((*W_q)(queries), H);  // (B·H, T, d)
     Variable k = transpose_qkv((*W_k)(keys), H);     // (B·H, S, d)
     Variable v = transpose_qkv((*W_v)(values), H);   // (B·H, S, d)

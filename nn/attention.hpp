@@ -70,6 +70,14 @@ public:
         return forward(queries, keys, values, mask);
     }
 
+    /// All heads at once, fused (core/attention.hpp): the projections q (B, T,
+    /// D), k and v (B, S, D) are split into num_heads heads, attend, and come
+    /// back concatenated (B, T, D); valid_lens (B) or (B, T) int64, or
+    /// undefined. Equals transpose_output(forward(transpose_qkv(q), ...)),
+    /// dropout included; attention_weights becomes (B·H, T, S) as there.
+    Variable forward_heads(const Variable& q, const Variable& k, const Variable& v, int64_t num_heads,
+                           const core::Tensor& valid_lens);
+
     Options options;
     /// (B, T, S) or (B, H, T, S): the weights of the last forward, before
     /// dropout, without a graph (for heatmaps). It shares storage with the
@@ -156,6 +164,9 @@ public:
         int64_t num_heads = 1;
         double dropout = 0.0;     ///< on the attention weights
         bool bias = false;        ///< d2l: no bias; seed 004: with bias
+        /// Attend with the fused kernel (DotProductAttention::forward_heads)
+        /// when the mask is valid lengths or none; the composed ops otherwise.
+        bool fused = false;
     };
     /// Throws ValueError when num_hiddens is not divisible by num_heads.
     explicit MultiHeadAttention(Options options, core::Generator& gen = core::default_generator());

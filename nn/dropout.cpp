@@ -2,6 +2,7 @@
 #include "nn/layers.hpp"
 
 #include "autograd/elementwise.hpp"
+#include "core/elementwise.hpp"
 
 namespace tformer::nn {
 
@@ -11,5 +12,11 @@ Dropout::Dropout(Options opts, core::Generator& gen) : UnaryModule("Dropout"), o
 
 // training: y = x · m / (1 - p) with m ~ Bernoulli(1 - p);  eval: y = x
 Variable Dropout::forward(const Variable& x) { return autograd::dropout(x, options.p, is_training(), *gen_); }
+
+core::Tensor Dropout::keep_mask(const core::Shape& shape, core::DType dtype) {
+    if (!is_training() || options.p == 0.0) return {};
+    // the draws of autograd::dropout, in the same order
+    return core::mul(core::bernoulli(shape, 1.0 - options.p, *gen_, dtype), 1.0 / (1.0 - options.p));
+}
 
 }  // namespace tformer::nn

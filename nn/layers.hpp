@@ -88,6 +88,10 @@ public:
     };
     explicit Dropout(Options options, core::Generator& gen = core::default_generator());
     Variable forward(const Variable& x) override;
+    /// The mask forward() would multiply a tensor of this shape by, with its
+    /// 1/(1-p) scale, drawn from the same stream; undefined in eval mode or
+    /// when p is 0. For fused kernels that apply the dropout themselves.
+    core::Tensor keep_mask(const core::Shape& shape, core::DType dtype);
 
     Options options;
 

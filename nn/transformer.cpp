@@ -16,7 +16,8 @@ MultiHeadAttention::Options attention_options(const TransformerOptions& o) {
             .num_hiddens = o.num_hiddens,
             .num_heads = o.num_heads,
             .dropout = o.dropout,
-            .bias = o.use_bias};
+            .bias = o.use_bias,
+            .fused = o.fused_attention};
 }
 
 AddNorm::Options addnorm_options(const TransformerOptions& o) {

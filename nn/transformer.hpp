@@ -75,6 +75,10 @@ struct TransformerOptions {
     /// Multiply token embeddings by √D before adding the positional encoding
     /// (seed 000). Seed 001's classifier adds the raw embeddings (false).
     bool scale_embedding = true;
+    /// Attention through the fused kernel (MultiHeadAttention::Options::fused):
+    /// the same numbers up to rounding, fewer copies; the composed ops stay
+    /// the default, as the tutorials teach them.
+    bool fused_attention = false;
 };
 
 /// Seed 000 "编码器块": self-attention + AddNorm, then FFN + AddNorm.

@@ -729,3 +729,40 @@ TEST_CASE("NWKernelRegression: 5 epochs of gradient descent (lr 0.5, summed squa
     // the learned weights of each test query form a distribution over the 50 training inputs
     CHECK(net.attention_weights.shape() == Shape{n, n});
 }
+
+TEST_CASE("MultiHeadAttention fused: the same outputs, weights and gradients as the composed ops, dropout included",
+          "[nn][attention]") {
+    // the same weights (same seed) twice, one through the fused kernel
+    for (double p : {0.0, 0.3})
+        for (int mask_kind = 0; mask_kind < 3; ++mask_kind) {
+            core::Generator init_a(7), init_b(7), data(8);
+            auto make = [&](core::Generator& g, bool fused) {
+                auto m = std::make_shared<MultiHeadAttention>(
+                    MultiHeadAttention::Options{.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8,
+                                                .num_heads = 4, .dropout = p, .fused = fused},
+                    g);
+                m->to(core::DType::float64);
+                return m;
+            };
+            auto composed = make(init_a, false), fused = make(init_b, true);
+            const core::Tensor q = core::randn({3, 5, 8}, data, core::DType::float64);
+            const core::Tensor kv = core::randn({3, 6, 8}, data, core::DType::float64);
+            const core::Tensor mask = mask_kind == 0   ? core::Tensor()
+                                      : mask_kind == 1 ? core::from_vector(std::vector<int64_t>{6, 2, 4}, {3})
+                                                       : core::randint({3, 5}, 0, 7, data);
+            INFO("dropout " << p << ", mask kind " << mask_kind);
+            auto run = [&](MultiHeadAttention& m) {  // output, and the gradients of the queries and of W_q
+                Variable x(q, true), y(kv, true);
+                Variable out = m(x, y, y, mask);
+                autograd::sum(autograd::mul(out, out)).backward();
+                return std::vector<core::Tensor>{out.value(), x.grad(), y.grad(), m.W_q->weight.grad(),
+                                                 m.attention->attention_weights};
+            };
+            const auto a = run(*composed), b = run(*fused);  // each model's generator draws the same masks
+            for (size_t i = 0; i < a.size(); ++i) {
+                const std::vector<double> va = a[i].to_vector(), vb = b[i].to_vector();
+                REQUIRE(va.size() == vb.size());
+                for (size_t j = 0; j < va.size(); ++j) REQUIRE(va[j] == Approx(vb[j]).margin(1e-12));
+            }
+        }
+}

@@ -120,6 +120,32 @@ std::vector<GradCase> cases() {
                            return (*mha)(x[0], x[1], x[2], mask);
                        }});
     }
+    // ---- the fused kernel: MultiHeadAttention with fused = true, every kind of valid lengths ----
+    for (const auto& [mask_name, mask] : std::vector<std::pair<std::string, Tensor>>{
+             {"none", Tensor()}, {"valid_lens (B)", kLens}, {"valid_lens (B, T)", kRowLens}}) {
+        auto mha = std::make_shared<MultiHeadAttention>(
+            MultiHeadAttention::Options{.key_size = 4, .query_size = 4, .value_size = 4, .num_hiddens = 4,
+                                        .num_heads = 2, .dropout = 0.0, .fused = true},
+            gen);
+        mha->to(DType::float64);
+        std::vector<Variable> inputs = {leaf({2, 3, 4}, gen), transposed_leaf(2, 4, 4, gen), leaf({2, 4, 4}, gen)};
+        const std::vector<Linear*> layers = {mha->W_q.get(), mha->W_k.get(), mha->W_v.get(), mha->W_o.get()};
+        for (Linear* lin : layers) inputs.push_back(weight_leaf(*lin));
+        out.push_back({"MultiHeadAttention fused (queries, keys, values, " + mask_name + ") and W_q, W_k, W_v, W_o",
+                       inputs, [mha, layers, mask](const std::vector<Variable>& x) {
+                           for (size_t i = 0; i < layers.size(); ++i) layers[i]->weight = x[3 + i];
+                           return (*mha)(x[0], x[1], x[2], mask);
+                       }});
+    }
+    // autograd::multi_head_attention itself, with a dropout mask and transposed (non-contiguous) q and v
+    {
+        const Tensor keep = core::mul(core::bernoulli({2, 2, 3, 4}, 0.7, gen, DType::float64), 1.0 / 0.7);
+        out.push_back({"multi_head_attention(q, k, v, 2 heads, valid_lens (B, T), dropout mask)",
+                       {transposed_leaf(2, 3, 4, gen), leaf({2, 4, 4}, gen), transposed_leaf(2, 4, 4, gen)},
+                       [keep](const std::vector<Variable>& x) {
+                           return autograd::multi_head_attention(x[0], x[1], x[2], 2, kRowLens, keep);
+                       }});
+    }
     // forward_step: gradients reach the queries, W_q and W_o (the cache has no graph)
     {
         auto mha = std::make_shared<MultiHeadAttention>(

@@ -1,0 +1,42 @@
+// Fused multi-head attention: seed 000's transpose_qkv, scores, masked
+// softmax, weighted sum and transpose_output in one pass per (batch, head),
+// reading the heads straight out of the projections and writing them
+// straight into the concatenated output, with no copies in between.
+//
+// The composed version (nn::MultiHeadAttention without `fused`: reshape,
+// permute, batched matmul, masked_softmax, matmul, permute, reshape) is the
+// one the tutorials teach and the oracle the tests compare this with.
+//
+// Letters: B batch, T query steps, S key steps, H heads, d = D / H per head.
+#pragma once
+
+#include "core/tensor.hpp"
+
+namespace tformer::core {
+
+/// P[b, h, t, :] = masked_softmax(scale · Q_bh[t] · K_bhᵀ) where head h of a
+/// projection (B, T, D) is its columns h·d .. h·d + d - 1 (transpose_qkv),
+/// and a row sees only the first valid_lens keys: valid_lens undefined (all
+/// keys), (B) per batch element or (B, T) per query, int64; a length of 0
+/// gives a row of zeros, as core::masked_softmax.
+/// Q (B, T, D), K (B, S, D) -> P (B, H, T, S). ShapeError / ValueError name
+/// the shapes or the bad length.
+Tensor attention_probs(const Tensor& Q, const Tensor& K, const Tensor& valid_lens, int64_t num_heads, double scale);
+
+/// O[b, t, h·d + i] = Σ_s P[b, h, t, s] V[b, s, h·d + i]: the weighted sum of
+/// every head, already concatenated (transpose_output). P (B, H, T, S),
+/// V (B, S, D) -> O (B, T, D).
+Tensor attention_values(const Tensor& P, const Tensor& V);
+
+/// Gradients of both steps at once. P is the softmax output, keep the
+/// dropout mask with its 1/(1-p) scale applied to P before the weighted sum
+/// (undefined: none), dO (B, T, D) the gradient of O:
+///   dV = (P⊙keep)ᵀ dO,  dP = (dO Vᵀ)⊙keep,  dS = P ⊙ (dP - Σ_s P dP),
+///   dQ = scale · dS K,  dK = scale · dSᵀ Q      (per batch element and head)
+struct AttentionGrads {
+    Tensor dQ, dK, dV;  ///< (B, T, D), (B, S, D), (B, S, D)
+};
+AttentionGrads attention_backward(const Tensor& dO, const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& P,
+                                  const Tensor& keep, double scale);
+
+}  // namespace tformer::core
