@@ -103,8 +103,8 @@ const Preset& find_preset(const std::string& task, const std::string& name) {
 }
 
 template <class T>
-T pick(T flag, T preset_value) {
-    return flag < 0 ? preset_value : flag;
+T pick(const std::optional<T>& flag, T preset_value) {
+    return flag.value_or(preset_value);
 }
 
 void set_threads(int threads) {
@@ -283,15 +283,15 @@ void check_flags_fit(const TrainArgs& a, const Preset& p) {
     };
     if (p.corpus) {
         const char* hint = "it belongs to --preset d2l (d2l's fixed batches of a prefix of the file)";
-        refuse(a.num_examples >= 0, "--num-examples", hint);
-        refuse(a.val_fraction >= 0, "--val-fraction", "use --val-sentences");
-        refuse(a.batch_size >= 0, "--batch-size", "batches hold --batch-tokens tokens (source + target, padding included)");
+        refuse(a.num_examples.has_value(), "--num-examples", hint);
+        refuse(a.val_fraction.has_value(), "--val-fraction", "use --val-sentences");
+        refuse(a.batch_size.has_value(), "--batch-size", "batches hold --batch-tokens tokens (source + target, padding included)");
     } else {
         const char* hint = "it belongs to the whole-corpus presets (default, long)";
         refuse(!a.tokenizer.empty(), "--tokenizer", hint);
-        refuse(a.vocab_size >= 0, "--vocab-size", hint);
-        refuse(a.batch_tokens >= 0, "--batch-tokens", hint);
-        refuse(a.val_sentences >= 0, "--val-sentences", hint);
+        refuse(a.vocab_size.has_value(), "--vocab-size", hint);
+        refuse(a.batch_tokens.has_value(), "--batch-tokens", hint);
+        refuse(a.val_sentences.has_value(), "--val-sentences", hint);
         refuse(a.tie_embeddings != 0, "--tie-embeddings", hint);
         refuse(!a.batching.empty(), "--batching", hint);
     }
@@ -334,8 +334,9 @@ tasks::TrainOptions train_options(const TrainArgs& a, const Preset& p, uint64_t 
                           .quiet = a.quiet,
                           .profile = a.profile,
                           .extra = {}};
-    if (a.epochs >= 0) o.total_steps = 0;  // --epochs replaces a preset's step count
-    if (a.steps >= 0) o.total_steps = a.steps;
+    if (a.epochs) o.total_steps = 0;  // --epochs replaces a preset's step count
+    if (a.steps) o.total_steps = *a.steps;
+    if (a.epochs && a.steps) fail<ValueError>("train: give --epochs or --steps, not both");
     o.extra["preset"] = a.preset.empty() ? (a.task == "copy" ? "copy" : "default") : a.preset;
     o.extra["seed"] = std::to_string(seed);
     return o;
@@ -564,7 +565,7 @@ int run_train(const TrainArgs& a) {
     const Preset& p = find_preset(a.task, a.preset);
     check_flags_fit(a, p);
     set_threads(a.threads != 0 ? a.threads : p.threads);
-    const uint64_t seed = a.seed < 0 ? p.seed : static_cast<uint64_t>(a.seed);
+    const uint64_t seed = a.seed ? static_cast<uint64_t>(*a.seed) : p.seed;
     const std::string out = a.out.empty() ? "runs/" + a.task : a.out;
     if (a.task == "copy") return train_copy(a, p, seed, out);
     return p.corpus ? train_translate_corpus(a, p, seed, out) : train_translate_d2l(a, p, seed, out);

@@ -3,29 +3,31 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace tformer::apps {
 
-/// Everything `tformer train copy|translate` can set. Fields left at their
-/// "unset" value (-1 or empty) take the preset's value.
+/// Everything `tformer train copy|translate` can set. A flag not given is
+/// an empty optional and takes the preset's value; tformer.cpp checks each
+/// given value's range as it parses.
 struct TrainArgs {
     std::string task;              ///< copy | translate
     std::string preset;            ///< copy: copy; translate: default | long | d2l
     std::string out = "";          ///< output directory (default runs/<task>)
     std::string data;              ///< fra.txt (translate)
-    int64_t epochs = -1, batch_size = -1, num_steps = -1, num_hiddens = -1, ffn_num_hiddens = -1;
-    int64_t num_heads = -1, num_layers = -1, num_examples = -1, sample_size = -1, warmup = -1;
-    int64_t checkpoint_every = 0, stop_after_steps = 0, batches_per_epoch = -1;
-    double lr = -1, dropout = -1, val_fraction = -1, label_smoothing = -1, clip = -1;
+    std::optional<int64_t> epochs, batch_size, num_steps, num_hiddens, ffn_num_hiddens;
+    std::optional<int64_t> num_heads, num_layers, num_examples, sample_size, warmup, batches_per_epoch;
+    int64_t checkpoint_every = 0, stop_after_steps = 0;
+    std::optional<double> lr, dropout, val_fraction, label_smoothing, clip;
     std::string schedule;
     std::string tokenizer;         ///< sentencepiece | word (whole-corpus presets)
     std::string batching;          ///< buckets | random (whole-corpus presets)
-    int64_t vocab_size = -1, batch_tokens = -1, val_sentences = -1, average = -1, steps = -1;
+    std::optional<int64_t> vocab_size, batch_tokens, val_sentences, average, steps;
     int tie_embeddings = 0;        ///< 1: --tie-embeddings, -1: --no-tie-embeddings, 0: the preset's
-    int64_t seed = -1;             ///< -1: the preset's seed
-    int threads = 0;
+    std::optional<int64_t> seed;
+    int threads = 0;               ///< 0: the preset's
     bool resume = false;
     bool quiet = false;
     bool profile = false;

@@ -13,60 +13,107 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 #include <malloc.h>
 
 using namespace tformer::apps;
 
 namespace {
+// Range checks CLI11 lacks: NaN fails every comparison, so CLI::Range lets it through.
+CLI::Validator number_check(bool (*ok)(double), const char* what, const char* name) {
+    return CLI::Validator(
+        [ok, what](std::string& v) -> std::string {
+            double x = 0;
+            try {
+                size_t used = 0;
+                x = std::stod(v, &used);
+                if (used != v.size()) return "not a number: " + v;
+            } catch (const std::exception&) {
+                return "not a number: " + v;
+            }
+            return ok(x) ? std::string() : std::string("must be ") + what + ", got " + v;
+        },
+        name);
+}
+const CLI::Validator positive_finite = number_check([](double x) { return std::isfinite(x) && x > 0; }, "a finite number > 0", "POSITIVE");
+const CLI::Validator non_negative_finite =
+    number_check([](double x) { return std::isfinite(x) && x >= 0; }, "a finite number >= 0", "NON-NEGATIVE");
+const CLI::Validator probability = number_check([](double x) { return x >= 0 && x < 1; }, "in [0, 1)", "[0, 1)");
+
+// An integer in [lo, hi], read as a whole (so "99999999999999999999" is out of range, not wrapped).
+CLI::Validator int_range(int64_t lo, int64_t hi) {
+    return CLI::Validator(
+        [lo, hi](std::string& v) -> std::string {
+            try {
+                size_t used = 0;
+                const long long x = std::stoll(v, &used);
+                if (used == v.size() && x >= lo && x <= hi) return {};
+            } catch (const std::exception&) {
+            }
+            return fmt::format("must be a whole number from {} to {}, got {}", lo, hi, v);
+        },
+        fmt::format("INT in [{}, {}]", lo, hi));
+}
+constexpr int64_t kHuge = 1'000'000'000'000;  // more steps, pairs or seeds than anyone means
+const CLI::Validator positive = int_range(1, kHuge);
+const CLI::Validator non_negative = int_range(0, kHuge);
+
 void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
     cmd.add_option("--preset", a.preset,
                    translation ? "default (the whole corpus, subwords, about 5 minutes on 2 cores), long (about 15 minutes) "
                                  "or d2l (seed 000 exactly)"
                                : "copy");
     cmd.add_option("--out", a.out, "output directory (default runs/<task>)");
-    cmd.add_option("--epochs", a.epochs, "number of epochs");
-    cmd.add_option("--steps", a.steps, "train this many steps in all instead of whole epochs (the schedule spans them)");
-    cmd.add_option("--batch-size", a.batch_size, translation ? "sequences per batch (d2l preset)" : "sequences per batch");
+    cmd.add_option("--epochs", a.epochs, "number of epochs")->check(int_range(1, 1'000'000));
+    cmd.add_option("--steps", a.steps, "train this many steps in all instead of whole epochs (the schedule spans them)")->check(positive);
+    cmd.add_option("--batch-size", a.batch_size, translation ? "sequences per batch (d2l preset)" : "sequences per batch")
+        ->check(positive);
     cmd.add_option("--num-steps", a.num_steps,
                    translation ? "d2l: sequence length (padded/truncated); default and long: the longest sequence kept "
                                  "(tokens, <eos> included; longer pairs are left out and counted)"
-                               : "sequence length");
-    cmd.add_option("--num-hiddens", a.num_hiddens, "model width d (key/query/value sizes follow)");
-    cmd.add_option("--ffn-num-hiddens", a.ffn_num_hiddens, "hidden width of the position-wise FFN");
-    cmd.add_option("--num-heads", a.num_heads, "attention heads");
-    cmd.add_option("--num-layers", a.num_layers, "encoder and decoder blocks");
-    cmd.add_option("--dropout", a.dropout, "dropout probability");
-    cmd.add_option("--lr", a.lr, "(peak) learning rate of Adam");
+                               : "sequence length")
+        ->check(int_range(2, 1000));
+    cmd.add_option("--num-hiddens", a.num_hiddens, "model width d (key/query/value sizes follow)")->check(positive);
+    cmd.add_option("--ffn-num-hiddens", a.ffn_num_hiddens, "hidden width of the position-wise FFN")->check(positive);
+    cmd.add_option("--num-heads", a.num_heads, "attention heads")->check(positive);
+    cmd.add_option("--num-layers", a.num_layers, "encoder and decoder blocks")->check(positive);
+    cmd.add_option("--dropout", a.dropout, "dropout probability")->check(probability);
+    cmd.add_option("--lr", a.lr, "(peak) learning rate of Adam")->check(positive_finite);
     cmd.add_option("--schedule", a.schedule, "learning-rate schedule: constant, noam or cosine");
-    cmd.add_option("--warmup", a.warmup, "warm-up steps for noam / cosine");
-    cmd.add_option("--clip", a.clip, "gradient-norm clipping threshold (0: off)");
-    cmd.add_option("--label-smoothing", a.label_smoothing, "label smoothing epsilon");
-    cmd.add_option("--seed", a.seed, "seed of every random choice (weights, dropout, data)");
-    cmd.add_option("--threads", a.threads, "threads for kernels and BLAS (default: all cores; 1 for the small d2l and copy presets)");
-    cmd.add_option("--checkpoint-every", a.checkpoint_every, "also save a checkpoint every N steps");
+    cmd.add_option("--warmup", a.warmup, "warm-up steps for noam / cosine")->check(non_negative);
+    cmd.add_option("--clip", a.clip, "gradient-norm clipping threshold (0: off)")->check(non_negative_finite);
+    cmd.add_option("--label-smoothing", a.label_smoothing, "label smoothing epsilon")->check(probability);
+    cmd.add_option("--seed", a.seed, "seed of every random choice (weights, dropout, data)")->check(non_negative);
+    cmd.add_option("--threads", a.threads, "threads for kernels and BLAS (default: all cores; 1 for the small d2l and copy presets)")
+        ->check(int_range(1, 1'000'000));
+    cmd.add_option("--checkpoint-every", a.checkpoint_every, "also save a checkpoint every N steps")->check(non_negative);
     cmd.add_flag("--resume", a.resume, "continue from <out>/checkpoint.safetensors exactly where it stopped");
-    cmd.add_option("--stop-after-steps", a.stop_after_steps, "stop after this many steps in total (to test --resume)");
+    cmd.add_option("--stop-after-steps", a.stop_after_steps, "stop after this many steps in total (to test --resume)")->check(non_negative);
     cmd.add_flag("--quiet", a.quiet, "no progress line");
     cmd.add_flag("--profile", a.profile, "print where the time went, op by op (also TFORMER_PROFILE=1); written to <out>/profile.txt");
     if (translation) {
         cmd.add_option("--data", a.data, "path of fra.txt (default: data/fra-eng/fra.txt of this repository)");
-        cmd.add_option("--num-examples", a.num_examples, "d2l preset: use d2l's prefix of the file (600 reproduces seed 000)");
-        cmd.add_option("--sample-size", a.sample_size, "train on a seeded random sample of this many pairs");
-        cmd.add_option("--val-fraction", a.val_fraction, "d2l preset: share of distinct English sentences held out for validation");
+        cmd.add_option("--num-examples", a.num_examples, "d2l preset: use d2l's prefix of the file (600 reproduces seed 000; 0: all)")
+            ->check(non_negative);
+        cmd.add_option("--sample-size", a.sample_size, "train on a seeded random sample of this many pairs")->check(positive);
+        cmd.add_option("--val-fraction", a.val_fraction, "d2l preset: share of distinct English sentences held out for validation")
+            ->check(CLI::Range(0.0, 0.99));
         cmd.add_option("--val-sentences", a.val_sentences,
-                       "default/long: English sentences drawn from the whole file for validation (with all their translations)");
+                       "default/long: English sentences drawn from the whole file for validation (with all their translations)")
+            ->check(non_negative);
         cmd.add_option("--tokenizer", a.tokenizer, "default/long: sentencepiece (joint subword vocabulary) or word (d2l's)");
-        cmd.add_option("--vocab-size", a.vocab_size, "default/long: size of the SentencePiece vocabulary");
+        cmd.add_option("--vocab-size", a.vocab_size, "default/long: size of the SentencePiece vocabulary")->check(int_range(8, 1000000));
         cmd.add_option("--batch-tokens", a.batch_tokens,
-                       "default/long: tokens per batch (source + target, padding included); batches come from length buckets");
+                       "default/long: tokens per batch (source + target, padding included); batches come from length buckets")
+            ->check(int_range(16, 10000000));
         cmd.add_option("--batching", a.batching,
                        "default/long: buckets (pairs of similar length together, the default) or random (for comparison)");
         cmd.add_flag("--tie-embeddings,!--no-tie-embeddings", a.tie_embeddings,
                      "default/long: one matrix for both embeddings and the output layer (needs --tokenizer sentencepiece)");
-        cmd.add_option("--average", a.average, "average the final weights over this many snapshots (0 or 1: off)");
+        cmd.add_option("--average", a.average, "average the final weights over this many snapshots (0 or 1: off)")->check(int_range(0, 20));
     } else {
-        cmd.add_option("--batches-per-epoch", a.batches_per_epoch, "fresh random batches per epoch");
+        cmd.add_option("--batches-per-epoch", a.batches_per_epoch, "fresh random batches per epoch")->check(positive);
     }
 }
 }  // namespace
@@ -98,27 +145,28 @@ int main(int argc, char** argv) {
     CLI::App* translate = app.add_subcommand("translate", "translate English sentences (arguments, or lines on stdin)");
     translate->add_option("--checkpoint", tr.checkpoint, "a checkpoint written by 'tformer train translate'")->required();
     translate->add_option("sentences", tr.sentences, "sentences to translate; none: read lines from stdin");
-    translate->add_option("--beam", tr.beam, "beam size (1: greedy)")->capture_default_str();
-    translate->add_option("--length-penalty", tr.length_penalty, "beam scores are log p / length^alpha")->capture_default_str();
+    translate->add_option("--beam", tr.beam, "beam size (1: greedy)")->capture_default_str()->check(int_range(1, 64));
+    translate->add_option("--length-penalty", tr.length_penalty, "beam scores are log p / length^alpha")->capture_default_str()->check(non_negative_finite);
     translate->add_option("--show-attention", tr.show_attention, "write attention heatmaps (PNG) into this directory");
-    translate->add_option("--threads", tr.threads, "threads");
+    translate->add_option("--threads", tr.threads, "threads")->check(int_range(1, 1'000'000));
 
     EvalArgs ev;
     CLI::App* eval = app.add_subcommand("eval", "evaluate a checkpoint (copy: accuracy; translate: BLEU)");
     eval->add_option("--checkpoint", ev.checkpoint, "the checkpoint")->required();
     eval->add_option("--data", ev.data, "path of fra.txt for translation checkpoints");
-    eval->add_option("--max-sentences", ev.max_sentences, "evaluate on at most this many validation sentences");
-    eval->add_option("--beam", ev.beam, "beam size for the validation BLEU of whole-corpus models (1: greedy)")->capture_default_str();
-    eval->add_option("--length-penalty", ev.length_penalty, "beam scores are log p / length^alpha")->capture_default_str();
-    eval->add_option("--threads", ev.threads, "threads");
+    eval->add_option("--max-sentences", ev.max_sentences, "evaluate on at most this many validation sentences (0: all)")->check(non_negative);
+    eval->add_option("--beam", ev.beam, "beam size for the validation BLEU of whole-corpus models (1: greedy)")->capture_default_str()->check(int_range(1, 64));
+    eval->add_option("--length-penalty", ev.length_penalty, "beam scores are log p / length^alpha")->capture_default_str()->check(non_negative_finite);
+    eval->add_option("--threads", ev.threads, "threads")->check(int_range(1, 1'000'000));
 
     std::string bench_preset = "d2l";
     int bench_threads = 0;
     int64_t bench_repeats = 0;
     CLI::App* bench = app.add_subcommand("bench", "time a training step, a forward pass and greedy decoding (JSON lines)");
     bench->add_option("--preset", bench_preset, "model and batch: d2l, copy, small or base")->capture_default_str();
-    bench->add_option("--threads", bench_threads, "threads for kernels and BLAS (default: all cores)");
-    bench->add_option("--repeats", bench_repeats, "timed runs per figure, reported as the median (default: the preset's)");
+    bench->add_option("--threads", bench_threads, "threads for kernels and BLAS (default: all cores)")->check(int_range(1, 1'000'000));
+    bench->add_option("--repeats", bench_repeats, "timed runs per figure, reported as the median (default: the preset's)")
+        ->check(int_range(1, 100000));
 
     std::string which, out;
     bool step = false;

@@ -223,3 +223,36 @@ TEST_CASE("tformer train: Ctrl-C ends the run after the current step with a chec
     const Run r = tformer("eval --checkpoint " + dir + "/checkpoint.safetensors --threads 1");
     CHECK(r.status == 0);
 }
+
+TEST_CASE("tformer: every numeric flag is checked against its range as it is parsed", "[apps][cli]") {
+    const std::string dir = temp_dir("ranges");
+    // each of these once trained silently with the preset's value, looped or crashed
+    const std::vector<std::pair<std::string, std::string>> bad = {
+        {"train translate --epochs -5", "--epochs: must be a whole number from 1"},
+        {"train translate --epochs 99999999999999999999", "--epochs: must be a whole number from 1 to 1000000"},
+        {"train translate --batch-size -1", "--batch-size: must be a whole number from 1"},
+        {"train translate --num-steps -3", "--num-steps: must be a whole number from 2"},
+        {"train translate --num-hiddens -4", "--num-hiddens: must be a whole number from 1"},
+        {"train translate --num-heads -2", "--num-heads: must be a whole number from 1"},
+        {"train translate --num-layers -1", "--num-layers: must be a whole number from 1"},
+        {"train translate --dropout -1", "--dropout: must be in [0, 1), got -1"},
+        {"train translate --lr -1", "--lr: must be a finite number > 0, got -1"},
+        {"train translate --lr -inf", "--lr: must be a finite number > 0, got -inf"},
+        {"train translate --lr nan", "--lr: must be a finite number > 0, got nan"},
+        {"train translate --clip -3", "--clip: must be a finite number >= 0, got -3"},
+        {"train translate --seed -7", "--seed: must be a whole number from 0"},
+        {"train translate --val-sentences -1", "--val-sentences: must be a whole number from 0"},
+        {"train translate --sample-size -5", "--sample-size: must be a whole number from 1"},
+        {"train translate --epochs 2 --steps 5", "give --epochs or --steps, not both"},
+        {"translate --checkpoint x --beam 0 a", "--beam: must be a whole number from 1 to 64"},
+        {"translate --checkpoint x --length-penalty nan a", "--length-penalty: must be a finite number >= 0"},
+        {"eval --checkpoint x --max-sentences -5", "--max-sentences: must be a whole number from 0"},
+        {"bench --repeats 99999999999999999999", "--repeats: must be a whole number from 1 to 100000"},
+    };
+    for (const auto& [args, message] : bad) {
+        const Run r = tformer(args + " --out " + dir);
+        INFO(args << "\n" << r.output);
+        CHECK(r.status != 0);
+        CHECK_THAT(r.output, Catch::Contains(message));
+    }
+}
