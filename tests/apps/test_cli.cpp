@@ -173,8 +173,12 @@ TEST_CASE("tformer: flags of the other pipeline and bad decoding options are ref
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("--tokenizer does not apply to the d2l preset"));
     r = tformer("train translate --num-layers 0 --out " + dir);  // once crashed in decoding, after training
+    CHECK(r.status != 0);
+    CHECK_THAT(r.output, Catch::Contains("--num-layers: must be a whole number from 1"));
+    r = tformer("train translate --num-hiddens 30 --num-heads 4 --out " + dir);  // checked before the data is read
     CHECK(r.status == 1);
-    CHECK_THAT(r.output, Catch::Contains("train: num_layers must be at least 1, got 0"));
+    CHECK_THAT(r.output, Catch::Contains("train: num_hiddens 30 is not divisible by num_heads 4"));
+    CHECK(r.output.find("fra-eng:") == std::string::npos);
     r = tformer("train translate --tokenizer bytes --sample-size 100 --val-sentences 5 --out " + dir);
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("unknown tokenizer 'bytes'"));
