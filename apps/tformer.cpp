@@ -162,11 +162,13 @@ int main(int argc, char** argv) {
     std::string bench_preset = "d2l";
     int bench_threads = 0;
     int64_t bench_repeats = 0;
+    bool bench_profile = false;
     CLI::App* bench = app.add_subcommand("bench", "time a training step, a forward pass and greedy decoding (JSON lines)");
     bench->add_option("--preset", bench_preset, "model and batch: d2l, copy, small or base")->capture_default_str();
     bench->add_option("--threads", bench_threads, "threads for kernels and BLAS (default: all cores)")->check(int_range(1, 1'000'000));
     bench->add_option("--repeats", bench_repeats, "timed runs per figure, reported as the median (default: the preset's)")
         ->check(int_range(1, 100000));
+    bench->add_flag("--profile", bench_profile, "also print where a training step's time goes, op by op (stderr)");
 
     std::string which, out;
     bool step = false;
@@ -181,7 +183,7 @@ int main(int argc, char** argv) {
         if (*train_translate) return run_train(translate_train_args);
         if (*translate) return run_translate(tr);
         if (*eval) return run_eval(ev);
-        if (*bench) return tformer::tasks::run_model_bench(bench_preset, bench_threads, bench_repeats);
+        if (*bench) return tformer::tasks::run_model_bench(bench_preset, bench_threads, bench_repeats, bench_profile);
         if (*tutorial) return run_tutorial(which, step, out);
     } catch (const tformer::Error& e) {
         fmt::print(stderr, "tformer: error: {}\n", e.what());

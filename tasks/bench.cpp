@@ -162,7 +162,7 @@ double round_to(double x, int decimals) {
 // Builds the model, tells `on_model` its parameter count, then measures every
 // figure in order, handing each to `report` as soon as it is known.
 void measure(const BenchPreset& p, int64_t repeats, const std::function<void(int64_t)>& on_model,
-             const std::function<void(const BenchFigure&)>& report) {
+             const std::function<void(const BenchFigure&)>& report, bool profile = false) {
     if (repeats < 0) fail<ValueError>("bench: repeats must be positive (0: the preset's default), got {}", repeats);
     if (repeats == 0) repeats = p.repeats;
     core::Generator gen(p.seed);
@@ -173,17 +173,32 @@ void measure(const BenchPreset& p, int64_t repeats, const std::function<void(int
 
     // train step: d2l's train_seq2seq body
     model->train();
-    const Timing train = median_ms(p.warmup, repeats, [&] {
+    auto train_step = [&] {
         Variable logits = model->forward(batch.enc_X, batch.dec_in, batch.enc_valid);             // (B, T, V)
         Variable loss = nn::masked_softmax_ce_loss(logits, batch.label, batch.label_valid);        // (B)
         autograd::sum(loss).backward();
+        autograd::profile_mark();  // clipping and the update record no ops: their own entry
+        const auto t0 = std::chrono::steady_clock::now();
         optim::clip_grad_norm(optimizer.parameters(), 1.0);
         optimizer.step();
         optimizer.zero_grad();
-    });
+        if (autograd::profiling())
+            autograd::profile_phase("[clip + Adam]", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    };
+    const Timing train = median_ms(p.warmup, repeats, train_step);
     const double train_ms = train.wall_ms;
     report({"train_step_ms", round_to(train_ms, 3)});
     report({"train_step_cpu_ms", round_to(train.cpu_ms, 3)});
+    if (profile) {  // the same steps again, op by op; the timed figures above ran without the profiler
+        autograd::profile_reset();
+        autograd::ProfileGuard guard;
+        for (int64_t i = 0; i < repeats; ++i) {
+            autograd::profile_mark();
+            train_step();
+        }
+        std::fprintf(stderr, "where a training step's time goes (preset %s, %lld steps):\n%s", p.name.c_str(),
+                     static_cast<long long>(repeats), autograd::profile_table(repeats).c_str());
+    }
 
     // evaluation forward pass: no dropout, no graph
     model->eval();
@@ -215,7 +230,7 @@ std::vector<BenchFigure> measure_model(const BenchPreset& preset, int64_t repeat
     return out;
 }
 
-int run_model_bench(const std::string& preset_name, int threads, int64_t repeats) {
+int run_model_bench(const std::string& preset_name, int threads, int64_t repeats, bool profile) {
     if (threads < 0) fail<ValueError>("bench: --threads must be positive (0: all cores), got {}", threads);
     if (repeats < 0) fail<ValueError>("bench: --repeats must be positive (0: the preset's default), got {}", repeats);
     const BenchPreset preset = bench_preset(preset_name);
@@ -245,11 +260,14 @@ int run_model_bench(const std::string& preset_name, int threads, int64_t repeats
         info["decode"] = "kv-cache";
         print(info);
     };
-    measure(preset, repeats, print_info, [&](const BenchFigure& f) {
-        Json j = line(f.figure.c_str());
-        j["value"] = f.value;
-        print(j);
-    });
+    measure(
+        preset, repeats, print_info,
+        [&](const BenchFigure& f) {
+            Json j = line(f.figure.c_str());
+            j["value"] = f.value;
+            print(j);
+        },
+        profile);
     return 0;
 }
 

@@ -75,6 +75,8 @@ std::vector<BenchFigure> measure_model(const BenchPreset& preset, int64_t repeat
 /// `tformer bench`: sets the thread count (0: leave the default), prints the
 /// info line and then one JSON line per figure as each is measured. Throws
 /// ValueError for an unknown preset, a negative thread count or repeats.
-int run_model_bench(const std::string& preset, int threads, int64_t repeats);
+/// With `profile`, also prints a per-op table of a training step to stderr
+/// (autograd/profiler.hpp), measured on separate steps after the timed ones.
+int run_model_bench(const std::string& preset, int threads, int64_t repeats, bool profile = false);
 
 }  // namespace tformer::tasks

@@ -168,6 +168,7 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
     if (o.epochs > std::numeric_limits<int64_t>::max() / bpe)
         fail<ValueError>("train: {} epochs of {} batches is more steps than can be counted", o.epochs, bpe);
     const int64_t total_steps = o.total_steps > 0 ? o.total_steps : o.epochs * bpe;
+    const int64_t epochs_shown = (total_steps + bpe - 1) / bpe;  // the last one may be partial
 
     optim::Adam optimizer(model.named_parameters(), {.lr = o.lr});
     const auto schedule = make_schedule(o, total_steps, info.config.transformer.num_hiddens);
@@ -295,7 +296,7 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
             const double rate = (step - first_step) / std::max(t, 1e-9);
             const double shown = epoch_end || epoch_tokens == 0 ? result.epoch_loss.back() : epoch_loss_sum / epoch_tokens;
             const std::string line = fmt::format(
-                "epoch {}/{} step {}/{} loss {:.4f} lr {:.2g} {:.0f} tok/s elapsed {} ETA {}", (step - 1) / bpe + 1, o.epochs,
+                "epoch {}/{} step {}/{} loss {:.4f} lr {:.2g} {:.0f} tok/s elapsed {} ETA {}", (step - 1) / bpe + 1, epochs_shown,
                 step, total_steps, shown, optimizer.lr(), tokens_done / std::max(t, 1e-9), clock_str(t),
                 clock_str((total_steps - step) / std::max(rate, 1e-9)));
             if (tty) fmt::print(stderr, "\r\033[K{}", line);
