@@ -335,12 +335,23 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
                                                   : result.epoch_loss.back();
     save(ckpt);
     if (!o.out_dir.empty()) {
-        std::ofstream csv(fs::path(o.out_dir) / "loss.csv");
-        csv << "epoch,loss\n";
-        for (size_t e = 0; e < result.epoch_loss.size(); ++e) csv << fmt::format("{},{:.6f}\n", e + 1, result.epoch_loss[e]);
-        if (!result.epoch_loss.empty())
+        auto write_csv = [&](const char* name, const std::string& text) {
+            const fs::path path = fs::path(o.out_dir) / name;
+            std::ofstream csv(path);
+            csv << text;
+            csv.flush();
+            if (!csv) fail<IOError>("train: could not write {} (disk full?)", path.string());
+        };
+        std::string epochs = "epoch,loss\n", steps = "step,loss\n";
+        for (size_t e = 0; e < result.epoch_loss.size(); ++e) epochs += fmt::format("{},{:.6f}\n", e + 1, result.epoch_loss[e]);
+        for (size_t i = 0; i < result.step_loss.size(); ++i)
+            steps += fmt::format("{},{:.6f}\n", first_step + static_cast<int64_t>(i) + 1, result.step_loss[i]);
+        write_csv("loss.csv", epochs);
+        write_csv("loss-steps.csv", steps);
+        if (!result.epoch_loss.empty() || !result.step_loss.empty())
             plot_loss((fs::path(o.out_dir) / "loss.png").string(), result.epoch_loss, info.config.task + ": training loss",
-                      result.step_loss, first_step, bpe);
+                      result.step_loss, first_step, bpe,
+                      o.token_mean ? "cross-entropy per token" : "loss (d2l: sum of losses / tokens)");
     }
     return result;
 }
@@ -348,7 +359,8 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
 // ---- pictures ----------------------------------------------------------------------------------------
 
 void plot_loss(const std::string& path, const std::vector<double>& epoch_loss, const std::string& title,
-               const std::vector<double>& step_loss, int64_t first_step, int64_t steps_per_epoch) {
+               const std::vector<double>& step_loss, int64_t first_step, int64_t steps_per_epoch,
+               const std::string& ylabel) {
     if (steps_per_epoch < 1) fail<ValueError>("plot_loss: steps_per_epoch must be positive, got {}", steps_per_epoch);
     LinePlot plot;
     double lo = 1e300, hi = 0;  // the finite range of everything drawn, to choose the y scale
@@ -367,6 +379,24 @@ void plot_loss(const std::string& path, const std::vector<double>& epoch_loss, c
             track(step_loss[i]);
         }
         plot.series.push_back(steps);
+        // a few epochs give a few points: a running mean shows the trend between them
+        const auto n = static_cast<int64_t>(step_loss.size());
+        const int64_t window = std::max<int64_t>(10, n / 40);
+        if (epoch_loss.size() < 5 && n >= 2 * window) {
+            Series running;
+            running.name = fmt::format("mean of {} steps", window);
+            running.color = Rgb{31, 119, 180};
+            running.line_width = 2.0;
+            double sum = 0;
+            for (int64_t i = 0; i < n; ++i) {
+                sum += step_loss[i];
+                if (i >= window) sum -= step_loss[i - window];
+                if (i + 1 < window) continue;
+                running.x.push_back(steps.x[i] - static_cast<double>(window - 1) / 2 / static_cast<double>(steps_per_epoch));
+                running.y.push_back(sum / static_cast<double>(window));
+            }
+            plot.series.push_back(running);
+        }
     }
     Series epochs;
     epochs.name = "epoch mean";
@@ -379,7 +409,7 @@ void plot_loss(const std::string& path, const std::vector<double>& epoch_loss, c
     plot.series.push_back(epochs);
     plot.title = title;
     plot.xlabel = "epoch";
-    plot.ylabel = "loss (d2l: sum of losses / tokens)";
+    plot.ylabel = ylabel;
     plot.log_y = hi > 20 * std::max(1e-12, lo);  // the copy task falls over decades
     plot_lines(path, plot);
 }

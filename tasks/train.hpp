@@ -105,9 +105,11 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
 /// Writes the loss curve as a PNG, against epochs: the per-epoch means of
 /// loss.csv as a line with points and, when given, the loss of every step
 /// (step_loss[i] is step first_step + i + 1 of steps_per_epoch per epoch) as
-/// a thin light line behind them.
+/// a thin light line behind them, with a running mean over them when there
+/// are fewer than five epochs.
 void plot_loss(const std::string& path, const std::vector<double>& epoch_loss, const std::string& title,
-               const std::vector<double>& step_loss = {}, int64_t first_step = 0, int64_t steps_per_epoch = 1);
+               const std::vector<double>& step_loss = {}, int64_t first_step = 0, int64_t steps_per_epoch = 1,
+               const std::string& ylabel = "loss (d2l: sum of losses / tokens)");
 
 /// d2l's show_heatmaps for one translated (or copied) sentence: encoder
 /// self-attention per block and head, decoder self-attention and
