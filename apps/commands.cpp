@@ -570,6 +570,11 @@ int run_train(const TrainArgs& a) {
     set_threads(a.threads != 0 ? a.threads : p.threads);
     const uint64_t seed = a.seed ? static_cast<uint64_t>(*a.seed) : p.seed;
     const std::string out = a.out.empty() ? "runs/" + a.task : a.out;
+    const fs::path existing = fs::path(out) / "checkpoint.safetensors";
+    if (a.resume && a.overwrite) fail<ValueError>("train: --resume continues {}, --overwrite replaces it: give one", existing.string());
+    if (!a.resume && !a.overwrite && fs::exists(existing))
+        fail<ValueError>("train: {} already holds a checkpoint; continue it with --resume, replace it with --overwrite, "
+                         "or choose another --out", out);
     if (a.task == "copy") return train_copy(a, p, seed, out);
     return p.corpus ? train_translate_corpus(a, p, seed, out) : train_translate_d2l(a, p, seed, out);
 }

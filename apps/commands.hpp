@@ -29,6 +29,7 @@ struct TrainArgs {
     std::optional<int64_t> seed;
     int threads = 0;               ///< 0: the preset's
     bool resume = false;
+    bool overwrite = false;        ///< replace a checkpoint already in --out
     bool quiet = false;
     bool profile = false;
 };

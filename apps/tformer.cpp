@@ -89,6 +89,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
         ->check(int_range(1, 1'000'000));
     cmd.add_option("--checkpoint-every", a.checkpoint_every, "also save a checkpoint every N steps")->check(non_negative);
     cmd.add_flag("--resume", a.resume, "continue from <out>/checkpoint.safetensors exactly where it stopped");
+    cmd.add_flag("--overwrite", a.overwrite, "replace the checkpoint already in <out> (without it, a new run refuses to)");
     cmd.add_option("--stop-after-steps", a.stop_after_steps, "stop after this many steps in total (to test --resume)")->check(non_negative);
     cmd.add_flag("--quiet", a.quiet, "no progress line");
     cmd.add_flag("--profile", a.profile, "print where the time went, op by op (also TFORMER_PROFILE=1); written to <out>/profile.txt");

@@ -8,7 +8,7 @@ bash scripts/install-deps.sh
 cmake --preset release >/dev/null
 cmake --build --preset release -j"$(nproc)" --target tformer
 out=${1:-runs/translate}
-./build/release/apps/tformer train translate --out "$out"
+./build/release/apps/tformer train translate --out "$out" --overwrite
 echo
 echo "== your own sentences:"
 ./build/release/apps/tformer translate --checkpoint "$out/checkpoint.safetensors" \

@@ -83,6 +83,11 @@ TEST_CASE("tformer train copy: a short run, then eval, translate refuses it, res
     CHECK(r.status == 0);
     CHECK_THAT(r.output, Catch::Contains("copy task: exact-sequence accuracy"));
 
+    // a new run does not silently replace it
+    r = tformer("train copy --epochs 1 --batches-per-epoch 5 --threads 1 --quiet --out " + dir);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("already holds a checkpoint; continue it with --resume, replace it with --overwrite"));
+
     // a copy checkpoint is not a translation model
     r = tformer("translate --checkpoint " + dir + "/checkpoint.safetensors \"go .\"");
     CHECK(r.status == 1);
