@@ -328,6 +328,7 @@ tasks::TrainOptions train_options(const TrainArgs& a, const Preset& p, uint64_t 
                           .clip = pick(a.clip, p.clip),
                           .label_smoothing = pick(a.label_smoothing, p.label_smoothing),
                           .token_mean = p.corpus,
+                          .fused_loss = p.corpus,
                           .seed = seed,
                           .out_dir = out,
                           .checkpoint_every = a.checkpoint_every,

@@ -13,6 +13,7 @@
 #include "autograd/reduce.hpp"
 #include "core/attention.hpp"
 #include "core/elementwise.hpp"
+#include "core/output_loss.hpp"
 #include "core/index.hpp"
 #include "core/reduce.hpp"
 #include "core/rowwise.hpp"
@@ -265,6 +266,25 @@ Variable multi_head_attention(const Variable& q, const Variable& k, const Variab
                       if (g.wanted(0)) g[0] = std::move(d.dQ);
                       if (g.wanted(1)) g[1] = std::move(d.dK);
                       if (g.wanted(2)) g[2] = std::move(d.dV);
+                  });
+}
+
+// ---- the output layer and its loss, fused -------------------------------------------------------
+
+// L = Σ_n w_n CE(x_n Wᵀ + b, t_n)
+Variable linear_cross_entropy(const Variable& x, const Variable& W, const Variable& b, const Tensor& targets,
+                              const Tensor& weights, double label_smoothing) {
+    if (!x.defined() || !W.defined()) fail<ValueError>("linear_cross_entropy: x and W must be defined");
+    const bool grads = needs_grad({&x, &W, &b});
+    core::LinearCrossEntropy r = core::linear_cross_entropy(x.value(), W.value(), b.defined() ? b.value() : Tensor(),
+                                                            targets, weights, label_smoothing, grads);
+    // saved: the gradients themselves, already computed; backward only scales them by dL
+    return record("linear_cross_entropy", core::scalar(r.loss, x.dtype()), {x, W, b},
+                  [dx = r.dx, dW = r.dW, db = r.db](const Tensor& dL, Grads& g) {
+                      const double s = dL.item();
+                      if (g.wanted(0)) g[0] = s == 1.0 ? dx : c::mul(dx, s);
+                      if (g.wanted(1)) g[1] = s == 1.0 ? dW : c::mul(dW, s);
+                      if (g.wanted(2) && db.defined()) g[2] = s == 1.0 ? db : c::mul(db, s);
                   });
 }
 

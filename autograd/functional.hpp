@@ -43,6 +43,17 @@ Variable layer_norm(const Variable& x, const Variable& weight, const Variable& b
 Variable multi_head_attention(const Variable& q, const Variable& k, const Variable& v, int64_t num_heads,
                               const core::Tensor& valid_lens, const core::Tensor& keep, core::Tensor* weights = nullptr);
 
+/// The output layer and its loss in one (core/output_loss.hpp): Σ_n w_n ℓ_n
+/// where ℓ_n is the label-smoothed cross-entropy of logits x_n Wᵀ + b
+/// against targets[n], for x (N, D), W (V, D), b (V) or undefined, targets
+/// (N) int64 and row weights (N) (0 for padding; 1/tokens gives the token
+/// mean). Equals sum(weights · cross_entropy(linear(x, W, b), targets,
+/// none)) without storing the (N, V) logits. The gradients are computed in
+/// the forward pass, chunk by chunk while the logits are in cache, and scaled
+/// by the incoming gradient in backward.
+Variable linear_cross_entropy(const Variable& x, const Variable& W, const Variable& b, const core::Tensor& targets,
+                              const core::Tensor& weights, double label_smoothing = 0.0);
+
 /// Rows of weight (V, D) picked by int64 ids of any shape (*) -> (*, D). The
 /// ids are a constant. No gradient reaches row padding_idx (-1: none), so the
 /// padding vector stays fixed in training, as in PyTorch; the forward value

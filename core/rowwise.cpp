@@ -597,8 +597,16 @@ Tensor cross_entropy_rows(const Tensor& logits, const Tensor& targets, double la
             // weight 0 never makes 0 · inf = NaN
             if (eps < 1) l -= (1 - eps) * (x[t] - m);
             if (eps > 0) {
-                Acc shifted = 0;  // Σ_v (x_v - m)
-                for (int64_t v = 0; v < V; ++v) shifted += x[v] - m;
+                // Σ_v (x_v - m), in float lanes over blocks (as sum_exp_shifted): a plain
+                // double sum would keep this pass scalar, as long as the rest together
+                Acc shifted = 0;
+                for (int64_t begin = 0; begin < V; begin += kSumBlock) {
+                    const int64_t end = std::min(V, begin + kSumBlock);
+                    T block = 0;
+#pragma omp simd reduction(+ : block)
+                    for (int64_t v = begin; v < end; ++v) block += x[v] - static_cast<T>(m);
+                    shifted += block;
+                }
                 l -= eps * shifted / static_cast<Acc>(V);
             }
             lp[n] = static_cast<T>(l);

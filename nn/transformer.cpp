@@ -180,10 +180,14 @@ DecoderState TransformerDecoder::init_state(const Variable& enc_outputs, const c
 }
 
 Variable TransformerDecoder::forward(const core::Tensor& X, const DecoderState& state) {
+    return (*dense)(forward_hidden(X, state));  // (B, T, V)
+}
+
+Variable TransformerDecoder::forward_hidden(const core::Tensor& X, const DecoderState& state) {
     if (X.dim() != 2) fail<ShapeError>("TransformerDecoder: token ids of shape {} must be (batch, steps)", core::shape_str(X.shape()));
     Variable H = embed(*embedding, *pos_encoding, X, options.num_hiddens, 0, options.scale_embedding);  // (B, T, D)
     for (auto& blk : *blks) H = blk->forward(H, state);
-    return (*dense)(H);  // (B, T, V)
+    return H;  // (B, T, D)
 }
 
 Variable TransformerDecoder::forward_step(const core::Tensor& X, DecoderState& state) {
@@ -218,6 +222,13 @@ Variable EncoderDecoder::forward(const core::Tensor& enc_X, const core::Tensor& 
     Variable enc_outputs = encoder->forward(enc_X, enc_valid_lens);
     DecoderState state = decoder->init_state(enc_outputs, enc_valid_lens);
     return decoder->forward(dec_X, state);
+}
+
+Variable EncoderDecoder::forward_hidden(const core::Tensor& enc_X, const core::Tensor& dec_X,
+                                        const core::Tensor& enc_valid_lens) {
+    Variable enc_outputs = encoder->forward(enc_X, enc_valid_lens);
+    DecoderState state = decoder->init_state(enc_outputs, enc_valid_lens);
+    return decoder->forward_hidden(dec_X, state);
 }
 
 }  // namespace tformer::nn

@@ -158,6 +158,9 @@ public:
     DecoderState init_state(const Variable& enc_outputs, const core::Tensor& enc_valid_lens) const;
     /// Teacher forcing: X int64 (B, T) -> logits (B, T, V).
     Variable forward(const core::Tensor& X, const DecoderState& state);
+    /// The same without the final dense layer: (B, T, D), for a loss that
+    /// applies dense itself (autograd::linear_cross_entropy).
+    Variable forward_hidden(const core::Tensor& X, const DecoderState& state);
     /// Prediction: the next token ids X int64 (B, t) -> logits (B, t, V); advances state.
     Variable forward_step(const core::Tensor& X, DecoderState& state);
     /// [0][block]: self-attention weights, [1][block]: encoder–decoder attention
@@ -177,6 +180,8 @@ public:
     EncoderDecoder(std::shared_ptr<TransformerEncoder> encoder, std::shared_ptr<TransformerDecoder> decoder);
     /// enc_X (B, S), dec_X (B, T), enc_valid_lens (B) -> logits (B, T, V)
     Variable forward(const core::Tensor& enc_X, const core::Tensor& dec_X, const core::Tensor& enc_valid_lens);
+    /// The decoder's last hidden states (B, T, D), before decoder.dense.
+    Variable forward_hidden(const core::Tensor& enc_X, const core::Tensor& dec_X, const core::Tensor& enc_valid_lens);
 
     std::shared_ptr<TransformerEncoder> encoder;
     std::shared_ptr<TransformerDecoder> decoder;

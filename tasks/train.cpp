@@ -162,6 +162,7 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
     namespace fs = std::filesystem;
     if (!o.out_dir.empty()) fs::create_directories(o.out_dir);
     const std::string ckpt = o.out_dir.empty() ? "" : (fs::path(o.out_dir) / "checkpoint.safetensors").string();
+    if (o.fused_loss && !o.token_mean) fail<ValueError>("train: fused_loss computes the token mean; set token_mean too");
     if (o.total_steps < 0 || o.average < 0)
         fail<ValueError>("train: total_steps and average must be >= 0, got {} and {}", o.total_steps, o.average);
     const int64_t bpe = source.batches_per_epoch;
@@ -256,10 +257,21 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
         // forward, d2l's masked loss, backward (l.sum().backward()), clip, update
         const double tokens = core::sum(batch.label_valid.to(core::DType::float64)).item();
         const auto T = static_cast<double>(batch.label.size(1));
-        Variable logits = model.forward(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, V)
-        Variable l = nn::masked_softmax_ce_loss(logits, batch.label, batch.label_valid, o.label_smoothing);  // (B)
-        // l_b = Σ_t loss_bt / T, so Σ_b l_b · T / tokens is the mean over real tokens
-        Variable total = o.token_mean ? autograd::mul(autograd::sum(l), T / tokens) : autograd::sum(l);
+        Variable total;
+        if (o.fused_loss) {
+            // the same token mean, with dense and the loss in one op: weight 1/tokens per real position
+            Variable H = model.forward_hidden(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, D)
+            const int64_t B = H.size(0), Tn = H.size(1), D = H.size(2);
+            const Tensor w = core::mul(nn::sequence_mask(batch.label_valid, Tn, H.dtype()), 1.0 / tokens);  // (B, T)
+            const nn::Linear& dense = *model.decoder->dense;
+            total = autograd::linear_cross_entropy(autograd::reshape(H, {B * Tn, D}), dense.weight, dense.bias,
+                                                   batch.label.reshape({B * Tn}), w.reshape({B * Tn}), o.label_smoothing);
+        } else {
+            Variable logits = model.forward(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, V)
+            Variable l = nn::masked_softmax_ce_loss(logits, batch.label, batch.label_valid, o.label_smoothing);  // (B)
+            // l_b = Σ_t loss_bt / T, so Σ_b l_b · T / tokens is the mean over real tokens
+            total = o.token_mean ? autograd::mul(autograd::sum(l), T / tokens) : autograd::sum(l);
+        }
         total.backward();
         const double loss_sum = o.token_mean ? total.item() * tokens : total.item();
         if (!std::isfinite(loss_sum))

@@ -53,6 +53,10 @@ struct TrainOptions {
     /// (length-bucketed batches vary in both). The reported loss follows:
     /// d2l's Σ loss / Σ tokens, or the cross-entropy per token.
     bool token_mean = false;
+    /// With token_mean: compute decoder.dense and the loss in one fused op
+    /// (autograd::linear_cross_entropy), never storing the (B, T, V) logits.
+    /// The same loss and gradients up to rounding.
+    bool fused_loss = false;
     uint64_t seed = 0;
     std::string out_dir;                ///< where the checkpoint, loss.csv and pictures go
     int64_t checkpoint_every = 0;       ///< also save every N steps (0: only at the end)

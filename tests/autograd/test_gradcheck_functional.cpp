@@ -254,3 +254,60 @@ TEST_CASE("cross_entropy(logits, targets, options), composed::cross_entropy: gra
                      [=](const std::vector<Variable>& in) { return cross_entropy(in[0], targets); }});
     run_table(cases);
 }
+
+// ============================ the fused output layer + loss ============================
+
+TEST_CASE("linear_cross_entropy(x, W, b, targets, weights, ε): gradcheck, with padding rows, bias or none, a transposed x",
+          "[autograd][gradcheck][functional]") {
+    const Tensor t = ids({2, 0, 4, 4, 1}, {5});
+    const Tensor w = core::from_vector(std::vector<double>{0.2, 0.0, 0.5, 0.3, 1.0}, {5}).to(DType::float64);  // row 1 is padding
+    std::vector<GradCase> cases;
+    for (double eps : {0.0, 0.1}) {
+        cases.push_back({"x (5, 3), W (6, 3), b (6), eps " + std::to_string(eps),
+                         {randn({5, 3}, 1), randn({6, 3}, 2), randn({6}, 3)},
+                         [=](const std::vector<Variable>& x) { return linear_cross_entropy(x[0], x[1], x[2], t, w, eps); }});
+        cases.push_back({"x transposed (5, 3), W (6, 3), no bias, eps " + std::to_string(eps),
+                         {leaf_view(randn_t({3, 5}, 4).transpose(0, 1)), randn({6, 3}, 5)},
+                         [=](const std::vector<Variable>& x) { return linear_cross_entropy(x[0], x[1], Variable(), t, w, eps); }});
+    }
+    run_table(cases);
+}
+
+TEST_CASE("linear_cross_entropy equals the composed Σ w · cross_entropy(linear(x, W, b)), value and gradients",
+          "[autograd][functional]") {
+    for (DType dtype : {DType::float32, DType::float64})
+        for (double eps : {0.0, 0.1}) {
+            // more rows than one chunk (256) and a vocabulary wider than a block, to cross every boundary
+            core::Generator gen(9);
+            const int64_t N = 600, D = 16, V = 700;
+            const Tensor x0 = core::randn({N, D}, gen, dtype), W0 = core::mul(core::randn({V, D}, gen, dtype), 0.3);
+            const Tensor b0 = core::randn({V}, gen, dtype), targets = core::randint({N}, 0, V, gen);
+            const Tensor weights = core::mul(core::bernoulli({N}, 0.8, gen, dtype), 1.0 / N);  // about 20% padding
+            auto run = [&](bool fused) {
+                Variable x(x0, true), W(W0, true), b(b0, true);
+                Variable loss = fused ? linear_cross_entropy(x, W, b, targets, weights, eps)
+                                      : sum(mul(Variable(weights),
+                                                cross_entropy(linear(x, W, b), targets,
+                                                              {.label_smoothing = eps, .reduction = Reduction::none})));
+                loss.backward();
+                return std::vector<Tensor>{loss.value(), x.grad(), W.grad(), b.grad()};
+            };
+            const auto fused = run(true), composed = run(false);
+            const double tol = dtype == DType::float32 ? 2e-5 : 1e-12;
+            INFO("dtype " << core::dtype_name(dtype) << " eps " << eps);
+            for (size_t i = 0; i < fused.size(); ++i) {
+                const std::vector<double> a = fused[i].to_vector(), c = composed[i].to_vector();
+                REQUIRE(a.size() == c.size());
+                double worst = 0;
+                for (size_t j = 0; j < a.size(); ++j) worst = std::max(worst, std::abs(a[j] - c[j]));
+                CHECK(worst <= tol * (i == 0 ? 10 : 1));
+            }
+        }
+    // errors name the operation and the values
+    const Variable x(core::zeros({2, 3}, DType::float32), true), W(core::zeros({4, 3}, DType::float32), true);
+    const Tensor w = core::ones({2}, DType::float32);
+    CHECK_THROWS_WITH(linear_cross_entropy(x, W, Variable(), ids({1, 4}, {2}), w), Catch::Contains("target 4 of row 1 outside [0, 4)"));
+    CHECK_THROWS_WITH(linear_cross_entropy(x, Variable(core::zeros({4, 2}, DType::float32), true), Variable(), ids({1, 2}, {2}), w),
+                      Catch::Contains("must be (N, D) and (V, D)"));
+    CHECK_THROWS_WITH(linear_cross_entropy(x, W, Variable(), ids({1, 2}, {2}), w, 1.5), Catch::Contains("label smoothing 1.5"));
+}
