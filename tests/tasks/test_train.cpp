@@ -134,3 +134,37 @@ TEST_CASE("plot_loss(path, epochs, title, steps): a PNG with both curves; bad st
     CHECK(read_png(path).width() > 100);
     CHECK_THROWS_WITH(plot_loss(path, {0.5}, "bad", steps, 0, 0), Catch::Contains("steps_per_epoch must be positive"));
 }
+
+TEST_CASE("train(): the fused output loss gives the losses of dense + masked cross-entropy, token mean", "[tasks][train]") {
+    // the copy task with padding: valid lengths below T, so padded rows must not count
+    ModelConfig c = copy_config(0.0);
+    c.task = "translate";
+    c.tie_embeddings = true;
+    BatchSource padded = copy_source(8, 10, 11, 4, 7);
+    const auto get = padded.get;
+    padded.get = [get](int64_t epoch, int64_t index) {
+        Batch b = get(epoch, index);
+        for (int64_t i = 0; i < 8; ++i) b.label_valid.set({i}, static_cast<double>(2 + i));  // 2..9 of 9 steps
+        return b;
+    };
+    std::vector<std::vector<double>> losses;
+    for (bool fused : {false, true}) {
+        core::Generator gen(3);
+        auto model = build_model(c, gen);
+        TrainOptions o;
+        o.epochs = 2;
+        o.lr = 0.003;
+        o.label_smoothing = 0.1;
+        o.token_mean = true;
+        o.fused_loss = fused;
+        o.quiet = true;
+        losses.push_back(train(*model, gen, padded, o, info_for(c)).step_loss);
+    }
+    REQUIRE(losses[0].size() == 8);
+    for (size_t i = 0; i < losses[0].size(); ++i) CHECK(losses[1][i] == Approx(losses[0][i]).epsilon(1e-4));
+    TrainOptions bad;
+    bad.fused_loss = true;
+    core::Generator gen(3);
+    auto model = build_model(c, gen);
+    CHECK_THROWS_WITH(train(*model, gen, padded, bad, info_for(c)), Catch::Contains("set token_mean too"));
+}
