@@ -418,7 +418,7 @@ void plot_loss(const std::string& path, const std::vector<double>& epoch_loss, c
         epochs.y.push_back(epoch_loss[e]);
         track(epoch_loss[e]);
     }
-    plot.series.push_back(epochs);
+    if (!epochs.y.empty()) plot.series.push_back(epochs);
     plot.title = title;
     plot.xlabel = "epoch";
     plot.ylabel = ylabel;
