@@ -343,8 +343,11 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
         }
     }
     result.tokens_per_second = tokens_done / std::max(result.seconds, 1e-9);
-    result.final_loss = result.epoch_loss.empty() ? (result.step_loss.empty() ? 0 : result.step_loss.back())
-                                                  : result.epoch_loss.back();
+    // the mean of the last epoch, or of the part of it trained when the run ended inside one
+    result.final_loss = epoch_tokens > 0        ? epoch_loss_sum / epoch_tokens
+                        : !result.epoch_loss.empty() ? result.epoch_loss.back()
+                        : result.step_loss.empty()   ? 0
+                                                     : result.step_loss.back();
     save(ckpt);
     if (!o.out_dir.empty()) {
         auto write_csv = [&](const char* name, const std::string& text) {

@@ -78,7 +78,7 @@ struct TrainOptions {
 struct TrainResult {
     std::vector<double> epoch_loss;  ///< d2l's figure per epoch: Σ loss / Σ valid tokens
     std::vector<double> step_loss;   ///< the same per step
-    double final_loss = 0;
+    double final_loss = 0;           ///< the last epoch's loss (the part trained, if the run ended inside it)
     double seconds = 0;
     double tokens_per_second = 0;
     int64_t steps = 0;
