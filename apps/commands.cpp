@@ -382,6 +382,21 @@ int train_copy(const TrainArgs& a, const Preset& p, uint64_t seed, const std::st
     return 0;
 }
 
+// The end of a translation run: the heatmaps of one sentence decoded
+// greedily, where everything is, and the summary printed and saved.
+int finish_translation_run(nn::EncoderDecoder& model, const tasks::TokenizerPair& tok, const std::string& sentence,
+                           tasks::TranslateOptions options, const tasks::TrainResult& r, const std::string& out,
+                           std::string summary) {
+    options.decode.keep_attention = true;
+    const tasks::Translation t = tasks::translate(model, tok, sentence, options);
+    const auto pictures = tasks::plot_attention(out, "attention", model, t);
+    summary += fmt::format("checkpoint: {}\nloss curve: {}/loss.png (values in {}/loss.csv)\nattention for \"{}\": {}\n",
+                           r.checkpoint, out, out, sentence, fmt::join(pictures, ", "));
+    fmt::print("{}", summary);
+    write_summary(out, summary);
+    return 0;
+}
+
 // seed 000's pipeline: a prefix (or sample) of the file, d2l's word vocabularies,
 // fixed num_steps, fixed batches (the d2l preset).
 int train_translate_d2l(const TrainArgs& a, const Preset& p, uint64_t seed, const std::string& out) {
@@ -435,15 +450,7 @@ int train_translate_d2l(const TrainArgs& a, const Preset& p, uint64_t seed, cons
         summary += fmt::format("validation corpus BLEU-4: {:.2f} on {} sentences (precisions {:.3f}, brevity penalty {:.3f})\n",
                                100 * b.score, n, fmt::join(b.precisions, "/"), b.brevity_penalty);
     }
-    tasks::TranslateOptions heat = greedy;
-    heat.decode.keep_attention = true;
-    const tasks::Translation t = tasks::translate(*model, tok, "i'm home .", heat);
-    const auto pictures = tasks::plot_attention(out, "attention", *model, t);
-    summary += fmt::format("checkpoint: {}\nloss curve: {}/loss.png (values in {}/loss.csv)\nattention for \"i'm home .\": {}\n",
-                           r.checkpoint, out, out, fmt::join(pictures, ", "));
-    fmt::print("{}", summary);
-    write_summary(out, summary);
-    return 0;
+    return finish_translation_run(*model, tok, "i'm home .", greedy, r, out, summary);
 }
 
 // The tokenizers of a whole-corpus run, learnt from the training pairs only.
@@ -552,14 +559,7 @@ int train_translate_corpus(const TrainArgs& a, const Preset& p, uint64_t seed, c
     summary += "seed 000's sentences (greedy, d2l's BLEU with k = 2):\n" +
                seed_sentences_report(*model, tok, {.max_len = config.num_steps, .decode = {}}, &perfect);
     summary += fmt::format("  {} of 4 at BLEU 1.000\n", perfect);
-    const tasks::Translation t = tasks::translate(*model, tok, "I'm home.",
-                                                  {.max_len = config.num_steps, .decode = {.keep_attention = true}});
-    const auto pictures = tasks::plot_attention(out, "attention", *model, t);
-    summary += fmt::format("checkpoint: {}\nloss curve: {}/loss.png (values in {}/loss.csv)\nattention for \"I'm home.\": {}\n",
-                           r.checkpoint, out, out, fmt::join(pictures, ", "));
-    fmt::print("{}", summary);
-    write_summary(out, summary);
-    return 0;
+    return finish_translation_run(*model, tok, "I'm home.", {.max_len = config.num_steps, .decode = {}}, r, out, summary);
 }
 }  // namespace
 
