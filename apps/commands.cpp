@@ -309,7 +309,9 @@ tasks::ModelConfig model_config(const TrainArgs& a, const Preset& p) {
                           .ffn_num_input = d, .ffn_num_hiddens = pick(a.ffn_num_hiddens, p.ffn_num_hiddens),
                           .num_heads = pick(a.num_heads, p.num_heads), .num_layers = pick(a.num_layers, p.num_layers),
                           .dropout = pick(a.dropout, p.dropout)};
-    config.tie_embeddings = a.tie_embeddings == 0 ? p.tie_embeddings : a.tie_embeddings > 0;
+    // tying needs one vocabulary for both languages: on by default with SentencePiece's joint one only
+    const bool joint = (a.tokenizer.empty() ? p.tokenizer : a.tokenizer) == "sentencepiece";
+    config.tie_embeddings = a.tie_embeddings == 0 ? p.tie_embeddings && joint : a.tie_embeddings > 0;
     config.transformer.fused_attention = p.corpus;  // d2l and copy keep the composed ops they teach
     tasks::ModelConfig sizes_known = config;  // the vocabulary sizes come later, from the data
     sizes_known.src_vocab_size = sizes_known.tgt_vocab_size = 1;

@@ -86,9 +86,6 @@ ModelConfig config_from_json(const std::string& text) {
     t.dropout = field<double>(j, "dropout");
     t.use_bias = field<bool>(j, "use_bias");
     c.tie_embeddings = j.contains("tie_embeddings") && field<bool>(j, "tie_embeddings");  // absent before tying existed
-    if (c.tie_embeddings && c.src_vocab_size != c.tgt_vocab_size)
-        fail<IOError>("checkpoint config: tie_embeddings needs one vocabulary, got sizes {} and {}", c.src_vocab_size,
-                      c.tgt_vocab_size);
     try {
         check_config(c, "checkpoint config");
     } catch (const ValueError& e) {
@@ -122,6 +119,9 @@ void check_config(const ModelConfig& c, const char* op) {
     if (!(t.dropout >= 0 && t.dropout < 1)) fail<ValueError>("{}: dropout must be in [0, 1), got {}", op, t.dropout);
     if (t.num_hiddens % t.num_heads != 0)
         fail<ValueError>("{}: num_hiddens {} is not divisible by num_heads {}", op, t.num_hiddens, t.num_heads);
+    if (c.tie_embeddings && c.src_vocab_size != c.tgt_vocab_size)
+        fail<ValueError>("{}: tie_embeddings needs one vocabulary, got sizes {} and {}", op, c.src_vocab_size,
+                         c.tgt_vocab_size);
     if (state_dict_size(c) > 1e11)
         fail<ValueError>("{}: the config describes {:.3g} parameters, more than any machine holds", op, state_dict_size(c));
 }
@@ -142,10 +142,7 @@ std::shared_ptr<nn::EncoderDecoder> build_model(const ModelConfig& config, core:
         const bool is_embedding = name.find("embedding") != std::string::npos;
         if (p.dim() == 2 && (all_matrices || !is_embedding)) nn::init::xavier_uniform_(p, gen);
     }
-    if (config.tie_embeddings) {
-        if (config.src_vocab_size != config.tgt_vocab_size)
-            fail<ValueError>("build_model: tie_embeddings needs one vocabulary, got sizes {} and {}",
-                             config.src_vocab_size, config.tgt_vocab_size);
+    if (config.tie_embeddings) {  // check_config made sure the vocabularies are one
         const Variable shared = encoder->embedding->weight;  // (V, D)
         nn::init::normal_(shared, 0.0, 1.0 / std::sqrt(static_cast<double>(config.transformer.num_hiddens)), gen);
         decoder->embedding->weight = decoder->embedding->share_parameter("weight", shared);

@@ -35,7 +35,8 @@ struct ModelConfig {
 
 /// Throws ValueError naming `op` and the field when a config cannot make a
 /// working model: a size below 1, dropout outside [0, 1), num_hiddens not
-/// divisible by num_heads, or a model of more than 10¹¹ parameters.
+/// divisible by num_heads, tied embeddings over two vocabularies, or a model
+/// of more than 10¹¹ parameters.
 void check_config(const ModelConfig& config, const char* op);
 
 /// The number of values in the model's state dict (what a checkpoint holds
