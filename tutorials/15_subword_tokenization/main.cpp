@@ -1,0 +1,341 @@
+// Tutorial 15 · Subword tokenization: why a word vocabulary fails on new
+// sentences, byte-pair encoding (BPE) written out and run merge by merge,
+// and SentencePiece's BPE on the same text, the tokenizer `tformer train
+// translate` uses.
+//
+// Follows seed 002 (002_36798a9f04a86cc8.txt), 1.1 tokenizer 预处理 (text ->
+// tokens -> input ids, with BERT's WordPiece tokenizer) and seed 000's d2l
+// word vocabulary (d2l.Vocab with min_freq 2, whose unknown words become
+// <unk>). Read it with tutorials/15_subword_tokenization/README.md.
+#include "common/tutorial.hpp"
+#include "core/core.hpp"
+#include "tasks/fra_eng.hpp"
+#include "tasks/text.hpp"
+#include "tasks/tokenizer.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+using namespace tformer;
+using tutorial::note;
+
+namespace {
+
+// ---- the data -----------------------------------------------------------------------------
+
+// A seeded random sample of sentence pairs from the whole corpus (the file is
+// sorted by length, so its first lines would all be short).
+std::vector<tasks::RawPair> sample_pairs(const std::string& text, int64_t count, uint64_t seed) {
+    tasks::FraEngReport report;
+    std::vector<tasks::RawPair> all = tasks::read_valid_lines(text, 0, report);
+    core::Generator gen(seed);
+    core::shuffle(all.begin(), all.end(), gen);
+    all.resize(static_cast<size_t>(count));
+    return all;
+}
+
+// d2l's preprocessing turns U+202F and U+00A0 (French spaces before ! ? :) into
+// spaces; SentencePiece's NFKC normalisation does the same, so both
+// tokenizers below see one kind of space.
+std::string plain_spaces(std::string_view s) {
+    std::string out;
+    for (size_t i = 0; i < s.size();) {
+        if (s.substr(i, 3) == "\u202f") out += ' ', i += 3;
+        else if (s.substr(i, 2) == "\u00a0") out += ' ', i += 2;
+        else out += s[i++];
+    }
+    return out;
+}
+
+// ---- BPE, written out ----------------------------------------------------------------------
+
+// The characters (UTF-8 code points) of a word, the first one marked with
+// "▁" for "a word starts here", as SentencePiece writes it.
+std::vector<std::string> characters(std::string_view word) {
+    std::vector<std::string> out;
+    for (size_t i = 0; i < word.size();) {
+        const auto lead = static_cast<unsigned char>(word[i]);
+        const size_t n = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+        out.emplace_back(word.substr(i, n));
+        i += n;
+    }
+    if (!out.empty()) out.front() = "\u2581" + out.front();
+    return out;
+}
+
+std::vector<std::string> words_of(std::string_view sentence) {
+    std::vector<std::string> out;
+    for (const std::string& w : tasks::tokenize(sentence))
+        if (!w.empty()) out.push_back(w);
+    return out;
+}
+
+// The training text as BPE sees it: each distinct word once, as a list of
+// symbols, with how often it occurs.
+struct WordCounts {
+    std::vector<std::string> word;
+    std::vector<std::vector<std::string>> symbols;
+    std::vector<int64_t> count;
+    int64_t total_symbols() const {
+        int64_t n = 0;
+        for (size_t i = 0; i < symbols.size(); ++i) n += count[i] * static_cast<int64_t>(symbols[i].size());
+        return n;
+    }
+};
+
+WordCounts count_words(const std::vector<std::string>& sentences) {
+    std::map<std::string, int64_t> freq;  // ordered: the same ties every run
+    for (const std::string& s : sentences)
+        for (const std::string& w : words_of(s)) ++freq[w];
+    WordCounts wc;
+    for (const auto& [w, n] : freq) {
+        wc.word.push_back(w);
+        wc.symbols.push_back(characters(w));
+        wc.count.push_back(n);
+    }
+    return wc;
+}
+
+using Pair = std::pair<std::string, std::string>;
+
+// How often each adjacent pair of symbols occurs in the text (a word's pairs
+// count as often as the word).
+std::map<Pair, int64_t> pair_counts(const WordCounts& wc) {
+    std::map<Pair, int64_t> counts;
+    for (size_t i = 0; i < wc.symbols.size(); ++i)
+        for (size_t j = 0; j + 1 < wc.symbols[i].size(); ++j) counts[{wc.symbols[i][j], wc.symbols[i][j + 1]}] += wc.count[i];
+    return counts;
+}
+
+// Replaces every occurrence of the pair (left to right, not overlapping) by one symbol.
+std::vector<std::string> merge(const std::vector<std::string>& symbols, const Pair& pair) {
+    std::vector<std::string> out;
+    for (size_t j = 0; j < symbols.size(); ++j) {
+        if (j + 1 < symbols.size() && symbols[j] == pair.first && symbols[j + 1] == pair.second) {
+            out.push_back(symbols[j] + symbols[j + 1]);
+            ++j;
+        } else {
+            out.push_back(symbols[j]);
+        }
+    }
+    return out;
+}
+
+// Sennrich et al. (2016): repeat `merges` times: find the most frequent pair,
+// make it one symbol everywhere. Ties go to the pair that sorts first.
+std::vector<Pair> learn_bpe(WordCounts& wc, int64_t merges,
+                            const std::function<void(const std::vector<Pair>& learned, int64_t count)>& seen) {
+    std::vector<Pair> learned;
+    for (int64_t m = 0; m < merges; ++m) {
+        const std::map<Pair, int64_t> counts = pair_counts(wc);
+        if (counts.empty()) break;
+        const auto best = std::max_element(counts.begin(), counts.end(),
+                                           [](const auto& a, const auto& b) { return a.second < b.second; });
+        for (auto& s : wc.symbols) s = merge(s, best->first);
+        learned.push_back(best->first);
+        seen(learned, best->second);
+    }
+    return learned;
+}
+
+// Encoding new text replays the merges in the order they were learnt.
+std::vector<std::string> apply_bpe(std::string_view word, const std::vector<Pair>& merges) {
+    std::vector<std::string> symbols = characters(word);
+    for (const Pair& p : merges) symbols = merge(symbols, p);
+    return symbols;
+}
+
+std::vector<std::string> bpe_sentence(std::string_view sentence, const std::vector<Pair>& merges) {
+    std::vector<std::string> out;
+    for (const std::string& w : words_of(sentence))
+        for (std::string& piece : apply_bpe(w, merges)) out.push_back(std::move(piece));
+    return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    tutorial::Tutorial t(argc, argv,
+                         {.title = "15 · Subword tokenization: byte-pair encoding by hand, then SentencePiece",
+                          .follows = "seed 002 › 1.1 tokenizer 预处理 (WordPiece); seed 000's d2l.Vocab (min_freq 2, <unk>)"});
+
+    // 4,000 pairs to learn from, 500 held out; both languages, as the translator's joint vocabulary
+    const std::string text = tasks::read_text_file(tutorial::find_corpus().string(), "tutorial 15");
+    const std::vector<tasks::RawPair> pairs = sample_pairs(text, 3500, 15);
+    std::vector<std::string> train, held_out;
+    for (size_t i = 0; i < pairs.size(); ++i) {
+        auto& side = i < 3000 ? train : held_out;
+        side.push_back(plain_spaces(pairs[i].src));
+        side.push_back(plain_spaces(pairs[i].tgt));
+    }
+
+    t.step("1. Why not words: a word vocabulary meets new sentences", [&] {
+        note("Seed 000 (d2l) tokenises by words and keeps those seen at least twice (min_freq 2); everything "
+             "else becomes <unk>. Build that vocabulary on 3,000 random sentence pairs of the corpus, English and "
+             "French together, and read 500 other pairs with it:");
+        tasks::TokenLines lines;
+        for (const std::string& s : train) lines.push_back(tasks::tokenize(tasks::preprocess_nmt(s)));
+        const tasks::Vocab vocab(lines, 2, tasks::kNmtReserved);
+        int64_t words = 0, unknown = 0;
+        std::set<std::string> examples;
+        for (const std::string& s : held_out)
+            for (const std::string& w : words_of(tasks::preprocess_nmt(s))) {
+                ++words;
+                if (vocab.contains(w)) continue;
+                ++unknown;
+                if (examples.size() < 8) examples.insert(w);
+            }
+        note("vocabulary: {} words; held-out words: {}, of which <unk>: {} ({:.1f}%)", vocab.size(), words, unknown,
+             100.0 * static_cast<double>(unknown) / static_cast<double>(words));
+        note("some of them: {}", fmt::join(examples, ", "));
+        note("Every one of those loses its meaning for the model: \"appesantissez\" and \"embouteillages\" are "
+             "just <unk>. A bigger corpus only moves the problem to rarer words, and each new word costs a row of "
+             "the embedding and of the output layer.");
+        t.check(unknown > words / 50, "more than 2% of the held-out words are unknown to the word vocabulary");
+        t.check(!vocab.contains("appesantissez") && !vocab.contains("embouteillages"),
+                "\"appesantissez\" and \"embouteillages\" (a validation sentence's words) are <unk>");
+    });
+
+    WordCounts wc = count_words(train);
+    std::vector<Pair> merges;
+    std::set<std::string> alphabet;
+    t.step("2. Byte-pair encoding, merge by merge", [&] {
+        for (const auto& s : wc.symbols) alphabet.insert(s.begin(), s.end());
+        std::set<std::string> chars;  // without the word-start mark
+        for (const std::string& a : alphabet) chars.insert(a.starts_with("\u2581") ? a.substr(3) : a);
+        note("BPE (Sennrich, Haddow and Birch, 2016) starts from characters and learns which ones to glue. The "
+             "{} distinct words of the training text become lists of characters; \"▁\" marks where a word starts "
+             "(SentencePiece's convention), so a piece knows whether it begins a word. {} distinct characters, {} "
+             "starting symbols, {} symbols in the whole text.",
+             wc.symbols.size(), chars.size(), alphabet.size(), wc.total_symbols());
+        note("Then, again and again: count every adjacent pair of symbols (a word's pairs count as often as the "
+             "word), and make the most frequent pair one symbol everywhere. The first merges:");
+        const std::string watched = "maison";
+        bool counts_ok = true, drops_ok = true;
+        int64_t before = wc.total_symbols();
+        merges = learn_bpe(wc, 600, [&](const std::vector<Pair>& learned, int64_t count) {
+            const auto m = static_cast<int64_t>(learned.size()) - 1;
+            const Pair& p = learned.back();
+            const int64_t after = wc.total_symbols();
+            drops_ok &= before - after == count;  // each occurrence of the pair became one symbol
+            before = after;
+            if (m < 12) note("  merge {:>3}: {:>8} + {:<8} -> {:<10} ({} times)", m + 1, p.first, p.second, p.first + p.second, count);
+            if (m == 0 || m == 49 || m == 299 || m == 599)
+                note("  after {:>3} merges, \"{}\" is {}", m + 1, watched, fmt::join(apply_bpe(watched, learned), " "));
+        });
+        t.check(static_cast<int64_t>(merges.size()) == 600, "600 merges learnt");
+        t.check(drops_ok, "each merge removes exactly as many symbols from the text as its pair occurred");
+        // the pair counts the loop saw equal a recount from scratch for the first merges
+        WordCounts fresh = count_words(train);
+        for (size_t k = 0; k < 5; ++k) {
+            const auto counts = pair_counts(fresh);
+            const auto best = std::max_element(counts.begin(), counts.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
+            counts_ok &= best->first == merges[k];
+            for (auto& s : fresh.symbols) s = merge(s, merges[k]);
+        }
+        t.check(counts_ok, "a recount from the raw words picks the same first 5 merges");
+        bool joins = true;
+        for (size_t i = 0; i < wc.symbols.size(); ++i) {
+            std::string joined;
+            for (const std::string& s : wc.symbols[i]) joined += s;
+            joins &= joined == "\u2581" + wc.word[i];
+        }
+        t.check(joins, "every word's pieces join back into \"▁\" + the word");
+        note("The symbols in the text went from {} to {}: the same text in {:.0f}% of the tokens.",
+             count_words(train).total_symbols(), wc.total_symbols(),
+             100.0 * static_cast<double>(wc.total_symbols()) / static_cast<double>(count_words(train).total_symbols()));
+    });
+
+    t.step("3. Encoding new text: replay the merges", [&] {
+        note("A new word is split into characters and the merges are applied in the order they were learnt. A "
+             "word never seen is spelled with pieces that were: nothing is unknown as long as its characters are "
+             "known.");
+        int64_t spelled = 0, words = 0;
+        std::set<std::string> pieces_known(alphabet);
+        for (const Pair& p : merges) pieces_known.insert(p.first + p.second);
+        bool all_known = true;
+        for (const std::string& s : held_out)
+            for (const std::string& w : words_of(s)) {
+                ++words;
+                const auto pieces = apply_bpe(w, merges);
+                spelled += pieces.size() > 1;
+                for (const std::string& p : pieces) all_known &= pieces_known.count(p) > 0 || p.size() <= 4;
+            }
+        for (const std::string w : {"appesantissez", "embouteillages", "unbelievably", "Tom"})
+            note("  {:<16} -> {}", w, fmt::join(apply_bpe(w, merges), " "));
+        note("Of {} held-out words, {} are spelled with more than one piece.", words, spelled);
+        t.check(all_known, "every held-out word is written with pieces of the vocabulary (or single characters)");
+        std::string joined;
+        for (const std::string& p : apply_bpe("embouteillages", merges)) joined += p;
+        t.check(joined == "\u2581embouteillages", "the pieces of an unseen word join back into it");
+    });
+
+    t.step("4. SentencePiece's BPE on the same text", [&] {
+        const auto sp = tasks::SentencePieceTokenizer::train(
+            train, {.vocab_size = static_cast<int64_t>(4 + alphabet.size() + merges.size()), .model_type = "bpe", .threads = 1});
+        note("SentencePiece (Kudo and Richardson, 2018), trained on the same {} sentences with as many pieces "
+             "as ours plus its 4 specials (<unk> <pad> <bos> <eos>, ids 0-3 as d2l's): vocabulary {}. It works on "
+             "raw text (spaces are symbols, \"▁\"), normalises with NFKC and splits punctuation from words only "
+             "where its merges say so, where ours split at spaces only.",
+             train.size(), sp->size());
+        std::set<std::string> ours(alphabet), theirs;
+        for (const Pair& p : merges) ours.insert(p.first + p.second);
+        for (int64_t id = 4; id < sp->size(); ++id) theirs.insert(sp->piece(id));
+        int64_t shared = 0;
+        for (const std::string& p : ours) shared += theirs.count(p);
+        note("pieces in both vocabularies: {} of our {} ({:.0f}%)", shared, ours.size(),
+             100.0 * static_cast<double>(shared) / static_cast<double>(ours.size()));
+        for (const std::string s : {"I'm home.", "Don't dwell too much upon the subject.",
+                                    "Ne vous appesantissez pas trop sur le sujet."})
+            note("  {}\n    ours:          {}\n    SentencePiece: {}", s, fmt::join(bpe_sentence(s, merges), " "),
+                 fmt::join(sp->encode_pieces(s), " "));
+        int64_t ours_n = 0, sp_n = 0, same = 0, with_unk = 0;
+        std::vector<std::string> changed;
+        for (const std::string& s : held_out) {
+            ours_n += static_cast<int64_t>(bpe_sentence(s, merges).size());
+            const std::vector<int64_t> ids = sp->encode(s);
+            sp_n += static_cast<int64_t>(ids.size());
+            const bool unk = std::count(ids.begin(), ids.end(), tasks::Tokenizer::kUnk) > 0;
+            with_unk += unk;
+            if (sp->decode(ids) == s) ++same;
+            else if (!unk && changed.size() < 3) changed.push_back(fmt::format("\"{}\" -> \"{}\"", s, sp->decode(ids)));
+        }
+        note("decode(encode(s)) == s for {} of the {} held-out sentences; {} hold a character the training "
+             "sentences never had (it becomes <unk>, printed ⁇), and NFKC rewrites a few others, for example: {}",
+             same, held_out.size(), with_unk, changed.empty() ? std::string("(none)") : fmt::format("{}", fmt::join(changed, "; ")));
+        const bool round_trip = same + with_unk + 5 >= static_cast<int64_t>(held_out.size());
+        note("tokens per held-out sentence: ours {:.2f}, SentencePiece {:.2f} (ours keeps \".\" glued to words "
+             "it follows, so it spends merges on \"e.\" and \"?\" endings)",
+             static_cast<double>(ours_n) / held_out.size(), static_cast<double>(sp_n) / held_out.size());
+        t.check(shared * 2 > static_cast<int64_t>(ours.size()), "most of our pieces are also SentencePiece's");
+        t.check(round_trip, "decode(encode(s)) == s except where a character was never seen or NFKC rewrote one (at most 5)");
+        const std::vector<int64_t> ids = sp->encode("I'm home.");
+        note("\"I'm home.\" as input ids (seed 002's last step of tokenisation): [{}]", fmt::join(ids, ", "));
+        t.check(std::none_of(ids.begin(), ids.end(), [](int64_t id) { return id == tasks::Tokenizer::kUnk; }),
+                "no <unk> in a sentence whose characters were seen");
+    });
+
+    t.step("5. Seed 002's WordPiece, and the translator", [&] {
+        note("Seed 002 tokenises with BERT's tokenizer: WordPiece, the same idea with two differences. Pieces "
+             "that continue a word carry \"##\" (\"##ing\") instead of marking the word's start with \"▁\", and a "
+             "merge is chosen by how much it raises the likelihood of the text (count(ab) / (count(a) count(b))) "
+             "rather than by raw frequency. Its output is the same kind of thing: input ids, one per piece, with "
+             "[CLS] and [SEP] added where BERT wants them (SentencePiece here adds nothing; the translator adds "
+             "<eos> itself).");
+        note("`tformer train translate` trains a joint English-French SentencePiece BPE of 8,000 pieces on its "
+             "training split only, so validation stays unseen, and stores the model inside the checkpoint: the "
+             "checkpoint alone translates. One vocabulary for both languages lets the encoder's embedding, the "
+             "decoder's embedding and the output layer be one matrix. Against d2l's words on the whole corpus "
+             "it removes every <unk>, keeps case and punctuation in the output, and (README, \"What each choice "
+             "bought\") scores higher in the same training time.");
+    });
+    return t.finish();
+}
