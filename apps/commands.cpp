@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -269,13 +270,43 @@ int interrupted_exit(const tasks::TrainResult& r) {
 }
 
 void write_summary(const std::string& out, const std::string& summary) {
-    std::ofstream file(fs::path(out) / "summary.txt");
-    file << summary;
-    file.flush();
-    if (!file) fail<IOError>("train: could not write {}/summary.txt (disk full?)", out);
+    core::write_file_atomic((fs::path(out) / "summary.txt").string(), summary, "train");
 }
 
 // ---- train: the pieces ----------------------------------------------------------------------
+
+// Bytes this process can still take: MemAvailable, or less under a cgroup
+// (container) limit; 0 when neither can be read.
+double available_memory() {
+    double available = 0;
+    std::ifstream meminfo("/proc/meminfo");
+    for (std::string key; meminfo >> key;) {
+        double kb = 0;
+        meminfo >> kb;
+        if (key == "MemAvailable:") available = kb * 1024;
+        meminfo.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+    }
+    double limit = 0, used = 0;
+    if (std::ifstream max("/sys/fs/cgroup/memory.max"); max >> limit && limit > 0) {  // "max" fails the read: no limit
+        std::ifstream("/sys/fs/cgroup/memory.current") >> used;
+        const double room = std::max(0.0, limit - used);
+        available = available > 0 ? std::min(available, room) : room;
+    }
+    return available;
+}
+
+// Refuses, before the model is built, a run whose estimate exceeds the memory there is (or --max-memory).
+void check_memory(const tasks::ModelConfig& config, const TrainArgs& a, double rows, double length) {
+    const tasks::MemoryEstimate m = tasks::estimate_training_memory(config, rows, length, length);
+    const double limit = a.max_memory ? *a.max_memory * 1e9 : available_memory();
+    if (limit <= 0 || m.total() <= limit) return;
+    fail<ValueError>("train {}: this model needs about {:.3g} GB to train ({:.3g} GB of weights, {:.3g} GB of gradients "
+                     "and Adam's state, {:.3g} GB for one batch of {:.0f} sequences of up to {:.0f} tokens), more than "
+                     "the {:.3g} GB {}. Use a smaller --num-hiddens, --ffn-num-hiddens, --num-layers or batch, or "
+                     "--max-memory GB to set the limit yourself",
+                     a.task, m.total() / 1e9, m.parameters / 1e9, m.optimizer / 1e9, m.activations / 1e9, rows, length,
+                     limit / 1e9, a.max_memory ? "that --max-memory allows" : "available on this machine");
+}
 
 // Flags that belong to one kind of preset only, refused on the other with a pointer to the right one.
 void check_flags_fit(const TrainArgs& a, const Preset& p) {
@@ -339,6 +370,7 @@ tasks::TrainOptions train_options(const TrainArgs& a, const Preset& p, uint64_t 
                           .average = pick(a.average, p.average),
                           .quiet = a.quiet,
                           .profile = a.profile,
+                          .detect_anomaly = a.detect_anomaly,
                           .extra = {}};
     if (a.epochs) o.total_steps = 0;  // --epochs replaces a preset's step count
     if (a.steps) o.total_steps = *a.steps;
@@ -353,6 +385,7 @@ int train_copy(const TrainArgs& a, const Preset& p, uint64_t seed, const std::st
     tasks::TrainOptions o = train_options(a, p, seed, out);
     core::Generator gen(seed);
     config.src_vocab_size = config.tgt_vocab_size = kCopyVocab;
+    check_memory(config, a, static_cast<double>(o.batch_size), static_cast<double>(config.num_steps));
     auto model = tasks::build_model(config, gen);
     fmt::print("copy task (seed 004): vocabulary {}, sequences of {}, {} parameters\n", kCopyVocab, config.num_steps,
                model->num_parameters());
@@ -421,6 +454,7 @@ int train_translate_d2l(const TrainArgs& a, const Preset& p, uint64_t seed, cons
                data.src_vocab.size(), data.tgt_vocab.size());
     config.src_vocab_size = data.src_vocab.size();
     config.tgt_vocab_size = data.tgt_vocab.size();
+    check_memory(config, a, static_cast<double>(o.batch_size), static_cast<double>(config.num_steps));
     core::Generator gen(seed);
     auto model = tasks::build_model(config, gen);
     fmt::print("model: {} parameters (d {}, ffn {}, {} heads, {} layers)\n", model->num_parameters(),
@@ -519,6 +553,12 @@ int train_translate_corpus(const TrainArgs& a, const Preset& p, uint64_t seed, c
     if (config.tie_embeddings && !tok.joint())
         fail<ValueError>("train translate: --tie-embeddings needs one vocabulary for both languages "
                          "(--tokenizer sentencepiece); use --no-tie-embeddings with --tokenizer word");
+    // buckets: rows × length stays within the token budget, the longest rows being the worst case
+    const double longest = static_cast<double>(config.num_steps);
+    check_memory(config, a,
+                 batching == "buckets" ? std::max(1.0, static_cast<double>(batch_tokens) / (2 * longest))
+                                       : static_cast<double>(batcher->max_batch()),
+                 longest);
     core::Generator gen(seed);
     auto model = tasks::build_model(config, gen);
     fmt::print("model: {} parameters (d {}, ffn {}, {} heads, {} layers{})\n", model->num_parameters(),
@@ -593,6 +633,19 @@ struct LoadedTranslator {
     tasks::TokenizerPair tok;
 };
 
+// Training never saves non-finite weights, but a checkpoint may come from elsewhere.
+void warn_if_not_finite(const nn::Module& model, const std::string& path, const char* op) {
+    std::vector<std::string> bad;
+    for (const auto& [name, p] : model.named_parameters()) {
+        bool finite = true;
+        for (double v : p.value().to_vector()) finite = finite && std::isfinite(v);
+        if (!finite) bad.push_back(name);
+    }
+    if (!bad.empty())
+        fmt::print(stderr, "{}: warning: '{}' holds NaN or Inf in {} weight tensor(s) (first: {}); its output is garbage\n",
+                   op, path, bad.size(), bad.front());
+}
+
 std::unique_ptr<LoadedTranslator> load_translator(const std::string& path, const char* op) {
     auto t = std::make_unique<LoadedTranslator>();
     t->info = tasks::read_checkpoint_info(path);
@@ -600,6 +653,7 @@ std::unique_ptr<LoadedTranslator> load_translator(const std::string& path, const
         fail<ValueError>("{}: '{}' is a {} checkpoint, not a translation model", op, path, t->info.config.task);
     t->model = tasks::build_model(t->info.config, t->gen);
     tasks::load_checkpoint(path, *t->model, nullptr);
+    warn_if_not_finite(*t->model, path, op);
     t->tok = tasks::tokenizers_of(t->info);
     return t;
 }
@@ -664,6 +718,7 @@ int run_eval(const EvalArgs& a) {
         core::Generator gen(0);
         auto model = tasks::build_model(info.config, gen);
         tasks::load_checkpoint(a.checkpoint, *model, nullptr);
+        warn_if_not_finite(*model, a.checkpoint, "eval");
         const double acc = copy_accuracy(*model, 1000, info.config.num_steps, 20240601);
         fmt::print("copy task: exact-sequence accuracy {:.1f}% on 1000 fresh sequences\n", 100 * acc);
         return 0;

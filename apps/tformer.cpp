@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <malloc.h>
 
@@ -92,6 +93,11 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
     cmd.add_flag("--overwrite", a.overwrite, "replace the checkpoint already in <out> (without it, a new run refuses to)");
     cmd.add_option("--stop-after-steps", a.stop_after_steps, "stop after this many steps in total (to test --resume)")->check(non_negative);
     cmd.add_flag("--quiet", a.quiet, "no progress line");
+    cmd.add_option("--max-memory", a.max_memory,
+                   "GB the run may take (default: the memory available now); a model estimated above it is refused")
+        ->check(positive_finite);
+    cmd.add_flag("--detect-anomaly", a.detect_anomaly,
+                 "check every op's output and gradient for NaN and name the first op that makes one (slow)");
     cmd.add_flag("--profile", a.profile, "print where the time went, op by op (also TFORMER_PROFILE=1); written to <out>/profile.txt");
     if (translation) {
         cmd.add_option("--data", a.data, "path of fra.txt (default: data/fra-eng/fra.txt of this repository)");
@@ -128,6 +134,10 @@ int main(int argc, char** argv) {
     // shrinking, lets the next step reuse the same pages.
     mallopt(M_MMAP_THRESHOLD, 1 << 30);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
+    // Past a file-size limit (ulimit -f) the kernel would kill us with
+    // SIGXFSZ and no message; ignored, the write fails with EFBIG instead and
+    // the save reports it, keeping the previous file.
+    std::signal(SIGXFSZ, SIG_IGN);
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // results appear line by line, also in a pipe or a log file
     CLI::App app{"tformer: a from-scratch Transformer framework (train, translate, eval, bench, tutorial)"};
     app.require_subcommand(1);

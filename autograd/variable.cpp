@@ -17,6 +17,12 @@ const std::shared_ptr<VariableImpl>& checked(const std::shared_ptr<VariableImpl>
     if (!impl) fail<ValueError>("{}: Variable is undefined", what);
     return impl;
 }
+
+bool has_nan(const Tensor& t) {
+    for (double v : t.to_vector())
+        if (std::isnan(v)) return true;
+    return false;
+}
 }  // namespace
 
 // ---- Node ---------------------------------------------------------------------------------
@@ -138,6 +144,14 @@ std::vector<std::shared_ptr<VariableImpl>> impls_of(std::span<const Variable> in
     // inputs that need no gradient are kept as null: backward skips them
     for (const Variable& v : inputs) impls.push_back(v.defined() && v.requires_grad() ? v.impl() : nullptr);
     return impls;
+}
+
+void check_forward(const char* name, const Tensor& value, std::span<const Variable> inputs) {
+    if (!has_nan(value)) return;
+    for (const Variable& v : inputs)
+        if (v.defined() && has_nan(v.value())) return;  // inherited: an earlier op produced it
+    fail<ValueError>("anomaly: forward of '{}' produced NaN from inputs without NaN (output shape {})", name,
+                     core::shape_str(value.shape()));
 }
 
 }  // namespace detail

@@ -198,7 +198,9 @@ private:
 
 /// When on, every backward function's output is checked for NaN and Inf, and
 /// the first offender throws ValueError naming the op, like PyTorch's
-/// detect_anomaly. Off by default (it costs a pass over every gradient).
+/// detect_anomaly. The forward pass is checked too: an op whose inputs hold
+/// no NaN but whose output does throws, naming the op (infinities pass, since
+/// masks may use them). Off by default (it costs a pass over every tensor).
 void set_anomaly_mode(bool on);
 bool anomaly_mode();
 
@@ -229,6 +231,7 @@ inline bool needs_grad(std::initializer_list<const Variable*> inputs) {
 
 namespace detail {
 Variable make_recorded(Tensor value, std::shared_ptr<Node> node);
+void check_forward(const char* name, const Tensor& value, std::span<const Variable> inputs);  // anomaly mode
 std::vector<std::shared_ptr<VariableImpl>> impls_of(std::span<const Variable> inputs);
 }  // namespace detail
 
@@ -239,6 +242,7 @@ std::vector<std::shared_ptr<VariableImpl>> impls_of(std::span<const Variable> in
 template <class Backward>
 Variable record(const char* name, Tensor value, std::span<const Variable> inputs, Backward&& backward) {
     if (profiling()) detail::profile_forward(name);  // the value was just computed: charge the time to this op
+    if (anomaly_mode()) detail::check_forward(name, value, inputs);
     bool any = false;
     if (grad_enabled())
         for (const Variable& v : inputs) any = any || (v.defined() && v.requires_grad());

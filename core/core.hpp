@@ -3,6 +3,7 @@
 
 #include "core/elementwise.hpp"
 #include "core/error.hpp"
+#include "core/file.hpp"
 #include "core/index.hpp"
 #include "core/matmul.hpp"
 #include "core/parallel.hpp"

@@ -9,6 +9,8 @@
 // allocate more than its own size or read outside it.
 #include "nn/safetensors.hpp"
 
+#include "core/file.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -555,90 +557,6 @@ std::span<const uint8_t> tensor_bytes(const core::Tensor& t) {
     return {static_cast<const uint8_t*>(t.raw_data()), static_cast<size_t>(t.numel() * core::dtype_size(t.dtype()))};
 }
 
-// A file that replaces `path` only when commit() succeeds. Until then the
-// bytes go to a temporary file next to it (same directory, hence same file
-// system, so the final rename is atomic); the destructor removes the
-// temporary file if commit() was not reached or failed.
-class AtomicFile {
-public:
-    explicit AtomicFile(const std::string& path) : path_(path) {
-        const std::filesystem::path p(path);
-        if (!p.has_filename()) fail_with("the path names a directory, not a file");
-        dir_ = p.has_parent_path() ? p.parent_path().string() : std::string(".");
-        // pid + counter make the name unique among writers; O_EXCL refuses to
-        // reuse a leftover file, in which case the next number is tried
-        static std::atomic<uint64_t> counter{0};
-        for (int attempt = 0; attempt < 100; ++attempt) {
-            const std::string name =
-                fmt::format(".{}.tmp-{}-{}", p.filename().string(), static_cast<long>(::getpid()), counter++);
-            tmp_ = (std::filesystem::path(dir_) / name).string();
-            // mode 0666 lets the umask decide, as for any new file
-            fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-            if (fd_ >= 0 || errno != EEXIST) break;
-        }
-        if (fd_ < 0) {
-            const int err = errno;
-            tmp_.clear();  // nothing to remove
-            fail_with(fmt::format("cannot create a temporary file in '{}': {}", dir_, os_reason(err)));
-        }
-    }
-
-    AtomicFile(const AtomicFile&) = delete;
-    AtomicFile& operator=(const AtomicFile&) = delete;
-
-    ~AtomicFile() {
-        if (fd_ >= 0) ::close(fd_);
-        if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
-    }
-
-    void write(std::span<const uint8_t> bytes) {
-        const uint8_t* p = bytes.data();
-        size_t left = bytes.size();
-        while (left > 0) {
-            // write may take fewer bytes than given; loop until all are out
-            const ssize_t put = ::write(fd_, p, std::min<size_t>(left, size_t{1} << 30));
-            if (put < 0) {
-                if (errno == EINTR) continue;
-                fail_os("writing the temporary file '{}' failed", tmp_);
-            }
-            p += put;
-            left -= static_cast<size_t>(put);
-        }
-    }
-
-    // flush -> rename -> make the rename durable. fsync before rename matters:
-    // without it a crash could leave the new name pointing at a file whose
-    // data never reached the disk, i.e. a truncated checkpoint.
-    void commit() {
-        if (::fsync(fd_) != 0) fail_os("fsync of the temporary file '{}' failed", tmp_);
-        const int fd = fd_;
-        fd_ = -1;
-        if (::close(fd) != 0) fail_os("closing the temporary file '{}' failed", tmp_);
-        if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail_os("cannot rename '{}' to it", tmp_);
-        committed_ = true;
-        // the rename lives in the directory; sync it too. Some file systems
-        // cannot fsync a directory (EINVAL); then there is nothing more to do.
-        FdGuard dir{::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)};
-        if (dir.fd < 0) fail_os("the file was saved, but opening its directory '{}' to sync it failed", dir_);
-        if (::fsync(dir.fd) != 0 && errno != EINVAL)
-            fail_os("the file was saved, but syncing its directory '{}' failed", dir_);
-    }
-
-private:
-    [[noreturn]] void fail_with(const std::string& what) const {
-        throw IOError(fmt::format("save_safetensors: cannot write '{}': {}", path_, what));
-    }
-    template <class... Args>
-    [[noreturn]] void fail_os(fmt::format_string<Args...> format, Args&&... args) const {
-        const int err = errno;  // before anything else can change it
-        fail_with(fmt::format("{}: {}", fmt::format(format, std::forward<Args>(args)...), os_reason(err)));
-    }
-
-    std::string path_, dir_, tmp_;
-    int fd_ = -1;
-    bool committed_ = false;
-};
-
 }  // namespace
 
 std::string_view safetensors_dtype_name(DType dtype) {
@@ -661,7 +579,7 @@ std::vector<uint8_t> serialize_safetensors(const SafeTensors& st) {
 void save_safetensors(const std::string& path, const SafeTensors& st) {
     // every check on the contents happens here, before the disk is touched
     const FilePlan plan = plan_file(st, "save_safetensors");
-    AtomicFile file(path);
+    core::AtomicFile file(path, "save_safetensors");
     file.write(plan.head);
     for (const core::Tensor& t : plan.data) file.write(tensor_bytes(t.contiguous()));
     file.commit();

@@ -92,9 +92,7 @@ double clip(const std::vector<Variable>& params, const std::vector<std::string>*
                                   core::shape_str(params[i].shape()));
             break;
         }
-        fail<ValueError>("clip_grad_norm: the total norm of order {} of the gradients is {}; {}. Pass "
-                         "error_if_nonfinite = false to skip this check",
-                         p, norm, culprit);
+        fail<ValueError>("clip_grad_norm: the total norm of order {} of the gradients is {}; {}", p, norm, culprit);
     }
 
     // g ← g · max_norm/(‖g‖ + 1e-6), only when that factor is below 1

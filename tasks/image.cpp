@@ -2,6 +2,7 @@
 #include "tasks/image.hpp"
 
 #include "core/error.hpp"
+#include "core/file.hpp"
 
 #include <png.h>
 #include <unistd.h>
@@ -611,57 +612,25 @@ Rect Image::draw_text(int x, int y, std::string_view text, const TextStyle& styl
 // PNG files
 // ============================================================================
 
-namespace {
-
-std::string errno_text(int err) { return std::strerror(err); }
-
-// A name for the temporary file next to `path`, unique within this machine's
-// processes and this process's calls.
-std::filesystem::path temporary_sibling(const std::filesystem::path& path) {
-    static std::atomic<unsigned> counter{0};
-    const std::string name = fmt::format(".{}.tmp.{}.{}", path.filename().string(), ::getpid(), counter++);
-    std::filesystem::path tmp = path;
-    tmp.replace_filename(name);
-    return tmp;
-}
-
-}  // namespace
-
 void write_png(const Image& image, const std::filesystem::path& path, std::string_view op) {
     if (path.empty() || !path.has_filename())
         fail<IOError>("{}: cannot write '{}': not a file name", op, path.string());
-    const std::filesystem::path tmp = temporary_sibling(path);
-
-    std::FILE* file = std::fopen(tmp.c_str(), "wb");
-    if (!file) fail<IOError>("{}: cannot write '{}': {}", op, path.string(), errno_text(errno));
-
-    // libpng's simplified API: no setjmp/longjmp crosses our C++ frames.
+    // libpng's simplified API encodes into memory (no setjmp/longjmp crosses
+    // our C++ frames); the bytes then go to the disk atomically.
     png_image png{};
     png.version = PNG_IMAGE_VERSION;
     png.width = static_cast<png_uint_32>(image.width());
     png.height = static_cast<png_uint_32>(image.height());
     png.format = PNG_FORMAT_RGB;
-    const bool encoded = png_image_write_to_stdio(&png, file, 0, image.rgb().data(), 0, nullptr) != 0;
+    png_alloc_size_t size = 0;
+    bool encoded = png_image_write_to_memory(&png, nullptr, &size, 0, image.rgb().data(), 0, nullptr) != 0;
+    std::string bytes(encoded ? size : 0, '\0');
+    if (encoded) encoded = png_image_write_to_memory(&png, bytes.data(), &size, 0, image.rgb().data(), 0, nullptr) != 0;
     const std::string png_message = png.message;
     png_image_free(&png);
-    // Flush to the disk before the rename, so a crash cannot leave a renamed
-    // but empty file behind.
-    bool flushed = std::fflush(file) == 0 && ::fsync(::fileno(file)) == 0;
-    const int flush_errno = errno;
-    flushed = std::fclose(file) == 0 && flushed;
-
-    std::error_code ec;
-    if (!encoded || !flushed) {
-        std::filesystem::remove(tmp, ec);
-        if (!encoded) fail<IOError>("{}: cannot write '{}': libpng: {}", op, path.string(), png_message);
-        fail<IOError>("{}: cannot write '{}': {}", op, path.string(), errno_text(flush_errno));
-    }
-    std::filesystem::rename(tmp, path, ec);
-    if (ec) {
-        std::error_code ignored;
-        std::filesystem::remove(tmp, ignored);
-        fail<IOError>("{}: cannot write '{}': {}", op, path.string(), ec.message());
-    }
+    if (!encoded) fail<IOError>("{}: cannot write '{}': libpng: {}", op, path.string(), png_message);
+    bytes.resize(size);
+    core::write_file_atomic(path.string(), bytes, op);
 }
 
 Image read_png(const std::filesystem::path& path) {

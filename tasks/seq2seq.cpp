@@ -107,6 +107,22 @@ double state_dict_size(const ModelConfig& c) {
            + Vt * D + L * (2 * mha + 3 * addnorm + ffn) + D * Vt + Vt;  // decoder and its output layer
 }
 
+MemoryEstimate estimate_training_memory(const ModelConfig& c, double rows, double src_len, double tgt_len) {
+    const nn::TransformerOptions& t = c.transformer;
+    const double D = static_cast<double>(t.num_hiddens), F = static_cast<double>(t.ffn_num_hiddens);
+    const double H = static_cast<double>(t.num_heads), L = static_cast<double>(t.num_layers);
+    const double Vt = static_cast<double>(c.tgt_vocab_size);
+    const double params = state_dict_size(c) - (c.tie_embeddings ? 2 * Vt * D : 0);
+    // floats kept per token: Q, K, V, the heads' output and W_o's (5D) and the
+    // attention weights with their dropout mask (3·H·length) per attention;
+    // three values of D per AddNorm; the FFN's hidden layer before and after ReLU
+    const double enc = L * (5 * D + 3 * H * src_len + 6 * D + 2 * F + D) + 2 * D;
+    const double dec = L * (10 * D + 3 * H * (src_len + tgt_len) + 9 * D + 2 * F + D) + 2 * D;
+    const double logits = 3 * Vt;  // logits, softmax, their gradient
+    const double forward = rows * (src_len * enc + tgt_len * (dec + logits));
+    return {.parameters = 4 * params, .optimizer = 12 * params, .activations = 4 * 2 * forward};
+}
+
 void check_config(const ModelConfig& c, const char* op) {
     const nn::TransformerOptions& t = c.transformer;
     const std::pair<const char*, int64_t> sizes[] = {

@@ -44,6 +44,21 @@ void check_config(const ModelConfig& config, const char* op);
 /// config without building the model; as a double, so that no config overflows it.
 double state_dict_size(const ModelConfig& config);
 
+/// A rough estimate of the memory one training step takes, in bytes, to
+/// refuse a model that cannot fit before it is built. Activations count what
+/// the forward pass keeps for backward per token and layer (projections,
+/// attention weights over the longest sequence, LayerNorm and FFN values),
+/// the logits over the target vocabulary, and as much again for backward's
+/// transient gradients.
+struct MemoryEstimate {
+    double parameters = 0;   ///< weights (float32; tied weights once)
+    double optimizer = 0;    ///< gradients and Adam's two moments
+    double activations = 0;  ///< one batch's forward and backward
+    double total() const { return parameters + optimizer + activations; }
+};
+/// `rows` sequences of at most `src_len` and `tgt_len` tokens per batch.
+MemoryEstimate estimate_training_memory(const ModelConfig& config, double rows, double src_len, double tgt_len);
+
 /// ModelConfig as JSON text (checkpoint metadata) and back; from_json
 /// validates every field and throws IOError naming the bad one.
 std::string config_to_json(const ModelConfig& config);

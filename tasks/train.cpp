@@ -234,6 +234,21 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
         snapshots.push_back(std::move(values));
     };
 
+    std::optional<autograd::AnomalyGuard> anomaly;
+    if (o.detect_anomaly) anomaly.emplace();
+    const optim::NamedParameters named = model.named_parameters();
+    const std::string anomaly_hint = o.detect_anomaly ? "" : " (--detect-anomaly names the op that produced it)";
+    auto diverged = [&](const std::string& what, int64_t at, int64_t epoch) {
+        fail<ValueError>("train: {} at step {} (epoch {}, learning rate {:.3g}): training diverged{}. "
+                         "Nothing was saved at this step{}; try a lower --lr",
+                         what, at, epoch, optimizer.lr(), anomaly_hint,
+                         o.checkpoint_every > 0 ? ", the last checkpoint is from before it" : "");
+    };
+    // a loss far above where training started means it is diverging even while it stays finite
+    double first_losses = 0, warned_at = 0;
+    const double uniform_loss = std::log(static_cast<double>(std::max<int64_t>(2, info.config.tgt_vocab_size)));
+    int64_t first_count = 0;
+
     const char* profile_env = std::getenv("TFORMER_PROFILE");
     const bool profile = o.profile || (profile_env != nullptr && std::string_view(profile_env) == "1");
     std::optional<autograd::ProfileGuard> profiler;
@@ -257,35 +272,59 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
         // forward, d2l's masked loss, backward (l.sum().backward()), clip, update
         const double tokens = core::sum(batch.label_valid.to(core::DType::float64)).item();
         const auto T = static_cast<double>(batch.label.size(1));
-        Variable total;
-        if (o.fused_loss) {
-            // the same token mean, with dense and the loss in one op: weight 1/tokens per real position
-            Variable H = model.forward_hidden(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, D)
-            const int64_t B = H.size(0), Tn = H.size(1), D = H.size(2);
-            const Tensor w = core::mul(nn::sequence_mask(batch.label_valid, Tn, H.dtype()), 1.0 / tokens);  // (B, T)
-            const nn::Linear& dense = *model.decoder->dense;
-            total = autograd::linear_cross_entropy(autograd::reshape(H, {B * Tn, D}), dense.weight, dense.bias,
-                                                   batch.label.reshape({B * Tn}), w.reshape({B * Tn}), o.label_smoothing);
-        } else {
+        // with --detect-anomaly, an op that makes a NaN stops the run with the step's context
+        auto anomaly_context = [&](auto&& work) {
+            if (!o.detect_anomaly) return work();
+            try {
+                return work();
+            } catch (const ValueError& e) {
+                diverged(e.what(), step + 1, epoch + 1);
+                throw;  // not reached: diverged throws
+            }
+        };
+        const Variable total = anomaly_context([&] {
+            if (o.fused_loss) {
+                // the same token mean, with dense and the loss in one op: weight 1/tokens per real position
+                Variable H = model.forward_hidden(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, D)
+                const int64_t B = H.size(0), Tn = H.size(1), D = H.size(2);
+                const Tensor w = core::mul(nn::sequence_mask(batch.label_valid, Tn, H.dtype()), 1.0 / tokens);  // (B, T)
+                const nn::Linear& dense = *model.decoder->dense;
+                return autograd::linear_cross_entropy(autograd::reshape(H, {B * Tn, D}), dense.weight, dense.bias,
+                                                      batch.label.reshape({B * Tn}), w.reshape({B * Tn}),
+                                                      o.label_smoothing);
+            }
             Variable logits = model.forward(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, V)
             Variable l = nn::masked_softmax_ce_loss(logits, batch.label, batch.label_valid, o.label_smoothing);  // (B)
             // l_b = Σ_t loss_bt / T, so Σ_b l_b · T / tokens is the mean over real tokens
-            total = o.token_mean ? autograd::mul(autograd::sum(l), T / tokens) : autograd::sum(l);
-        }
-        total.backward();
+            return o.token_mean ? autograd::mul(autograd::sum(l), T / tokens) : autograd::sum(l);
+        });
         const double loss_sum = o.token_mean ? total.item() * tokens : total.item();
-        if (!std::isfinite(loss_sum))
-            fail<ValueError>("train: the loss is {} at step {} (epoch {}, learning rate {:.3g}): training diverged. "
-                             "Nothing was saved at this step{}; try a lower --lr",
-                             loss_sum, step + 1, epoch + 1, optimizer.lr(),
-                             o.checkpoint_every > 0 ? ", the last checkpoint is from before it" : "");
+        if (!std::isfinite(loss_sum)) diverged(fmt::format("the loss is {}", loss_sum), step + 1, epoch + 1);
+        anomaly_context([&] { total.backward(); });
         phase("[clip + Adam]", [&] {
-            if (o.clip > 0) optim::clip_grad_norm(optimizer.parameters(), o.clip);
+            // the gradient norm, checked every step (clipped only with --clip > 0)
+            try {
+                optim::clip_grad_norm(named, o.clip > 0 ? o.clip : std::numeric_limits<double>::infinity(),
+                                      {.error_if_nonfinite = true});
+            } catch (const ValueError& e) {
+                diverged(fmt::format("the gradient is not finite ({})", e.what()), step + 1, epoch + 1);
+            }
             optimizer.step();
             optimizer.zero_grad();
         });
 
         result.step_loss.push_back(loss_sum / tokens);
+        if (first_count < 10) {
+            first_losses += loss_sum / tokens;
+            ++first_count;
+        }
+        // above twice the start (or twice ln V, a uniform guess's loss, if the start was already bad)
+        if (const double limit = 2 * std::min(first_losses / first_count, uniform_loss);
+            loss_sum / tokens > limit && loss_sum / tokens > 10 * warned_at) {
+            fmt::print(stderr, "\ntrain: warning: the loss is {:.4g} at step {}, more than {:.3g}: training is "
+                       "diverging; try a lower --lr\n", loss_sum / tokens, step + 1, limit);
+            warned_at = loss_sum / tokens;
+        }
         epoch_loss_sum += loss_sum;
         epoch_tokens += tokens;
         tokens_done += tokens;
@@ -330,7 +369,7 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
     if (profile) {
         const std::string table = autograd::profile_table(step - first_step);
         fmt::print(stderr, "where the time went (per-op profile):\n{}", table);
-        if (!o.out_dir.empty()) std::ofstream(fs::path(o.out_dir) / "profile.txt") << table;
+        if (!o.out_dir.empty()) core::write_file_atomic((fs::path(o.out_dir) / "profile.txt").string(), table, "train");
     }
     result.averaged = step == total_steps && snapshots.size() > 1 ? static_cast<int64_t>(snapshots.size()) : 0;
     if (result.averaged > 0) {
@@ -351,11 +390,7 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
     save(ckpt);
     if (!o.out_dir.empty()) {
         auto write_csv = [&](const char* name, const std::string& text) {
-            const fs::path path = fs::path(o.out_dir) / name;
-            std::ofstream csv(path);
-            csv << text;
-            csv.flush();
-            if (!csv) fail<IOError>("train: could not write {} (disk full?)", path.string());
+            core::write_file_atomic((fs::path(o.out_dir) / name).string(), text, "train");
         };
         std::string epochs = "epoch,loss\n", steps = "step,loss\n";
         for (size_t e = 0; e < result.epoch_loss.size(); ++e) epochs += fmt::format("{},{:.6f}\n", e + 1, result.epoch_loss[e]);

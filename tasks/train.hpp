@@ -71,6 +71,9 @@ struct TrainOptions {
     /// Print a per-op table of where the time went (autograd/profiler.hpp)
     /// and write it to <out_dir>/profile.txt; also on with TFORMER_PROFILE=1.
     bool profile = false;
+    /// Anomaly mode for the whole run: the first op whose forward output or
+    /// backward gradient holds NaN (Inf for gradients) is named in the error.
+    bool detect_anomaly = false;
     std::map<std::string, std::string> extra;  ///< written into the checkpoint metadata
 };
 

@@ -1,4 +1,6 @@
 // The tformer command: error paths a user hits first, and a short copy run.
+#include "tasks/seq2seq.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -13,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <string>
 
 extern char** environ;
@@ -23,7 +26,7 @@ struct Run {
     std::string output;  // stdout and stderr together
 };
 
-Run tformer(const std::string& args, const std::string& stdin_text = "") {
+Run run_cli(const std::string& args, const std::string& stdin_text = "") {
     const std::string exe = std::string(TFORMER_BINARY_DIR) + "/apps/tformer";
     std::string cmd = "'" + exe + "' " + args + " 2>&1";
     if (!stdin_text.empty()) cmd = "printf '%s' '" + stdin_text + "' | " + cmd;
@@ -47,30 +50,39 @@ std::string temp_dir(const std::string& name) {
 TEST_CASE("tformer: errors are clear messages and a non-zero exit, never a crash", "[apps][cli]") {
     const std::string dir = temp_dir("errors");
     SECTION("unknown preset") {
-        const Run r = tformer("train translate --preset huge --out " + dir);
+        const Run r = run_cli("train translate --preset huge --out " + dir);
         CHECK(r.status == 1);
         CHECK_THAT(r.output, Catch::Contains("unknown preset 'huge' (available: default, long, d2l)"));
     }
     SECTION("missing checkpoint") {
-        const Run r = tformer("translate --checkpoint " + dir + "/nope.safetensors \"go .\"");
+        const Run r = run_cli("translate --checkpoint " + dir + "/nope.safetensors \"go .\"");
         CHECK(r.status == 1);
         CHECK_THAT(r.output, Catch::Contains("nope.safetensors"));
     }
     SECTION("corrupt checkpoint") {
         std::ofstream(dir + "/bad.safetensors") << "definitely not safetensors";
-        const Run r = tformer("eval --checkpoint " + dir + "/bad.safetensors");
+        const Run r = run_cli("eval --checkpoint " + dir + "/bad.safetensors");
         CHECK(r.status == 1);
         CHECK_THAT(r.output, Catch::Contains("tformer: error:"));
     }
+    SECTION("a model too large for the machine is refused before it is built") {
+        Run r = run_cli("train copy --num-hiddens 20000 --threads 1 --out " + dir);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.output, Catch::Contains("train copy: this model needs about 157 GB to train") &&
+                                 Catch::Contains("--max-memory GB"));
+        r = run_cli("train copy --max-memory 0.001 --threads 1 --out " + dir);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.output, Catch::Contains("more than the 0.001 GB that --max-memory allows"));
+    }
     SECTION("no subcommand") {
-        const Run r = tformer("");
+        const Run r = run_cli("");
         CHECK(r.status != 0);
     }
 }
 
 TEST_CASE("tformer train copy: a short run, then eval, translate refuses it, resume continues", "[apps][cli][slow]") {
     const std::string dir = temp_dir("copy");
-    Run r = tformer("train copy --epochs 2 --batches-per-epoch 5 --threads 1 --quiet --out " + dir);
+    Run r = run_cli("train copy --epochs 2 --batches-per-epoch 5 --threads 1 --quiet --out " + dir);
     INFO(r.output);
     REQUIRE(r.status == 0);
     CHECK_THAT(r.output, Catch::Contains("exact-sequence accuracy on 1000 fresh sequences"));
@@ -79,22 +91,22 @@ TEST_CASE("tformer train copy: a short run, then eval, translate refuses it, res
     CHECK(std::filesystem::exists(dir + "/loss.png"));
     CHECK(std::filesystem::exists(dir + "/attention-encoder.png"));
 
-    r = tformer("eval --checkpoint " + dir + "/checkpoint.safetensors --threads 1");
+    r = run_cli("eval --checkpoint " + dir + "/checkpoint.safetensors --threads 1");
     CHECK(r.status == 0);
     CHECK_THAT(r.output, Catch::Contains("copy task: exact-sequence accuracy"));
 
     // a new run does not silently replace it
-    r = tformer("train copy --epochs 1 --batches-per-epoch 5 --threads 1 --quiet --out " + dir);
+    r = run_cli("train copy --epochs 1 --batches-per-epoch 5 --threads 1 --quiet --out " + dir);
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("already holds a checkpoint; continue it with --resume, replace it with --overwrite"));
 
     // a copy checkpoint is not a translation model
-    r = tformer("translate --checkpoint " + dir + "/checkpoint.safetensors \"go .\"");
+    r = run_cli("translate --checkpoint " + dir + "/checkpoint.safetensors \"go .\"");
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("is a copy checkpoint, not a translation model"));
 
     // resume: 2 more epochs on top of the saved 10 steps
-    r = tformer("train copy --epochs 4 --batches-per-epoch 5 --threads 1 --quiet --resume --out " + dir);
+    r = run_cli("train copy --epochs 4 --batches-per-epoch 5 --threads 1 --quiet --resume --out " + dir);
     INFO(r.output);
     CHECK(r.status == 0);
     CHECK_THAT(r.output, Catch::Contains("trained 20 steps"));
@@ -104,7 +116,7 @@ TEST_CASE("tformer train translate (whole corpus, SentencePiece): the checkpoint
           "[apps][cli][slow]") {
     const std::string dir = temp_dir("subword");
     // a tiny model on a sample, just to have a real checkpoint quickly
-    Run r = tformer("train translate --sample-size 3000 --epochs 1 --num-hiddens 32 --ffn-num-hiddens 64 --num-layers 1 "
+    Run r = run_cli("train translate --sample-size 3000 --epochs 1 --num-hiddens 32 --ffn-num-hiddens 64 --num-layers 1 "
                     "--vocab-size 300 --val-sentences 20 --warmup 5 --average 3 --threads 1 --quiet --out " + dir);
     INFO(r.output);
     REQUIRE(r.status == 0);
@@ -119,7 +131,7 @@ TEST_CASE("tformer train translate (whole corpus, SentencePiece): the checkpoint
         return std::string(std::istreambuf_iterator<char>(in), {});
     };
     const std::string before = bytes(dir + "/checkpoint.safetensors");
-    Run bad = tformer("train translate --sample-size 3000 --epochs 2 --num-hiddens 32 --ffn-num-hiddens 64 --num-layers 1 "
+    Run bad = run_cli("train translate --sample-size 3000 --epochs 2 --num-hiddens 32 --ffn-num-hiddens 64 --num-layers 1 "
                       "--vocab-size 300 --val-sentences 20 --warmup 5 --average 3 --threads 1 --quiet --resume --lr 1e20 "
                       "--out " + dir);
     CHECK(bad.status == 1);
@@ -163,7 +175,7 @@ TEST_CASE("tformer train translate (whole corpus, SentencePiece): the checkpoint
     CHECK(r.output.find("\n\n") != std::string::npos);
 
     // eval recomputes the same validation sample from the metadata
-    r = tformer("eval --checkpoint " + alone + "/model.safetensors --threads 1 --beam 1");
+    r = run_cli("eval --checkpoint " + alone + "/model.safetensors --threads 1 --beam 1");
     CHECK(r.status == 0);
     CHECK_THAT(r.output, Catch::Contains("validation corpus BLEU-4, greedy"));
     CHECK_THAT(r.output, Catch::Contains("on 20 sentences"));
@@ -171,20 +183,20 @@ TEST_CASE("tformer train translate (whole corpus, SentencePiece): the checkpoint
 
 TEST_CASE("tformer: flags of the other pipeline and bad decoding options are refused with a pointer", "[apps][cli]") {
     const std::string dir = temp_dir("flags");
-    Run r = tformer("train translate --num-examples 600 --out " + dir);
+    Run r = run_cli("train translate --num-examples 600 --out " + dir);
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("--num-examples does not apply to the default preset"));
-    r = tformer("train translate --preset d2l --tokenizer word --out " + dir);
+    r = run_cli("train translate --preset d2l --tokenizer word --out " + dir);
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("--tokenizer does not apply to the d2l preset"));
-    r = tformer("train translate --num-layers 0 --out " + dir);  // once crashed in decoding, after training
+    r = run_cli("train translate --num-layers 0 --out " + dir);  // once crashed in decoding, after training
     CHECK(r.status != 0);
     CHECK_THAT(r.output, Catch::Contains("--num-layers: must be a whole number from 1"));
-    r = tformer("train translate --num-hiddens 30 --num-heads 4 --out " + dir);  // checked before the data is read
+    r = run_cli("train translate --num-hiddens 30 --num-heads 4 --out " + dir);  // checked before the data is read
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("train: num_hiddens 30 is not divisible by num_heads 4"));
     CHECK(r.output.find("fra-eng:") == std::string::npos);
-    r = tformer("train translate --tokenizer bytes --sample-size 100 --val-sentences 5 --out " + dir);
+    r = run_cli("train translate --tokenizer bytes --sample-size 100 --val-sentences 5 --out " + dir);
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("unknown tokenizer 'bytes'"));
 }
@@ -194,12 +206,12 @@ TEST_CASE("tformer tutorial: arguments reach the tutorial as they are, never thr
     const std::string marker = dir + "/INJECTED";
     // the directory name is an attack on a shell command line; it must stay a name
     const std::string out = dir + "/x'; touch " + marker + "; echo '";
-    const Run r = tformer("tutorial 4 --out \"" + out + "\"");
+    const Run r = run_cli("tutorial 4 --out \"" + out + "\"");
     INFO(r.output);
     CHECK(r.status == 0);
     CHECK(!std::filesystem::exists(marker));
     CHECK(std::filesystem::is_directory(out));
-    CHECK(tformer("tutorial 99").output.find("no tutorial '99'") != std::string::npos);
+    CHECK(run_cli("tutorial 99").output.find("no tutorial '99'") != std::string::npos);
 }
 
 TEST_CASE("tformer train: Ctrl-C ends the run after the current step with a checkpoint to resume from",
@@ -229,7 +241,7 @@ TEST_CASE("tformer train: Ctrl-C ends the run after the current step with a chec
     CHECK(WIFEXITED(status));
     CHECK(WEXITSTATUS(status) == 130);
     CHECK_THAT(output, Catch::Contains("stopped by signal 2 after"));
-    const Run r = tformer("eval --checkpoint " + dir + "/checkpoint.safetensors --threads 1");
+    const Run r = run_cli("eval --checkpoint " + dir + "/checkpoint.safetensors --threads 1");
     CHECK(r.status == 0);
 }
 
@@ -259,9 +271,104 @@ TEST_CASE("tformer: every numeric flag is checked against its range as it is par
         {"bench --repeats 99999999999999999999", "--repeats: must be a whole number from 1 to 100000"},
     };
     for (const auto& [args, message] : bad) {
-        const Run r = tformer(args + " --out " + dir);
+        const Run r = run_cli(args + " --out " + dir);
         INFO(args << "\n" << r.output);
         CHECK(r.status != 0);
         CHECK_THAT(r.output, Catch::Contains(message));
     }
+}
+
+namespace {
+std::string file_bytes(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+int temporaries_in(const std::string& dir) {
+    int n = 0;
+    for (const auto& e : std::filesystem::directory_iterator(dir))
+        n += e.path().filename().string().find(".tmp-") != std::string::npos;
+    return n;
+}
+}  // namespace
+
+TEST_CASE("tformer train: divergence is reported, and --detect-anomaly names the op that made the NaN", "[apps][cli]") {
+    const std::string dir = temp_dir("diverge");
+    // finite but exploding: a warning while it runs
+    Run r = run_cli("train copy --epochs 1 --lr 1000 --threads 1 --quiet --out " + dir);
+    INFO(r.output);
+    CHECK_THAT(r.output, Catch::Contains("train: warning: the loss is") && Catch::Contains("training is diverging"));
+    // NaN: stop, name the step, nothing saved
+    std::filesystem::remove_all(dir);
+    r = run_cli("train copy --epochs 1 --lr 1e20 --threads 1 --quiet --out " + dir);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("at step 2") && Catch::Contains("--detect-anomaly names the op"));
+    CHECK_FALSE(std::filesystem::exists(dir + "/checkpoint.safetensors"));
+    r = run_cli("train copy --epochs 1 --lr 1e20 --threads 1 --quiet --detect-anomaly --out " + dir);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("anomaly: forward of '") && Catch::Contains("produced NaN from inputs without NaN"));
+}
+
+TEST_CASE("tformer train: a file-size limit (ulimit -f) is a clear error and the previous checkpoint survives",
+          "[apps][cli]") {
+    const std::string dir = temp_dir("fsize");
+    const std::string exe = std::string(TFORMER_BINARY_DIR) + "/apps/tformer";
+    REQUIRE(run_cli("train copy --epochs 1 --threads 1 --quiet --out " + dir).status == 0);
+    const std::string before = file_bytes(dir + "/checkpoint.safetensors");
+    // a limit under the checkpoint's size in the shell's units (512- or 1024-byte blocks)
+    const std::string cmd = "ulimit -f " + std::to_string(before.size() / 2048) + " && '" + exe +
+                            "' train copy --epochs 1 --seed 9 --threads 1 --quiet --overwrite --out " + dir + " 2>&1";
+    FILE* pipe = popen(cmd.c_str(), "r");
+    REQUIRE(pipe != nullptr);
+    std::string out;
+    char buffer[4096];
+    while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
+    const int status = pclose(pipe);
+    INFO(out);
+    CHECK(WIFEXITED(status));  // not killed by SIGXFSZ
+    CHECK(WEXITSTATUS(status) == 1);
+    CHECK_THAT(out, Catch::Contains("save_safetensors: cannot write") && Catch::Contains("File too large"));
+    CHECK(file_bytes(dir + "/checkpoint.safetensors") == before);
+    CHECK(temporaries_in(dir) == 0);
+}
+
+TEST_CASE("tformer train: killed (SIGKILL) at random moments while saving, the checkpoint always loads", "[apps][cli][slow]") {
+    const std::string dir = temp_dir("kill");
+    const std::string exe = std::string(TFORMER_BINARY_DIR) + "/apps/tformer";
+    const std::string path = dir + "/checkpoint.safetensors";
+    // a save after every step, so that most moments fall inside one
+    std::vector<std::string> args = {exe,     "train", "copy", "--epochs", "100000", "--checkpoint-every", "1",
+                                     "--threads", "1", "--quiet", "--overwrite", "--out", dir};
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::mt19937 rng(20261125);
+    int loaded = 0, in_save = 0;
+    for (int round = 0; round < 50; ++round) {
+        pid_t pid = 0;
+        posix_spawn_file_actions_t files;
+        posix_spawn_file_actions_init(&files);
+        posix_spawn_file_actions_addopen(&files, 1, "/dev/null", O_WRONLY, 0);
+        posix_spawn_file_actions_adddup2(&files, 1, 2);
+        REQUIRE(posix_spawn(&pid, exe.c_str(), &files, nullptr, argv.data(), environ) == 0);
+        posix_spawn_file_actions_destroy(&files);
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(150, 600)(rng)));
+        kill(pid, SIGKILL);
+        int status = 0;
+        REQUIRE(waitpid(pid, &status, 0) == pid);
+        in_save += temporaries_in(dir) > 0;  // a save was cut short (the next run cleans it up)
+        if (!std::filesystem::exists(path)) continue;  // killed before the first save
+        INFO("round " << round);
+        const tformer::tasks::CheckpointInfo info = tformer::tasks::read_checkpoint_info(path);
+        tformer::core::Generator gen(0);
+        auto model = tformer::tasks::build_model(info.config, gen);
+        CHECK_NOTHROW(tformer::tasks::load_checkpoint(path, *model, nullptr));
+        ++loaded;
+    }
+    INFO(in_save << " of 50 kills cut a save short");
+    CHECK(loaded >= 40);
+    CHECK(in_save >= 5);
+    // the leftovers of the killed saves go with the next save
+    REQUIRE(run_cli("train copy --epochs 1 --threads 1 --quiet --overwrite --out " + dir).status == 0);
+    CHECK(temporaries_in(dir) == 0);
 }

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <limits>
 
 using namespace tformer;
 using namespace tformer::autograd;
@@ -135,6 +136,21 @@ TEST_CASE("anomaly mode: names the op whose backward made NaN or Inf", "[autogra
     x.zero_grad();
     sum(sqrt(x)).backward();  // off: the Inf just flows through
     CHECK(std::isinf(x.grad().to_vector()[0]));
+}
+
+TEST_CASE("anomaly mode: names the first op whose forward made NaN, not the ones that pass it on", "[autograd][engine]") {
+    Variable x = leaf({-1, 4}, {2});
+    {
+        AnomalyGuard anomaly;
+        CHECK_THROWS_WITH(sum(sqrt(x) * 2.0), Catch::Contains("anomaly: forward of 'sqrt' produced NaN from inputs without NaN"));
+        // a NaN that comes in is not this op's doing: only the op that made it is named
+        Variable nan_in = leaf({std::nan(""), 1}, {2});
+        CHECK_NOTHROW(sum(nan_in * 2.0));
+        // infinities pass (masks use them)
+        CHECK_NOTHROW(sum(leaf({1, 2}, {2}) * std::numeric_limits<double>::infinity()));
+    }
+    Variable y = sum(sqrt(x));  // off: NaN flows through
+    CHECK(std::isnan(y.item()));
 }
 
 TEST_CASE("backward(): errors name what is wrong", "[autograd][engine][errors]") {

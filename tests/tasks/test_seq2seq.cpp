@@ -207,6 +207,24 @@ TEST_CASE("state_dict_size counts what build_model's state dict holds; check_con
     CHECK_THROWS_WITH(check_config(c, "test"), Catch::Contains("more than any machine holds"));
 }
 
+TEST_CASE("estimate_training_memory: weights as built (tied once), Adam's state three times that, activations per batch",
+          "[tasks][seq2seq]") {
+    for (bool tie : {false, true}) {
+        ModelConfig c = small_config();
+        c.task = "translate";
+        c.tie_embeddings = tie;
+        core::Generator gen(1);
+        const auto model = build_model(c, gen);
+        const MemoryEstimate m = estimate_training_memory(c, 8, 10, 12);
+        CHECK(m.parameters == 4.0 * static_cast<double>(model->num_parameters()));
+        CHECK(m.optimizer == 3 * m.parameters);
+        // twice the rows, twice the activations; longer sequences cost more than in proportion (attention)
+        CHECK(estimate_training_memory(c, 16, 10, 12).activations == Approx(2 * m.activations));
+        CHECK(estimate_training_memory(c, 8, 20, 24).activations > 2 * m.activations);
+        CHECK(m.total() == m.parameters + m.optimizer + m.activations);
+    }
+}
+
 TEST_CASE("load_checkpoint: a config that does not match the stored tensors is refused before a model is built",
           "[tasks][seq2seq]") {
     // the probe's attack: a valid file whose config asks for a huge model and holds no tensors
