@@ -36,7 +36,8 @@ std::string config_to_json(const ModelConfig& c) {
               {"num_layers", t.num_layers},
               {"dropout", t.dropout},
               {"use_bias", t.use_bias},
-              {"tie_embeddings", c.tie_embeddings}};
+              {"tie_embeddings", c.tie_embeddings},
+              {"scaled_embedding_init", c.scaled_embedding_init}};
     return j.dump();
 }
 
@@ -86,6 +87,7 @@ ModelConfig config_from_json(const std::string& text) {
     t.dropout = field<double>(j, "dropout");
     t.use_bias = field<bool>(j, "use_bias");
     c.tie_embeddings = j.contains("tie_embeddings") && field<bool>(j, "tie_embeddings");  // absent before tying existed
+    c.scaled_embedding_init = j.contains("scaled_embedding_init") && field<bool>(j, "scaled_embedding_init");
     try {
         check_config(c, "checkpoint config");
     } catch (const ValueError& e) {
@@ -158,9 +160,13 @@ std::shared_ptr<nn::EncoderDecoder> build_model(const ModelConfig& config, core:
         const bool is_embedding = name.find("embedding") != std::string::npos;
         if (p.dim() == 2 && (all_matrices || !is_embedding)) nn::init::xavier_uniform_(p, gen);
     }
+    const double scaled_std = 1.0 / std::sqrt(static_cast<double>(config.transformer.num_hiddens));
+    if (config.scaled_embedding_init && !config.tie_embeddings)
+        for (auto& [name, p] : model->named_parameters())
+            if (name.find("embedding") != std::string::npos) nn::init::normal_(p, 0.0, scaled_std, gen);
     if (config.tie_embeddings) {  // check_config made sure the vocabularies are one
         const Variable shared = encoder->embedding->weight;  // (V, D)
-        nn::init::normal_(shared, 0.0, 1.0 / std::sqrt(static_cast<double>(config.transformer.num_hiddens)), gen);
+        nn::init::normal_(shared, 0.0, scaled_std, gen);
         decoder->embedding->weight = decoder->embedding->share_parameter("weight", shared);
         decoder->dense->weight = decoder->dense->share_parameter("weight", shared);
     }

@@ -31,6 +31,12 @@ struct ModelConfig {
     /// decoder's output layer (Press & Wolf 2017; Vaswani et al. §3.4);
     /// needs one joint vocabulary (src_vocab_size == tgt_vocab_size).
     bool tie_embeddings = false;
+    /// Embeddings start as N(0, 1/d) draws (std 1/√d), so that after the
+    /// √d scaling they are of the positional encoding's size, as in tied
+    /// models, instead of d2l's N(0, 1), which the √d scaling makes ±11 at
+    /// d = 128 and the positional encoding's ±1 drowns in. Tied embeddings
+    /// always start so; the whole-corpus presets use it untied too.
+    bool scaled_embedding_init = false;
 };
 
 /// Throws ValueError naming `op` and the field when a config cannot make a

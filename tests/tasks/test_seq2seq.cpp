@@ -174,6 +174,29 @@ TEST_CASE("build_model with tie_embeddings: one matrix for both embeddings and t
     CHECK_THROWS_WITH(build_model(c, gen), Catch::Contains("needs one vocabulary"));
 }
 
+TEST_CASE("build_model: embeddings start N(0, 1) as in d2l, or N(0, 1/d) with scaled_embedding_init", "[tasks][seq2seq]") {
+    ModelConfig c = small_config();
+    c.task = "translate";
+    c.src_vocab_size = c.tgt_vocab_size = 4000;  // many draws, so the spread is measured tightly
+    auto spread = [&](bool scaled) {
+        c.scaled_embedding_init = scaled;
+        core::Generator gen(3);
+        const auto model = build_model(c, gen);
+        std::vector<double> stds;
+        for (const auto* e : {&model->encoder->embedding->weight, &model->decoder->embedding->weight}) {
+            const std::vector<double> v = e->value().to_vector();
+            double sq = 0;
+            for (double x : v) sq += x * x;
+            stds.push_back(std::sqrt(sq / static_cast<double>(v.size())));
+        }
+        return stds;
+    };
+    for (double s : spread(false)) CHECK(s == Approx(1.0).epsilon(0.03));
+    for (double s : spread(true)) CHECK(s == Approx(1.0 / std::sqrt(8.0)).epsilon(0.03));
+    CHECK(config_from_json(config_to_json(c)).scaled_embedding_init);
+    CHECK_FALSE(config_from_json(config_to_json(small_config())).scaled_embedding_init);
+}
+
 TEST_CASE("state_dict_size counts what build_model's state dict holds; check_config refuses models that cannot work",
           "[tasks][seq2seq]") {
     for (bool tie : {false, true})
