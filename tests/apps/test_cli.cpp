@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <fcntl.h>
 #include <spawn.h>
@@ -307,6 +308,18 @@ TEST_CASE("tformer train: divergence is reported, and --detect-anomaly names the
     r = run_cli("train copy --epochs 1 --lr 1e20 --threads 1 --quiet --detect-anomaly --out " + dir);
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("anomaly: forward of '") && Catch::Contains("produced NaN from inputs without NaN"));
+    // a checkpoint from elsewhere with NaN weights: loaded with a warning
+    REQUIRE(run_cli("train copy --epochs 1 --threads 1 --quiet --out " + dir).status == 0);
+    const std::string path = dir + "/checkpoint.safetensors";
+    tformer::tasks::CheckpointInfo info = tformer::tasks::read_checkpoint_info(path);
+    tformer::core::Generator gen(0);
+    auto model = tformer::tasks::build_model(info.config, gen);
+    tformer::tasks::load_checkpoint(path, *model, nullptr);
+    tformer::core::fill_(model->decoder->dense->bias.value(), std::nan(""));
+    tformer::tasks::save_checkpoint(path, *model, nullptr, info);
+    r = run_cli("eval --checkpoint " + path + " --threads 1");
+    CHECK_THAT(r.output, Catch::Contains("eval: warning: '" + path + "' holds NaN or Inf in 1 weight tensor(s) (first: "
+                                         "decoder.dense.bias)"));
 }
 
 TEST_CASE("tformer train: a file-size limit (ulimit -f) is a clear error and the previous checkpoint survives",
