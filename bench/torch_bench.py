@@ -350,6 +350,7 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: leave the default)")
     ap.add_argument("--repeats", type=int, default=0, help="timed runs per figure (0: the preset's)")
     ap.add_argument("--decode", choices=["kv", "d2l"], default="kv", help="greedy decoding state (see above)")
+    ap.add_argument("--engine", default="pytorch", help="the name the JSON lines carry (compare.sh: pytorch, pytorch-tuned)")
     args = ap.parse_args()
     if args.preset not in PRESETS:
         sys.exit(f"torch_bench: unknown preset '{args.preset}' (available: {', '.join(PRESETS)})")
@@ -367,7 +368,7 @@ def main():
     optimizer = torch.optim.Adam(net.parameters(), lr=0.005)
 
     def line(figure, **fields):
-        print(json.dumps({"engine": "pytorch", "preset": args.preset, "threads": torch.get_num_threads(),
+        print(json.dumps({"engine": args.engine, "preset": args.preset, "threads": torch.get_num_threads(),
                           "figure": figure, **fields}, separators=(",", ":")), flush=True)
 
     line("info", torch=torch.__version__, blas="OpenBLAS via libblas.so.3 (Debian alternatives)",
