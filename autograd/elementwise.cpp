@@ -209,8 +209,7 @@ Variable dropout(const Variable& x, double p, bool training, core::Generator& ge
     if (!(p >= 0.0 && p < 1.0)) fail<ValueError>("dropout: probability {} not in [0, 1)", p);
     if (!training || p == 0.0) return x;
     // the mask already carries the 1/(1-p) scale, so forward and backward are one multiply each
-    const Tensor keep = c::bernoulli(x.shape(), 1.0 - p, gen, x.dtype());
-    const Tensor scaled_mask = c::mul(keep, 1.0 / (1.0 - p));
+    const Tensor scaled_mask = c::dropout_mask(x.shape(), p, gen, x.dtype());
     return record("dropout", c::mul(x.value(), scaled_mask), {x}, [scaled_mask](const Tensor& dy, Grads& g) {
         g[0] = c::mul(dy, scaled_mask);  // saved: the scaled mask
     });

@@ -506,6 +506,24 @@ Tensor bernoulli(const Shape& shape, double p, Generator& gen, DType dtype) {
     return fill_random(shape, dtype, [&] { return gen.uniform() < p ? 1.0 : 0.0; });
 }
 
+Tensor dropout_mask(const Shape& shape, double p, Generator& gen, DType dtype) {
+    if (!(p >= 0.0 && p < 1.0)) fail<ValueError>("dropout_mask: probability {} not in [0, 1)", p);
+    if (dtype != DType::float32 && dtype != DType::float64)
+        fail<ValueError>("dropout_mask: dtype must be float32 or float64, got {}", dtype_name(dtype));
+    const double keep = 1.0 - p;
+    Tensor t = Tensor::empty(shape, dtype);
+    visit_dtype(dtype, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        if constexpr (std::is_floating_point_v<T>) {
+            // mul(bernoulli, s) computes T(1) * T(s) = T(s) and T(0) * T(s) = 0
+            const T scale = static_cast<T>(1.0 / keep);
+            T* out = t.data<T>();
+            for (int64_t i = 0; i < t.numel(); ++i) out[i] = gen.uniform() < keep ? scale : T(0);
+        }
+    });
+    return t;
+}
+
 Tensor randint(const Shape& shape, int64_t low, int64_t high, Generator& gen) {
     if (low >= high) fail<ValueError>("randint: empty range [{}, {})", low, high);
     return fill_random(shape, DType::int64, [&] { return static_cast<double>(low + gen.randint(high - low)); });

@@ -162,6 +162,10 @@ Tensor uniform(const Shape& shape, double low, double high, Generator& gen = def
 /// 1 with probability p, else 0 (in `dtype`; bool gives a mask).
 Tensor bernoulli(const Shape& shape, double p, Generator& gen = default_generator(),
                  DType dtype = DType::float32);
+/// Inverted dropout's mask: 1/(1 - p) with probability 1 - p, else 0; the
+/// same draws as bernoulli(shape, 1 - p) followed by a multiply by 1/(1 - p),
+/// bit for bit, in one pass.
+Tensor dropout_mask(const Shape& shape, double p, Generator& gen = default_generator(), DType dtype = DType::float32);
 /// Uniform integers in [low, high) as int64.
 Tensor randint(const Shape& shape, int64_t low, int64_t high, Generator& gen = default_generator());
 

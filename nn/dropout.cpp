@@ -16,7 +16,7 @@ Variable Dropout::forward(const Variable& x) { return autograd::dropout(x, optio
 core::Tensor Dropout::keep_mask(const core::Shape& shape, core::DType dtype) {
     if (!is_training() || options.p == 0.0) return {};
     // the draws of autograd::dropout, in the same order
-    return core::mul(core::bernoulli(shape, 1.0 - options.p, *gen_, dtype), 1.0 / (1.0 - options.p));
+    return core::dropout_mask(shape, options.p, *gen_, dtype);
 }
 
 }  // namespace tformer::nn

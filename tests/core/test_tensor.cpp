@@ -1,4 +1,5 @@
 // core::Tensor: metadata, views sharing storage, copies, factories, randomness.
+#include "core/elementwise.hpp"
 #include "core/tensor.hpp"
 
 #include <catch2/catch.hpp>
@@ -120,6 +121,21 @@ TEST_CASE("Tensor: bad input throws errors naming the operation", "[core][tensor
     CHECK_THROWS_AS(zeros({-1}), ValueError);
     CHECK_THROWS_AS(bernoulli({2}, 1.5), ValueError);
     CHECK_THROWS_AS(zeros({1, 1, 1, 1, 1, 1, 1, 1, 1}), ShapeError);
+}
+
+TEST_CASE("dropout_mask: bernoulli(1 - p) times 1/(1 - p), bit for bit, in one pass", "[core][random]") {
+    for (DType dtype : {DType::float32, DType::float64})
+        for (double p : {0.0, 0.1, 0.5, 0.9}) {
+            Generator a(7), b(7);
+            const Tensor fused = dropout_mask({3, 17, 5}, p, a, dtype);
+            const Tensor composed = mul(bernoulli({3, 17, 5}, 1.0 - p, b, dtype), 1.0 / (1.0 - p));
+            CHECK(fused.dtype() == dtype);
+            CHECK(fused.to_vector() == composed.to_vector());
+            CHECK(a.state() == b.state());  // the same draws, so what follows is unchanged
+        }
+    Generator g(1);
+    CHECK_THROWS_WITH(dropout_mask({2}, 1.0, g), "dropout_mask: probability 1 not in [0, 1)");
+    CHECK_THROWS_WITH(dropout_mask({2}, 0.5, g, DType::int64), "dropout_mask: dtype must be float32 or float64, got int64");
 }
 
 TEST_CASE("Tensor: the same seed gives the same numbers", "[core][random]") {
