@@ -1,6 +1,7 @@
 // Everything in tformer::core with one include.
 #pragma once
 
+#include "core/check.hpp"
 #include "core/elementwise.hpp"
 #include "core/error.hpp"
 #include "core/file.hpp"

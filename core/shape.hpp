@@ -109,3 +109,12 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
 bool broadcasts_to(const Shape& from, const Shape& to);
 
 }  // namespace tformer::core
+
+/// fmt prints a shape as shape_str does, "(2x3x4)", so that a check passes
+/// the shape itself and the text is made only when the check fails.
+template <>
+struct fmt::formatter<tformer::core::Dims> : fmt::formatter<std::string> {
+    auto format(const tformer::core::Dims& dims, format_context& ctx) const {
+        return fmt::formatter<std::string>::format(tformer::core::shape_str(dims), ctx);
+    }
+};

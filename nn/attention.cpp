@@ -1,6 +1,7 @@
 #include "nn/attention.hpp"
 
 #include "autograd/autograd.hpp"
+#include "core/check.hpp"
 #include "core/elementwise.hpp"
 #include "core/index.hpp"
 
@@ -43,26 +44,12 @@ DotProductAttention::DotProductAttention(Options options_, core::Generator& gen)
 Variable DotProductAttention::forward(const Variable& queries, const Variable& keys, const Variable& values,
                                       const core::Tensor& mask) {
     const int nd = queries.dim();
-    if (nd != 3 && nd != 4)
-        fail<ShapeError>("DotProductAttention: queries of shape {} must be (batch, steps, d) or (batch, heads, "
-                         "steps, d)",
-                         shape_str(queries.shape()));
-    if (keys.dim() != nd || values.dim() != nd)
-        fail<ShapeError>("DotProductAttention: queries {}, keys {} and values {} must have the same number of "
-                         "dimensions",
-                         shape_str(queries.shape()), shape_str(keys.shape()), shape_str(values.shape()));
-    for (int i = 0; i < nd - 2; ++i)
-        if (keys.size(i) != queries.size(i) || values.size(i) != queries.size(i))
-            fail<ShapeError>("DotProductAttention: queries {}, keys {} and values {} must have the same batch "
-                             "dimensions",
-                             shape_str(queries.shape()), shape_str(keys.shape()), shape_str(values.shape()));
-    if (keys.size(-1) != queries.size(-1))
-        fail<ShapeError>("DotProductAttention: queries {} and keys {} must have the same size d in the last "
-                         "dimension",
-                         shape_str(queries.shape()), shape_str(keys.shape()));
-    if (keys.size(-2) != values.size(-2))
-        fail<ShapeError>("DotProductAttention: keys {} and values {} must have the same number of steps",
-                         shape_str(keys.shape()), shape_str(values.shape()));
+    check<ShapeError>(nd == 3 || nd == 4, "DotProductAttention: queries of shape {} must be (B, T, d) or (B, H, T, d)",
+                      queries.shape());
+    ShapeCheck("DotProductAttention")
+        .arg("queries", queries, "... T d")
+        .arg("keys", keys, "... S d")
+        .arg("values", values, "... S v");
 
     // scores = Q Kᵀ / √d: Kᵀ is a transposed view, which matmul hands to
     // GEMM as a transpose flag. Dividing by √d keeps the scores' variance
@@ -112,17 +99,12 @@ AdditiveAttention::AdditiveAttention(Options options_, core::Generator& gen)
 
 Variable AdditiveAttention::forward(const Variable& queries, const Variable& keys, const Variable& values,
                                     const core::Tensor& mask) {
-    if (queries.dim() != 3 || queries.size(2) != options.query_size)
-        fail<ShapeError>("AdditiveAttention: queries of shape {} must be (batch, steps, query_size={})",
-                         shape_str(queries.shape()), options.query_size);
-    if (keys.dim() != 3 || keys.size(2) != options.key_size)
-        fail<ShapeError>("AdditiveAttention: keys of shape {} must be (batch, steps, key_size={})",
-                         shape_str(keys.shape()), options.key_size);
-    if (values.dim() != 3 || keys.size(0) != queries.size(0) || values.size(0) != queries.size(0) ||
-        values.size(1) != keys.size(1))
-        fail<ShapeError>("AdditiveAttention: queries {}, keys {} and values {} must be (B, T, q), (B, S, k) and "
-                         "(B, S, v)",
-                         shape_str(queries.shape()), shape_str(keys.shape()), shape_str(values.shape()));
+    ShapeCheck("AdditiveAttention")
+        .known("query_size", options.query_size)
+        .known("key_size", options.key_size)
+        .arg("queries", queries, "B T query_size")
+        .arg("keys", keys, "B S key_size")
+        .arg("values", values, "B S v");
 
     Variable q = (*W_q)(queries);  // (B, T, h)
     Variable k = (*W_k)(keys);     // (B, S, h)
@@ -139,11 +121,9 @@ Variable AdditiveAttention::forward(const Variable& queries, const Variable& key
 // ---- multi-head attention -----------------------------------------------------------------------
 
 Variable transpose_qkv(const Variable& X, int64_t num_heads) {
-    if (X.dim() != 3)
-        fail<ShapeError>("transpose_qkv: X of shape {} must be (batch, steps, num_hiddens)", shape_str(X.shape()));
-    if (num_heads <= 0 || X.size(2) % num_heads != 0)
-        fail<ValueError>("transpose_qkv: num_hiddens={} (X of shape {}) is not divisible by num_heads={}", X.size(2),
-                         shape_str(X.shape()), num_heads);
+    ShapeCheck("transpose_qkv").arg("X", X, "B T num_hiddens");
+    check(num_heads > 0 && X.size(2) % num_heads == 0,
+          "transpose_qkv: num_hiddens={} (X of shape {}) is not divisible by num_heads={}", X.size(2), X.shape(), num_heads);
     const int64_t B = X.size(0), T = X.size(1), d = X.size(2) / num_heads;
     Variable x = autograd::reshape(X, {B, T, num_heads, d});  // (B, T, H, d): head h owns columns h·d ..
     x = autograd::permute(x, {0, 2, 1, 3});                   // (B, H, T, d)
@@ -151,11 +131,9 @@ Variable transpose_qkv(const Variable& X, int64_t num_heads) {
 }
 
 Variable transpose_output(const Variable& X, int64_t num_heads) {
-    if (X.dim() != 3)
-        fail<ShapeError>("transpose_output: X of shape {} must be (batch·heads, steps, d)", shape_str(X.shape()));
-    if (num_heads <= 0 || X.size(0) % num_heads != 0)
-        fail<ValueError>("transpose_output: the first dimension of X {} is not divisible by num_heads={}",
-                         shape_str(X.shape()), num_heads);
+    ShapeCheck("transpose_output").arg("X", X, "B·H T d");
+    check(num_heads > 0 && X.size(0) % num_heads == 0,
+          "transpose_output: the first dimension of X {} is not divisible by num_heads={}", X.shape(), num_heads);
     const int64_t B = X.size(0) / num_heads, T = X.size(1), d = X.size(2);
     Variable x = autograd::reshape(X, {B, num_heads, T, d});  // (B, H, T, d)
     x = autograd::permute(x, {0, 2, 1, 3});                   // (B, T, H, d)
@@ -182,11 +160,12 @@ MultiHeadAttention::MultiHeadAttention(Options options_, core::Generator& gen)
     W_o = register_module("W_o", projection(options.num_hiddens, options.num_hiddens));
 }
 
-void MultiHeadAttention::check_input(const Variable& x, const char* what, const char* size_name, int64_t size) const {
-    if (!x.defined()) fail<ValueError>("MultiHeadAttention: {} are undefined", what);
-    if (x.dim() != 3 || x.size(2) != size)
-        fail<ShapeError>("MultiHeadAttention: {} of shape {} must be (batch, steps, {}={})", what,
-                         shape_str(x.shape()), size_name, size);
+ShapeCheck MultiHeadAttention::input_sizes() const {
+    ShapeCheck sizes("MultiHeadAttention");
+    sizes.known("query_size", options.query_size)
+        .known("key_size", options.key_size)
+        .known("value_size", options.value_size);
+    return sizes;
 }
 
 core::Tensor MultiHeadAttention::mask_for_heads(const core::Tensor& mask, int64_t batch) const {
@@ -221,14 +200,11 @@ core::Tensor MultiHeadAttention::mask_for_heads(const core::Tensor& mask, int64_
 
 Variable MultiHeadAttention::forward(const Variable& queries, const Variable& keys, const Variable& values,
                                      const core::Tensor& mask) {
-    check_input(queries, "queries", "query_size", options.query_size);
-    check_input(keys, "keys", "key_size", options.key_size);
-    check_input(values, "values", "value_size", options.value_size);
-    const int64_t B = queries.size(0), H = options.num_heads;
-    if (keys.size(0) != B || values.size(0) != B || keys.size(1) != values.size(1))
-        fail<ShapeError>("MultiHeadAttention: queries {}, keys {} and values {} must share the batch size, and keys "
-                         "and values the number of steps",
-                         shape_str(queries.shape()), shape_str(keys.shape()), shape_str(values.shape()));
+    const ShapeCheck dims = input_sizes()
+                                .arg("queries", queries, "B T query_size")
+                                .arg("keys", keys, "B S key_size")
+                                .arg("values", values, "B S value_size");
+    const int64_t B = dims["B"], H = options.num_heads;
 
     if (options.fused && (!mask.defined() || mask.dtype() == DType::int64))  // the same, in one kernel
         return (*W_o)(attention->forward_heads((*W_q)(queries), (*W_k)(keys), (*W_v)(values), H, mask));
@@ -242,34 +218,20 @@ Variable MultiHeadAttention::forward(const Variable& queries, const Variable& ke
 Variable MultiHeadAttention::forward_step(const Variable& queries, const Variable& new_keys,
                                           const Variable& new_values, const core::Tensor& mask, KVCache& cache,
                                           bool append) {
-    check_input(queries, "queries", "query_size", options.query_size);
-    const int64_t B = queries.size(0), H = options.num_heads;
+    ShapeCheck dims = input_sizes().arg("queries", queries, "B T query_size");
+    const int64_t B = dims["B"], H = options.num_heads;
+    check<ShapeError>(cache.empty() || cache.keys.size(0) == B * H,
+                      "MultiHeadAttention: the cache holds keys of shape {}, which do not fit batch={} with num_heads={}",
+                      cache.keys.shape(), B, H);
     if (append || cache.empty()) {
-        check_input(new_keys, "keys", "key_size", options.key_size);
-        check_input(new_values, "values", "value_size", options.value_size);
-        if (new_keys.size(0) != B || new_values.size(0) != B || new_keys.size(1) != new_values.size(1))
-            fail<ShapeError>("MultiHeadAttention: queries {}, keys {} and values {} must share the batch size, and "
-                             "keys and values the number of steps",
-                             shape_str(queries.shape()), shape_str(new_keys.shape()), shape_str(new_values.shape()));
+        dims.arg("keys", new_keys, "B S key_size").arg("values", new_values, "B S value_size");
         // Only the new steps are projected; the old ones are in the cache.
         const Tensor k = transpose_qkv((*W_k)(new_keys), H).value();    // (B·H, S_new, d)
         const Tensor v = transpose_qkv((*W_v)(new_values), H).value();  // (B·H, S_new, d)
-        if (cache.empty()) {
-            cache.keys = k;
-            cache.values = v;
-        } else {
-            if (cache.keys.size(0) != B * H)
-                fail<ShapeError>("MultiHeadAttention: the cache holds keys of shape {}, which do not fit batch={} "
-                                 "with num_heads={}",
-                                 shape_str(cache.keys.shape()), B, H);
-            // d2l's torch.cat((state[2][i], X), axis=1), on projected keys
-            cache.keys = core::concat({cache.keys, k}, 1);      // (B·H, S_old + S_new, d)
-            cache.values = core::concat({cache.values, v}, 1);  // (B·H, S_old + S_new, d)
-        }
-    } else if (cache.keys.size(0) != B * H) {
-        fail<ShapeError>("MultiHeadAttention: the cache holds keys of shape {}, which do not fit batch={} with "
-                         "num_heads={}",
-                         shape_str(cache.keys.shape()), B, H);
+        // d2l's torch.cat((state[2][i], X), axis=1), on projected keys
+        const bool first = cache.empty();
+        cache.keys = first ? k : core::concat({cache.keys, k}, 1);        // (B·H, S_old + S_new, d)
+        cache.values = first ? v : core::concat({cache.values, v}, 1);  // (B·H, S_old + S_new, d)
     }
 
     Variable q = transpose_qkv((*W_q)(queries), H);                           // (B·H, T, d)

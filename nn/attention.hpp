@@ -29,6 +29,7 @@
 #include "nn/layers.hpp"
 #include "nn/module.hpp"
 
+#include "core/check.hpp"
 #include "core/random.hpp"
 
 #include <memory>
@@ -213,7 +214,8 @@ public:
 
 private:
     /// Checks x is (B, steps, size) and names it in the error otherwise.
-    void check_input(const Variable& x, const char* what, const char* size_name, int64_t size) const;
+    /// A ShapeCheck that knows query_size, key_size and value_size, for the forwards' first lines.
+    ShapeCheck input_sizes() const;
     /// The mask in the (B·H, ...) layout of the heads.
     core::Tensor mask_for_heads(const core::Tensor& mask, int64_t batch) const;
 };

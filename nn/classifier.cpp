@@ -56,16 +56,13 @@ TransformerClassifier::TransformerClassifier(Options o, core::Generator& gen)
 }
 
 Variable TransformerClassifier::forward(const core::Tensor& X, const core::Tensor& valid_lens) {
-    if (X.dim() != 2)
-        fail<ShapeError>("TransformerClassifier: token ids of shape {} must be (batch, steps)", core::shape_str(X.shape()));
-    const int64_t B = X.size(0), T = X.size(1);
-    if (options.pooling == Pooling::flatten && T != options.max_len)
-        fail<ShapeError>("TransformerClassifier: flatten pooling needs exactly max_len = {} steps, got ids of shape {} "
-                         "(pad or truncate the inputs to max_len)",
-                         options.max_len, core::shape_str(X.shape()));
-    if (T < 1 || T > options.max_len)
-        fail<ShapeError>("TransformerClassifier: ids of shape {} must have 1 to max_len = {} steps",
-                         core::shape_str(X.shape()), options.max_len);
+    const ShapeCheck dims = ShapeCheck("TransformerClassifier").arg("token ids", X, "B T");
+    const int64_t B = dims["B"], T = dims["T"];
+    check<ShapeError>(options.pooling != Pooling::flatten || T == options.max_len,
+                      "TransformerClassifier: flatten pooling needs exactly max_len = {} steps, got ids of shape {} "
+                      "(pad or truncate the inputs to max_len)", options.max_len, X.shape());
+    check<ShapeError>(T >= 1 && T <= options.max_len,
+                      "TransformerClassifier: ids of shape {} must have 1 to max_len = {} steps", X.shape(), options.max_len);
     core::Tensor lens = valid_lens;
     if (!lens.defined()) {
         lens = core::full({B}, static_cast<double>(T), core::DType::int64);

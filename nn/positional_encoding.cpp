@@ -3,6 +3,7 @@
 #include "nn/layers.hpp"
 
 #include "autograd/elementwise.hpp"
+#include "core/check.hpp"
 
 #include <cmath>
 
@@ -32,13 +33,13 @@ PositionalEncoding::PositionalEncoding(Options opts, core::Generator& gen)
 // Y = dropout(X + P[:, start : start + T, :])     X (B, T, D), P slice (1, T, D)
 Variable PositionalEncoding::forward(const Variable& X, int64_t start) {
     const int64_t D = options.num_hiddens;
-    if (X.dim() != 3 || X.size(2) != D)
-        fail<ShapeError>("PositionalEncoding: expected X of shape (B, T, {}), got {}", D, core::shape_str(X.shape()));
+    check<ShapeError>(X.dim() == 3 && X.size(2) == D, "PositionalEncoding: expected X of shape (B, T, {}), got {}", D,
+                      X.shape());
     const int64_t T = X.size(1);
-    if (start < 0) fail<IndexError>("PositionalEncoding: start {} must be non-negative", start);
-    if (start + T > options.max_len)
-        fail<IndexError>("PositionalEncoding: positions {} to {} (start {} + {} steps) exceed max_len {}", start,
-                         start + T - 1, start, T, options.max_len);
+    check<IndexError>(start >= 0, "PositionalEncoding: start {} must be non-negative", start);
+    check<IndexError>(start + T <= options.max_len,
+                      "PositionalEncoding: positions {} to {} (start {} + {} steps) exceed max_len {}", start,
+                      start + T - 1, start, T, options.max_len);
     core::Tensor p = P.slice(1, start, start + T);  // (1, T, D), a view of the table
     if (p.dtype() != X.dtype()) p = p.to(X.dtype());
     return (*dropout_)(X + Variable(p));  // P is a constant: Variable(p) requires no gradient

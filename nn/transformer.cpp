@@ -70,9 +70,8 @@ AddNorm::AddNorm(Options o, core::Generator& gen) : Module("AddNorm"), options(o
 }
 
 Variable AddNorm::forward(const Variable& X, const Variable& Y) {
-    if (!(X.shape() == Y.shape()))
-        fail<ShapeError>("AddNorm: X of shape {} and Y of shape {} must match", core::shape_str(X.shape()),
-                         core::shape_str(Y.shape()));
+    check<ShapeError>(X.shape() == Y.shape(), "AddNorm: X of shape {} and Y of shape {} must match", X.shape(),
+                      Y.shape());
     return (*ln)(ag::add((*dropout)(Y), X));  // ln(dropout(Y) + X)
 }
 

@@ -1,8 +1,10 @@
-// Inputs for the gradcheck tests: small float64 leaves whose values stay
-// clear of the points where an op is not differentiable (the kink of relu
-// and abs at 0, the pole of log, 1/x and x^-1.5 at 0, ties of max), laid
-// out contiguously or as non-contiguous views of a bigger tensor, so every
-// backward is also checked on strided inputs.
+// What every gradcheck test shares (tests/autograd, tests/nn): small float64
+// leaves, whose values stay clear of the points where an op is not
+// differentiable (the kink of relu and abs at 0, the pole of log, 1/x and
+// x^-1.5 at 0, ties of max), laid out contiguously or as non-contiguous
+// views of a bigger tensor, so every backward is also checked on strided
+// inputs; tables of cases run through autograd::gradcheck; and the check of
+// a layer with respect to its parameters.
 #pragma once
 
 #include "autograd/autograd.hpp"
@@ -11,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -88,6 +91,79 @@ inline void require_gradcheck(const Function& f, const std::vector<autograd::Var
     const autograd::GradcheckResult result = autograd::gradcheck(f, inputs);
     INFO(result.report);
     REQUIRE(result);
+}
+
+/// A float64 leaf of N(0, 1) values that requires a gradient.
+inline autograd::Variable randn_leaf(const core::Shape& shape, core::Generator& gen) {
+    return autograd::Variable(core::randn(shape, gen, core::DType::float64), true);
+}
+
+/// One row of a gradcheck table: what it covers (the signature), the leaves
+/// it differentiates with respect to, and the function of them. Constants
+/// that take no gradient (ids, lengths, masks) are captured by f.
+struct GradCase {
+    std::string name;
+    std::vector<autograd::Variable> inputs;
+    Function f;
+};
+
+/// gradcheck of every case of a table; a failure names the case and the entry that disagrees.
+inline void check_gradcheck_table(const std::vector<GradCase>& cases) {
+    for (const GradCase& c : cases) {
+        const autograd::GradcheckResult result = autograd::gradcheck(c.f, c.inputs);
+        INFO("gradcheck of " << c.name << (result ? ": passed" : ":\n") << result.report);
+        CHECK(result.passed);
+    }
+}
+
+// ---- differentiating with respect to a layer's parameters ------------------------------------
+//
+// gradcheck differentiates f with respect to the Variables it passes to f,
+// so f must build its graph from those Variables, not from the layer's own
+// parameters. Every layer reads its parameters from its public members
+// (weight, bias) when forward runs. So check_layer passes the members'
+// current values to gradcheck as extra inputs, and inside f a MemberSwap
+// points each member at the Variable gradcheck handed over, for the length
+// of one forward call; its destructor puts the layer's own handles back,
+// also when the forward throws. Nothing is copied in or out of the
+// parameters, and the module's registered parameter list is never touched.
+
+class MemberSwap {
+public:
+    MemberSwap(const std::vector<autograd::Variable*>& members, std::span<const autograd::Variable> replacements)
+        : members_(members) {
+        for (size_t i = 0; i < members_.size(); ++i) {
+            saved_.push_back(*members_[i]);
+            *members_[i] = replacements[i];
+        }
+    }
+    ~MemberSwap() {
+        for (size_t i = 0; i < members_.size(); ++i) *members_[i] = saved_[i];
+    }
+    MemberSwap(const MemberSwap&) = delete;
+    MemberSwap& operator=(const MemberSwap&) = delete;
+
+private:
+    const std::vector<autograd::Variable*>& members_;
+    std::vector<autograd::Variable> saved_;
+};
+
+/// gradcheck of forward(data) with respect to the data Variables that require
+/// a gradient and to every listed parameter member (float64: module.to(DType::float64) first).
+inline autograd::GradcheckResult check_layer(const std::vector<autograd::Variable>& data,
+                                             const std::vector<autograd::Variable*>& members, const Function& forward) {
+    std::vector<autograd::Variable> inputs = data;
+    for (autograd::Variable* m : members) {
+        REQUIRE(m->defined());
+        REQUIRE(m->dtype() == core::DType::float64);
+        inputs.push_back(*m);
+    }
+    const size_t k = data.size();
+    auto f = [&](const std::vector<autograd::Variable>& in) {
+        MemberSwap swap(members, std::span<const autograd::Variable>(in).subspan(k));
+        return forward(std::vector<autograd::Variable>(in.begin(), in.begin() + k));
+    };
+    return autograd::gradcheck(f, inputs);
 }
 
 }  // namespace tformer::testing

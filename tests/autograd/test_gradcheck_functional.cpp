@@ -5,6 +5,7 @@
 // them. Constants that take no gradient (ids, targets, lengths, masks) are
 // captured by the function.
 #include "autograd/autograd.hpp"
+#include "gradcheck_inputs.hpp"
 #include "core/core.hpp"
 
 #include <catch2/catch.hpp>
@@ -19,18 +20,13 @@ using core::Tensor;
 
 namespace {
 
-using Fn = std::function<Variable(const std::vector<Variable>&)>;
-
-struct GradCase {
-    std::string name;
-    std::vector<Variable> inputs;
-    Fn f;
-};
+using testing::GradCase;
+using Fn = testing::Function;
 
 // A float64 leaf of standard-normal values that requires a gradient.
 Variable randn(const core::Shape& shape, uint64_t seed) {
     core::Generator gen(seed);
-    return Variable(core::randn(shape, gen, DType::float64), true);
+    return testing::randn_leaf(shape, gen);
 }
 
 // A leaf that is a view: `base` (already a view of a fresh tensor) made to require a gradient.
@@ -43,14 +39,7 @@ Tensor randn_t(const core::Shape& shape, uint64_t seed) {
 
 Tensor ids(std::vector<int64_t> values, core::Shape shape) { return core::from_vector(values, shape); }
 
-void run_table(const std::vector<GradCase>& cases) {
-    for (const GradCase& c : cases) {
-        INFO(c.name);
-        const GradcheckResult result = gradcheck(c.f, c.inputs);
-        INFO(result.report);
-        CHECK(result);
-    }
-}
+void run_table(const std::vector<GradCase>& cases) { testing::check_gradcheck_table(cases); }
 
 }  // namespace
 

@@ -272,14 +272,15 @@ TEST_CASE("DotProductAttention.forward: shape errors name the layer and the shap
     DotProductAttention attention({.dropout = 0.0});
     const Variable q(core::zeros({2, 3, 4})), k(core::zeros({2, 5, 4})), v(core::zeros({2, 5, 6}));
     REQUIRE_THROWS_WITH(attention(Variable(core::zeros({3, 4})), k, v),
-                        "DotProductAttention: queries of shape (3x4) must be (batch, steps, d) or (batch, heads, "
-                        "steps, d)");
+                        "DotProductAttention: queries of shape (3x4) must be (B, T, d) or (B, H, T, d)");
     REQUIRE_THROWS_WITH(attention(q, Variable(core::zeros({2, 5, 3})), v),
-                        "DotProductAttention: queries (2x3x4) and keys (2x5x3) must have the same size d in the "
-                        "last dimension");
+                        "DotProductAttention: keys of shape (2x5x3) must be (...=(2), S, d=4)");
     REQUIRE_THROWS_WITH(attention(q, k, Variable(core::zeros({2, 4, 6}))),
-                        "DotProductAttention: keys (2x5x4) and values (2x4x6) must have the same number of steps");
-    REQUIRE_THROWS_AS(attention(q, Variable(core::zeros({3, 5, 4})), v), ShapeError);
+                        "DotProductAttention: values of shape (2x4x6) must be (...=(2), S=5, v)");
+    REQUIRE_THROWS_WITH(attention(q, Variable(core::zeros({3, 5, 4})), v),
+                        "DotProductAttention: keys of shape (3x5x4) must be (...=(2), S, d=4)");
+    REQUIRE_THROWS_WITH(attention(q, Variable(core::zeros({2, 1, 5, 4})), v),
+                        "DotProductAttention: keys of shape (2x1x5x4) must be (...=(2), S, d=4)");
     // a mask that fits neither form is rejected by the masked softmax
     REQUIRE_THROWS_AS(attention(q, k, v, core::from_vector(std::vector<int64_t>{1, 2, 3}, {3})), ShapeError);
 }
@@ -340,9 +341,11 @@ TEST_CASE("AdditiveAttention.forward: shape errors name the layer and the shapes
     AdditiveAttention attention({.key_size = 2, .query_size = 20, .num_hiddens = 8});
     const Variable keys(core::ones({2, 10, 2})), values(core::ones({2, 10, 4}));
     REQUIRE_THROWS_WITH(attention(Variable(core::zeros({2, 1, 19})), keys, values),
-                        "AdditiveAttention: queries of shape (2x1x19) must be (batch, steps, query_size=20)");
+                        "AdditiveAttention: queries of shape (2x1x19) must be (B, T, query_size=20)");
     REQUIRE_THROWS_WITH(attention(Variable(core::zeros({2, 1, 20})), Variable(core::ones({2, 10, 3})), values),
-                        "AdditiveAttention: keys of shape (2x10x3) must be (batch, steps, key_size=2)");
+                        "AdditiveAttention: keys of shape (2x10x3) must be (B=2, S, key_size=2)");
+    REQUIRE_THROWS_WITH(attention(Variable(core::zeros({2, 1, 20})), keys, Variable(core::ones({2, 9, 4}))),
+                        "AdditiveAttention: values of shape (2x9x4) must be (B=2, S=10, v)");
     REQUIRE_THROWS_AS(attention(Variable(core::zeros({2, 1, 20})), keys, Variable(core::ones({2, 9, 4}))), ShapeError);
     REQUIRE_THROWS_AS(AdditiveAttention({.key_size = 0, .query_size = 20, .num_hiddens = 8}), ValueError);
 }
@@ -498,12 +501,13 @@ TEST_CASE("MultiHeadAttention: errors name the layer and the shapes", "[nn][atte
     MultiHeadAttention mha({.key_size = 4, .query_size = 4, .value_size = 4, .num_hiddens = 4, .num_heads = 2});
     const Variable X(core::zeros({2, 3, 4}));
     REQUIRE_THROWS_WITH(mha(Variable(core::zeros({2, 3})), X, X),
-                        "MultiHeadAttention: queries of shape (2x3) must be (batch, steps, query_size=4)");
+                        "MultiHeadAttention: queries of shape (2x3) must be (B, T, query_size=4)");
     REQUIRE_THROWS_WITH(mha(X, Variable(core::zeros({2, 3, 5})), X),
-                        "MultiHeadAttention: keys of shape (2x3x5) must be (batch, steps, key_size=4)");
+                        "MultiHeadAttention: keys of shape (2x3x5) must be (B=2, S, key_size=4)");
     REQUIRE_THROWS_WITH(mha(X, X, Variable(core::zeros({2, 3, 3}))),
-                        "MultiHeadAttention: values of shape (2x3x3) must be (batch, steps, value_size=4)");
-    REQUIRE_THROWS_AS(mha(X, Variable(core::zeros({3, 3, 4})), Variable(core::zeros({3, 3, 4}))), ShapeError);
+                        "MultiHeadAttention: values of shape (2x3x3) must be (B=2, S=3, value_size=4)");
+    REQUIRE_THROWS_WITH(mha(X, Variable(core::zeros({3, 3, 4})), Variable(core::zeros({3, 3, 4}))),
+                        "MultiHeadAttention: keys of shape (3x3x4) must be (B=2, S, key_size=4)");
     REQUIRE_THROWS_WITH(mha(X, X, X, core::from_vector(std::vector<int64_t>{1, 2, 3}, {3})),
                         "MultiHeadAttention: valid_lens of shape (3) must be (batch=2) or (batch=2, query steps)");
     REQUIRE_THROWS_WITH(mha(X, X, X, core::from_vector(std::vector<bool>(3 * 9, true), {3, 3, 3})),
@@ -608,7 +612,7 @@ TEST_CASE("MultiHeadAttention.forward_step: a cache from another batch size is r
     REQUIRE_THROWS_AS(mha.forward_step(x3, Variable(), Variable(), Tensor(), cache, false), ShapeError);
     KVCache empty;
     REQUIRE_THROWS_WITH(mha.forward_step(x2, Variable(), Variable(), Tensor(), empty, false),
-                        "MultiHeadAttention: keys are undefined");
+                        "MultiHeadAttention: keys (undefined) must be (B=2, S, key_size=4)");
 }
 
 // ---- attention pooling (seed 003) -------------------------------------------------------------------------

@@ -106,7 +106,7 @@ TEST_CASE("TransformerClassifier: bad input is a clear error", "[nn][classifier]
     CHECK_THROWS_WITH(mean(ids({1, 2, 3}, 1, 3), lens({0})), Catch::Contains("valid length 0 not in [1, 3]"));
     CHECK_THROWS_WITH(mean(ids({1, 2, 3}, 1, 3), lens({2, 2})), Catch::Contains("valid_lens of shape (2)"));
     CHECK_THROWS_WITH(mean(core::from_vector(std::vector<int64_t>{1, 2, 3}, {3}), lens({2})),
-                      Catch::Contains("must be (batch, steps)"));
+                      Catch::Contains("token ids of shape (3) must be (B, T)"));
     CHECK_THROWS_AS(mean(ids({1, 2, 9}, 1, 3), lens({3})), IndexError);  // token outside the vocabulary
     auto o = tiny(Pooling::mean);
     o.num_heads = 3;

@@ -8,6 +8,7 @@
 #include "nn/attention_pooling.hpp"
 
 #include "autograd/autograd.hpp"
+#include "autograd/gradcheck_inputs.hpp"
 #include "core/core.hpp"
 
 #include <catch2/catch.hpp>
@@ -25,18 +26,8 @@ using core::Generator;
 
 namespace {
 
-using Fn = std::function<Variable(const std::vector<Variable>&)>;
-
-struct GradCase {
-    std::string name;
-    std::vector<Variable> inputs;
-    Fn f;
-};
-
-// A float64 leaf that requires a gradient, N(0, 1).
-Variable leaf(const core::Shape& shape, Generator& gen) {
-    return Variable(core::randn(shape, gen, DType::float64), true);
-}
+using testing::GradCase;
+Variable leaf(const core::Shape& shape, Generator& gen) { return testing::randn_leaf(shape, gen); }
 
 // A (B, S, d) leaf stored as (B, d, S) and transposed: a non-contiguous view.
 Variable transposed_leaf(int64_t B, int64_t S, int64_t d, Generator& gen) {
@@ -189,11 +180,5 @@ std::vector<GradCase> cases() {
 
 TEST_CASE("gradcheck(attention layers and pooling): backward matches central differences for every case",
           "[nn][attention][gradcheck]") {
-    for (const GradCase& c : cases()) {
-        SECTION(c.name) {
-            const autograd::GradcheckResult result = gradcheck(c.f, c.inputs);
-            INFO("gradcheck of " << c.name << (result ? ": passed" : ":\n") << result.report);
-            CHECK(result.passed);
-        }
-    }
+    testing::check_gradcheck_table(cases());
 }

@@ -6,6 +6,7 @@
 #include "nn/layers.hpp"
 
 #include "autograd/autograd.hpp"
+#include "autograd/gradcheck_inputs.hpp"
 #include "core/core.hpp"
 
 #include <catch2/catch.hpp>
@@ -26,60 +27,10 @@ using core::Tensor;
 namespace {
 
 using Inputs = std::vector<Variable>;
-using Forward = std::function<Variable(const Inputs&)>;
-
-// ---- differentiating with respect to a layer's parameters ------------------------------------
-//
-// gradcheck differentiates f with respect to the Variables it passes to f,
-// so f must build its graph from those Variables, not from the layer's own
-// parameters. Every layer reads its parameters from its public members
-// (weight, bias) when forward runs. So check_layer passes the members'
-// current values to gradcheck as extra inputs, and inside f a MemberSwap
-// points each member at the Variable gradcheck handed over, for the length
-// of one forward call; its destructor puts the layer's own handles back,
-// also when the forward throws. Nothing is copied in or out of the
-// parameters, and the module's registered parameter list is never touched.
-
-class MemberSwap {
-public:
-    MemberSwap(const std::vector<Variable*>& members, std::span<const Variable> replacements) : members_(members) {
-        for (size_t i = 0; i < members_.size(); ++i) {
-            saved_.push_back(*members_[i]);
-            *members_[i] = replacements[i];
-        }
-    }
-    ~MemberSwap() {
-        for (size_t i = 0; i < members_.size(); ++i) *members_[i] = saved_[i];
-    }
-    MemberSwap(const MemberSwap&) = delete;
-    MemberSwap& operator=(const MemberSwap&) = delete;
-
-private:
-    const std::vector<Variable*>& members_;
-    std::vector<Variable> saved_;
-};
-
-/// gradcheck of forward(data) with respect to the data Variables that require
-/// a gradient and to every listed parameter member.
-GradcheckResult check_layer(const Inputs& data, const std::vector<Variable*>& members, const Forward& forward) {
-    Inputs inputs = data;
-    for (Variable* m : members) {
-        REQUIRE(m->defined());
-        REQUIRE(m->dtype() == DType::float64);  // module.to(DType::float64) first
-        inputs.push_back(*m);
-    }
-    const size_t k = data.size();
-    auto f = [&](const Inputs& in) {
-        MemberSwap swap(members, std::span<const Variable>(in).subspan(k));
-        return forward(Inputs(in.begin(), in.begin() + k));
-    };
-    return autograd::gradcheck(f, inputs);
-}
+using testing::check_layer;
 
 /// A float64 leaf with N(0, 1) values that requires a gradient.
-Variable input(const core::Shape& shape, core::Generator& gen) {
-    return Variable(core::randn(shape, gen, DType::float64), true);
-}
+Variable input(const core::Shape& shape, core::Generator& gen) { return testing::randn_leaf(shape, gen); }
 
 // Parameters start at 1 and 0 in the norms; random values make every term of
 // the gradient visible.
