@@ -301,21 +301,22 @@ double replay_gemm_ms(const std::vector<core::blas::GemmCall>& calls, int64_t re
 }
 
 // What one kind of run (train step, forward, decoding) did: its time per run
-// and the products it called over all timed runs.
+// and the products it called over the logged runs.
 struct Measured {
     Timing time;                             ///< per run
-    std::vector<core::blas::GemmCall> gemms;  ///< every product of the timed runs
+    std::vector<core::blas::GemmCall> gemms;  ///< every product of the logged runs
     int64_t runs = 0;
 };
 
 // Runs body(i) for i in [0, warmup) untimed, then for i in [warmup, warmup +
-// repeats) timed, logging the products of the timed runs. Fixed batches
-// report the median run; a corpus preset's runs are different batches, so
-// their mean (total / runs) is the figure.
+// repeats) timed. Fixed batches report the median run; a corpus preset's
+// runs are different batches, so their mean (total / runs) is the figure.
+// The products are logged afterwards, on untimed runs (logging costs a lock
+// per product, which tiny products would feel): one run for a fixed batch,
+// every timed batch again for a corpus preset.
 Measured measure_runs(int64_t warmup, int64_t repeats, bool mean, const std::function<void(int64_t)>& body) {
     for (int64_t i = 0; i < warmup; ++i) body(i);
     std::vector<double> wall, cpu;
-    core::blas::start_gemm_log();
     for (int64_t i = warmup; i < warmup + repeats; ++i) {
         const auto start = Clock::now();
         const double cpu_start = process_cpu_ms();
@@ -323,7 +324,10 @@ Measured measure_runs(int64_t warmup, int64_t repeats, bool mean, const std::fun
         wall.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
         cpu.push_back(process_cpu_ms() - cpu_start);
     }
-    Measured m{.time = {}, .gemms = core::blas::stop_gemm_log(), .runs = repeats};
+    const int64_t logged = mean ? repeats : 1;
+    core::blas::start_gemm_log();
+    for (int64_t i = warmup; i < warmup + logged; ++i) body(i);
+    Measured m{.time = {}, .gemms = core::blas::stop_gemm_log(), .runs = logged};
     if (mean) {
         m.time.wall_ms = std::accumulate(wall.begin(), wall.end(), 0.0) / static_cast<double>(repeats);
         m.time.cpu_ms = std::accumulate(cpu.begin(), cpu.end(), 0.0) / static_cast<double>(repeats);
