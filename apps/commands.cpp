@@ -82,7 +82,7 @@ const Preset kTranslate{.epochs = 1, .batch_size = 0, .num_steps = 64, .num_hidd
                         .total_steps = 1800, .average = 0, .tie_embeddings = true};
 
 // --preset long: the same model and recipe for 5,400 steps (3.2 epochs, about
-// 13.5 minutes on 2 idle cores).
+// 12.5 minutes on 2 idle cores).
 const Preset kLong = [] {
     Preset p = kTranslate;
     p.total_steps = 5400;
