@@ -10,6 +10,7 @@
 #include "nn/safetensors.hpp"
 
 #include "core/file.hpp"
+#include "core/utf8.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -111,45 +112,11 @@ std::string quote_name(std::string_view s) {
     return out;
 }
 
-// Index of the first byte that does not begin a well-formed UTF-8 sequence,
-// or npos. Well-formed means (Unicode table 3-7): no stray continuation bytes,
-// no overlong forms (C0, C1, E0 80.., F0 80..), no surrogates (ED A0..), nothing
-// above U+10FFFF (F4 90.., F5..FF), and no sequence cut short.
+// Index of the first byte that is not well-formed UTF-8, or npos (core/utf8.hpp).
 size_t find_invalid_utf8(std::span<const uint8_t> s) {
-    size_t i = 0;
-    while (i < s.size()) {
-        const uint8_t b = s[i];
-        if (b < 0x80) {
-            ++i;
-            continue;
-        }
-        int len = 0;
-        uint8_t lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-        if (b >= 0xC2 && b <= 0xDF) {
-            len = 2;
-        } else if (b >= 0xE0 && b <= 0xEF) {
-            len = 3;
-            if (b == 0xE0) lo = 0xA0;  // overlong
-            if (b == 0xED) hi = 0x9F;  // surrogates U+D800..DFFF
-        } else if (b >= 0xF0 && b <= 0xF4) {
-            len = 4;
-            if (b == 0xF0) lo = 0x90;  // overlong
-            if (b == 0xF4) hi = 0x8F;  // above U+10FFFF
-        } else {
-            return i;
-        }
-        if (i + len > s.size()) return i;
-        if (s[i + 1] < lo || s[i + 1] > hi) return i;
-        for (int k = 2; k < len; ++k)
-            if ((s[i + k] & 0xC0) != 0x80) return i;
-        i += len;
-    }
-    return std::string_view::npos;
+    return core::find_invalid_utf8(std::string_view(reinterpret_cast<const char*>(s.data()), s.size()));
 }
-
-size_t find_invalid_utf8(std::string_view s) {
-    return find_invalid_utf8(std::span(reinterpret_cast<const uint8_t*>(s.data()), s.size()));
-}
+using core::find_invalid_utf8;
 
 // A JSON number that is an integer >= 0 ("-0" included), else nothing.
 // Fractions, exponents ("1e3") and integers beyond 2^64 - 1 are doubles in

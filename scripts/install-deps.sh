@@ -13,6 +13,7 @@ packages=(
   libcli11-dev                       # the tformer command line
   libpng-dev                         # loss curves and attention heatmaps as PNG
   libsentencepiece-dev               # the subword tokenizer of the translation task
+  libutf8proc-dev                    # UTF-8 validation and Python's str.lower() (core/utf8.cpp)
 )
 
 missing=()

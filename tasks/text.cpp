@@ -3,139 +3,12 @@
 #include "tasks/text.hpp"
 
 #include "core/error.hpp"
+#include "core/utf8.hpp"
 #include "core/parallel.hpp"
 
 #include <algorithm>
 
 namespace tformer::tasks {
-
-// ==== UTF-8 ====================================================================
-
-namespace {
-
-// Decodes the code point that starts at text[pos] into `cp` and returns its
-// length in bytes, or 0 when the bytes there are not well-formed UTF-8. The
-// byte ranges are those of the Unicode standard's table 3-7, which rule out
-// overlong forms (C0, C1, E0 80..9F, F0 80..8F), surrogates (ED A0..BF) and
-// code points above U+10FFFF (F4 90.., F5..FF).
-int decode_utf8(std::string_view text, size_t pos, char32_t& cp) {
-    const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[i]); };
-    const unsigned char b0 = byte(pos);
-    if (b0 < 0x80) {
-        cp = b0;
-        return 1;
-    }
-    int len;
-    unsigned char lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-    if (b0 >= 0xC2 && b0 <= 0xDF) {
-        len = 2;
-        cp = b0 & 0x1F;
-    } else if (b0 >= 0xE0 && b0 <= 0xEF) {
-        len = 3;
-        cp = b0 & 0x0F;
-        if (b0 == 0xE0) lo = 0xA0;  // below is overlong
-        if (b0 == 0xED) hi = 0x9F;  // above is a surrogate
-    } else if (b0 >= 0xF0 && b0 <= 0xF4) {
-        len = 4;
-        cp = b0 & 0x07;
-        if (b0 == 0xF0) lo = 0x90;  // below is overlong
-        if (b0 == 0xF4) hi = 0x8F;  // above is past U+10FFFF
-    } else {
-        return 0;  // a continuation byte, C0/C1 or F5..FF cannot start a character
-    }
-    if (pos + len > text.size()) return 0;
-    for (int k = 1; k < len; ++k) {
-        const unsigned char b = byte(pos + k);
-        const unsigned char min = k == 1 ? lo : 0x80, max = k == 1 ? hi : 0xBF;
-        if (b < min || b > max) return 0;
-        cp = (cp << 6) | (b & 0x3F);
-    }
-    return len;
-}
-
-void append_utf8(std::string& out, char32_t cp) {
-    if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-}
-
-// The lowercase of one code point, as Python's str.lower() gives it, for
-// ASCII, Latin-1 Supplement, Latin Extended-A and basic Cyrillic. Every other
-// code point maps to itself. (U+0130 İ lowercases to two code points and is
-// handled by the caller.)
-char32_t lower_code_point(char32_t cp) {
-    if (cp >= U'A' && cp <= U'Z') return cp + 0x20;
-    if (cp < 0xC0) return cp;
-    // Latin-1: À..Þ -> à..þ, except × (U+00D7), which is not a letter.
-    if (cp <= 0xDE) return cp == 0xD7 ? cp : cp + 0x20;
-    if (cp >= 0x100 && cp <= 0x17F) {
-        // Latin Extended-A is mostly (capital, small) pairs. The pairs start on
-        // an even code point except in U+0139..U+0148 and U+0179..U+017E,
-        // where they start on an odd one; ı ĸ ŉ ſ have no capital partner
-        // here, and Ÿ's small letter ÿ is U+00FF back in Latin-1.
-        if (cp == 0x178) return 0xFF;
-        if (cp == 0x131 || cp == 0x138 || cp == 0x149 || cp == 0x17F) return cp;
-        const bool odd_pairs = (cp >= 0x139 && cp <= 0x148) || (cp >= 0x179 && cp <= 0x17E);
-        const bool is_capital = odd_pairs ? (cp % 2 == 1) : (cp % 2 == 0);
-        return is_capital ? cp + 1 : cp;
-    }
-    // Cyrillic: А..Я -> а..я and Ѐ..Џ -> ѐ..џ.
-    if (cp >= 0x410 && cp <= 0x42F) return cp + 0x20;
-    if (cp >= 0x400 && cp <= 0x40F) return cp + 0x50;
-    return cp;
-}
-
-[[noreturn]] void fail_utf8(const char* op, std::string_view text, size_t pos) {
-    fail<ValueError>("{}: invalid UTF-8 at byte {} (0x{:02X})", op, pos,
-                     static_cast<unsigned>(static_cast<unsigned char>(text[pos])));
-}
-
-}  // namespace
-
-bool is_valid_utf8(std::string_view text) {
-    char32_t cp;
-    for (size_t pos = 0; pos < text.size();) {
-        if (static_cast<unsigned char>(text[pos]) < 0x80) {  // fast path for ASCII
-            ++pos;
-            continue;
-        }
-        const int len = decode_utf8(text, pos, cp);
-        if (len == 0) return false;
-        pos += len;
-    }
-    return true;
-}
-
-std::string utf8_lower(std::string_view text) {
-    std::string out;
-    out.reserve(text.size());
-    char32_t cp;
-    for (size_t pos = 0; pos < text.size();) {
-        const int len = decode_utf8(text, pos, cp);
-        if (len == 0) fail_utf8("utf8_lower", text, pos);
-        pos += len;
-        if (cp == 0x130) {
-            // Python: "İ".lower() == "i̇", i followed by U+0307 COMBINING DOT ABOVE.
-            out += 'i';
-            append_utf8(out, 0x307);
-        } else {
-            append_utf8(out, lower_code_point(cp));
-        }
-    }
-    return out;
-}
 
 // ==== preprocessing and tokenising ===================================================
 
@@ -146,30 +19,27 @@ std::string utf8_lower(std::string_view text) {
 // test looks at the previous character of the replaced, lowercased text, not
 // at the output, so "a.." becomes "a . .". One pass does all three steps.
 std::string preprocess_nmt(std::string_view text) {
+    if (const size_t bad = core::find_invalid_utf8(text); bad != std::string_view::npos)
+        fail<ValueError>("preprocess_nmt: invalid UTF-8 at byte {} (0x{:02X})", bad,
+                         static_cast<unsigned>(static_cast<unsigned char>(text[bad])));
+    const std::string lower = core::utf8_lower(text);  // str.lower(); the two spaces below are caseless
     std::string out;
-    out.reserve(text.size() + text.size() / 8);
-    char32_t prev = 0;  // previous character of the replaced, lowercased text
-    bool first = true;  // d2l's `i > 0`
-    const auto emit = [&](char32_t c) {
-        const bool punct = c == U',' || c == U'.' || c == U'!' || c == U'?';
-        if (!first && punct && prev != U' ') out += ' ';
-        append_utf8(out, c);
-        prev = c;
-        first = false;
-    };
-    char32_t cp;
-    for (size_t pos = 0; pos < text.size();) {
-        const int len = decode_utf8(text, pos, cp);
-        if (len == 0) fail_utf8("preprocess_nmt", text, pos);
-        pos += len;
-        if (cp == 0x202F || cp == 0xA0) {
-            emit(U' ');
-        } else if (cp == 0x130) {
-            emit(U'i');  // see utf8_lower
-            emit(0x307);
-        } else {
-            emit(lower_code_point(cp));
+    out.reserve(lower.size() + lower.size() / 8);
+    bool prev_space = false;  // the previous character of the replaced, lowercased text is ' '
+    for (size_t i = 0; i < lower.size();) {
+        const std::string_view rest = std::string_view(lower).substr(i);
+        if (rest.starts_with("\u202f") || rest.starts_with("\u00a0")) {  // NARROW NO-BREAK SPACE, NO-BREAK SPACE
+            out += ' ';
+            prev_space = true;
+            i += rest[0] == '\xC2' ? 2 : 3;
+            continue;
         }
+        const char c = lower[i];
+        const bool punct = c == ',' || c == '.' || c == '!' || c == '?';
+        if (i > 0 && punct && !prev_space) out += ' ';  // i > 0: not before the very first character
+        out += c;
+        prev_space = c == ' ';
+        ++i;  // the bytes of a multi-byte character go one by one; none is ' ' or punctuation
     }
     return out;
 }

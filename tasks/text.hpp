@@ -11,6 +11,7 @@
 #pragma once
 
 #include "core/tensor.hpp"
+#include "core/utf8.hpp"
 
 #include <cstdint>
 #include <string>
@@ -25,25 +26,15 @@ using TokenLine = std::vector<std::string>;
 /// A corpus: one tokenised sentence per entry.
 using TokenLines = std::vector<TokenLine>;
 
-// ---- UTF-8 --------------------------------------------------------------------
+// ---- UTF-8 (core/utf8.hpp) -------------------------------------------------------
 
-/// True when `text` is well-formed UTF-8 (no overlong forms, no surrogates,
-/// nothing above U+10FFFF, no truncated sequences).
-bool is_valid_utf8(std::string_view text);
-
-/// Lowercases `text` as Python's str.lower() does for ASCII, Latin-1
-/// Supplement (U+00C0..U+00DE: À→à, É→é, Ç→ç ...), Latin Extended-A
-/// (U+0100..U+017F: Œ→œ, Ł→ł, Ÿ→ÿ, İ→i̇ ...) and basic Cyrillic
-/// (U+0400..U+042F). Other characters (Greek, Latin Extended-B, ...) are left
-/// unchanged; the fra-eng corpus has no capitals outside these ranges (its
-/// non-ASCII capitals are À Â Ç É Ê Ô and one Cyrillic С). Throws ValueError
-/// on invalid UTF-8.
-std::string utf8_lower(std::string_view text);
+using core::is_valid_utf8;
+using core::utf8_lower;  ///< Python's str.lower(), which d2l's preprocess_nmt calls
 
 // ---- d2l preprocessing and tokenising --------------------------------------------
 
 /// d2l's preprocess_nmt: U+202F and U+00A0 become ' ', the text is lowercased
-/// (see utf8_lower), and a space is put before each of `, . ! ?` whose
+/// as Python's str.lower() does (core::utf8_lower), and a space is put before each of `, . ! ?` whose
 /// previous character is not a space. U+2009 THIN SPACE is left as it is, as
 /// in d2l. Works on a whole file or on one line alike. Throws ValueError on
 /// invalid UTF-8.

@@ -14,6 +14,7 @@
 #include <vector>
 #include <cstdio>
 #include <filesystem>
+#include <unistd.h>
 #include <fstream>
 #include <iterator>
 #include <random>
@@ -41,7 +42,7 @@ Run run_cli(const std::string& args, const std::string& stdin_text = "") {
 }
 
 std::string temp_dir(const std::string& name) {
-    const auto dir = std::filesystem::temp_directory_path() / ("tformer-cli-" + name);
+    const auto dir = std::filesystem::temp_directory_path() / ("tformer-cli-" + std::to_string(::getpid()) + "-" + name);
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     return dir.string();

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <unistd.h>
 #include <string>
 #include <sys/wait.h>
 #include <utility>
@@ -42,7 +43,7 @@ TEST_CASE("scripts/torch_translate.py: d2l's PyTorch model with tformer's weight
     }
     const std::string exe = std::string(TFORMER_BINARY_DIR) + "/apps/tformer";
     const std::string script = std::string(TFORMER_SOURCE_DIR) + "/scripts/torch_translate.py";
-    const auto dir = std::filesystem::temp_directory_path() / "tformer-torch";
+    const auto dir = std::filesystem::temp_directory_path() / ("tformer-torch-" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
     const std::string sentences = "\"I'm home.\" \"He's calm.\" \"We are friends.\" \"I lost.\" "
                                   "\"If you want to learn a language well, you have to speak it every day.\"";
@@ -66,4 +67,5 @@ TEST_CASE("scripts/torch_translate.py: d2l's PyTorch model with tformer's weight
         CHECK(torch.text == ours.text);
         CHECK(std::count(ours.text.begin(), ours.text.end(), '\n') == 5);
     }
+    std::filesystem::remove_all(dir);
 }

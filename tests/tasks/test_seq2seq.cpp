@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <unistd.h>
 #include <fstream>
 
 using namespace tformer;
@@ -28,7 +29,7 @@ ModelConfig small_config() {
 }
 
 std::string temp_path(const std::string& name) {
-    return (std::filesystem::temp_directory_path() / ("tformer-test-" + name)).string();
+    return (std::filesystem::temp_directory_path() / ("tformer-test-" + std::to_string(::getpid()) + "-" + name)).string();
 }
 }  // namespace
 

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <unistd.h>
 
 using namespace tformer;
 using namespace tformer::tasks;
@@ -24,7 +25,7 @@ ModelConfig copy_config(double dropout) {
 }
 
 std::string fresh_dir(const std::string& name) {
-    const auto dir = std::filesystem::temp_directory_path() / ("tformer-train-" + name);
+    const auto dir = std::filesystem::temp_directory_path() / ("tformer-train-" + std::to_string(::getpid()) + "-" + name);
     std::filesystem::remove_all(dir);
     return dir.string();
 }

@@ -1,0 +1,34 @@
+// UTF-8 text: validation, lowercasing as Python's str.lower() does, and
+// making any bytes safe to draw. The one place that calls utf8proc (Debian
+// libutf8proc-dev), as core/blas.cpp is for BLAS; the corpus reader, the
+// safetensors reader and the plots all come here.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace tformer::core {
+
+/// Byte offset of the first byte that does not begin a well-formed UTF-8
+/// sequence, or std::string_view::npos when `text` is all well-formed.
+/// Well-formed is the Unicode standard's (table 3-7): no stray continuation
+/// bytes, no overlong forms, no surrogates, nothing above U+10FFFF, no
+/// sequence cut short.
+size_t find_invalid_utf8(std::string_view text);
+
+/// True when `text` is well-formed UTF-8.
+bool is_valid_utf8(std::string_view text);
+
+/// `text` lowercased exactly as Python 3's str.lower(): every code point's
+/// Unicode lowercase mapping, including the full mappings (U+0130 İ becomes
+/// "i̇", i and U+0307) and the Final_Sigma rule (Σ at the end of a word is ς,
+/// elsewhere σ). d2l's preprocess_nmt lowercases with str.lower(). Throws
+/// ValueError naming the byte on invalid UTF-8.
+std::string utf8_lower(std::string_view text);
+
+/// `text` with each byte that does not begin a well-formed sequence replaced
+/// by U+FFFD (�): what a picture shows for bytes that are not text.
+std::string utf8_replace_invalid(std::string_view text);
+
+}  // namespace tformer::core
