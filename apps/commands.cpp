@@ -374,6 +374,7 @@ tasks::TrainOptions train_options(const TrainArgs& a, const Preset& p, uint64_t 
                           .quiet = a.quiet,
                           .profile = a.profile,
                           .detect_anomaly = a.detect_anomaly,
+                          .plot_format = tasks::parse_picture_format(a.plot_format, "train"),
                           .extra = {}};
     if (a.epochs) o.total_steps = 0;  // --epochs replaces a preset's step count
     if (a.steps) o.total_steps = *a.steps;
@@ -444,14 +445,15 @@ std::string copy_report(nn::EncoderDecoder& model, const TrainSetup& s, const ta
     for (int64_t id : example) t.src_tokens.push_back(std::to_string(id));
     for (int64_t id : d[0].tokens) t.tokens.push_back(std::to_string(id));
     t.decoded = d[0];
-    const auto pictures = tasks::plot_attention(s.out, "attention", model, t);
+    const tasks::PictureFormat format = s.options.plot_format;
+    const auto pictures = tasks::plot_attention(s.out, "attention", model, t, format);
     return fmt::format(
         "trained {} steps in {:.1f} s ({:.0f} tokens/s), final loss {:.4f}\n"
         "exact-sequence accuracy on 1000 fresh sequences: {:.1f}%\n"
         "example: {} -> {}\n"
-        "checkpoint: {}\nloss curve: {}/loss.png\nattention: {}\n",
+        "checkpoint: {}\nloss curve: {}/loss.{}\nattention: {}\n",
         r.steps, r.seconds, r.tokens_per_second, r.final_loss, 100 * acc, join(example), join(copied), r.checkpoint,
-        s.out, fmt::join(pictures, ", "));
+        s.out, tasks::picture_extension(format), fmt::join(pictures, ", "));
 }
 
 int train_copy(const TrainArgs& a, TrainSetup& s) {
@@ -473,12 +475,14 @@ int train_copy(const TrainArgs& a, TrainSetup& s) {
 // The end of a translation run's report: the heatmaps of one sentence decoded
 // greedily and where everything is.
 std::string pictures_report(nn::EncoderDecoder& model, const tasks::TokenizerPair& tok, const std::string& sentence,
-                            tasks::TranslateOptions options, const tasks::TrainResult& r, const std::string& out) {
+                            tasks::TranslateOptions options, const tasks::TrainResult& r, const TrainSetup& s) {
     options.decode.keep_attention = true;
     const tasks::Translation t = tasks::translate(model, tok, sentence, options);
-    const auto pictures = tasks::plot_attention(out, "attention", model, t);
-    return fmt::format("checkpoint: {}\nloss curve: {}/loss.png (values in {}/loss.csv)\nattention for \"{}\": {}\n",
-                       r.checkpoint, out, out, sentence, fmt::join(pictures, ", "));
+    const tasks::PictureFormat format = s.options.plot_format;
+    const auto pictures = tasks::plot_attention(s.out, "attention", model, t, format);
+    return fmt::format("checkpoint: {}\nloss curve: {}/loss.{} (values in {}/loss.csv)\nattention for \"{}\": {}\n",
+                       r.checkpoint, s.out, tasks::picture_extension(format), s.out, sentence,
+                       fmt::join(pictures, ", "));
 }
 
 // ---- train translate --preset d2l: seed 000's pipeline ------------------------------------------
@@ -547,7 +551,7 @@ int train_translate_d2l(const TrainArgs& a, TrainSetup& s) {
     const tasks::TranslateOptions greedy{.max_len = config.num_steps, .pad_to = config.num_steps,
                                          .decode = {.max_steps = config.num_steps}};
     std::string summary = d2l_report(*model, data, tok, greedy, r);
-    summary += pictures_report(*model, tok, "i'm home .", greedy, r, s.out);
+    summary += pictures_report(*model, tok, "i'm home .", greedy, r, s);
     return finish(s.out, summary);
 }
 
@@ -691,7 +695,7 @@ int train_translate_corpus(const TrainArgs& a, TrainSetup& s) {
     if (r.interrupted) return interrupted_exit(r);
     const double train_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::string summary = corpus_report(*model, d, s, r, train_wall);
-    summary += pictures_report(*model, d.tok, "I'm home.", {.max_len = config.num_steps, .decode = {}}, r, s.out);
+    summary += pictures_report(*model, d.tok, "I'm home.", {.max_len = config.num_steps, .decode = {}}, r, s);
     return finish(s.out, summary);
 }
 }  // namespace
@@ -771,7 +775,8 @@ int run_translate(const TranslateArgs& a) {
                                    "only its first {} were translated\n", number, o.max_len, o.max_len);
             fmt::print("{}\n", tr.text);
             if (!a.show_attention.empty() && a.beam <= 1) {
-                const auto pictures = tasks::plot_attention(a.show_attention, fmt::format("sentence-{}", number), *t->model, tr);
+                const auto pictures = tasks::plot_attention(a.show_attention, fmt::format("sentence-{}", number), *t->model,
+                                                            tr, tasks::parse_picture_format(a.plot_format, "translate"));
                 fmt::print(stderr, "attention: {}\n", fmt::join(pictures, ", "));
             }
         } catch (const ValueError& e) {
@@ -840,7 +845,7 @@ int run_eval(const EvalArgs& a) {
 
 // ---- tutorial ---------------------------------------------------------------------------------------
 
-int run_tutorial(const std::string& which, bool step, const std::string& out) {
+int run_tutorial(const std::string& which, bool step, const std::string& out, const std::string& plot_format) {
     const fs::path dir = TFORMER_TUTORIAL_DIR;
     std::vector<std::string> names;
     if (fs::exists(dir))
@@ -864,6 +869,7 @@ int run_tutorial(const std::string& which, bool step, const std::string& out) {
         std::vector<std::string> args = {(dir / ("tutorial_" + n)).string()};
         if (step) args.push_back("--step");
         if (!out.empty()) args.insert(args.end(), {"--out", out});
+        if (plot_format != "png") args.insert(args.end(), {"--plot-format", plot_format});
         std::vector<char*> argv;
         for (auto& arg : args) argv.push_back(arg.data());
         argv.push_back(nullptr);

@@ -34,6 +34,7 @@ struct TrainArgs {
     bool quiet = false;
     bool profile = false;
     bool detect_anomaly = false;
+    std::string plot_format = "png";  ///< png | svg: loss and attention pictures
 };
 
 struct TranslateArgs {
@@ -42,6 +43,7 @@ struct TranslateArgs {
     int64_t beam = 4;
     double length_penalty = 1.0;
     std::string show_attention;  ///< directory for heatmaps (empty: none)
+    std::string plot_format = "png";  ///< png | svg
     int threads = 0;
 };
 
@@ -57,6 +59,6 @@ struct EvalArgs {
 int run_train(const TrainArgs& args);
 int run_translate(const TranslateArgs& args);
 int run_eval(const EvalArgs& args);
-int run_tutorial(const std::string& which, bool step, const std::string& out);
+int run_tutorial(const std::string& which, bool step, const std::string& out, const std::string& plot_format = "png");
 
 }  // namespace tformer::apps

@@ -95,6 +95,8 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
     cmd.add_flag("--overwrite", a.overwrite, "replace the checkpoint already in <out> (without it, a new run refuses to)");
     cmd.add_option("--stop-after-steps", a.stop_after_steps, "stop after this many steps in total (to test --resume)")->check(non_negative);
     cmd.add_flag("--quiet", a.quiet, "no progress line");
+    cmd.add_option("--plot-format", a.plot_format, "pictures as png or svg")
+        ->capture_default_str()->check(CLI::IsMember({"png", "svg"}));
     cmd.add_option("--max-memory", a.max_memory,
                    "GB the run may take (default: the memory available now); a model estimated above it is refused")
         ->check(positive_finite);
@@ -160,7 +162,9 @@ int main(int argc, char** argv) {
     translate->add_option("sentences", tr.sentences, "sentences to translate; none: read lines from stdin");
     translate->add_option("--beam", tr.beam, "beam size (1: greedy)")->capture_default_str()->check(int_range(1, 64));
     translate->add_option("--length-penalty", tr.length_penalty, "beam scores are log p / length^alpha")->capture_default_str()->check(non_negative_finite);
-    translate->add_option("--show-attention", tr.show_attention, "write attention heatmaps (PNG) into this directory");
+    translate->add_option("--show-attention", tr.show_attention, "write attention heatmaps into this directory");
+    translate->add_option("--plot-format", tr.plot_format, "heatmaps as png or svg")
+        ->capture_default_str()->check(CLI::IsMember({"png", "svg"}));
     translate->add_option("--threads", tr.threads, "threads")->check(int_range(1, 1'000'000));
 
     EvalArgs ev;
@@ -184,12 +188,14 @@ int main(int argc, char** argv) {
     bench->add_option("--save-batches", bo.save_batches, "write the measured batches as JSON (bench/torch_bench.py --batches reads them)");
     bench->add_option("--load-batches", bo.load_batches, "measure the batches of a --save-batches file (skips the tokenizer)");
 
-    std::string which, out;
+    std::string which, out, plot_format = "png";
     bool step = false;
     CLI::App* tutorial = app.add_subcommand("tutorial", "list the tutorials, or run one");
     tutorial->add_option("number", which, "tutorial number or name, e.g. 5 or 05_attention_scoring");
     tutorial->add_flag("--step", step, "pause after each step until Enter");
     tutorial->add_option("--out", out, "directory for the tutorial's pictures");
+    tutorial->add_option("--plot-format", plot_format, "pictures as png or svg")
+        ->capture_default_str()->check(CLI::IsMember({"png", "svg"}));
 
     CLI11_PARSE(app, argc, argv);
     try {
@@ -204,7 +210,7 @@ int main(int argc, char** argv) {
             }
             return tformer::tasks::run_model_bench(bo);
         }
-        if (*tutorial) return run_tutorial(which, step, out);
+        if (*tutorial) return run_tutorial(which, step, out, plot_format);
     } catch (const tformer::Error& e) {
         fmt::print(stderr, "tformer: error: {}\n", e.what());
         return 1;

@@ -11,7 +11,8 @@ packages=(
   libbenchmark-dev                   # micro-benchmarks in bench/
   nlohmann-json3-dev                 # the JSON header of safetensors checkpoints
   libcli11-dev                       # the tformer command line
-  libpng-dev                         # loss curves and attention heatmaps as PNG
+  libcairo2-dev                      # loss curves, heatmaps and the tutorials' plots as PNG or SVG (tasks/canvas.cpp)
+  fonts-dejavu-core                  # the font of the pictures' text (DejaVu Sans, found by cairo through fontconfig)
   libsentencepiece-dev               # the subword tokenizer of the translation task
   libutf8proc-dev                    # UTF-8 validation and Python's str.lower() (core/utf8.cpp)
 )

@@ -1,4 +1,6 @@
-// Line plots and heatmaps, drawn on tasks::Image (see plot.hpp).
+// Line plots and heatmaps, drawn on a tasks::Canvas (see plot.hpp). Each is
+// planned first (limits, ticks, margins from the font's measures, where every
+// part goes), then drawn.
 #include "tasks/plot.hpp"
 
 #include "core/error.hpp"
@@ -11,10 +13,16 @@ namespace tformer::tasks {
 
 namespace {
 
-// All text is the built-in font at twice its size: 10x14-pixel capitals.
-constexpr int kTextScale = 2;
-constexpr int kTextHeight = kGlyphHeight * kTextScale;  // box height, descenders included
-constexpr int kCapHeight = 7 * kTextScale;              // digits and capitals
+// All text is DejaVu Sans at 14 pixels, titles in bold.
+const TextStyle kLabel{};
+const TextStyle kTitle{.size = 15, .bold = true};
+const FontMetrics& metrics() {
+    static const FontMetrics m = font_metrics(kLabel);
+    return m;
+}
+// The text box's height (ascent + descent) and the capitals' height, in whole pixels.
+int text_height() { return static_cast<int>(std::ceil(metrics().height())); }
+int cap_height() { return static_cast<int>(std::lround(metrics().cap_height)); }
 constexpr int kMargin = 14;     // around the whole picture
 constexpr int kTickLength = 5;  // tick marks point outwards from the frame
 constexpr int kTickGap = 5;     // between a tick mark and its label
@@ -22,12 +30,15 @@ constexpr int kLabelGap = 10;   // between tick labels and the axis label
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
-int text_width(std::string_view text) { return text_size(text, kTextScale).width; }
+int text_width(std::string_view text) { return static_cast<int>(std::ceil(tasks::text_width(text, kLabel))); }
+int title_width(std::string_view text) { return static_cast<int>(std::ceil(tasks::text_width(text, kTitle))); }
 
-// Text whose capitals are vertically centred on row y (numbers and most
-// labels have no descenders, so this is what looks centred).
-TextStyle centred_on_caps(Align halign) { return {.halign = halign}; }
-int caps_top(int y) { return y - kCapHeight / 2; }
+// The baseline that puts text in a box whose top is y, and the one that
+// centres capitals on row y (numbers and most labels have no descenders, so
+// this is what looks centred).
+double baseline_below(double top) { return top + metrics().ascent; }
+double caps_centred_on(double y) { return y + 0.5 + metrics().cap_height / 2; }
+TextStyle aligned(Align halign) { return {.halign = halign}; }
 
 // One tick: where (in data units) and what it says.
 struct Tick {
@@ -292,11 +303,17 @@ void validate(const LinePlot& plot, const char* op) {
                          plot.y_min.value_or(kNaN), plot.y_max.value_or(kNaN));
 }
 
-Rendered<LinePlotLayout> render_lines_as(const LinePlot& plot, const char* op) {
-    validate(plot, op);
+// Everything plot_lines draws, placed.
+struct LinePlan {
+    LinePlotLayout layout;
+    std::vector<Tick> x_ticks, y_ticks;
+    std::vector<SeriesPixels> pixels;  // per series
+    std::vector<size_t> named;         // the series in the legend
+};
 
-    // ---- axis limits -------------------------------------------------------------
-    // Only points drawn count: finite x, and finite y (positive y on a log axis).
+// The axis limits: the given ones, else the data's (only points drawn count:
+// finite x, and finite y, positive on a log axis).
+void set_limits(const LinePlot& plot, LinePlotLayout& layout, const char* op) {
     std::vector<double> xs, ys, all_x;
     bool scatter = false;
     for (const Series& s : plot.series) {
@@ -314,7 +331,6 @@ Rendered<LinePlotLayout> render_lines_as(const LinePlot& plot, const char* op) {
     AxisRange y_data = padded(finite_range(ys), 0.05, 0, 1);
     if (plot.log_y && ys.size() > 0 && finite_range(ys)->lo == finite_range(ys)->hi)
         y_data = {ys[0] - 0.5, ys[0] + 0.5};  // half a decade either side of a constant
-    LinePlotLayout layout;
     layout.width = plot.width;
     layout.height = plot.height;
     layout.log_y = plot.log_y;
@@ -332,22 +348,27 @@ Rendered<LinePlotLayout> render_lines_as(const LinePlot& plot, const char* op) {
     if (!std::isfinite(layout.x_hi - layout.x_lo) || !std::isfinite(ty_hi - ty_lo))
         fail<ValueError>("{}: axis limits x [{}, {}], y [{}, {}] span too wide a range to draw", op, layout.x_lo,
                          layout.x_hi, layout.y_lo, layout.y_hi);
+}
 
-    // ---- layout: the margins hold the title, tick labels and axis labels -------
-    const int top = kMargin + (plot.title.empty() ? 0 : kTextHeight + 10) + 1;
-    const int bottom = kMargin + (plot.xlabel.empty() ? 0 : kTextHeight + kLabelGap) + kTextHeight + kTickGap +
+// The margins hold the title, tick labels and axis labels; the ticks depend
+// on the room left, the left margin on the y tick labels.
+void set_area_and_ticks(const LinePlot& plot, LinePlan& plan, const char* op) {
+    LinePlotLayout& layout = plan.layout;
+    const double ty_lo = plot.log_y ? std::log10(layout.y_lo) : layout.y_lo;
+    const double ty_hi = plot.log_y ? std::log10(layout.y_hi) : layout.y_hi;
+    const int top = kMargin + (plot.title.empty() ? 0 : text_height() + 10) + 1;
+    const int bottom = kMargin + (plot.xlabel.empty() ? 0 : text_height() + kLabelGap) + text_height() + kTickGap +
                        kTickLength + 1;
     const int area_h = plot.height - top - bottom;
     if (area_h < 40)
         fail<ValueError>("{}: a {}x{} image is too small for the plot and its labels", op, plot.width, plot.height);
     // About one y tick per 45 pixels.
-    const std::vector<Tick> y_ticks =
+    plan.y_ticks =
         plot.log_y ? log_ticks(ty_lo, ty_hi, std::max(2, area_h / 45)) : linear_ticks(ty_lo, ty_hi, area_h / 45);
-    const int left = kMargin + (plot.ylabel.empty() ? 0 : kTextHeight + kLabelGap) + widest_label(y_ticks) +
+    const int left = kMargin + (plot.ylabel.empty() ? 0 : text_height() + kLabelGap) + widest_label(plan.y_ticks) +
                      kTickGap + kTickLength + 1;
     // x ticks: as many as fit with 20 pixels between labels; the right margin
     // leaves room for half of the last label, which is centred on its tick.
-    std::vector<Tick> x_ticks;
     int right = kMargin + 1, area_w = 0;
     for (int pass = 0; pass < 2; ++pass) {
         area_w = plot.width - left - right;
@@ -355,134 +376,172 @@ Rendered<LinePlotLayout> render_lines_as(const LinePlot& plot, const char* op) {
             fail<ValueError>("{}: a {}x{} image is too small for the plot and its labels", op, plot.width,
                              plot.height);
         for (int max_ticks = std::max(2, area_w / 60);; --max_ticks) {
-            x_ticks = linear_ticks(layout.x_lo, layout.x_hi, max_ticks);
-            if (max_ticks <= 2 || static_cast<int>(x_ticks.size()) * (widest_label(x_ticks) + 20) <= area_w) break;
+            plan.x_ticks = linear_ticks(layout.x_lo, layout.x_hi, max_ticks);
+            if (max_ticks <= 2 || static_cast<int>(plan.x_ticks.size()) * (widest_label(plan.x_ticks) + 20) <= area_w)
+                break;
         }
-        if (!x_ticks.empty()) right = std::max(right, text_width(x_ticks.back().label) / 2 + 4);
+        if (!plan.x_ticks.empty()) right = std::max(right, text_width(plan.x_ticks.back().label) / 2 + 4);
     }
     layout.area = {left, top, area_w, area_h};
-    for (const Tick& t : x_ticks) layout.x_ticks.push_back(t.value);
-    for (const Tick& t : y_ticks) layout.y_ticks.push_back(t.value);
-    const Rect& area = layout.area;
+    for (const Tick& t : plan.x_ticks) layout.x_ticks.push_back(t.value);
+    for (const Tick& t : plan.y_ticks) layout.y_ticks.push_back(t.value);
+}
 
-    Image image(plot.width, plot.height);
+// The legend's box: its size from the names, its corner the one asked for,
+// or (best) the one over the fewest drawn points, in matplotlib's order.
+constexpr int kLegendPad = 8, kLegendSample = 30, kLegendInset = 10;
+int legend_row() { return text_height() + 6; }
 
-    // ---- grid, then the data, clipped to the plotting area -------------------
-    const auto column_of = [&](double x) { return static_cast<int>(std::floor(layout.to_pixel(x, layout.y_lo).x)); };
-    const auto row_of = [&](double y) { return static_cast<int>(std::floor(layout.to_pixel(layout.x_lo, y).y)); };
-    if (plot.grid) {
-        for (double x : layout.x_ticks) image.fill_rect({column_of(x), area.y, 1, area.height}, colors::grid);
-        for (double y : layout.y_ticks) image.fill_rect({area.x, row_of(y), area.width, 1}, colors::grid);
+void place_legend(const LinePlot& plot, LinePlan& plan) {
+    for (size_t i = 0; i < plot.series.size(); ++i)
+        if (!plot.series[i].name.empty()) plan.named.push_back(i);
+    if (plot.legend == LegendPosition::none || plan.named.empty()) return;
+    int name_w = 0;
+    for (size_t i : plan.named) name_w = std::max(name_w, text_width(plot.series[i].name));
+    const int w = kLegendPad + kLegendSample + 8 + name_w + kLegendPad;
+    const int h = kLegendPad + static_cast<int>(plan.named.size()) * legend_row() - 6 + kLegendPad;
+    const Rect& area = plan.layout.area;
+    const Rect corners[] = {
+        {area.right() - kLegendInset - w, area.y + kLegendInset, w, h},              // upper right
+        {area.x + kLegendInset, area.y + kLegendInset, w, h},                        // upper left
+        {area.x + kLegendInset, area.bottom() - kLegendInset - h, w, h},             // lower left
+        {area.right() - kLegendInset - w, area.bottom() - kLegendInset - h, w, h},  // lower right
+    };
+    int choice = 0;
+    switch (plot.legend) {
+        case LegendPosition::upper_right: choice = 0; break;
+        case LegendPosition::upper_left: choice = 1; break;
+        case LegendPosition::lower_left: choice = 2; break;
+        case LegendPosition::lower_right: choice = 3; break;
+        default: {
+            int fewest = std::numeric_limits<int>::max();
+            for (int c = 0; c < 4; ++c) {
+                const int n = points_under(corners[c], plan.pixels);
+                if (n < fewest) fewest = n, choice = c;
+            }
+        }
     }
-    std::vector<SeriesPixels> pixels;
-    image.set_clip(area);
+    plan.layout.legend = corners[choice];
+}
+
+LinePlan plan_lines(const LinePlot& plot, const char* op) {
+    validate(plot, op);
+    LinePlan plan;
+    set_limits(plot, plan.layout, op);
+    set_area_and_ticks(plot, plan, op);
+    for (const Series& s : plot.series) plan.pixels.push_back(series_pixels(s, plan.layout));
+    place_legend(plot, plan);
+    return plan;
+}
+
+// ---- drawing a line plot ---------------------------------------------------------------
+
+int column_of(const LinePlotLayout& layout, double x) {
+    return static_cast<int>(std::floor(layout.to_pixel(x, layout.y_lo).x));
+}
+int row_of(const LinePlotLayout& layout, double y) {
+    return static_cast<int>(std::floor(layout.to_pixel(layout.x_lo, y).y));
+}
+
+// The grid behind, then every series, clipped to the plotting area.
+void draw_series(Canvas& canvas, const LinePlot& plot, const LinePlan& plan) {
+    const LinePlotLayout& layout = plan.layout;
+    const Rect& area = layout.area;
+    if (plot.grid) {
+        for (double x : layout.x_ticks) canvas.fill_rect({column_of(layout, x), area.y, 1, area.height}, colors::grid);
+        for (double y : layout.y_ticks) canvas.fill_rect({area.x, row_of(layout, y), area.width, 1}, colors::grid);
+    }
+    canvas.set_clip(area);
     for (size_t i = 0; i < plot.series.size(); ++i) {
         const Series& s = plot.series[i];
         const Rgb color = series_color(s, i);
-        pixels.push_back(series_pixels(s, layout));
+        const SeriesPixels& pixels = plan.pixels[i];
         if (s.style != SeriesStyle::points)
-            for (const std::vector<PointF>& run : pixels.back().runs) {
+            for (const std::vector<PointF>& run : pixels.runs) {
                 if (run.size() == 1 && s.style == SeriesStyle::line)  // a lone point: a dot, so it shows
-                    image.fill_circle(run[0], std::max(s.line_width, 3.0), color);
+                    canvas.circle(run[0], std::max(s.line_width, 3.0), color);
                 else
-                    image.draw_polyline(run, {.color = color, .width = s.line_width, .dash = s.dash});
+                    canvas.polyline(run, {.color = color, .width = s.line_width, .dash = s.dash});
             }
         if (s.style != SeriesStyle::line) {
             // Scatter markers are a little transparent so that piles of points show.
             const double alpha = s.style == SeriesStyle::points ? 0.7 : 1.0;
-            for (const std::vector<PointF>& run : pixels.back().runs)
-                for (PointF p : run) image.fill_circle(p, s.marker_radius, color, alpha);
+            for (const std::vector<PointF>& run : pixels.runs)
+                for (PointF p : run) canvas.circle(p, s.marker_radius, color, alpha);
         }
         // Missing data: a small grey cross on the bottom edge at its x.
-        for (double px : pixels.back().missing_x) {
+        for (double px : pixels.missing_x) {
             const double cy = area.bottom() - 7.0, r = 4.0;
             const Stroke pen{.color = colors::missing, .width = 1.5};
-            image.draw_line({px - r, cy - r}, {px + r, cy + r}, pen);
-            image.draw_line({px - r, cy + r}, {px + r, cy - r}, pen);
+            canvas.line({px - r, cy - r}, {px + r, cy + r}, pen);
+            canvas.line({px - r, cy + r}, {px + r, cy - r}, pen);
         }
     }
-    image.reset_clip();
+    canvas.reset_clip();
+}
 
-    // ---- frame, ticks and labels --------------------------------------------------
-    image.stroke_rect({area.x - 1, area.y - 1, area.width + 2, area.height + 2}, colors::axis);
-    for (const Tick& t : x_ticks) {
-        const int col = column_of(t.value);
-        image.fill_rect({col, area.bottom() + 1, 1, kTickLength}, colors::axis);
-        image.draw_text(col, area.bottom() + 1 + kTickLength + kTickGap, t.label, {.halign = Align::center});
+// The frame, tick marks with their labels, the axis labels and the title.
+void draw_axes(Canvas& canvas, const LinePlot& plot, const LinePlan& plan) {
+    const LinePlotLayout& layout = plan.layout;
+    const Rect& area = layout.area;
+    canvas.stroke_rect({area.x - 1, area.y - 1, area.width + 2, area.height + 2}, colors::axis);
+    const int x_labels_top = area.bottom() + 1 + kTickLength + kTickGap;
+    for (const Tick& t : plan.x_ticks) {
+        const int col = column_of(layout, t.value);
+        canvas.fill_rect({col, area.bottom() + 1, 1, kTickLength}, colors::axis);
+        canvas.text(col + 0.5, baseline_below(x_labels_top), t.label, aligned(Align::center));
     }
-    for (const Tick& t : y_ticks) {
-        const int row = row_of(t.value);
-        image.fill_rect({area.x - 1 - kTickLength, row, kTickLength, 1}, colors::axis);
-        image.draw_text(area.x - 1 - kTickLength - kTickGap, caps_top(row), t.label, centred_on_caps(Align::end));
+    for (const Tick& t : plan.y_ticks) {
+        const int row = row_of(layout, t.value);
+        canvas.fill_rect({area.x - 1 - kTickLength, row, kTickLength, 1}, colors::axis);
+        canvas.text(area.x - 1 - kTickLength - kTickGap, caps_centred_on(row), t.label, aligned(Align::end));
     }
-    const int centre_x = area.x + area.width / 2, centre_y = area.y + area.height / 2;
+    const double centre_x = area.x + area.width / 2.0, centre_y = area.y + area.height / 2.0;
     if (!plot.xlabel.empty())
-        image.draw_text(centre_x, area.bottom() + 1 + kTickLength + kTickGap + kTextHeight + kLabelGap, plot.xlabel,
-                        {.halign = Align::center});
-    if (!plot.ylabel.empty())
-        image.draw_text(kMargin, centre_y, plot.ylabel, {.vertical = true, .valign = Align::center});
-    if (!plot.title.empty())
-        image.draw_text(centre_x, kMargin, plot.title, {.bold = true, .halign = Align::center});
-
-    // ---- legend ---------------------------------------------------------------------
-    std::vector<size_t> named;
-    for (size_t i = 0; i < plot.series.size(); ++i)
-        if (!plot.series[i].name.empty()) named.push_back(i);
-    if (plot.legend != LegendPosition::none && !named.empty()) {
-        constexpr int kPad = 8, kSample = 30, kRow = kTextHeight + 6, kInset = 10;
-        int name_w = 0;
-        for (size_t i : named) name_w = std::max(name_w, text_width(plot.series[i].name));
-        const int w = kPad + kSample + 8 + name_w + kPad;
-        const int h = kPad + static_cast<int>(named.size()) * kRow - 6 + kPad;
-        // Candidate corners in matplotlib's order of preference.
-        const Rect corners[] = {
-            {area.right() - kInset - w, area.y + kInset, w, h},        // upper right
-            {area.x + kInset, area.y + kInset, w, h},                  // upper left
-            {area.x + kInset, area.bottom() - kInset - h, w, h},       // lower left
-            {area.right() - kInset - w, area.bottom() - kInset - h, w, h},  // lower right
-        };
-        int choice = 0;
-        switch (plot.legend) {
-            case LegendPosition::upper_right: choice = 0; break;
-            case LegendPosition::upper_left: choice = 1; break;
-            case LegendPosition::lower_left: choice = 2; break;
-            case LegendPosition::lower_right: choice = 3; break;
-            default: {
-                int fewest = std::numeric_limits<int>::max();
-                for (int c = 0; c < 4; ++c) {
-                    const int n = points_under(corners[c], pixels);
-                    if (n < fewest) fewest = n, choice = c;
-                }
-            }
-        }
-        const Rect box = corners[choice];
-        layout.legend = box;
-        image.set_clip(area);
-        image.fill_rect(box, colors::white, 0.9);
-        image.stroke_rect(box, {204, 204, 204});
-        for (size_t k = 0; k < named.size(); ++k) {
-            const Series& s = plot.series[named[k]];
-            const Rgb color = series_color(s, named[k]);
-            const int row = box.y + kPad + static_cast<int>(k) * kRow + kCapHeight / 2;
-            const double x0 = box.x + kPad, x1 = x0 + kSample, y = row + 0.5;
-            if (s.style != SeriesStyle::points)
-                image.draw_line({x0, y}, {x1, y}, {.color = color, .width = s.line_width, .dash = s.dash});
-            if (s.style != SeriesStyle::line) image.fill_circle({(x0 + x1) / 2, y}, s.marker_radius, color);
-            image.draw_text(box.x + kPad + kSample + 8, caps_top(row), s.name);
-        }
-        image.reset_clip();
+        canvas.text(centre_x, baseline_below(x_labels_top + text_height() + kLabelGap), plot.xlabel,
+                    aligned(Align::center));
+    if (!plot.ylabel.empty())  // reads upwards, the tops of its letters towards the left edge
+        canvas.text(kMargin + metrics().ascent, centre_y, plot.ylabel, {.vertical = true, .halign = Align::center});
+    if (!plot.title.empty()) {
+        TextStyle title = kTitle;
+        title.halign = Align::center;
+        canvas.text(centre_x, baseline_below(kMargin), plot.title, title);
     }
-    return {std::move(image), std::move(layout)};
+}
+
+// The legend: a sample of each named series' line or marker, then its name.
+void draw_legend(Canvas& canvas, const LinePlot& plot, const LinePlan& plan) {
+    const Rect& box = plan.layout.legend;
+    if (box.width == 0) return;
+    canvas.set_clip(plan.layout.area);
+    canvas.fill_rect(box, colors::white, 0.9);
+    canvas.stroke_rect(box, {204, 204, 204});
+    for (size_t k = 0; k < plan.named.size(); ++k) {
+        const Series& s = plot.series[plan.named[k]];
+        const Rgb color = series_color(s, plan.named[k]);
+        const int row = box.y + kLegendPad + static_cast<int>(k) * legend_row() + cap_height() / 2;
+        const double x0 = box.x + kLegendPad, x1 = x0 + kLegendSample, y = row + 0.5;
+        if (s.style != SeriesStyle::points)
+            canvas.line({x0, y}, {x1, y}, {.color = color, .width = s.line_width, .dash = s.dash});
+        if (s.style != SeriesStyle::line) canvas.circle({(x0 + x1) / 2, y}, s.marker_radius, color);
+        canvas.text(box.x + kLegendPad + kLegendSample + 8, caps_centred_on(row), s.name, kLabel);
+    }
+    canvas.reset_clip();
 }
 
 }  // namespace
 
-Rendered<LinePlotLayout> render_lines(const LinePlot& plot) { return render_lines_as(plot, "render_lines"); }
+LinePlotLayout layout_lines(const LinePlot& plot) { return plan_lines(plot, "layout_lines").layout; }
 
 LinePlotLayout plot_lines(const std::filesystem::path& path, const LinePlot& plot) {
-    Rendered<LinePlotLayout> out = render_lines_as(plot, "plot_lines");
-    write_png(out.image, path, "plot_lines");
-    return out.layout;
+    const PictureFormat format = picture_format(path, "plot_lines");
+    const LinePlan plan = plan_lines(plot, "plot_lines");
+    Canvas canvas(plot.width, plot.height, format, "plot_lines");
+    draw_series(canvas, plot, plan);
+    draw_axes(canvas, plot, plan);
+    draw_legend(canvas, plot, plan);
+    canvas.write(path);
+    return plan.layout;
 }
 
 // ============================================================================
@@ -533,7 +592,7 @@ TickLabels tick_labels(const std::vector<std::string>& tokens, int64_t n, int ce
     int64_t step = 1;
     if (tokens.empty()) {
         // Index labels: the smallest 1-2-5 step whose pitch fits the label.
-        const int need = along_x ? widest + 16 : kTextHeight + 4;
+        const int need = along_x ? widest + 16 : text_height() + 4;
         for (int64_t power = 1; step * cell < need; power *= 10) {
             for (int64_t m : {1, 2, 5}) {
                 step = m * power;
@@ -542,7 +601,7 @@ TickLabels tick_labels(const std::vector<std::string>& tokens, int64_t n, int ce
         }
     } else {
         out.vertical = along_x && widest + 6 > cell;
-        const int need = along_x && !out.vertical ? widest + 6 : kTextHeight + 2;
+        const int need = along_x && !out.vertical ? widest + 6 : text_height() + 2;
         step = std::max<int64_t>(1, (need + cell - 1) / cell);
     }
     for (int64_t i = 0; i < n; i += step) {
@@ -572,7 +631,7 @@ HeatmapPlan plan_heatmaps(const Heatmaps& maps, int rows, int cols, int64_t quer
 
     int title_w = 0;
     for (const std::string& t : titles) title_w = std::max(title_w, text_width(t));
-    plan.title_band = titles.empty() ? 0 : kTextHeight + 8;
+    plan.title_band = titles.empty() ? 0 : text_height() + 8;
     // Panels sit 1 pixel inside their frames; gaps leave room for titles.
     const int64_t col_gap = std::max<int64_t>(20, title_w + 16 - panel_w);
     const int64_t row_gap = 20 + plan.title_band;
@@ -582,11 +641,11 @@ HeatmapPlan plan_heatmaps(const Heatmaps& maps, int rows, int cols, int64_t quer
     plan.xlabel_per_panel = cols == 1 || text_width(maps.xlabel) + 12 <= panel_w + col_gap;
     plan.ylabel_per_panel = rows == 1 || text_width(maps.ylabel) + 12 <= panel_h + row_gap;
 
-    const int x_band = plan.x_labels.vertical ? plan.x_labels.width : kTextHeight;
-    const int64_t left = kMargin + (maps.ylabel.empty() ? 0 : kTextHeight + kLabelGap) + plan.y_labels.width +
+    const int x_band = plan.x_labels.vertical ? plan.x_labels.width : text_height();
+    const int64_t left = kMargin + (maps.ylabel.empty() ? 0 : text_height() + kLabelGap) + plan.y_labels.width +
                          kTickGap + kTickLength + 1;
-    const int64_t top = kMargin + (maps.title.empty() ? 0 : kTextHeight + 12) + plan.title_band + 1;
-    const int64_t bottom = 1 + kTickLength + kTickGap + x_band + (maps.xlabel.empty() ? 0 : kLabelGap + kTextHeight) +
+    const int64_t top = kMargin + (maps.title.empty() ? 0 : text_height() + 12) + plan.title_band + 1;
+    const int64_t bottom = 1 + kTickLength + kTickGap + x_band + (maps.xlabel.empty() ? 0 : kLabelGap + text_height()) +
                            kMargin;
 
     // The colour bar spans the grid's height, with about one tick per 40 pixels.
@@ -598,7 +657,7 @@ HeatmapPlan plan_heatmaps(const Heatmaps& maps, int rows, int cols, int64_t quer
     constexpr int kBarGap = 24, kBarWidth = 16;
     const int64_t width = std::max<int64_t>(left + grid_w + kBarGap + kBarWidth + 1 + kTickLength + kTickGap +
                                                 widest_label(plan.bar_ticks) + kMargin,
-                                            2 * kMargin + text_width(maps.title));
+                                            2 * kMargin + title_width(maps.title));
     const int64_t height = top + grid_h + bottom;
     L.width = static_cast<int>(std::min<int64_t>(width, std::numeric_limits<int>::max()));
     L.height = static_cast<int>(std::min<int64_t>(height, std::numeric_limits<int>::max()));
@@ -618,18 +677,25 @@ HeatmapPlan plan_heatmaps(const Heatmaps& maps, int rows, int cols, int64_t quer
 
 namespace {
 
-Rendered<HeatmapLayout> render_heatmaps_as(const Heatmaps& maps, const char* op) {
-    // ---- check the grid and read the matrices ------------------------------------
-    if (maps.matrices.empty() || maps.matrices[0].empty()) fail<ValueError>("{}: no matrices to plot", op);
-    const int rows = static_cast<int>(maps.matrices.size());
-    const int cols = static_cast<int>(maps.matrices[0].size());
-    std::vector<std::vector<double>> values;  // per panel, row-major (Q, K)
+// The matrices of a grid, checked and read (any strides), with the panel titles spelt out.
+struct HeatmapData {
+    int rows = 0, cols = 0;
     int64_t queries = 0, keys = 0;
-    for (int r = 0; r < rows; ++r) {
-        if (static_cast<int>(maps.matrices[r].size()) != cols)
+    std::vector<std::vector<double>> values;  // per panel in row-major order, each (Q, K) row-major
+    std::vector<std::string> titles;          // one per panel, or none
+    double vmin = 0, vmax = 1;                // the colour scale
+};
+
+HeatmapData read_heatmaps(const Heatmaps& maps, const char* op) {
+    if (maps.matrices.empty() || maps.matrices[0].empty()) fail<ValueError>("{}: no matrices to plot", op);
+    HeatmapData d;
+    d.rows = static_cast<int>(maps.matrices.size());
+    d.cols = static_cast<int>(maps.matrices[0].size());
+    for (int r = 0; r < d.rows; ++r) {
+        if (static_cast<int>(maps.matrices[r].size()) != d.cols)
             fail<ValueError>("{}: row {} of the grid has {} matrices but row 0 has {}", op, r,
-                             maps.matrices[r].size(), cols);
-        for (int c = 0; c < cols; ++c) {
+                             maps.matrices[r].size(), d.cols);
+        for (int c = 0; c < d.cols; ++c) {
             const core::Tensor& m = maps.matrices[r][c];
             if (!m.defined()) fail<ValueError>("{}: matrix [{}][{}] is undefined", op, r, c);
             if (!core::is_floating(m.dtype()))
@@ -639,37 +705,37 @@ Rendered<HeatmapLayout> render_heatmaps_as(const Heatmaps& maps, const char* op)
                 fail<ShapeError>("{}: matrix [{}][{}] must be 2-D (queries, keys), got shape {}", op, r, c,
                                  shape_str(m.shape()));
             if (m.numel() == 0) fail<ValueError>("{}: matrix [{}][{}] is empty {}", op, r, c, shape_str(m.shape()));
-            if (r == 0 && c == 0) queries = m.size(0), keys = m.size(1);
-            if (m.size(0) != queries || m.size(1) != keys)
+            if (r == 0 && c == 0) d.queries = m.size(0), d.keys = m.size(1);
+            if (m.size(0) != d.queries || m.size(1) != d.keys)
                 fail<ShapeError>("{}: matrix [{}][{}] has shape {} but matrix [0][0] has shape {}", op, r, c,
                                  shape_str(m.shape()), shape_str(maps.matrices[0][0].shape()));
-            values.push_back(m.to_vector<double>());  // follows any strides
+            d.values.push_back(m.to_vector<double>());  // follows any strides
         }
     }
-    if (!maps.x_ticks.empty() && static_cast<int64_t>(maps.x_ticks.size()) != keys)
-        fail<ValueError>("{}: {} x tick labels for {} keys", op, maps.x_ticks.size(), keys);
-    if (!maps.y_ticks.empty() && static_cast<int64_t>(maps.y_ticks.size()) != queries)
-        fail<ValueError>("{}: {} y tick labels for {} queries", op, maps.y_ticks.size(), queries);
+    if (!maps.x_ticks.empty() && static_cast<int64_t>(maps.x_ticks.size()) != d.keys)
+        fail<ValueError>("{}: {} x tick labels for {} keys", op, maps.x_ticks.size(), d.keys);
+    if (!maps.y_ticks.empty() && static_cast<int64_t>(maps.y_ticks.size()) != d.queries)
+        fail<ValueError>("{}: {} y tick labels for {} queries", op, maps.y_ticks.size(), d.queries);
     // Titles: one per column (repeated on every row, as d2l does) or one per panel.
-    std::vector<std::string> titles;
     if (!maps.titles.empty()) {
-        if (static_cast<int>(maps.titles.size()) == cols) {
-            for (int r = 0; r < rows; ++r) titles.insert(titles.end(), maps.titles.begin(), maps.titles.end());
-        } else if (static_cast<int>(maps.titles.size()) == rows * cols) {
-            titles = maps.titles;
+        if (static_cast<int>(maps.titles.size()) == d.cols) {
+            for (int r = 0; r < d.rows; ++r) d.titles.insert(d.titles.end(), maps.titles.begin(), maps.titles.end());
+        } else if (static_cast<int>(maps.titles.size()) == d.rows * d.cols) {
+            d.titles = maps.titles;
         } else {
-            fail<ValueError>("{}: {} titles for a {}x{} grid (give {} or {})", op, maps.titles.size(), rows, cols,
-                             cols, rows * cols);
+            fail<ValueError>("{}: {} titles for a {}x{} grid (give {} or {})", op, maps.titles.size(), d.rows, d.cols,
+                             d.cols, d.rows * d.cols);
         }
     }
+    return d;
+}
+
+// The colour scale: the finite values' range unless given; a constant is centred on it.
+void set_color_scale(const Heatmaps& maps, HeatmapData& d, const char* op) {
     check_limit(maps.vmin, "vmin", op);
     check_limit(maps.vmax, "vmax", op);
-    if (maps.cell_size < 0 || maps.cell_size > 200)
-        fail<ValueError>("{}: cell_size {} is outside 0..200", op, maps.cell_size);
-
-    // ---- colour scale: the finite values' range unless given -------------------------
     double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-    for (const std::vector<double>& panel : values)
+    for (const std::vector<double>& panel : d.values)
         for (double v : panel)
             if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
     if (lo > hi) lo = 0, hi = 1;  // nothing finite: every cell is grey anyway
@@ -678,110 +744,135 @@ Rendered<HeatmapLayout> render_heatmaps_as(const Heatmaps& maps, const char* op)
         fail<ValueError>("{}: vmin {} must be below vmax {}", op, vmin, vmax);
     if (!std::isfinite(vmax - vmin))
         fail<ValueError>("{}: the colour scale [{}, {}] spans too wide a range to draw", op, vmin, vmax);
-    if (!(vmin < vmax)) {  // a constant matrix: centre its value on the scale
+    if (!(vmin < vmax)) {
         const double half = std::max(0.5, std::abs(vmin) * 0.05);
         if (maps.vmin && !maps.vmax) vmax = vmin + 2 * half;
         else if (maps.vmax && !maps.vmin) vmin = vmax - 2 * half;
         else vmin -= half, vmax += half;
     }
+    d.vmin = vmin, d.vmax = vmax;
+}
 
-    // ---- layout: the largest cell size (up to the requested one) that fits ----------
-    const int64_t longest = std::max(queries, keys);
+// The plan with the largest cell size (up to the requested one) that fits the size cap.
+HeatmapPlan fit_heatmaps(const Heatmaps& maps, const HeatmapData& d, const char* op) {
+    if (maps.cell_size < 0 || maps.cell_size > 200)
+        fail<ValueError>("{}: cell_size {} is outside 0..200", op, maps.cell_size);
+    const int64_t longest = std::max(d.queries, d.keys);
     int cell = maps.cell_size > 0 ? maps.cell_size : static_cast<int>(std::clamp<int64_t>(260 / longest, 4, 32));
-    HeatmapPlan plan = plan_heatmaps(maps, rows, cols, queries, keys, cell, titles, vmin, vmax);
+    HeatmapPlan plan = plan_heatmaps(maps, d.rows, d.cols, d.queries, d.keys, cell, d.titles, d.vmin, d.vmax);
     while (plan.layout.panels.empty() && cell > 1)
-        plan = plan_heatmaps(maps, rows, cols, queries, keys, --cell, titles, vmin, vmax);
+        plan = plan_heatmaps(maps, d.rows, d.cols, d.queries, d.keys, --cell, d.titles, d.vmin, d.vmax);
     if (plan.layout.panels.empty())
         fail<ValueError>("{}: a {}x{} grid of ({}x{}) matrices needs {}x{} pixels even at 1 pixel per cell, over "
                          "the cap of {}x{}",
-                         op, rows, cols, queries, keys, plan.layout.width, plan.layout.height, maps.max_width,
+                         op, d.rows, d.cols, d.queries, d.keys, plan.layout.width, plan.layout.height, maps.max_width,
                          maps.max_height);
+    return plan;
+}
+
+// Every panel's cells, frame and title.
+void draw_panels(Canvas& canvas, const Heatmaps& maps, const HeatmapData& d, const HeatmapPlan& plan) {
     const HeatmapLayout& L = plan.layout;
-
-    Image image(L.width, L.height);
-
-    // ---- panels: cells, frame, title ---------------------------------------------------
     const auto color_of = [&](double v) {
-        return std::isfinite(v) ? colormap_color(maps.cmap, (v - vmin) / (vmax - vmin)) : colors::missing;
+        return std::isfinite(v) ? colormap_color(maps.cmap, (v - d.vmin) / (d.vmax - d.vmin)) : colors::missing;
     };
-    for (int r = 0; r < rows; ++r)
-        for (int c = 0; c < cols; ++c) {
-            const size_t index = static_cast<size_t>(r) * cols + c;
-            const Rect& p = L.panels[index];
-            for (int64_t q = 0; q < queries; ++q)
-                for (int64_t k = 0; k < keys; ++k)
-                    image.fill_rect({p.x + static_cast<int>(k) * cell, p.y + static_cast<int>(q) * cell, cell, cell},
-                                    color_of(values[index][q * keys + k]));
-            image.stroke_rect({p.x - 1, p.y - 1, p.width + 2, p.height + 2}, colors::axis);
-            if (!titles.empty())
-                image.draw_text(p.x + p.width / 2, p.y - kTextHeight - 5, titles[index],
-                                {.halign = Align::center});
-        }
+    for (size_t index = 0; index < L.panels.size(); ++index) {
+        const Rect& p = L.panels[index];
+        for (int64_t q = 0; q < d.queries; ++q)
+            for (int64_t k = 0; k < d.keys; ++k)
+                canvas.fill_rect({p.x + static_cast<int>(k) * L.cell, p.y + static_cast<int>(q) * L.cell, L.cell, L.cell},
+                                 color_of(d.values[index][q * d.keys + k]));
+        canvas.stroke_rect({p.x - 1, p.y - 1, p.width + 2, p.height + 2}, colors::axis);
+        if (!d.titles.empty())
+            canvas.text(p.x + p.width / 2.0, baseline_below(p.y - text_height() - 5), d.titles[index],
+                        aligned(Align::center));
+    }
+}
 
-    // ---- ticks: x along the bottom row, y along the left column (shared axes) ---------
-    const int x_band = plan.x_labels.vertical ? plan.x_labels.width : kTextHeight;
-    for (int c = 0; c < cols; ++c) {
-        const Rect& p = L.panels[static_cast<size_t>(rows - 1) * cols + c];
+// Ticks and labels: x along the bottom row, y along the left column (shared
+// axes), the axis labels per panel or once for the grid, the figure's title.
+void draw_heatmap_axes(Canvas& canvas, const Heatmaps& maps, const HeatmapPlan& plan) {
+    const HeatmapLayout& L = plan.layout;
+    const int x_band = plan.x_labels.vertical ? plan.x_labels.width : text_height();
+    for (int c = 0; c < L.cols; ++c) {
+        const Rect& p = L.panels[static_cast<size_t>(L.rows - 1) * L.cols + c];
         const int label_y = p.bottom() + 1 + kTickLength + kTickGap;
         for (const auto& [k, text] : plan.x_labels.shown) {
-            const int x = p.x + static_cast<int>(k) * cell + cell / 2;
-            image.fill_rect({x, p.bottom() + 1, 1, kTickLength}, colors::axis);
+            const int x = p.x + static_cast<int>(k) * L.cell + L.cell / 2;
+            canvas.fill_rect({x, p.bottom() + 1, 1, kTickLength}, colors::axis);
             if (plan.x_labels.vertical)  // reads upwards, its end at the axis; capitals centred on the tick
-                image.draw_text(x - kCapHeight / 2, label_y, text, {.vertical = true});
+                canvas.text(x + 0.5 + metrics().cap_height / 2, label_y, text, {.vertical = true, .halign = Align::end});
             else
-                image.draw_text(x, label_y, text, {.halign = Align::center});
+                canvas.text(x + 0.5, baseline_below(label_y), text, aligned(Align::center));
         }
         if (!maps.xlabel.empty() && plan.xlabel_per_panel)
-            image.draw_text(p.x + p.width / 2, label_y + x_band + kLabelGap, maps.xlabel, {.halign = Align::center});
+            canvas.text(p.x + p.width / 2.0, baseline_below(label_y + x_band + kLabelGap), maps.xlabel,
+                        aligned(Align::center));
     }
-    for (int r = 0; r < rows; ++r) {
-        const Rect& p = L.panels[static_cast<size_t>(r) * cols];
+    const TextStyle vertical{.vertical = true, .halign = Align::center};
+    for (int r = 0; r < L.rows; ++r) {
+        const Rect& p = L.panels[static_cast<size_t>(r) * L.cols];
         for (const auto& [q, text] : plan.y_labels.shown) {
-            const int y = p.y + static_cast<int>(q) * cell + cell / 2;
-            image.fill_rect({p.x - 1 - kTickLength, y, kTickLength, 1}, colors::axis);
-            image.draw_text(p.x - 1 - kTickLength - kTickGap, caps_top(y), text, centred_on_caps(Align::end));
+            const int y = p.y + static_cast<int>(q) * L.cell + L.cell / 2;
+            canvas.fill_rect({p.x - 1 - kTickLength, y, kTickLength, 1}, colors::axis);
+            canvas.text(p.x - 1 - kTickLength - kTickGap, caps_centred_on(y), text, aligned(Align::end));
         }
         if (!maps.ylabel.empty() && plan.ylabel_per_panel)
-            image.draw_text(kMargin, p.y + p.height / 2, maps.ylabel, {.vertical = true, .valign = Align::center});
+            canvas.text(kMargin + metrics().ascent, p.y + p.height / 2.0, maps.ylabel, vertical);
     }
     const Rect& first = L.panels.front();
     const Rect& last = L.panels.back();
     if (!maps.xlabel.empty() && !plan.xlabel_per_panel)
-        image.draw_text((first.x + last.right()) / 2, last.bottom() + 1 + kTickLength + kTickGap + x_band + kLabelGap,
-                        maps.xlabel, {.halign = Align::center});
+        canvas.text((first.x + last.right()) / 2.0,
+                    baseline_below(last.bottom() + 1 + kTickLength + kTickGap + x_band + kLabelGap), maps.xlabel,
+                    aligned(Align::center));
     if (!maps.ylabel.empty() && !plan.ylabel_per_panel)
-        image.draw_text(kMargin, (first.y + last.bottom()) / 2, maps.ylabel,
-                        {.vertical = true, .valign = Align::center});
+        canvas.text(kMargin + metrics().ascent, (first.y + last.bottom()) / 2.0, maps.ylabel, vertical);
     if (!maps.title.empty()) {  // centred over the panels, but kept inside the picture
-        const int half = (text_width(maps.title) + 1) / 2;
+        const int half = (title_width(maps.title) + 1) / 2;
         const int centre = std::clamp((first.x + last.right()) / 2, kMargin + half, L.width - kMargin - half);
-        image.draw_text(centre, kMargin, maps.title, {.bold = true, .halign = Align::center});
+        TextStyle title = kTitle;
+        title.halign = Align::center;
+        canvas.text(centre, baseline_below(kMargin), maps.title, title);
     }
+}
 
-    // ---- colour bar: vmax at the top ---------------------------------------------------
+// The colour bar, vmax at the top, with its ticks.
+void draw_colorbar(Canvas& canvas, const Heatmaps& maps, const HeatmapPlan& plan) {
+    const HeatmapLayout& L = plan.layout;
     const Rect& bar = L.colorbar;
     for (int y = 0; y < bar.height; ++y) {
         const double t = 1.0 - (y + 0.5) / bar.height;
-        image.fill_rect({bar.x, bar.y + y, bar.width, 1}, colormap_color(maps.cmap, t));
+        canvas.fill_rect({bar.x, bar.y + y, bar.width, 1}, colormap_color(maps.cmap, t));
     }
-    image.stroke_rect({bar.x - 1, bar.y - 1, bar.width + 2, bar.height + 2}, colors::axis);
+    canvas.stroke_rect({bar.x - 1, bar.y - 1, bar.width + 2, bar.height + 2}, colors::axis);
     for (const Tick& t : plan.bar_ticks) {
-        const double f = (t.value - vmin) / (vmax - vmin);
+        const double f = (t.value - L.vmin) / (L.vmax - L.vmin);
         const int y = std::clamp(static_cast<int>(std::floor(bar.bottom() - f * bar.height)), bar.y, bar.bottom() - 1);
-        image.fill_rect({bar.right() + 1, y, kTickLength, 1}, colors::axis);
-        image.draw_text(bar.right() + 1 + kTickLength + kTickGap, caps_top(y), t.label);
+        canvas.fill_rect({bar.right() + 1, y, kTickLength, 1}, colors::axis);
+        canvas.text(bar.right() + 1 + kTickLength + kTickGap, caps_centred_on(y), t.label, kLabel);
     }
-    return {std::move(image), plan.layout};
 }
 
 }  // namespace
 
-Rendered<HeatmapLayout> render_heatmaps(const Heatmaps& maps) { return render_heatmaps_as(maps, "render_heatmaps"); }
+HeatmapLayout layout_heatmaps(const Heatmaps& maps) {
+    HeatmapData d = read_heatmaps(maps, "layout_heatmaps");
+    set_color_scale(maps, d, "layout_heatmaps");
+    return fit_heatmaps(maps, d, "layout_heatmaps").layout;
+}
 
 HeatmapLayout plot_heatmaps(const std::filesystem::path& path, const Heatmaps& maps) {
-    Rendered<HeatmapLayout> out = render_heatmaps_as(maps, "plot_heatmaps");
-    write_png(out.image, path, "plot_heatmaps");
-    return out.layout;
+    const PictureFormat format = picture_format(path, "plot_heatmaps");
+    HeatmapData d = read_heatmaps(maps, "plot_heatmaps");
+    set_color_scale(maps, d, "plot_heatmaps");
+    const HeatmapPlan plan = fit_heatmaps(maps, d, "plot_heatmaps");
+    Canvas canvas(plan.layout.width, plan.layout.height, format, "plot_heatmaps");
+    draw_panels(canvas, maps, d, plan);
+    draw_heatmap_axes(canvas, maps, plan);
+    draw_colorbar(canvas, maps, plan);
+    canvas.write(path);
+    return plan.layout;
 }
 
 }  // namespace tformer::tasks

@@ -1,5 +1,6 @@
 // Plots for users, in the style of d2l's `plot` and `show_heatmaps`, drawn
-// on a tasks::Image and written as PNG files.
+// on a tasks::Canvas (cairo) and written as PNG or SVG files, as the path's
+// extension says.
 //
 //   plot_lines     one or more named series on shared axes: the training loss
 //                  curve, the positional-encoding columns (document 000,
@@ -10,8 +11,10 @@
 //                  titles=..., cmap='Reds'), with token tick labels and one
 //                  shared colour bar.
 //
-// Both return the layout they used (where the plotting area, panels and cells
-// are), so tests and callers can find a data point's pixel. Non-finite data
+// Both return the layout they used (axis limits and ticks, where the plotting
+// area, panels and cells are), so tests and callers can check the data behind
+// a picture and find a data point's pixel; layout_lines and layout_heatmaps
+// compute it without drawing. Non-finite data
 // never crash a plot: heatmap cells with NaN or inf are drawn grey
 // (colors::missing); line series break at a non-finite point and mark its x
 // with a small grey cross along the bottom of the plot. Files are written
@@ -19,7 +22,7 @@
 #pragma once
 
 #include "core/tensor.hpp"
-#include "tasks/image.hpp"
+#include "tasks/canvas.hpp"
 
 #include <filesystem>
 #include <optional>
@@ -106,20 +109,14 @@ struct LinePlotLayout {
     PointF to_pixel(double x, double y) const;
 };
 
-/// A rendered picture with its layout.
-template <class Layout>
-struct Rendered {
-    Image image;
-    Layout layout;
-};
+/// Where plot_lines would put things, without drawing (its checks included).
+LinePlotLayout layout_lines(const LinePlot& plot);
 
-/// Draws `plot` (see plot_lines) without writing a file.
-Rendered<LinePlotLayout> render_lines(const LinePlot& plot);
-
-/// Draws `plot` and writes it as a PNG file at `path`. Throws ValueError when
-/// there are no series, a series has no points, x and y sizes differ, limits
-/// are empty or the image is too small for its labels; IOError naming the
-/// path when the file cannot be written.
+/// Draws `plot` and writes it at `path`, a PNG or SVG file as its extension
+/// says. Throws ValueError when there are no series, a series has no points,
+/// x and y sizes differ, limits are empty, the image is too small for its
+/// labels or the extension is neither; IOError naming the path when the file
+/// cannot be written.
 LinePlotLayout plot_lines(const std::filesystem::path& path, const LinePlot& plot);
 
 // ============================================================================
@@ -189,10 +186,11 @@ struct HeatmapLayout {
 /// keys) tensor into the panel grid of Heatmaps::matrices (views, no copies).
 std::vector<std::vector<core::Tensor>> heatmap_grid(const core::Tensor& weights);
 
-/// Draws `maps` (see plot_heatmaps) without writing a file.
-Rendered<HeatmapLayout> render_heatmaps(const Heatmaps& maps);
+/// Where plot_heatmaps would put things, without drawing (its checks included).
+HeatmapLayout layout_heatmaps(const Heatmaps& maps);
 
-/// Draws `maps` and writes it as a PNG file at `path`. Throws ValueError for
+/// Draws `maps` and writes it at `path`, a PNG or SVG file as its extension
+/// says. Throws ValueError for a path that ends in neither, for
 /// an empty grid or empty matrices, ragged rows, tick or title lists of the
 /// wrong length, bad limits or a grid that cannot fit in the size cap;
 /// ShapeError for matrices that are not 2-D or differ in shape; IOError naming

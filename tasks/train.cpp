@@ -516,9 +516,9 @@ TrainResult train_result(const LossTally& losses, double seconds, int64_t steps,
 }
 
 // loss.csv (the epoch means), loss-steps.csv (every step trained by this
-// process) and loss.png in out_dir.
+// process) and loss.png (or .svg) in out_dir.
 void write_loss_files(const std::string& out_dir, const LossTally& losses, int64_t first_step, int64_t steps_per_epoch,
-                      const std::string& title, const std::string& ylabel) {
+                      const std::string& title, const std::string& ylabel, PictureFormat format) {
     auto write_csv = [&](const char* name, const std::string& text) {
         core::write_file_atomic((fs::path(out_dir) / name).string(), text, "train");
     };
@@ -529,8 +529,8 @@ void write_loss_files(const std::string& out_dir, const LossTally& losses, int64
     write_csv("loss.csv", epochs);
     write_csv("loss-steps.csv", steps);
     if (!losses.epoch_loss.empty() || !losses.step_loss.empty())
-        plot_loss((fs::path(out_dir) / "loss.png").string(), losses.epoch_loss, title, losses.step_loss, first_step,
-                  steps_per_epoch, ylabel);
+        plot_loss((fs::path(out_dir) / (std::string("loss.") + picture_extension(format))).string(), losses.epoch_loss,
+                  title, losses.step_loss, first_step, steps_per_epoch, ylabel);
 }
 }  // namespace
 
@@ -581,16 +581,16 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
     run.save();
     if (!o.out_dir.empty())
         write_loss_files(o.out_dir, run.losses(), first_step, plan.batches_per_epoch, run.config().task + ": training loss",
-                         o.token_mean ? "cross-entropy per token" : "loss (d2l: sum of losses / tokens)");
+                         o.token_mean ? "cross-entropy per token" : "loss (d2l: sum of losses / tokens)",
+                         o.plot_format);
     return result;
 }
 
 // ---- pictures ----------------------------------------------------------------------------------------
 
-void plot_loss(const std::string& path, const std::vector<double>& epoch_loss, const std::string& title,
-               const std::vector<double>& step_loss, int64_t first_step, int64_t steps_per_epoch,
-               const std::string& ylabel) {
-    if (steps_per_epoch < 1) fail<ValueError>("plot_loss: steps_per_epoch must be positive, got {}", steps_per_epoch);
+LinePlot loss_plot(const std::vector<double>& epoch_loss, const std::string& title, const std::vector<double>& step_loss,
+                   int64_t first_step, int64_t steps_per_epoch, const std::string& ylabel) {
+    if (steps_per_epoch < 1) fail<ValueError>("loss_plot: steps_per_epoch must be positive, got {}", steps_per_epoch);
     LinePlot plot;
     double lo = 1e300, hi = 0;  // the finite range of everything drawn, to choose the y scale
     auto track = [&](double y) {
@@ -640,16 +640,21 @@ void plot_loss(const std::string& path, const std::vector<double>& epoch_loss, c
     plot.xlabel = "epoch";
     plot.ylabel = ylabel;
     plot.log_y = hi > 20 * std::max(1e-12, lo);  // the copy task falls over decades
-    plot_lines(path, plot);
+    return plot;
 }
 
-std::vector<std::string> plot_attention(const std::string& dir, const std::string& prefix, nn::EncoderDecoder& model,
-                                        const Translation& t) {
-    namespace fs = std::filesystem;
-    fs::create_directories(dir);
-    std::vector<std::string> written;
+void plot_loss(const std::string& path, const std::vector<double>& epoch_loss, const std::string& title,
+               const std::vector<double>& step_loss, int64_t first_step, int64_t steps_per_epoch,
+               const std::string& ylabel) {
+    plot_lines(path, loss_plot(epoch_loss, title, step_loss, first_step, steps_per_epoch, ylabel));
+}
+
+std::vector<AttentionPicture> attention_heatmaps(nn::EncoderDecoder& model, const Translation& t) {
+    std::vector<AttentionPicture> pictures;
     const int64_t H = model.decoder->options.num_heads;
     const int64_t n_src = static_cast<int64_t>(t.src_tokens.size());
+    std::vector<std::string> head_titles;
+    for (int64_t h = 0; h < H; ++h) head_titles.push_back(fmt::format("head {}", h + 1));
 
     // encoder self-attention: one row of panels per block, one column per head
     Heatmaps enc;
@@ -658,21 +663,21 @@ std::vector<std::string> plot_attention(const std::string& dir, const std::strin
         for (int64_t h = 0; h < H; ++h) row.push_back(w.select(0, h).slice(0, 0, n_src).slice(1, 0, n_src));
         enc.matrices.push_back(row);
     }
-    for (int64_t h = 0; h < H; ++h) enc.titles.push_back(fmt::format("head {}", h + 1));
+    enc.titles = head_titles;
     enc.title = "encoder self-attention (rows: blocks)";
     enc.x_ticks = enc.y_ticks = t.src_tokens;
-    const std::string enc_path = (fs::path(dir) / (prefix + "-encoder.png")).string();
-    plot_heatmaps(enc_path, enc);
-    written.push_back(enc_path);
+    pictures.push_back({"encoder", enc});
 
-    // decoder attention of the last block, gathered one generated step at a time
+    // decoder attention of the last block, gathered one generated step at a time: one row of H panels each
     const auto& cross = t.decoded.cross_attention;
     const auto& self = t.decoded.self_attention;
     const int64_t steps = static_cast<int64_t>(cross.size());
-    if (steps == 0) return written;
+    if (steps == 0) return pictures;
     std::vector<std::string> out_tokens = t.tokens;
     while (static_cast<int64_t>(out_tokens.size()) < steps) out_tokens.push_back("<eos>");
     Heatmaps dec_self, dec_cross;
+    dec_self.matrices.resize(1);
+    dec_cross.matrices.resize(1);
     for (int64_t h = 0; h < H; ++h) {
         Tensor s = core::zeros({steps, steps}, core::DType::float32);
         Tensor c = core::zeros({steps, n_src}, core::DType::float32);
@@ -680,21 +685,10 @@ std::vector<std::string> plot_attention(const std::string& dir, const std::strin
             for (int64_t k = 0; k <= q && k < self[q].size(1); ++k) s.set({q, k}, self[q].at({h, k}));
             for (int64_t k = 0; k < n_src; ++k) c.set({q, k}, cross[q].at({h, k}));
         }
-        dec_self.matrices.push_back({s});
-        dec_cross.matrices.push_back({c});
+        dec_self.matrices[0].push_back(s);
+        dec_cross.matrices[0].push_back(c);
     }
-    // one row of H panels each
-    auto to_row = [](Heatmaps& m) {
-        std::vector<Tensor> row;
-        for (auto& r : m.matrices) row.push_back(r[0]);
-        m.matrices = {row};
-    };
-    to_row(dec_self);
-    to_row(dec_cross);
-    for (int64_t h = 0; h < H; ++h) {
-        dec_self.titles.push_back(fmt::format("head {}", h + 1));
-        dec_cross.titles.push_back(fmt::format("head {}", h + 1));
-    }
+    dec_self.titles = dec_cross.titles = head_titles;
     dec_self.title = "decoder self-attention (last block)";
     // Row q is the step that produced out_tokens[q]; its query, and key
     // column q, is that step's input: <bos>, then the tokens produced so far.
@@ -705,12 +699,20 @@ std::vector<std::string> plot_attention(const std::string& dir, const std::strin
     dec_cross.title = "encoder-decoder attention (last block)";
     dec_cross.x_ticks = t.src_tokens;
     dec_cross.y_ticks = out_tokens;
-    const std::string self_path = (fs::path(dir) / (prefix + "-decoder-self.png")).string();
-    const std::string cross_path = (fs::path(dir) / (prefix + "-decoder-cross.png")).string();
-    plot_heatmaps(self_path, dec_self);
-    plot_heatmaps(cross_path, dec_cross);
-    written.push_back(self_path);
-    written.push_back(cross_path);
+    pictures.push_back({"decoder-self", dec_self});
+    pictures.push_back({"decoder-cross", dec_cross});
+    return pictures;
+}
+
+std::vector<std::string> plot_attention(const std::string& dir, const std::string& prefix, nn::EncoderDecoder& model,
+                                        const Translation& t, PictureFormat format) {
+    namespace fs = std::filesystem;
+    fs::create_directories(dir);
+    std::vector<std::string> written;
+    for (const AttentionPicture& p : attention_heatmaps(model, t)) {
+        written.push_back((fs::path(dir) / (prefix + "-" + p.name + "." + picture_extension(format))).string());
+        plot_heatmaps(written.back(), p.maps);
+    }
     return written;
 }
 

@@ -8,6 +8,7 @@
 #include "core/random.hpp"
 #include "core/tensor.hpp"
 #include "tasks/fra_eng.hpp"
+#include "tasks/plot.hpp"
 #include "tasks/seq2seq.hpp"
 
 #include <functional>
@@ -74,6 +75,7 @@ struct TrainOptions {
     /// Anomaly mode for the whole run: the first op whose forward output or
     /// backward gradient holds NaN (Inf for gradients) is named in the error.
     bool detect_anomaly = false;
+    PictureFormat plot_format = PictureFormat::png;  ///< loss.png or loss.svg
     std::map<std::string, std::string> extra;  ///< written into the checkpoint metadata
 };
 
@@ -109,21 +111,36 @@ BatchSource copy_source(int64_t batch_size, int64_t length, int64_t vocab, int64
 TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSource& source,
                   const TrainOptions& options, CheckpointInfo info);
 
-/// Writes the loss curve as a PNG, against epochs: the per-epoch means of
-/// loss.csv as a line with points and, when given, the loss of every step
-/// (step_loss[i] is step first_step + i + 1 of steps_per_epoch per epoch) as
-/// a thin light line behind them, with a running mean over them when there
-/// are fewer than five epochs.
+/// The loss curve, against epochs: the per-epoch means of loss.csv as a line
+/// with points and, when given, the loss of every step (step_loss[i] is step
+/// first_step + i + 1 of steps_per_epoch per epoch) as a thin light line
+/// behind them, with a running mean over them when there are fewer than five
+/// epochs; a logarithmic y axis when the loss falls over more than a factor 20.
+LinePlot loss_plot(const std::vector<double>& epoch_loss, const std::string& title,
+                   const std::vector<double>& step_loss = {}, int64_t first_step = 0, int64_t steps_per_epoch = 1,
+                   const std::string& ylabel = "loss (d2l: sum of losses / tokens)");
+
+/// Writes loss_plot(...) at `path` (.png or .svg).
 void plot_loss(const std::string& path, const std::vector<double>& epoch_loss, const std::string& title,
                const std::vector<double>& step_loss = {}, int64_t first_step = 0, int64_t steps_per_epoch = 1,
                const std::string& ylabel = "loss (d2l: sum of losses / tokens)");
 
-/// d2l's show_heatmaps for one translated (or copied) sentence: encoder
-/// self-attention per block and head, decoder self-attention and
-/// encoder–decoder attention of the last block per head. Writes PNGs named
-/// <prefix>-encoder.png, <prefix>-decoder-self.png, <prefix>-decoder-cross.png
-/// and returns their paths.
+/// One picture of attention weights and the name it is written under.
+struct AttentionPicture {
+    std::string name;  ///< encoder, decoder-self or decoder-cross
+    Heatmaps maps;
+};
+
+/// d2l's show_heatmaps for one translated (or copied) sentence, the data of
+/// each picture: encoder self-attention per block and head ("encoder"), and
+/// when the decoding kept its attention, the decoder's self-attention and
+/// encoder–decoder attention of the last block per head ("decoder-self",
+/// "decoder-cross"), one row per generated token.
+std::vector<AttentionPicture> attention_heatmaps(nn::EncoderDecoder& model, const Translation& t);
+
+/// Writes attention_heatmaps(model, t) as <dir>/<prefix>-<name>.png (or
+/// .svg) and returns the paths.
 std::vector<std::string> plot_attention(const std::string& dir, const std::string& prefix, nn::EncoderDecoder& model,
-                                        const Translation& t);
+                                        const Translation& t, PictureFormat format = PictureFormat::png);
 
 }  // namespace tformer::tasks

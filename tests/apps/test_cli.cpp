@@ -386,3 +386,20 @@ TEST_CASE("tformer train: killed (SIGKILL) at random moments while saving, the c
     REQUIRE(run_cli("train copy --epochs 1 --threads 1 --quiet --overwrite --out " + dir).status == 0);
     CHECK(temporaries_in(dir) == 0);
 }
+
+TEST_CASE("tformer --plot-format svg: train and tutorial write SVG pictures, another format is refused", "[apps][cli]") {
+    const std::string dir = temp_dir("svg");
+    Run r = run_cli("train copy --epochs 1 --batches-per-epoch 3 --threads 1 --quiet --plot-format svg --out " + dir);
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.output, Catch::Contains(dir + "/loss.svg") && Catch::Contains(dir + "/attention-encoder.svg"));
+    for (const char* name : {"/loss.svg", "/attention-encoder.svg", "/attention-decoder-self.svg"})
+        CHECK(std::filesystem::exists(dir + name));
+    CHECK(!std::filesystem::exists(dir + "/loss.png"));
+    r = run_cli("tutorial 4 --plot-format svg --out " + dir + "/tutorial");
+    CHECK(r.status == 0);
+    CHECK(std::filesystem::exists(dir + "/tutorial/pooling_curves.svg"));
+    r = run_cli("train copy --epochs 1 --plot-format pdf --out " + dir + "/pdf");
+    CHECK(r.status != 0);
+    CHECK_THAT(r.output, Catch::Contains("--plot-format"));
+}

@@ -2,12 +2,13 @@
 // uninterrupted one exactly.
 #include "core/core.hpp"
 #include "tasks/seq2seq.hpp"
-#include "tasks/image.hpp"
+#include "tasks/canvas.hpp"
 #include "tasks/train.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <filesystem>
+#include <numeric>
 #include <unistd.h>
 
 using namespace tformer;
@@ -116,24 +117,43 @@ TEST_CASE("train(): the copy task reaches 100% exact-sequence accuracy", "[tasks
     core::set_num_threads(saved_threads);
 }
 
-TEST_CASE("plot_loss(path, epochs, title, steps): a PNG with both curves; bad steps_per_epoch throws", "[tasks][train]") {
-    const std::string dir = fresh_dir("plot-loss");
-    std::filesystem::create_directories(dir);
-    const std::string path = dir + "/loss.png";
+TEST_CASE("loss_plot(epochs, title, steps): the per-step line, a running mean and the epoch means; plot_loss writes it",
+          "[tasks][train]") {
     std::vector<double> steps;
     for (int i = 0; i < 40; ++i) steps.push_back(1.0 / (1 + i));
-    plot_loss(path, {0.5, 0.1, 0.06, 0.04}, "test", steps, 0, 10);
-    const Image png = read_png(path);
-    CHECK(png.width() > 100);
-    CHECK(png.height() > 100);
-    // the light per-step line's colour is somewhere in the picture
-    bool light = false;
-    for (int y = 0; y < png.height() && !light; ++y)
-        for (int x = 0; x < png.width() && !light; ++x) light = png.pixel(x, y) == Rgb{190, 205, 225};
-    CHECK(light);
-    plot_loss(path, {0.5, 0.1}, "epochs only");  // no steps: still a picture
-    CHECK(read_png(path).width() > 100);
-    CHECK_THROWS_WITH(plot_loss(path, {0.5}, "bad", steps, 0, 0), Catch::Contains("steps_per_epoch must be positive"));
+    const LinePlot plot = loss_plot({0.5, 0.1, 0.06, 0.04}, "test", steps, 0, 10, "cross-entropy per token");
+    REQUIRE(plot.series.size() == 3);
+    const Series& per_step = plot.series[0];
+    CHECK(per_step.name == "per step");
+    CHECK(per_step.y == steps);
+    CHECK(per_step.x.front() == Approx(0.1));  // step 1 of 10 per epoch
+    CHECK(per_step.x.back() == Approx(4.0));
+    const Series& running = plot.series[1];  // fewer than five epochs: a running mean of 10 steps
+    CHECK(running.name == "mean of 10 steps");
+    REQUIRE(running.y.size() == 31);
+    CHECK(running.y[0] == Approx(std::accumulate(steps.begin(), steps.begin() + 10, 0.0) / 10));
+    CHECK(running.x[0] == Approx(0.55));  // centred on steps 1..10
+    const Series& epochs = plot.series[2];
+    CHECK(epochs.name == "epoch mean");
+    CHECK(epochs.x == std::vector<double>{1, 2, 3, 4});
+    CHECK(epochs.y == std::vector<double>{0.5, 0.1, 0.06, 0.04});
+    CHECK(plot.log_y);  // 1 down to 0.025: more than a factor 20
+    CHECK(plot.ylabel == "cross-entropy per token");
+    CHECK(plot.xlabel == "epoch");
+    // epochs only: one series, a linear axis
+    const LinePlot few = loss_plot({0.5, 0.4}, "epochs only");
+    REQUIRE(few.series.size() == 1);
+    CHECK_FALSE(few.log_y);
+    CHECK_THROWS_WITH(loss_plot({0.5}, "bad", steps, 0, 0), Catch::Contains("steps_per_epoch must be positive"));
+
+    const std::string dir = fresh_dir("plot-loss");
+    std::filesystem::create_directories(dir);
+    for (const char* name : {"/loss.png", "/loss.svg"}) {
+        plot_loss(dir + name, {0.5, 0.1, 0.06, 0.04}, "test", steps, 0, 10);
+        const PictureInfo info = read_picture_info(dir + name);
+        CHECK(info.width == 800);
+        CHECK(info.height == 540);
+    }
 }
 
 TEST_CASE("train(): the fused output loss gives the losses of dense + masked cross-entropy, token mean", "[tasks][train]") {
@@ -168,4 +188,55 @@ TEST_CASE("train(): the fused output loss gives the losses of dense + masked cro
     core::Generator gen(3);
     auto model = build_model(c, gen);
     CHECK_THROWS_WITH(train(*model, gen, padded, bad, info_for(c)), Catch::Contains("set token_mean too"));
+}
+
+TEST_CASE("attention_heatmaps(model, t): encoder blocks x heads, the decoder's last block per head, one row per token",
+          "[tasks][train]") {
+    const ModelConfig c = copy_config(0.0);
+    core::Generator gen(3);
+    auto model = build_model(c, gen);
+    const std::vector<int64_t> ids = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    const core::Tensor src = core::from_vector(ids, {1, 10});
+    const auto d = greedy_decode(*model, src, core::full({1}, 10.0, core::DType::int64),
+                                 {.bos = 1, .eos = -1, .max_steps = 4, .keep_attention = true});
+    Translation t;
+    for (int64_t id : ids) t.src_tokens.push_back(std::to_string(id));
+    for (int64_t id : d[0].tokens) t.tokens.push_back(std::to_string(id));
+    t.decoded = d[0];
+    const std::vector<AttentionPicture> pictures = attention_heatmaps(*model, t);
+    REQUIRE(pictures.size() == 3);
+    const Heatmaps& enc = pictures[0].maps;
+    CHECK(pictures[0].name == "encoder");
+    REQUIRE(enc.matrices.size() == 2);     // blocks
+    REQUIRE(enc.matrices[0].size() == 4);  // heads
+    CHECK(enc.matrices[1][3].shape() == core::Shape{10, 10});
+    CHECK(enc.x_ticks == t.src_tokens);
+    CHECK(enc.titles == std::vector<std::string>{"head 1", "head 2", "head 3", "head 4"});
+    const Heatmaps& self = pictures[1].maps;
+    CHECK(pictures[1].name == "decoder-self");
+    REQUIRE(self.matrices.size() == 1);
+    REQUIRE(self.matrices[0].size() == 4);
+    const core::Tensor& s = self.matrices[0][2];  // (steps, steps): step q sees its inputs 0..q
+    REQUIRE(s.shape() == core::Shape{4, 4});
+    for (int64_t q = 0; q < 4; ++q) {
+        double row = 0;
+        for (int64_t k = 0; k < 4; ++k) {
+            if (k > q) CHECK(s.at({q, k}) == 0.0);
+            row += s.at({q, k});
+        }
+        CHECK(row == Approx(1.0).epsilon(1e-5));
+    }
+    CHECK(self.x_ticks.front() == "<bos>");
+    CHECK(self.y_ticks == t.tokens);
+    const Heatmaps& cross = pictures[2].maps;
+    CHECK(cross.matrices[0][0].shape() == core::Shape{4, 10});
+    CHECK(cross.x_ticks == t.src_tokens);
+    // the layer's own weights for the last step of the last block
+    CHECK(cross.matrices[0][1].at({3, 5}) == Approx(d[0].cross_attention[3].at({1, 5})));
+
+    const std::string dir = fresh_dir("plot-attention");
+    const auto written = plot_attention(dir, "copy", *model, t, PictureFormat::svg);
+    REQUIRE(written.size() == 3);
+    CHECK(written[1] == dir + "/copy-decoder-self.svg");
+    for (size_t i = 0; i < 3; ++i) CHECK(read_picture_info(written[i]).width == layout_heatmaps(pictures[i].maps).width);
 }

@@ -121,9 +121,10 @@ std::string tuple_str(const core::Dims& d) {
 void usage(std::FILE* to, const char* program, const Info& info) {
     fmt::print(to,
                "{}\nFollows: {}\n\n"
-               "usage: {} [--step] [--out DIR] [--help]\n"
+               "usage: {} [--step] [--out DIR] [--plot-format png|svg] [--help]\n"
                "  --step      pause after each step until Enter is pressed (q + Enter quits)\n"
                "  --out DIR   where pictures are written (created when needed)\n"
+               "  --plot-format png|svg   the pictures' format (default png)\n"
                "  --help      this text\n",
                info.title, info.follows, program);
 }
@@ -160,9 +161,14 @@ Tutorial::Tutorial(int argc, char** argv, Info info) : info_(std::move(info)) {
         } else if (arg.starts_with("--out=")) {
             out_dir_ = std::string(arg.substr(6));
             out_given = true;
+        } else if (arg == "--plot-format" && i + 1 < argc &&
+                   (std::string_view(argv[i + 1]) == "png" || std::string_view(argv[i + 1]) == "svg")) {
+            plot_format_ = argv[++i];
         } else {
             if (arg == "--out")
                 fmt::print(stderr, "{}: --out needs a folder after it\n\n", program);
+            else if (arg == "--plot-format")
+                fmt::print(stderr, "{}: --plot-format needs png or svg after it\n\n", program);
             else
                 fmt::print(stderr, "{}: unknown argument '{}'\n\n", program, arg);
             usage(stderr, program, info_);
@@ -271,7 +277,9 @@ bool Tutorial::check_close(const core::Tensor& actual, const core::Tensor& expec
 
 std::filesystem::path Tutorial::out_path(std::string_view file) const {
     std::filesystem::create_directories(out_dir_);
-    return out_dir_ / file;
+    std::filesystem::path path = out_dir_ / file;
+    if (path.extension() == ".png") path.replace_extension(plot_format_);
+    return path;
 }
 
 int Tutorial::finish() {

@@ -16,6 +16,7 @@
 // (ctest runs each one as `tutorial:NN_topic`). Command line:
 //   --step      pause after each step until Enter is pressed (q quits)
 //   --out DIR   where pictures go (created when needed)
+//   --plot-format png|svg   the pictures' format (default png)
 //   --help      the usage and what the tutorial follows
 #pragma once
 
@@ -82,7 +83,8 @@ public:
 
     /// The folder given with --out (default "tutorial-out/<program name>").
     const std::filesystem::path& out_dir() const { return out_dir_; }
-    /// out_dir() / file, creating out_dir() first.
+    /// out_dir() / file, creating out_dir() first. A picture's name ending in
+    /// ".png" gets the extension --plot-format asks for.
     std::filesystem::path out_path(std::string_view file) const;
 
     /// Prints the summary "N checks passed, M failed" (naming each failed
@@ -98,6 +100,7 @@ private:
 
     Info info_;
     std::filesystem::path out_dir_;
+    std::string plot_format_ = "png";
     bool stepping_ = false;
     bool quit_ = false;
     int steps_run_ = 0;
