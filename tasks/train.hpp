@@ -76,7 +76,7 @@ struct TrainOptions {
     /// backward gradient holds NaN (Inf for gradients) is named in the error.
     bool detect_anomaly = false;
     PictureFormat plot_format = PictureFormat::png;  ///< loss.png or loss.svg
-    std::map<std::string, std::string> extra;  ///< written into the checkpoint metadata
+    std::map<std::string, std::string> extra = {};  ///< written into the checkpoint metadata
 };
 
 /// What training reports back.
