@@ -43,12 +43,10 @@ def load_safetensors(path):
 
 
 class WordTokenizer:
-    """d2l's word vocabulary as tformer saves it: a header line, then one token per line."""
+    """d2l's word vocabulary: the checkpoint's list of tokens in index order."""
 
-    def __init__(self, text):
-        lines = text.split("\n")[1:]
-        unescape = lambda t: t.replace("\\n", "\n").replace("\\t", "\t").replace("\\r", "\r").replace("\\\\", "\\")
-        self.tokens = [unescape(t) for t in lines if t != "" or False][: int(text.split("\n")[0].split()[2])]
+    def __init__(self, tokens):
+        self.tokens = tokens
         self.index = {t: i for i, t in enumerate(self.tokens)}
 
     def encode(self, sentence):  # d2l's preprocess_nmt, then words
@@ -74,7 +72,8 @@ class SentencePieceTokenizer:
 
 def load(path):
     tensors, meta = load_safetensors(path)
-    c = json.loads(meta["config"])
+    info = json.loads(meta["tformer"])  # the metadata: one JSON document (config, vocabularies, ...)
+    c = info["config"]
     args = dict(key_size=c["key_size"], query_size=c["query_size"], value_size=c["value_size"],
                 num_hiddens=c["num_hiddens"], norm_shape=[c["norm_shape"]], ffn_num_input=c["ffn_num_input"],
                 ffn_num_hiddens=c["ffn_num_hiddens"], num_heads=c["num_heads"], num_layers=c["num_layers"],
@@ -83,11 +82,11 @@ def load(path):
                          TransformerDecoder(c["tgt_vocab_size"], **args))
     state = {name[len("model."):]: t for name, t in tensors.items() if name.startswith("model.")}
     net.load_state_dict(state, strict=True)
-    if "tokenizer" in meta:
-        src = tgt = SentencePieceTokenizer(base64.b64decode(json.loads(meta["tokenizer"])["model"]))
+    if "tokenizer" in info:
+        src = tgt = SentencePieceTokenizer(base64.b64decode(info["tokenizer"]["model"]))
     else:
-        src, tgt = WordTokenizer(meta["src_vocab"]), WordTokenizer(meta["tgt_vocab"])
-    pad_to = c["num_steps"] if meta.get("x.pipeline", "d2l") == "d2l" else 0  # d2l pads the source
+        src, tgt = WordTokenizer(info["src_vocab"]), WordTokenizer(info["tgt_vocab"])
+    pad_to = c["num_steps"] if info["extra"].get("pipeline", "d2l") == "d2l" else 0  # d2l pads the source
     return net, src, tgt, c["num_steps"], pad_to
 
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <sstream>
 
 namespace tformer::tasks {
 
@@ -175,27 +176,103 @@ std::shared_ptr<nn::EncoderDecoder> build_model(const ModelConfig& config, core:
 
 // ---- checkpoints -----------------------------------------------------------------------------
 
+// Format 2: the safetensors metadata holds one key, "tformer", whose value is
+// one JSON document (Python reads it with json.loads):
+//   {"format": "tformer-checkpoint-2", "config": {...}, "step": 600, "epoch": 60,
+//    "rng": [4 unsigned 64-bit words], "src_vocab": ["<unk>", "<pad>", ...], "tgt_vocab": [...],
+//    "tokenizer": {"type": "sentencepiece", "model": "<base64>"},
+//    "loss": {"epochs": [...], "epoch_loss_sum": 0, "epoch_tokens": 0}, "extra": {"preset": "d2l", ...}}
+// (a translation checkpoint holds either the vocabularies or the tokenizer).
+// Format 1, still read: one metadata key per field, "format" = "tformer-checkpoint-1", "config" as JSON,
+// "step", "epoch" and "rng" as decimal text, the vocabularies in Vocab::deserialize's text, "tokenizer"
+// as above, and "x.<key>" for each extra, the loss history as "x.epoch_losses" and "x.epoch_partial"
+// (space-separated numbers).
 namespace {
-constexpr const char* kFormat = "tformer-checkpoint-1";
+constexpr const char* kFormat = "tformer-checkpoint-2";
+constexpr const char* kFormat1 = "tformer-checkpoint-1";
 
-std::string rng_to_string(const core::Generator::State& s) {
-    return fmt::format("{} {} {} {}", s[0], s[1], s[2], s[3]);
+[[noreturn]] void bad_checkpoint(const std::string& path, const std::string& what) {
+    fail<IOError>("checkpoint '{}': {}", path, what);
 }
 
-core::Generator::State rng_from_string(const std::string& text) {
-    core::Generator::State s{};
-    size_t pos = 0;
-    for (auto& word : s) {
-        size_t used = 0;
-        try {
-            word = std::stoull(text.substr(pos), &used);
-        } catch (const std::exception&) {
-            fail<IOError>("checkpoint: bad generator state '{}'", text);
-        }
-        pos += used;
+json tokenizer_json(const SentencePieceTokenizer& sp) {
+    return {{"type", "sentencepiece"}, {"model", base64_encode(sp.serialized())}};
+}
+
+std::shared_ptr<const SentencePieceTokenizer> tokenizer_from(const json& j, const std::string& path) {
+    if (!j.is_object() || j.value("type", "") != "sentencepiece" || !j.contains("model") || !j["model"].is_string())
+        bad_checkpoint(path, "metadata 'tokenizer' should be {\"type\": \"sentencepiece\", \"model\": ...}");
+    return SentencePieceTokenizer::from_serialized(base64_decode(j["model"].get<std::string>()));
+}
+
+json metadata_json(const CheckpointInfo& info) {
+    json j = {{"format", kFormat},
+              {"config", json::parse(config_to_json(info.config))},
+              {"step", info.step},
+              {"epoch", info.epoch},
+              {"rng", info.rng},
+              {"loss",
+               {{"epochs", info.losses.epochs},
+                {"epoch_loss_sum", info.losses.epoch_loss_sum},
+                {"epoch_tokens", info.losses.epoch_tokens}}},
+              {"extra", info.extra}};
+    if (info.src_vocab) j["src_vocab"] = info.src_vocab->tokens();
+    if (info.tgt_vocab) j["tgt_vocab"] = info.tgt_vocab->tokens();
+    if (info.sentencepiece) j["tokenizer"] = tokenizer_json(*info.sentencepiece);
+    return j;
+}
+
+// Format 2: every field from the one JSON document; a wrong type names the field.
+CheckpointInfo info_from_json(const std::string& text, const std::string& path) {
+    json j;
+    try {
+        j = json::parse(text);
+    } catch (const json::exception& e) {
+        bad_checkpoint(path, fmt::format("metadata 'tformer' is not valid JSON ({})", e.what()));
     }
-    return s;
+    if (!j.is_object() || j.value("format", "") != kFormat)
+        bad_checkpoint(path, fmt::format("metadata 'tformer' should be a JSON object with \"format\": \"{}\"", kFormat));
+    if (!j.contains("config")) bad_checkpoint(path, "metadata 'tformer' has no 'config'");
+    CheckpointInfo info;
+    info.config = config_from_json(j["config"].dump());
+    auto get = [&]<class T>(const char* key, T& out) {
+        if (!j.contains(key)) return;
+        try {
+            out = j[key].get<T>();
+        } catch (const json::exception&) {
+            bad_checkpoint(path, fmt::format("metadata field '{}' has the wrong type ({})", key, j[key].dump().substr(0, 80)));
+        }
+    };
+    get("step", info.step);
+    get("epoch", info.epoch);
+    get("rng", info.rng);
+    get("extra", info.extra);
+    if (j.contains("loss")) {
+        const json& loss = j["loss"];
+        try {
+            info.losses = {.epochs = loss.at("epochs").get<std::vector<double>>(),
+                           .epoch_loss_sum = loss.at("epoch_loss_sum").get<double>(),
+                           .epoch_tokens = loss.at("epoch_tokens").get<double>()};
+        } catch (const json::exception&) {
+            bad_checkpoint(path, "metadata field 'loss' should be {\"epochs\": [...], \"epoch_loss_sum\": x, "
+                                 "\"epoch_tokens\": n}");
+        }
+    }
+    for (const char* key : {"src_vocab", "tgt_vocab"}) {
+        if (!j.contains(key)) continue;
+        std::vector<std::string> tokens;
+        get(key, tokens);
+        try {
+            (std::string(key) == "src_vocab" ? info.src_vocab : info.tgt_vocab) = Vocab::from_tokens(std::move(tokens));
+        } catch (const ValueError& e) {
+            bad_checkpoint(path, fmt::format("metadata field '{}': {}", key, e.what()));
+        }
+    }
+    if (j.contains("tokenizer")) info.sentencepiece = tokenizer_from(j["tokenizer"], path);
+    return info;
 }
+
+// ---- format 1 (read only) ----
 
 int64_t int_meta(const std::map<std::string, std::string>& meta, const std::string& key) {
     auto it = meta.find(key);
@@ -210,60 +287,88 @@ int64_t int_meta(const std::map<std::string, std::string>& meta, const std::stri
     }
 }
 
-// The SentencePiece model in the metadata: {"type": "sentencepiece", "model": "<base64>"}
-std::string tokenizer_to_json(const SentencePieceTokenizer& sp) {
-    return json{{"type", "sentencepiece"}, {"model", base64_encode(sp.serialized())}}.dump();
+// "a b c" -> {a, b, c}: the generator state and the loss history
+template <class T>
+std::vector<T> numbers_v1(const std::string& text, const char* key, const std::string& path) {
+    std::vector<T> out;
+    std::istringstream in(text);
+    T x;
+    while (in >> x) out.push_back(x);
+    if (!in.eof()) bad_checkpoint(path, fmt::format("metadata '{}' is not a list of numbers: '{}'", key, text.substr(0, 80)));
+    return out;
 }
 
-std::shared_ptr<const SentencePieceTokenizer> tokenizer_from_json(const std::string& text, const std::string& path) {
-    json j;
-    try {
-        j = json::parse(text);
-    } catch (const json::exception& e) {
-        fail<IOError>("checkpoint '{}': metadata 'tokenizer' is not valid JSON ({})", path, e.what());
-    }
-    if (!j.is_object() || j.value("type", "") != "sentencepiece" || !j.contains("model") || !j["model"].is_string())
-        fail<IOError>("checkpoint '{}': metadata 'tokenizer' should be {{\"type\": \"sentencepiece\", \"model\": ...}}",
-                      path);
-    return SentencePieceTokenizer::from_serialized(base64_decode(j["model"].get<std::string>()));
-}
-
-CheckpointInfo info_from(const nn::SafeTensors& st, const std::string& path) {
-    auto format = st.metadata.find("format");
-    if (format == st.metadata.end() || format->second != kFormat)
-        fail<IOError>("checkpoint '{}': not a tformer checkpoint (metadata 'format' should be '{}')", path, kFormat);
+CheckpointInfo info_from_v1(const std::map<std::string, std::string>& meta, const std::string& path) {
     CheckpointInfo info;
-    auto config = st.metadata.find("config");
-    if (config == st.metadata.end()) fail<IOError>("checkpoint '{}': metadata 'config' is missing", path);
+    auto config = meta.find("config");
+    if (config == meta.end()) bad_checkpoint(path, "metadata 'config' is missing");
     info.config = config_from_json(config->second);
-    info.step = int_meta(st.metadata, "step");
-    info.epoch = int_meta(st.metadata, "epoch");
-    auto rng = st.metadata.find("rng");
-    if (rng != st.metadata.end()) info.rng = rng_from_string(rng->second);
-    if (auto it = st.metadata.find("src_vocab"); it != st.metadata.end()) info.src_vocab = Vocab::deserialize(it->second);
-    if (auto it = st.metadata.find("tgt_vocab"); it != st.metadata.end()) info.tgt_vocab = Vocab::deserialize(it->second);
-    if (auto it = st.metadata.find("tokenizer"); it != st.metadata.end()) info.sentencepiece = tokenizer_from_json(it->second, path);
+    info.step = int_meta(meta, "step");
+    info.epoch = int_meta(meta, "epoch");
+    if (auto it = meta.find("rng"); it != meta.end()) {
+        const auto words = numbers_v1<uint64_t>(it->second, "rng", path);
+        if (words.size() != info.rng.size()) bad_checkpoint(path, fmt::format("bad generator state '{}'", it->second));
+        std::copy(words.begin(), words.end(), info.rng.begin());
+    }
+    if (auto it = meta.find("src_vocab"); it != meta.end()) info.src_vocab = Vocab::deserialize(it->second);
+    if (auto it = meta.find("tgt_vocab"); it != meta.end()) info.tgt_vocab = Vocab::deserialize(it->second);
+    if (auto it = meta.find("tokenizer"); it != meta.end()) {
+        json j;
+        try {
+            j = json::parse(it->second);
+        } catch (const json::exception& e) {
+            bad_checkpoint(path, fmt::format("metadata 'tokenizer' is not valid JSON ({})", e.what()));
+        }
+        info.sentencepiece = tokenizer_from(j, path);
+    }
+    for (const auto& [k, v] : meta)
+        if (k.starts_with("x.")) info.extra[k.substr(2)] = v;
+    // the loss history was kept among the extras
+    if (auto it = info.extra.find("epoch_losses"); it != info.extra.end()) {
+        info.losses.epochs = numbers_v1<double>(it->second, "x.epoch_losses", path);
+        info.extra.erase(it);
+    }
+    if (auto it = info.extra.find("epoch_partial"); it != info.extra.end()) {
+        const auto partial = numbers_v1<double>(it->second, "x.epoch_partial", path);
+        if (partial.size() == 2) info.losses.epoch_loss_sum = partial[0], info.losses.epoch_tokens = partial[1];
+        info.extra.erase(it);
+    }
+    return info;
+}
+
+// What both formats must satisfy before a model is built from them.
+void check_info(const CheckpointInfo& info, const nn::SafeTensors& st, const std::string& path) {
     if (info.config.task == "translate") {
         const bool words = info.src_vocab && info.tgt_vocab;
         if (words == (info.sentencepiece != nullptr))
-            fail<IOError>("checkpoint '{}': a translation checkpoint must hold either both vocabularies or a "
-                          "SentencePiece tokenizer", path);
+            bad_checkpoint(path, "a translation checkpoint must hold either both vocabularies or a SentencePiece tokenizer");
         const int64_t src_size = words ? info.src_vocab->size() : info.sentencepiece->size();
         const int64_t tgt_size = words ? info.tgt_vocab->size() : info.sentencepiece->size();
         if (src_size != info.config.src_vocab_size || tgt_size != info.config.tgt_vocab_size)
-            fail<IOError>("checkpoint '{}': vocabulary sizes {}/{} do not match the config's {}/{}", path, src_size,
-                          tgt_size, info.config.src_vocab_size, info.config.tgt_vocab_size);
+            bad_checkpoint(path, fmt::format("vocabulary sizes {}/{} do not match the config's {}/{}", src_size, tgt_size,
+                                             info.config.src_vocab_size, info.config.tgt_vocab_size));
     }
-    for (const auto& [k, v] : st.metadata)
-        if (k.starts_with("x.")) info.extra[k.substr(2)] = v;
     // A model is only built once its config agrees with the tensors stored, so
     // a crafted config (num_hiddens 20000, no tensors) cannot make us allocate gigabytes.
     double stored = 0;
     for (const auto& [name, t] : st.tensors)
         if (name.starts_with("model.")) stored += static_cast<double>(t.numel());
     if (stored != state_dict_size(info.config))
-        fail<IOError>("checkpoint '{}': its config describes a model of {:.0f} values, but it stores {:.0f} under "
-                      "'model.'", path, state_dict_size(info.config), stored);
+        bad_checkpoint(path, fmt::format("its config describes a model of {:.0f} values, but it stores {:.0f} under "
+                                         "'model.'", state_dict_size(info.config), stored));
+}
+
+CheckpointInfo info_from(const nn::SafeTensors& st, const std::string& path) {
+    CheckpointInfo info;
+    if (auto doc = st.metadata.find("tformer"); doc != st.metadata.end()) {
+        info = info_from_json(doc->second, path);
+    } else if (auto format = st.metadata.find("format"); format != st.metadata.end() && format->second == kFormat1) {
+        info = info_from_v1(st.metadata, path);
+    } else {
+        bad_checkpoint(path, fmt::format("not a tformer checkpoint (no metadata 'tformer' holding \"format\": \"{}\", "
+                                         "nor the older 'format' = '{}')", kFormat, kFormat1));
+    }
+    check_info(info, st, path);
     return info;
 }
 }  // namespace
@@ -274,15 +379,7 @@ void save_checkpoint(const std::string& path, const nn::Module& model, const opt
     for (auto& [name, t] : model.state_dict()) st.tensors["model." + name] = t;
     if (optimizer)
         for (auto& [name, t] : optimizer->state_dict()) st.tensors["optim." + name] = t;
-    st.metadata["format"] = kFormat;
-    st.metadata["config"] = config_to_json(info.config);
-    st.metadata["step"] = std::to_string(info.step);
-    st.metadata["epoch"] = std::to_string(info.epoch);
-    st.metadata["rng"] = rng_to_string(info.rng);
-    if (info.src_vocab) st.metadata["src_vocab"] = info.src_vocab->serialize();
-    if (info.tgt_vocab) st.metadata["tgt_vocab"] = info.tgt_vocab->serialize();
-    if (info.sentencepiece) st.metadata["tokenizer"] = tokenizer_to_json(*info.sentencepiece);
-    for (const auto& [k, v] : info.extra) st.metadata["x." + k] = v;
+    st.metadata["tformer"] = metadata_json(info).dump();
     nn::save_safetensors(path, st);
 }
 

@@ -86,6 +86,13 @@ struct CheckpointInfo {
     int64_t step = 0;            ///< optimizer steps done
     int64_t epoch = 0;           ///< epochs completed
     core::Generator::State rng{};  ///< the training generator, for an exact resume
+    /// The loss history, so a resumed run reports and plots the whole run.
+    struct LossHistory {
+        std::vector<double> epochs = {};  ///< the mean token loss of each completed epoch
+        double epoch_loss_sum = 0;        ///< the epoch in progress: Σ token losses so far
+        double epoch_tokens = 0;          ///< ... over this many target tokens
+    };
+    LossHistory losses = {};
     std::map<std::string, std::string> extra = {};  ///< free-form metadata (seed, preset, ...)
 };
 

@@ -154,21 +154,18 @@ namespace {
 constexpr std::string_view kVocabMagic = "tformer-vocab 1 ";
 }  // namespace
 
-std::string Vocab::serialize() const {
-    std::string out = fmt::format("{}{}\n", kVocabMagic, size());
-    for (const std::string& token : idx_to_token_) {
-        for (char c : token) {
-            switch (c) {
-                case '\\': out += "\\\\"; break;
-                case '\n': out += "\\n"; break;
-                case '\t': out += "\\t"; break;
-                case '\r': out += "\\r"; break;
-                default: out += c;
-            }
-        }
-        out += '\n';
+Vocab Vocab::from_tokens(std::vector<std::string> tokens) {
+    if (tokens.empty() || tokens[0] != "<unk>")
+        fail<ValueError>("Vocab::from_tokens: the first token must be <unk>, got {}",
+                         tokens.empty() ? std::string("no tokens") : "'" + tokens[0] + "'");
+    Vocab vocab;
+    vocab.idx_to_token_.clear();
+    vocab.token_to_idx_.clear();
+    for (std::string& token : tokens) {
+        if (vocab.contains(token)) fail<ValueError>("Vocab::from_tokens: token '{}' appears twice", token);
+        vocab.add(std::move(token));
     }
-    return out;
+    return vocab;
 }
 
 Vocab Vocab::deserialize(std::string_view text) {

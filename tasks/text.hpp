@@ -98,14 +98,15 @@ public:
     /// All tokens in index order.
     const std::vector<std::string>& tokens() const { return idx_to_token_; }
 
-    /// Text form for checkpoint metadata: the line "tformer-vocab 1 <size>",
-    /// then one token per line in index order. Backslash, newline, tab and
-    /// carriage return are escaped as \\ \n \t \r, so any token survives (the
-    /// corpus tokens hold none of them: lines are split at '\n' and '\t'
-    /// before tokenising, but a user's own tokens might).
-    std::string serialize() const;
-    /// Inverse of serialize(); throws IOError naming the problem (bad
-    /// header, wrong count, bad escape, duplicate token, "<unk>" not at 0).
+    /// The vocabulary whose tokens() are `tokens` (a checkpoint stores them
+    /// as a JSON array); ValueError when a token repeats or "<unk>" is not first.
+    static Vocab from_tokens(std::vector<std::string> tokens);
+
+    /// Reads the text form of tformer-checkpoint-1 (older checkpoints): the
+    /// line "tformer-vocab 1 <size>", then one token per line in index order,
+    /// with backslash, newline, tab and carriage return escaped as \\ \n \t
+    /// \r. Throws IOError naming the problem (bad header, wrong count, bad
+    /// escape, duplicate token, "<unk>" not at 0).
     static Vocab deserialize(std::string_view text);
 
     friend bool operator==(const Vocab& a, const Vocab& b) { return a.idx_to_token_ == b.idx_to_token_; }

@@ -96,20 +96,6 @@ std::string clock_str(double seconds) {
     return s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60) : fmt::format("{}:{:02}", s / 60, s % 60);
 }
 
-std::string doubles_str(const std::vector<double>& v) {
-    std::string out;
-    for (double x : v) out += fmt::format("{}{:.17g}", out.empty() ? "" : " ", x);
-    return out;
-}
-
-std::vector<double> doubles_from(const std::string& text) {
-    std::vector<double> out;
-    std::istringstream in(text);
-    double x;
-    while (in >> x) out.push_back(x);
-    return out;
-}
-
 std::unique_ptr<optim::LRSchedule> make_schedule(const TrainOptions& o, int64_t total_steps, int64_t d_model) {
     if (o.schedule == "constant") return std::make_unique<optim::ConstantLR>(o.lr);
     if (o.schedule == "noam") {
@@ -360,10 +346,9 @@ public:
         const CheckpointInfo saved = load_checkpoint(ckpt, model_, &optimizer_);
         step_ = saved.step;
         gen_.set_state(saved.rng);
-        auto get = [&](const char* k) { auto it = saved.extra.find(k); return it == saved.extra.end() ? std::string() : it->second; };
-        losses_.epoch_loss = doubles_from(get("epoch_losses"));
-        const std::vector<double> partial = doubles_from(get("epoch_partial"));
-        if (partial.size() == 2) losses_.epoch_loss_sum = partial[0], losses_.epoch_tokens = partial[1];
+        losses_.epoch_loss = saved.losses.epochs;
+        losses_.epoch_loss_sum = saved.losses.epoch_loss_sum;
+        losses_.epoch_tokens = saved.losses.epoch_tokens;
         if (!o_.quiet)
             fmt::print(stderr, "resuming from {} at step {} (epoch {})\n", ckpt, step_, step_ / plan_.batches_per_epoch + 1);
     }
@@ -443,8 +428,9 @@ public:
         info_.epoch = step_ / plan_.batches_per_epoch;
         info_.rng = gen_.state();
         for (const auto& [k, v] : o_.extra) info_.extra[k] = v;
-        info_.extra["epoch_losses"] = doubles_str(losses_.epoch_loss);
-        info_.extra["epoch_partial"] = doubles_str({losses_.epoch_loss_sum, losses_.epoch_tokens});
+        info_.losses = {.epochs = losses_.epoch_loss,
+                        .epoch_loss_sum = losses_.epoch_loss_sum,
+                        .epoch_tokens = losses_.epoch_tokens};
         save_checkpoint(path, model_, &optimizer_, info_);
     }
 

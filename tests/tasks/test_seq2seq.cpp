@@ -6,6 +6,7 @@
 #include "tasks/seq2seq.hpp"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <unistd.h>
@@ -79,6 +80,63 @@ TEST_CASE("save_checkpoint / load_checkpoint: weights, optimizer state and info 
     CHECK_THROWS_WITH(load_checkpoint(temp_path("missing.safetensors"), *model2, nullptr), Catch::Contains("missing.safetensors"));
     std::filesystem::remove(path);
     std::filesystem::remove(junk);
+}
+
+TEST_CASE("checkpoint metadata is one JSON document: vocabularies as arrays, generator state, loss history",
+          "[tasks][seq2seq][checkpoint]") {
+    core::Generator gen(4);
+    ModelConfig c = small_config();
+    c.task = "translate";
+    auto model = build_model(c, gen);
+    const Vocab vocab = Vocab::from_tokens({"<unk>", "<pad>", "<bos>", "<eos>", "a", "b", "c", "d", "new\nline",
+                                            "\"quoted\"", "j\u2019ai"});
+    const CheckpointInfo info{.config = c, .src_vocab = vocab, .tgt_vocab = vocab, .step = 12, .epoch = 3,
+                              .rng = {1, 2, 3, 18446744073709551615ULL},
+                              .losses = {.epochs = {2.5, 0.1 + 0.2, 1e-300}, .epoch_loss_sum = 7.25, .epoch_tokens = 40},
+                              .extra = {{"preset", "d2l"}}};
+    const std::string path = temp_path("json.safetensors");
+    save_checkpoint(path, *model, nullptr, info);
+
+    // what a reader in another language sees: one key, JSON with arrays and numbers
+    const nn::SafeTensors st = nn::load_safetensors(path);
+    REQUIRE(st.metadata.size() == 1);
+    const auto j = nlohmann::json::parse(st.metadata.at("tformer"));
+    CHECK(j.at("format") == "tformer-checkpoint-2");
+    CHECK(j.at("config").at("num_hiddens") == 8);
+    CHECK(j.at("src_vocab").is_array());
+    CHECK(j.at("src_vocab").at(10) == "j\u2019ai");
+    CHECK(j.at("rng").at(3).get<uint64_t>() == 18446744073709551615ULL);
+    CHECK(j.at("loss").at("epochs").size() == 3);
+    CHECK(j.at("extra").at("preset") == "d2l");
+
+    // and back, exactly (doubles round-trip through JSON's shortest form)
+    const CheckpointInfo back = read_checkpoint_info(path);
+    CHECK(back.step == 12);
+    CHECK(back.epoch == 3);
+    CHECK(back.rng == info.rng);
+    CHECK(*back.src_vocab == vocab);
+    CHECK(*back.tgt_vocab == vocab);
+    CHECK(back.losses.epochs == info.losses.epochs);
+    CHECK(back.losses.epoch_loss_sum == 7.25);
+    CHECK(back.losses.epoch_tokens == 40);
+    CHECK(back.extra == info.extra);
+
+    // a field of the wrong type is named
+    nn::SafeTensors bad = st;
+    auto broken = j;
+    broken["step"] = "twelve";
+    bad.metadata["tformer"] = broken.dump();
+    nn::save_safetensors(path, bad);
+    CHECK_THROWS_WITH(read_checkpoint_info(path), Catch::Contains("metadata field 'step' has the wrong type"));
+    broken = j;
+    broken["src_vocab"] = {"<unk>", "a", "a"};
+    bad.metadata["tformer"] = broken.dump();
+    nn::save_safetensors(path, bad);
+    CHECK_THROWS_WITH(read_checkpoint_info(path), Catch::Contains("token 'a' appears twice"));
+    bad.metadata["tformer"] = "{";
+    nn::save_safetensors(path, bad);
+    CHECK_THROWS_WITH(read_checkpoint_info(path), Catch::Contains("metadata 'tformer' is not valid JSON"));
+    std::filesystem::remove(path);
 }
 
 TEST_CASE("beam_decode with K = 1 equals greedy_decode; batch greedy equals one by one", "[tasks][seq2seq]") {
