@@ -146,7 +146,7 @@ Tutorial::Tutorial(int argc, char** argv, Info info) : info_(std::move(info)) {
     const char* program = argc > 0 ? argv[0] : "tutorial";
     std::string name = std::filesystem::path(program).filename().string();
     if (name.starts_with("tutorial_")) name.erase(0, 9);
-    out_dir_ = std::filesystem::path("tutorial-out") / name;
+    out_dir_ = std::filesystem::path("build") / "tutorial-out" / name;  // generated output stays out of git
     bool out_given = false;
     for (int i = 1; i < argc; ++i) {
         const std::string_view arg = argv[i];

@@ -81,7 +81,7 @@ public:
         return false;
     }
 
-    /// The folder given with --out (default "tutorial-out/<program name>").
+    /// The folder given with --out (default "build/tutorial-out/<program name>").
     const std::filesystem::path& out_dir() const { return out_dir_; }
     /// out_dir() / file, creating out_dir() first. A picture's name ending in
     /// ".png" gets the extension --plot-format asks for.
