@@ -153,4 +153,11 @@ std::string utf8_replace_invalid(std::string_view text) {
     return out;
 }
 
+size_t utf8_prefix_length(std::string_view text, size_t limit) {
+    if (text.size() <= limit) return text.size();
+    size_t n = limit;
+    while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;  // text[n] continues a character
+    return n;
+}
+
 }  // namespace tformer::core

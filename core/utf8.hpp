@@ -27,6 +27,11 @@ bool is_valid_utf8(std::string_view text);
 /// ValueError naming the byte on invalid UTF-8.
 std::string utf8_lower(std::string_view text);
 
+/// The length of the longest prefix of `text` of at most `limit` bytes that
+/// does not end inside a character (for messages that show the start of a
+/// long name); the whole length when it is within `limit`.
+size_t utf8_prefix_length(std::string_view text, size_t limit);
+
 /// `text` with each byte that does not begin a well-formed sequence replaced
 /// by U+FFFD (�): what a picture shows for bytes that are not text.
 std::string utf8_replace_invalid(std::string_view text);

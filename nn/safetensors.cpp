@@ -87,19 +87,10 @@ int write_rank(DType dtype) {
 // The OS's text for an errno value ("No such file or directory").
 std::string os_reason(int err) { return std::generic_category().message(err); }
 
-// How many leading bytes of s to show in a message: all of them, or about
-// `limit` cut at a character boundary (never inside a UTF-8 sequence).
-size_t shown_length(std::string_view s, size_t limit) {
-    if (s.size() <= limit) return s.size();
-    size_t n = limit;
-    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80) --n;  // s[n] is a continuation byte
-    return n;
-}
-
 // A name as it appears in messages: quoted, control bytes escaped, and cut
 // when very long, since names come from the file.
 std::string quote_name(std::string_view s) {
-    const size_t shown = shown_length(s, 120);
+    const size_t shown = core::utf8_prefix_length(s, 120);
     std::string out = "'";
     for (size_t i = 0; i < shown; ++i) {
         const auto c = static_cast<unsigned char>(s[i]);
@@ -130,7 +121,7 @@ std::optional<uint64_t> json_uint(const Json& v) {
 // A JSON value as it appears in messages, cut when long.
 std::string shown(const Json& v) {
     const std::string text = v.dump(-1, ' ', false, Json::error_handler_t::replace);
-    const size_t n = shown_length(text, 80);
+    const size_t n = core::utf8_prefix_length(text, 80);
     return n < text.size() ? text.substr(0, n) + "..." : text;
 }
 

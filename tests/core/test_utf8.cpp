@@ -163,3 +163,12 @@ TEST_CASE("utf8_lower agrees with /usr/bin/python3's str.lower() on every code p
     CHECK(compared > 3 * 280000);  // Unicode 14 assigns 284,278 code points besides the surrogates and private use
     CHECK(differ == 0);
 }
+
+TEST_CASE("utf8_prefix_length(text, limit): at most limit bytes, never inside a character", "[core][utf8]") {
+    CHECK(utf8_prefix_length("abc", 5) == 3);
+    CHECK(utf8_prefix_length("abcdef", 4) == 4);
+    CHECK(utf8_prefix_length("ab\u00e9cd", 3) == 2);   // é is bytes 2-3: cutting after byte 3 would split it
+    CHECK(utf8_prefix_length("ab\u00e9cd", 4) == 4);
+    CHECK(utf8_prefix_length("\u20ac\u20ac", 4) == 3);  // € is three bytes
+    CHECK(utf8_prefix_length("\u20ac", 2) == 0);
+}
