@@ -70,24 +70,35 @@ class SentencePieceTokenizer:
         return self.sp.decode(ids)
 
 
-def load(path):
-    tensors, meta = load_safetensors(path)
-    info = json.loads(meta["tformer"])  # the metadata: one JSON document (config, vocabularies, ...)
-    c = info["config"]
+def d2l_model(c):
+    """Seed 000's EncoderDecoder for a checkpoint's config, without dropout (decoding)."""
     args = dict(key_size=c["key_size"], query_size=c["query_size"], value_size=c["value_size"],
                 num_hiddens=c["num_hiddens"], norm_shape=[c["norm_shape"]], ffn_num_input=c["ffn_num_input"],
                 ffn_num_hiddens=c["ffn_num_hiddens"], num_heads=c["num_heads"], num_layers=c["num_layers"],
-                dropout=0.0)  # decoding: no dropout, whatever training used
-    net = EncoderDecoder(TransformerEncoder(c["src_vocab_size"], use_bias=c["use_bias"], **args),
-                         TransformerDecoder(c["tgt_vocab_size"], **args))
-    state = {name[len("model."):]: t for name, t in tensors.items() if name.startswith("model.")}
-    net.load_state_dict(state, strict=True)
+                dropout=0.0)
+    return EncoderDecoder(TransformerEncoder(c["src_vocab_size"], use_bias=c["use_bias"], **args),
+                          TransformerDecoder(c["tgt_vocab_size"], **args))
+
+
+def tokenizers(info):
+    """The source and target tokenizers of a checkpoint's metadata: one SentencePiece model or d2l's words."""
     if "tokenizer" in info:
-        src = tgt = SentencePieceTokenizer(base64.b64decode(info["tokenizer"]["model"]))
-    else:
-        src, tgt = WordTokenizer(info["src_vocab"]), WordTokenizer(info["tgt_vocab"])
-    pad_to = c["num_steps"] if info["extra"].get("pipeline", "d2l") == "d2l" else 0  # d2l pads the source
-    return net, src, tgt, c["num_steps"], pad_to
+        sp = SentencePieceTokenizer(base64.b64decode(info["tokenizer"]["model"]))
+        return sp, sp
+    return WordTokenizer(info["src_vocab"]), WordTokenizer(info["tgt_vocab"])
+
+
+def load(path):
+    """The model, its tokenizers, the longest sequence and the source padding (d2l pads to num_steps)."""
+    tensors, meta = load_safetensors(path)
+    info = json.loads(meta["tformer"])  # the metadata: one JSON document (config, vocabularies, ...)
+    net = d2l_model(info["config"])
+    net.load_state_dict({name[len("model."):]: t for name, t in tensors.items() if name.startswith("model.")},
+                        strict=True)
+    src, tgt = tokenizers(info)
+    n = info["config"]["num_steps"]
+    pad_to = n if info["extra"].get("pipeline", "d2l") == "d2l" else 0
+    return net, src, tgt, n, pad_to
 
 
 @torch.no_grad()

@@ -1,6 +1,7 @@
 // A tformer checkpoint loads into d2l's PyTorch Transformer (seed 000's
 // modules, under the same names) and translates there exactly as tformer
-// does: scripts/torch_translate.py against `tformer translate --beam 1`.
+// does: scripts/torch_translate.py, and the README's snippet that loads a
+// checkpoint, against `tformer translate --beam 1`.
 // Needs /usr/bin/python3 with torch and sentencepiece (Debian's python3-torch,
 // python3-sentencepiece); without them the test says so and passes (Catch2
 // v2 has no SKIP), as torch is never required at test time.
@@ -9,6 +10,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <unistd.h>
 #include <string>
 #include <sys/wait.h>
@@ -32,6 +35,26 @@ Output run(const std::string& cmd) {
 }
 
 bool torch_available() { return run("/usr/bin/python3 -c 'import torch, sentencepiece' 2>/dev/null").status == 0; }
+
+// The README's Python snippet (the block under "Loading a checkpoint in
+// PyTorch"), reading `checkpoint` instead of runs/translate's, as a file to run.
+std::string readme_snippet(const std::filesystem::path& dir, const std::string& checkpoint) {
+    std::ifstream in(std::string(TFORMER_SOURCE_DIR) + "/README.md");
+    const std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t section = readme.find("### Loading a checkpoint in PyTorch");
+    REQUIRE(section != std::string::npos);
+    const size_t begin = readme.find("```python\n", section);
+    REQUIRE(begin != std::string::npos);
+    const size_t end = readme.find("```", begin + 10);
+    std::string code = readme.substr(begin + 10, end - begin - 10);
+    const std::string default_path = "runs/translate/checkpoint.safetensors";
+    const size_t at = code.find(default_path);
+    REQUIRE(at != std::string::npos);
+    code.replace(at, default_path.size(), checkpoint);
+    const std::filesystem::path file = dir / "readme_snippet.py";
+    std::ofstream(file) << code;
+    return file.string();
+}
 }  // namespace
 
 TEST_CASE("scripts/torch_translate.py: d2l's PyTorch model with tformer's weights translates as tformer does",
@@ -66,6 +89,15 @@ TEST_CASE("scripts/torch_translate.py: d2l's PyTorch model with tformer's weight
         CHECK(ours.status == 0);
         CHECK(torch.text == ours.text);
         CHECK(std::count(ours.text.begin(), ours.text.end(), '\n') == 5);
+        // the README's snippet translates its two sentences as tformer does
+        const std::string snippet = readme_snippet(dir, out + "/checkpoint.safetensors");
+        const Output readme = run("cd '" + std::string(TFORMER_SOURCE_DIR) + "' && /usr/bin/python3 '" + snippet + "'");
+        const Output ours2 = run("'" + exe + "' translate --checkpoint " + ckpt + " --beam 1 --threads 1 \"I'm home.\" "
+                                 "\"He's calm.\"");
+        INFO("README snippet:\n" << readme.text << "tformer:\n" << ours2.text);
+        CHECK(readme.status == 0);
+        CHECK(readme.text == ours2.text);
+        CHECK(std::count(readme.text.begin(), readme.text.end(), '\n') == 2);
     }
     std::filesystem::remove_all(dir);
 }
