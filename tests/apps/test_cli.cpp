@@ -1,4 +1,5 @@
 // The tformer command: error paths a user hits first, and a short copy run.
+#include "apps/shell.hpp"
 #include "tasks/seq2seq.hpp"
 
 #include <catch2/catch.hpp>
@@ -23,22 +24,13 @@
 extern char** environ;
 
 namespace {
-struct Run {
-    int status;
-    std::string output;  // stdout and stderr together
-};
+using Run = tformer::testing::ShellResult;
 
 Run run_cli(const std::string& args, const std::string& stdin_text = "") {
     const std::string exe = std::string(TFORMER_BINARY_DIR) + "/apps/tformer";
     std::string cmd = "'" + exe + "' " + args + " 2>&1";
     if (!stdin_text.empty()) cmd = "printf '%s' '" + stdin_text + "' | " + cmd;
-    FILE* pipe = popen(cmd.c_str(), "r");
-    REQUIRE(pipe != nullptr);
-    std::string out;
-    char buffer[4096];
-    while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
-    const int status = pclose(pipe);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+    return tformer::testing::run_shell(cmd);
 }
 
 std::string temp_dir(const std::string& name) {
@@ -147,12 +139,7 @@ TEST_CASE("tformer train translate (whole corpus, SentencePiece): the checkpoint
     auto run_in = [&](const std::string& args, const std::string& stdin_text = "") {
         std::string cmd = "cd '" + alone + "' && " + (stdin_text.empty() ? "" : "printf '" + stdin_text + "' | ") + "'" +
                           exe + "' " + args + " 2>&1";
-        FILE* pipe = popen(cmd.c_str(), "r");
-        std::string out;
-        char buffer[4096];
-        while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
-        const int status = pclose(pipe);
-        return Run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+        return tformer::testing::run_shell(cmd);
     };
     r = run_in("translate --checkpoint model.safetensors --threads 1 \"I'm home.\" \"We are friends.\"");
     INFO(r.output);
@@ -332,15 +319,10 @@ TEST_CASE("tformer train: a file-size limit (ulimit -f) is a clear error and the
     // a limit under the checkpoint's size in the shell's units (512- or 1024-byte blocks)
     const std::string cmd = "ulimit -f " + std::to_string(before.size() / 2048) + " && '" + exe +
                             "' train copy --epochs 1 --seed 9 --threads 1 --quiet --overwrite --out " + dir + " 2>&1";
-    FILE* pipe = popen(cmd.c_str(), "r");
-    REQUIRE(pipe != nullptr);
-    std::string out;
-    char buffer[4096];
-    while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
-    const int status = pclose(pipe);
+    const Run r = tformer::testing::run_shell(cmd);
+    const std::string& out = r.output;
     INFO(out);
-    CHECK(WIFEXITED(status));  // not killed by SIGXFSZ
-    CHECK(WEXITSTATUS(status) == 1);
+    CHECK(r.status == 1);  // an error exit, not killed by SIGXFSZ (-1)
     CHECK_THAT(out, Catch::Contains("save_safetensors: cannot write") && Catch::Contains("File too large"));
     CHECK(file_bytes(dir + "/checkpoint.safetensors") == before);
     CHECK(temporaries_in(dir) == 0);

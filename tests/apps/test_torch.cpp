@@ -5,6 +5,8 @@
 // Needs /usr/bin/python3 with torch and sentencepiece (Debian's python3-torch,
 // python3-sentencepiece); without them the test says so and passes (Catch2
 // v2 has no SKIP), as torch is never required at test time.
+#include "apps/shell.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -19,20 +21,8 @@
 #include <vector>
 
 namespace {
-struct Output {
-    int status;
-    std::string text;
-};
-
-Output run(const std::string& cmd) {
-    FILE* pipe = popen(cmd.c_str(), "r");
-    REQUIRE(pipe != nullptr);
-    std::string out;
-    char buffer[4096];
-    while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
-    const int status = pclose(pipe);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using Output = tformer::testing::ShellResult;
+const auto run = tformer::testing::run_shell;
 
 bool torch_available() { return run("/usr/bin/python3 -c 'import torch, sentencepiece' 2>/dev/null").status == 0; }
 
@@ -78,26 +68,26 @@ TEST_CASE("scripts/torch_translate.py: d2l's PyTorch model with tformer's weight
     for (const auto& [name, args] : runs) {
         const std::string out = (dir / name).string();
         const Output trained = run("'" + exe + "' " + args + " --out '" + out + "' 2>&1");
-        INFO(trained.text);
+        INFO(trained.output);
         REQUIRE(trained.status == 0);
         const std::string ckpt = "'" + out + "/checkpoint.safetensors'";
         // stdout only: tformer warns on stderr that the last sentence is longer than the d2l model's 10 tokens
         const Output torch = run("/usr/bin/python3 '" + script + "' " + ckpt + " " + sentences);
         const Output ours = run("'" + exe + "' translate --checkpoint " + ckpt + " --beam 1 --threads 1 " + sentences);
-        INFO(name << "\nPyTorch:\n" << torch.text << "tformer:\n" << ours.text);
+        INFO(name << "\nPyTorch:\n" << torch.output << "tformer:\n" << ours.output);
         CHECK(torch.status == 0);
         CHECK(ours.status == 0);
-        CHECK(torch.text == ours.text);
-        CHECK(std::count(ours.text.begin(), ours.text.end(), '\n') == 5);
+        CHECK(torch.output == ours.output);
+        CHECK(std::count(ours.output.begin(), ours.output.end(), '\n') == 5);
         // the README's snippet translates its two sentences as tformer does
         const std::string snippet = readme_snippet(dir, out + "/checkpoint.safetensors");
         const Output readme = run("cd '" + std::string(TFORMER_SOURCE_DIR) + "' && /usr/bin/python3 '" + snippet + "'");
         const Output ours2 = run("'" + exe + "' translate --checkpoint " + ckpt + " --beam 1 --threads 1 \"I'm home.\" "
                                  "\"He's calm.\"");
-        INFO("README snippet:\n" << readme.text << "tformer:\n" << ours2.text);
+        INFO("README snippet:\n" << readme.output << "tformer:\n" << ours2.output);
         CHECK(readme.status == 0);
-        CHECK(readme.text == ours2.text);
-        CHECK(std::count(readme.text.begin(), readme.text.end(), '\n') == 2);
+        CHECK(readme.output == ours2.output);
+        CHECK(std::count(readme.output.begin(), readme.output.end(), '\n') == 2);
     }
     std::filesystem::remove_all(dir);
 }

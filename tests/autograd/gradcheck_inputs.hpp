@@ -93,6 +93,13 @@ inline void require_gradcheck(const Function& f, const std::vector<autograd::Var
     REQUIRE(result);
 }
 
+/// A float64 leaf holding `values` (row-major) of `shape`, for tests that
+/// need exact numbers (ties, known gradients).
+inline autograd::Variable f64_leaf(const std::vector<double>& values, const core::Shape& shape,
+                                   bool requires_grad = true) {
+    return autograd::Variable(core::tensor(values, shape, core::DType::float64), requires_grad);
+}
+
 /// A float64 leaf of N(0, 1) values that requires a gradient.
 inline autograd::Variable randn_leaf(const core::Shape& shape, core::Generator& gen) {
     return autograd::Variable(core::randn(shape, gen, core::DType::float64), true);

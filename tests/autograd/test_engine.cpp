@@ -2,6 +2,7 @@
 // hooks, anomaly mode, graph freeing, and gradcheck itself.
 #include "autograd/autograd.hpp"
 #include "core/core.hpp"
+#include "gradcheck_inputs.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -14,9 +15,7 @@ using core::DType;
 using core::Tensor;
 
 namespace {
-Variable leaf(std::vector<double> values, core::Shape shape) {
-    return Variable(core::tensor(values, shape, DType::float64), true);
-}
+Variable leaf(const std::vector<double>& values, const core::Shape& shape) { return testing::f64_leaf(values, shape); }
 }  // namespace
 
 TEST_CASE("backward(): y = Σ(a·b + a) gives da = b + 1, db = a", "[autograd][engine]") {

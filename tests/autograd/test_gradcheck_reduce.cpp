@@ -62,10 +62,6 @@ void gradcheck_reductions(Layout layout) {
     }
 }
 
-Variable f64(const std::vector<double>& values, const Shape& shape) {
-    return Variable(core::tensor(values, shape, DType::float64), true);
-}
-
 }  // namespace
 
 TEST_CASE("gradcheck sum mean max var(x, dims, keepdim) over {} {0} {-1} {0,2}: x contiguous (2,3,4)",
@@ -108,19 +104,19 @@ TEST_CASE("max(x, dims) at ties: the gradient is split evenly among the tied max
     const std::vector<double> values{1, 3, 3,
                                      1, 2, 0};
     SECTION("max(x, {1}) with dy = [2, 4]") {
-        const Variable x = f64(values, {2, 3});
+        const Variable x = f64_leaf(values, {2, 3});
         autograd::max(x, {1}).backward(core::tensor({2, 4}, {2}, DType::float64));
         CHECK(x.grad().to_vector() == std::vector<double>{0, 1, 1,
                                                           0, 4, 0});
     }
     SECTION("max(x, {0}, keepdim) with dy = [[6, 5, 4]]") {
-        const Variable x = f64(values, {2, 3});
+        const Variable x = f64_leaf(values, {2, 3});
         autograd::max(x, {0}, true).backward(core::tensor({6, 5, 4}, {1, 3}, DType::float64));
         CHECK(x.grad().to_vector() == std::vector<double>{3, 5, 4,
                                                           3, 0, 0});
     }
     SECTION("max(x) over everything") {
-        const Variable x = f64(values, {2, 3});
+        const Variable x = f64_leaf(values, {2, 3});
         autograd::max(x).backward();
         CHECK(x.grad().to_vector() == std::vector<double>{0, 0.5, 0.5,
                                                           0, 0, 0});

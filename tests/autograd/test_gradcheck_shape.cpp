@@ -141,10 +141,6 @@ void gradcheck_shape_ops(Layout layout) {
     }
 }
 
-Variable f64(const std::vector<double>& values, const Shape& shape, bool requires_grad = true) {
-    return Variable(core::tensor(values, shape, DType::float64), requires_grad);
-}
-
 }  // namespace
 
 TEST_CASE("gradcheck reshape permute transpose slice select expand squeeze unsqueeze contiguous concat stack split: "
@@ -207,11 +203,11 @@ TEST_CASE("shape ops: autograd values are exactly core's, and views share storag
 
 TEST_CASE("slice(x, 0, 1, 5, 2) and select(x, 1, 0): the gradient is dy inside the slice and zero elsewhere",
           "[autograd][shape]") {
-    const Variable x = f64({1, 2, 3, 4, 5}, {5});
+    const Variable x = f64_leaf({1, 2, 3, 4, 5}, {5});
     autograd::slice(x, 0, 1, 5, 2).backward(core::tensor({10, 20}, {2}, DType::float64));
     CHECK(x.grad().to_vector() == std::vector<double>{0, 10, 0, 20, 0});
 
-    const Variable m = f64({1, 2, 3, 4, 5, 6}, {2, 3});
+    const Variable m = f64_leaf({1, 2, 3, 4, 5, 6}, {2, 3});
     autograd::select(m, 1, 0).backward(core::tensor({7, 8}, {2}, DType::float64));
     CHECK(m.grad().to_vector() == std::vector<double>{7, 0, 0,
                                                       8, 0, 0});
@@ -219,7 +215,7 @@ TEST_CASE("slice(x, 0, 1, 5, 2) and select(x, 1, 0): the gradient is dy inside t
 
 TEST_CASE("split(x, 2, 0): pieces are views recorded as 'split'; an unused piece contributes no gradient",
           "[autograd][shape]") {
-    const Variable x = f64({1, 2, 3, 4, 5}, {5});
+    const Variable x = f64_leaf({1, 2, 3, 4, 5}, {5});
     const std::vector<Variable> pieces = autograd::split(x, 2, 0);
     const std::vector<Tensor> expected = core::split(x.value(), 2, 0);
     REQUIRE(pieces.size() == 3);
@@ -233,13 +229,13 @@ TEST_CASE("split(x, 2, 0): pieces are views recorded as 'split'; an unused piece
 }
 
 TEST_CASE("expand(x, (2, 3)) of (3): each element's gradient sums its copies", "[autograd][shape]") {
-    const Variable x = f64({1, 2, 3}, {3});
+    const Variable x = f64_leaf({1, 2, 3}, {3});
     autograd::expand(x, {2, 3}).backward(core::tensor({1, 2, 3, 10, 20, 30}, {2, 3}, DType::float64));
     CHECK(x.grad().to_vector() == std::vector<double>{11, 22, 33});
 }
 
 TEST_CASE("shape ops: bad arguments throw the core view methods' errors, naming the op", "[autograd][shape][errors]") {
-    const Variable x = f64({1, 2, 3, 4, 5, 6}, {2, 3});
+    const Variable x = f64_leaf({1, 2, 3, 4, 5, 6}, {2, 3});
     CHECK_THROWS_AS(autograd::reshape(x, {4}), ShapeError);
     CHECK_THROWS_WITH(autograd::permute(x, {0, 0}), Catch::Contains("permute: dimension 0 repeated"));
     CHECK_THROWS_AS(autograd::transpose(x, 0, 2), IndexError);
@@ -248,8 +244,8 @@ TEST_CASE("shape ops: bad arguments throw the core view methods' errors, naming 
     CHECK_THROWS_WITH(autograd::expand(x, {2, 4}), Catch::Contains("expand: cannot expand (2x3)"));
     CHECK_THROWS_WITH(autograd::squeeze(x, 0), "squeeze: dimension 0 of (2x3) has size 2, not 1");
     CHECK_THROWS_AS(autograd::unsqueeze(x, 3), IndexError);
-    CHECK_THROWS_WITH(autograd::concat({x, f64({1, 2}, {2})}, 0), Catch::Contains("concat: tensor 1 has shape (2)"));
-    CHECK_THROWS_WITH(autograd::stack({x, f64({1, 2}, {2, 1})}, 0), Catch::Contains("stack: tensor 1 has shape (2x1)"));
+    CHECK_THROWS_WITH(autograd::concat({x, f64_leaf({1, 2}, {2})}, 0), Catch::Contains("concat: tensor 1 has shape (2)"));
+    CHECK_THROWS_WITH(autograd::stack({x, f64_leaf({1, 2}, {2, 1})}, 0), Catch::Contains("stack: tensor 1 has shape (2x1)"));
     CHECK_THROWS_WITH(autograd::split(x, 0, 1), "split: split_size must be positive, got 0");
     CHECK_THROWS_WITH(autograd::concat({}, 0), Catch::Contains("concat: expected a non-empty list"));
 }
