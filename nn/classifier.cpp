@@ -40,6 +40,17 @@ void check_options(const TransformerClassifier::Options& o) {
         fail<ValueError>("TransformerClassifier: max_len {} is beyond the positional table's {} positions", o.max_len,
                          table);
 }
+
+// valid_lens (B), int64, each in [1, T]: every sentence needs a token
+core::Tensor checked_lengths(const core::Tensor& lens, int64_t B, int64_t T) {
+    check<ShapeError>(lens.dim() == 1 && lens.size(0) == B && lens.dtype() == core::DType::int64,
+                      "TransformerClassifier: valid_lens of shape {} and dtype {} must be int64 (B) = ({})", lens.shape(),
+                      core::dtype_name(lens.dtype()), B);
+    for (int64_t len : lens.to_vector<int64_t>())
+        check(len >= 1 && len <= T, "TransformerClassifier: valid length {} not in [1, {}] (every sentence needs a token)",
+              len, T);
+    return lens;
+}
 }  // namespace
 
 TransformerClassifier::TransformerClassifier(Options o, core::Generator& gen)
@@ -63,18 +74,8 @@ Variable TransformerClassifier::forward(const core::Tensor& X, const core::Tenso
                       "(pad or truncate the inputs to max_len)", options.max_len, X.shape());
     check<ShapeError>(T >= 1 && T <= options.max_len,
                       "TransformerClassifier: ids of shape {} must have 1 to max_len = {} steps", X.shape(), options.max_len);
-    core::Tensor lens = valid_lens;
-    if (!lens.defined()) {
-        lens = core::full({B}, static_cast<double>(T), core::DType::int64);
-    } else {
-        if (lens.dim() != 1 || lens.size(0) != B || lens.dtype() != core::DType::int64)
-            fail<ShapeError>("TransformerClassifier: valid_lens of shape {} and dtype {} must be int64 (B) = ({})",
-                             core::shape_str(lens.shape()), core::dtype_name(lens.dtype()), B);
-        for (int64_t len : lens.to_vector<int64_t>())
-            if (len < 1 || len > T)
-                fail<ValueError>("TransformerClassifier: valid length {} not in [1, {}] (every sentence needs a token)",
-                                 len, T);
-    }
+    const core::Tensor lens = valid_lens.defined() ? checked_lengths(valid_lens, B, T)
+                                                    : core::full({B}, static_cast<double>(T), core::DType::int64);
 
     Variable H = encoder->forward(X, lens);  // (B, T, D)
     // Padded steps must not reach the logits (seed 001's query mask).

@@ -1,5 +1,6 @@
 // Embedding: row lookup (PyTorch's nn.Embedding; seed 002 §1.2.1 and §1.2.3).
 #include "nn/init.hpp"
+#include "core/check.hpp"
 #include "nn/layers.hpp"
 
 #include "autograd/functional.hpp"
@@ -23,10 +24,9 @@ Embedding::Embedding(Options opts, core::Generator& gen) : Module("Embedding"), 
 
 // y[..., :] = weight[ids[...], :]     ids (...) -> y (..., D)
 Variable Embedding::forward(const core::Tensor& ids) {
-    if (!ids.defined()) fail<ValueError>("Embedding: the token ids are undefined");
-    if (ids.dtype() != core::DType::int64)
-        fail<ValueError>("Embedding: token ids must be int64, got {} (shape {})", core::dtype_name(ids.dtype()),
-                         core::shape_str(ids.shape()));
+    check(ids.defined(), "Embedding: the token ids are undefined");
+    check(ids.dtype() == core::DType::int64, "Embedding: token ids must be int64, got {} (shape {})",
+          core::dtype_name(ids.dtype()), ids.shape());
     // Check every id here, so the error names this layer and its vocabulary.
     const core::Tensor flat = ids.contiguous();
     const int64_t* id = flat.data<int64_t>();

@@ -1,5 +1,6 @@
 // Linear: y = x Wᵀ + b (PyTorch's nn.Linear; seed 000 代码实现, seed 004 编码器).
 #include "nn/init.hpp"
+#include "core/check.hpp"
 #include "nn/layers.hpp"
 
 #include "autograd/linalg.hpp"
@@ -22,9 +23,7 @@ Linear::Linear(Options opts, core::Generator& gen) : UnaryModule("Linear"), opti
 // The leading dims are untouched, so the same layer serves (B, D) and
 // (B, T, D) inputs ("nn.Linear ... 可以是任意维度", seed 000).
 Variable Linear::forward(const Variable& x) {
-    if (x.dim() == 0 || x.size(-1) != options.in_features)
-        fail<ShapeError>("Linear: input of shape {} has {} features, expected {}", core::shape_str(x.shape()),
-                         x.dim() == 0 ? 0 : x.size(-1), options.in_features);
+    ShapeCheck("Linear").known("in_features", options.in_features).arg("input", x, "... in_features");
     return autograd::linear(x, weight, bias);
 }
 

@@ -8,6 +8,7 @@
 // so on seed 000's X = [[1, 2], [2, 3]] LayerNorm gives [[-1, 1], [-1, 1]]
 // (rows) and BatchNorm gives [[-1, -1], [1, 1]] (columns).
 #include "nn/layers.hpp"
+#include "core/check.hpp"
 
 #include "autograd/elementwise.hpp"
 #include "autograd/functional.hpp"
@@ -32,10 +33,7 @@ LayerNorm::LayerNorm(Options opts) : UnaryModule("LayerNorm"), options(opts) {
 }
 
 Variable LayerNorm::forward(const Variable& x) {
-    const int64_t D = options.normalized_shape;
-    if (x.dim() == 0 || x.size(-1) != D)
-        fail<ShapeError>("LayerNorm: input of shape {} has last dimension {}, expected normalized_shape {}",
-                         core::shape_str(x.shape()), x.dim() == 0 ? 0 : x.size(-1), D);
+    ShapeCheck("LayerNorm").known("normalized_shape", options.normalized_shape).arg("input", x, "... normalized_shape");
     using namespace autograd;
     // standard: y = (x - mean) / √(var + eps) · weight + bias, biased var: one fused node
     if (!options.unbiased_std) return layer_norm(x, weight, bias, options.eps);
@@ -67,9 +65,8 @@ BatchNorm1d::BatchNorm1d(Options opts) : UnaryModule("BatchNorm1d"), options(opt
 
 Variable BatchNorm1d::forward(const Variable& x) {
     const int64_t C = options.num_features;
-    if ((x.dim() != 2 && x.dim() != 3) || x.size(1) != C)
-        fail<ShapeError>("BatchNorm1d: expected input of shape (N, {0}) or (N, {0}, L), got {1}", C,
-                         core::shape_str(x.shape()));
+    check<ShapeError>((x.dim() == 2 || x.dim() == 3) && x.size(1) == C,
+                      "BatchNorm1d: expected input of shape (N, {0}) or (N, {0}, L), got {1}", C, x.shape());
     const bool has_length = x.dim() == 3;
     // channel c's statistics run over x[:, c] (N values) or x[:, c, :] (N·L values)
     const core::Dims over = has_length ? core::Dims{0, 2} : core::Dims{0};

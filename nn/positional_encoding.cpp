@@ -56,10 +56,11 @@ Variable PositionalEncoding::forward(const Variable& X, int64_t start) {
 Variable PositionalEncoding::forward_embedded(const Embedding& embedding, const core::Tensor& ids, double scale,
                                               int64_t start) {
     const int64_t D = options.num_hiddens;
-    if (!ids.defined() || ids.dim() != 2 || embedding.options.embedding_dim != D)
-        fail<ShapeError>("PositionalEncoding: expected ids (B, T) and an embedding of dimension {}, got ids {} and {}",
-                         D, ids.defined() ? core::shape_str(ids.shape()) : "undefined", embedding.options.embedding_dim);
-    const int64_t B = ids.size(0), T = ids.size(1);
+    check<ShapeError>(embedding.options.embedding_dim == D,
+                      "PositionalEncoding: expected an embedding of dimension {}, got {}", D,
+                      embedding.options.embedding_dim);
+    const ShapeCheck dims = ShapeCheck("PositionalEncoding").arg("ids", ids, "B T");
+    const int64_t B = dims["B"], T = dims["T"];
     const core::DType dtype = embedding.weight.dtype();
     const core::Tensor p = table_rows(P, start, T, options.max_len, dtype);  // (1, T, D)
     const core::Tensor keep = dropout_->keep_mask({B, T, D}, dtype);         // as forward's dropout draws it

@@ -113,7 +113,7 @@ TransformerEncoder::TransformerEncoder(int64_t vocab_size, const TransformerOpti
 }
 
 Variable TransformerEncoder::forward(const core::Tensor& X, const core::Tensor& valid_lens) {
-    if (X.dim() != 2) fail<ShapeError>("TransformerEncoder: token ids of shape {} must be (batch, steps)", core::shape_str(X.shape()));
+    check<ShapeError>(X.dim() == 2, "TransformerEncoder: token ids of shape {} must be (batch, steps)", X.shape());
     Variable H = embed(*embedding, *pos_encoding, X, options, 0);  // (B, S, D)
     for (auto& blk : *blks) H = blk->forward(H, valid_lens);
     return H;
