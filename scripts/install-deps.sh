@@ -15,6 +15,7 @@ packages=(
   fonts-dejavu-core                  # the font of the pictures' text (DejaVu Sans, found by cairo through fontconfig)
   libsentencepiece-dev               # the subword tokenizer of the translation task
   libutf8proc-dev                    # UTF-8 validation and Python's str.lower() (core/utf8.cpp)
+  clang-format-14                    # the code's layout, .clang-format (scripts/format.sh --check)
 )
 
 missing=()
