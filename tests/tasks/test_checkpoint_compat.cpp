@@ -5,9 +5,12 @@
 // written by a tformer of that format (tests/fixtures/make_checkpoint_v1.sh
 // says how); the translations below are what that tformer printed for it.
 #include "tasks/seq2seq.hpp"
+#include "nn/safetensors.hpp"
+#include "tasks/tokenizer.hpp"
 #include "tasks/train.hpp"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <string>
@@ -88,4 +91,57 @@ TEST_CASE("a tformer-checkpoint-1 d2l checkpoint resumes training with its loss 
     CHECK(r.epoch_loss[99] == 0.11572968077330548);
     CHECK(r.epoch_loss[100] < 0.2);
     std::filesystem::remove_all(dir);
+}
+
+// A SentencePiece checkpoint of format 1 is not kept as a file (its model
+// alone is over 300 KB), so this one is written here, key by key, in the
+// layout tformer-checkpoint-1 used: every field of the info as its own
+// metadata string, the tokenizer as JSON, the extras under "x.".
+TEST_CASE("a tformer-checkpoint-1 SentencePiece checkpoint (written in that layout here) loads", "[tasks][checkpoint]") {
+    std::vector<std::string> sentences;
+    for (const char* s : {"I'm home.", "He's calm.", "We are friends.", "Je suis chez moi.", "Il est calme.",
+                          "Nous sommes amis.", "I lost.", "J'ai perdu."})
+        for (int i = 0; i < 4; ++i) sentences.emplace_back(s);
+    const auto sp = SentencePieceTokenizer::train(sentences, {.vocab_size = 40, .threads = 1});
+    ModelConfig c;
+    c.task = "translate";
+    c.src_vocab_size = c.tgt_vocab_size = sp->size();
+    c.num_steps = 12;
+    c.tie_embeddings = true;
+    c.transformer = {.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .norm_shape = 8,
+                     .ffn_num_input = 8, .ffn_num_hiddens = 16, .num_heads = 2, .num_layers = 1};
+    core::Generator gen(5);
+    const auto model = build_model(c, gen);
+    nn::SafeTensors st;
+    for (auto& [name, t] : model->state_dict()) st.tensors["model." + name] = t;
+    st.metadata = {{"format", "tformer-checkpoint-1"},
+                   {"config", config_to_json(c)},
+                   {"step", "800"},
+                   {"epoch", "9"},
+                   {"rng", "1 2 3 18446744073709551615"},
+                   {"tokenizer", nlohmann::json{{"type", "sentencepiece"}, {"model", base64_encode(sp->serialized())}}.dump()},
+                   {"x.pipeline", "corpus"},
+                   {"x.epoch_losses", "4.4060917531731087 3.7219899926031448"},
+                   {"x.epoch_partial", "128205.06970477104 40632"}};
+    const auto path = std::filesystem::temp_directory_path() / ("tformer-compat-sp-" + std::to_string(::getpid()));
+    nn::save_safetensors(path.string(), st);
+
+    const CheckpointInfo info = read_checkpoint_info(path.string());
+    CHECK(info.step == 800);
+    CHECK(info.epoch == 9);
+    CHECK(info.rng == core::Generator::State{1, 2, 3, 18446744073709551615ULL});
+    REQUIRE(info.sentencepiece);
+    CHECK(info.sentencepiece->serialized() == sp->serialized());
+    CHECK_FALSE(info.src_vocab);
+    CHECK(info.losses.epochs == std::vector<double>{4.4060917531731087, 3.7219899926031448});
+    CHECK(info.losses.epoch_loss_sum == 128205.06970477104);
+    CHECK(info.losses.epoch_tokens == 40632);
+    CHECK(info.extra == std::map<std::string, std::string>{{"pipeline", "corpus"}});  // the history is no extra
+    // and it translates with the tokenizer it carries, as a new checkpoint would
+    auto loaded = build_model(info.config, gen);
+    load_checkpoint(path.string(), *loaded, nullptr);
+    const auto tok = tokenizers_of(info);
+    CHECK(translate(*loaded, tok, "I'm home.", {.max_len = 12}).text ==
+          translate(*model, tok, "I'm home.", {.max_len = 12}).text);
+    std::filesystem::remove(path);
 }
