@@ -368,7 +368,7 @@ Variable step_loss(nn::EncoderDecoder& model, const Batch& batch, const BenchPre
 // figure in order, handing each to `report` as soon as it is known.
 void measure(const BenchPreset& p, int64_t repeats, const std::vector<Batch>& given,
              const std::function<void(int64_t)>& on_model, const std::function<void(const BenchFigure&)>& report,
-             bool profile = false) {
+             bool profile = false, bool train_only = false) {
     if (repeats < 0) fail<ValueError>("bench: repeats must be positive (0: the preset's default), got {}", repeats);
     if (repeats == 0) repeats = p.repeats;
     if (p.corpus && given.empty()) fail<ValueError>("bench: preset {} needs its batches (bench_batches)", p.name);
@@ -407,6 +407,10 @@ void measure(const BenchPreset& p, int64_t repeats, const std::vector<Batch>& gi
         }
         std::fprintf(stderr, "where a training step's time goes (preset %s, %lld steps):\n%s", p.name.c_str(),
                      static_cast<long long>(repeats), autograd::profile_table(repeats).c_str());
+    }
+    if (train_only) {
+        report({"peak_rss_mb", round_to(peak_rss_mb(), 1)});
+        return;
     }
 
     // evaluation forward pass: no dropout, no graph
@@ -493,7 +497,7 @@ int run_model_bench(const BenchOptions& o) {
             j["value"] = f.value;
             print(j);
         },
-        o.profile);
+        o.profile, o.train_only);
     return 0;
 }
 
