@@ -371,13 +371,13 @@ TEST_CASE("blas::gemm(...): beta = 0 overwrites C, beta = 1 accumulates, bad lea
 }
 
 TEST_CASE("blas::gemm(...): products split over 2 threads equal one thread's and the oracle", "[core][matmul][blas]") {
-    // large enough to be split (at least 128³ multiply-adds): C cut by rows
+    // large enough to be split (at least 64³ multiply-adds): C cut by rows
     // when m >= n, by columns otherwise, with every transpose, leading
     // dimensions wider than the rows, and beta 0 and 1
     struct Case {
         int64_t m, n, k;
     };
-    const std::vector<Case> cases = {{333, 200, 77}, {70, 1000, 90}, {1140, 128, 128}, {40, 40, 2000}};
+    const std::vector<Case> cases = {{333, 200, 77}, {70, 1000, 90}, {1140, 128, 128}, {40, 40, 2000}, {640, 64, 32}};
     const int saved = get_num_threads();
     Generator gen(9);
     for (const Case& c : cases)
