@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -278,14 +279,23 @@ double gflop_of(const std::vector<core::blas::GemmCall>& calls) {
 // dimensions: what the same products cost with nothing around them.
 double replay_gemm_ms(const std::vector<core::blas::GemmCall>& calls, int64_t replays) {
     int64_t a_max = 1, b_max = 1, c_max = 1;
+    bool any_f32 = false, any_f64 = false;
     for (const auto& c : calls) {
         a_max = std::max(a_max, c.m * c.k);
         b_max = std::max(b_max, c.k * c.n);
         c_max = std::max(c_max, c.m * c.n);
+        (c.f64 ? any_f64 : any_f32) = true;
     }
+    // operands only for the dtypes called: the float64 ones of a float32
+    // model (twice the size of its largest logits) would show in peak RSS
     core::Generator gen(1);
-    const Tensor a32 = core::rand({a_max}, gen), b32 = core::rand({b_max}, gen), c32 = core::zeros({c_max});
-    const Tensor a64 = a32.to(core::DType::float64), b64 = b32.to(core::DType::float64), c64 = c32.to(core::DType::float64);
+    const auto operands = [&](core::DType dtype) {
+        return std::array<Tensor, 3>{core::rand({a_max}, gen, dtype), core::rand({b_max}, gen, dtype),
+                                     core::zeros({c_max}, dtype)};
+    };
+    const std::array<Tensor, 3> f32 = any_f32 ? operands(core::DType::float32) : std::array<Tensor, 3>{};
+    const std::array<Tensor, 3> f64 = any_f64 ? operands(core::DType::float64) : std::array<Tensor, 3>{};
+    const Tensor &a32 = f32[0], &b32 = f32[1], &c32 = f32[2], &a64 = f64[0], &b64 = f64[1], &c64 = f64[2];
     auto replay = [&] {
         for (const auto& c : calls) {
             const int64_t lda = c.trans_a ? c.m : c.k, ldb = c.trans_b ? c.k : c.n;
