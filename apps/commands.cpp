@@ -3,6 +3,7 @@
 #include "core/core.hpp"
 #include "tasks/bleu.hpp"
 #include "tasks/corpus.hpp"
+#include "tasks/distributed.hpp"
 #include "tasks/fra_eng.hpp"
 #include "tasks/seq2seq.hpp"
 #include "tasks/train.hpp"
@@ -21,13 +22,16 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
+#include <thread>
 
 extern char** environ;
 
 namespace tformer::apps {
 
 namespace fs = std::filesystem;
+namespace dist = tasks::dist;
 using core::Tensor;
 
 namespace {
@@ -119,6 +123,11 @@ void set_threads(int threads) {
         fmt::print(stderr, "tformer: --threads {} is more than the {} processors here; using {}\n", threads, procs, procs);
         threads = procs;
     }
+    // Several ranks of an mpirun job on this machine, not bound to their own
+    // cores: "all cores" is this rank's share of them.
+    const int ranks_here = dist::local_size();
+    if (threads == 0 && ranks_here > 1 && procs == static_cast<int>(std::thread::hardware_concurrency()))
+        threads = std::max(1, procs / ranks_here);
     if (threads > 0) core::set_num_threads(threads);
 }
 
@@ -126,6 +135,16 @@ std::string default_data_path() {
     const std::string env = tasks::default_fra_eng_path();
     if (fs::exists(env)) return env;
     return std::string(TFORMER_SOURCE_DIR) + "/data/fra-eng/fra.txt";
+}
+
+// load() on every rank of a data-parallel job (one process: just load());
+// a rank that fails (no data file there) stops every rank, and rank 0 says
+// which and why (tasks/distributed.hpp).
+template <class Load>
+auto on_every_rank(Load&& load) {
+    std::optional<decltype(load())> value;
+    dist::together([&] { value.emplace(load()); });
+    return std::move(*value);
 }
 
 // seed 000's four test sentences and d2l's references; a model with a cased
@@ -393,6 +412,7 @@ int train_copy(const TrainArgs& a, const Preset& p, uint64_t seed, const std::st
     const auto source = tasks::copy_source(o.batch_size, config.num_steps, kCopyVocab, o.batches_per_epoch, seed);
     const tasks::TrainResult r = tasks::train(*model, gen, source, o, {.config = config});
     if (r.interrupted) return interrupted_exit(r);
+    if (!dist::is_root()) return 0;  // rank 0 evaluates and reports
     const double acc = copy_accuracy(*model, 1000, config.num_steps, seed + 12345);
     std::vector<int64_t> example = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
     example.resize(config.num_steps, 1);
@@ -446,7 +466,7 @@ int train_translate_d2l(const TrainArgs& a, const Preset& p, uint64_t seed, cons
                                    .num_steps = config.num_steps,
                                    .min_freq = 2};
     if (data_opts.num_examples > 0) data_opts.sample_size = 0;
-    const tasks::FraEngData data = tasks::load_fra_eng(data_opts);
+    const tasks::FraEngData data = on_every_rank([&] { return tasks::load_fra_eng(data_opts); });
     const auto& rep = data.report;
     fmt::print("fra-eng: {} pairs read, {} skipped (no single tab {}, empty side {}, invalid UTF-8 {}); "
                "train {} pairs, validation {} pairs ({} sentences); vocabularies {} / {}\n",
@@ -471,6 +491,7 @@ int train_translate_d2l(const TrainArgs& a, const Preset& p, uint64_t seed, cons
     const tasks::TrainResult r = tasks::train(*model, gen, source, o,
                                               {.config = config, .src_vocab = data.src_vocab, .tgt_vocab = data.tgt_vocab});
     if (r.interrupted) return interrupted_exit(r);
+    if (!dist::is_root()) return 0;  // rank 0 evaluates and reports
 
     const tasks::TokenizerPair tok{std::make_shared<tasks::WordTokenizer>(data.src_vocab),
                                    std::make_shared<tasks::WordTokenizer>(data.tgt_vocab)};
@@ -515,6 +536,26 @@ tasks::TokenizerPair make_tokenizers(const std::string& kind, const std::vector<
     fail<ValueError>("train translate: unknown tokenizer '{}' (expected sentencepiece or word)", kind);
 }
 
+// The tokenizers on every rank of a data-parallel job: rank 0 trains the
+// SentencePiece model and sends it to the others (one model for all, and
+// their cores stay free meanwhile); word vocabularies each rank counts itself.
+tasks::TokenizerPair shared_tokenizers(const std::string& kind, const std::vector<tasks::TextPair>& train,
+                                       int64_t vocab_size, uint64_t seed) {
+    if (dist::size() == 1 || kind != "sentencepiece")
+        return on_every_rank([&] { return make_tokenizers(kind, train, vocab_size, seed); });
+    tasks::TokenizerPair tok;
+    std::string model;
+    dist::together([&] {
+        if (!dist::is_root()) return;
+        tok = make_tokenizers(kind, train, vocab_size, seed);
+        model = static_cast<const tasks::SentencePieceTokenizer&>(*tok.src).serialized();
+    });
+    dist::broadcast(model);
+    if (dist::is_root()) return tok;
+    const auto sp = tasks::SentencePieceTokenizer::from_serialized(model);
+    return {sp, sp};
+}
+
 // The whole-corpus pipeline (tasks/corpus.hpp): the default and long presets.
 int train_translate_corpus(const TrainArgs& a, const Preset& p, uint64_t seed, const std::string& out) {
     const auto start = std::chrono::steady_clock::now();
@@ -524,7 +565,7 @@ int train_translate_corpus(const TrainArgs& a, const Preset& p, uint64_t seed, c
                                            .val_sentences = pick(a.val_sentences, p.val_sentences),
                                            .seed = seed,
                                            .sample_size = pick(a.sample_size, p.sample_size)};
-    const tasks::Corpus corpus = tasks::load_corpus(corpus_opts);
+    const tasks::Corpus corpus = on_every_rank([&] { return tasks::load_corpus(corpus_opts); });
     const auto& rep = corpus.report;
     fmt::print("fra-eng: {} lines, {} skipped; validation: {} English sentences drawn from the whole file with {} "
                "references; training: {} pairs ({} more left out for sharing a sentence with validation)\n",
@@ -534,7 +575,7 @@ int train_translate_corpus(const TrainArgs& a, const Preset& p, uint64_t seed, c
     // tokenizers: learnt from the training split only, so validation stays unseen
     const std::string kind = a.tokenizer.empty() ? p.tokenizer : a.tokenizer;
     const int64_t vocab_size = pick(a.vocab_size, p.vocab_size);
-    const tasks::TokenizerPair tok = make_tokenizers(kind, corpus.train, vocab_size, seed);
+    const tasks::TokenizerPair tok = shared_tokenizers(kind, corpus.train, vocab_size, seed);
     auto encoded = std::make_shared<tasks::EncodedPairs>(tasks::encode_pairs(corpus.train, tok, config.num_steps));
     const int64_t batch_tokens = pick(a.batch_tokens, p.batch_tokens);
     const std::string batching = a.batching.empty() ? "buckets" : a.batching;
@@ -579,6 +620,7 @@ int train_translate_corpus(const TrainArgs& a, const Preset& p, uint64_t seed, c
     }
     const tasks::TrainResult r = tasks::train(*model, gen, tasks::BucketBatcher::source(batcher), o, info);
     if (r.interrupted) return interrupted_exit(r);
+    if (!dist::is_root()) return 0;  // rank 0 evaluates and reports
     const double train_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 
     // what the user gets: validation BLEU (beam and greedy), examples, pictures
@@ -615,10 +657,13 @@ int run_train(const TrainArgs& a) {
     const uint64_t seed = a.seed ? static_cast<uint64_t>(*a.seed) : p.seed;
     const std::string out = a.out.empty() ? "runs/" + a.task : a.out;
     const fs::path existing = fs::path(out) / "checkpoint.safetensors";
-    if (a.resume && a.overwrite) fail<ValueError>("train: --resume continues {}, --overwrite replaces it: give one", existing.string());
-    if (!a.resume && !a.overwrite && fs::exists(existing))
-        fail<ValueError>("train: {} already holds a checkpoint; continue it with --resume, replace it with --overwrite, "
-                         "or choose another --out", out);
+    dist::together([&] {  // every rank refuses together (only rank 0 writes into --out)
+        if (a.resume && a.overwrite)
+            fail<ValueError>("train: --resume continues {}, --overwrite replaces it: give one", existing.string());
+        if (dist::is_root() && !a.resume && !a.overwrite && fs::exists(existing))
+            fail<ValueError>("train: {} already holds a checkpoint; continue it with --resume, replace it with "
+                             "--overwrite, or choose another --out", out);
+    });
     if (a.task == "copy") return train_copy(a, p, seed, out);
     return p.corpus ? train_translate_corpus(a, p, seed, out) : train_translate_d2l(a, p, seed, out);
 }

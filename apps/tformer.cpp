@@ -9,6 +9,7 @@
 #include "apps/commands.hpp"
 #include "core/error.hpp"
 #include "tasks/bench.hpp"
+#include "tasks/distributed.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -126,6 +127,10 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // Started by mpirun: one rank of a data-parallel job (docs/distributed.md),
+    // and only rank 0 prints. Started alone: nothing changes.
+    tformer::tasks::dist::Session mpi(argc, argv);
+    tformer::tasks::dist::quiet_other_ranks();
     // Training allocates and frees the same large buffers every step (the
     // logits of a batch over a vocabulary of thousands are tens of MB).
     // glibc serves such blocks with mmap and unmaps them on free, so every
@@ -196,12 +201,8 @@ int main(int argc, char** argv) {
         if (*eval) return run_eval(ev);
         if (*bench) return tformer::tasks::run_model_bench(bench_preset, bench_threads, bench_repeats, bench_profile);
         if (*tutorial) return run_tutorial(which, step, out);
-    } catch (const tformer::Error& e) {
-        fmt::print(stderr, "tformer: error: {}\n", e.what());
-        return 1;
-    } catch (const std::exception& e) {
-        fmt::print(stderr, "tformer: error: {}\n", e.what());
-        return 1;
+    } catch (const std::exception& e) {  // tformer::Error and the rest: "tformer: error: ..." (with ranks: see report_error)
+        return tformer::tasks::dist::report_error(e.what());
     }
     return 0;
 }

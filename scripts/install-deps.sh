@@ -13,6 +13,7 @@ packages=(
   libcli11-dev                       # the tformer command line
   libpng-dev                         # loss curves and attention heatmaps as PNG
   libsentencepiece-dev               # the subword tokenizer of the translation task
+  libopenmpi-dev openmpi-bin         # data-parallel training over MPI (mpirun -np N tformer train ...)
 )
 
 missing=()

@@ -6,6 +6,7 @@
 #include "optim/adam.hpp"
 #include "optim/clip.hpp"
 #include "optim/schedule.hpp"
+#include "tasks/distributed.hpp"
 #include "tasks/plot.hpp"
 
 #include <fmt/format.h>
@@ -88,6 +89,16 @@ BatchSource copy_source(int64_t batch_size, int64_t length, int64_t vocab, int64
     return source;
 }
 
+Batch shard_batch(const Batch& global, int rank, int size) {
+    const dist::RowRange rows = dist::shard_rows(global.label.size(0), rank, size);
+    auto cut = [&](const Tensor& t) { return t.slice(0, rows.begin, rows.end).contiguous(); };
+    return {.enc_X = cut(global.enc_X),
+            .enc_valid = cut(global.enc_valid),
+            .dec_in = cut(global.dec_in),
+            .label = cut(global.label),
+            .label_valid = cut(global.label_valid)};
+}
+
 // ---- progress ---------------------------------------------------------------------------------
 
 namespace {
@@ -160,7 +171,11 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
     if (o.epochs <= 0) fail<ValueError>("train: epochs must be positive, got {}", o.epochs);
     if (source.batches_per_epoch <= 0) fail<ValueError>("train: an epoch has no batches");
     namespace fs = std::filesystem;
-    if (!o.out_dir.empty()) fs::create_directories(o.out_dir);
+    // Data-parallel (tasks/distributed.hpp): every rank trains its rows of
+    // each global batch; rank 0 alone prints and writes.
+    const int rank = dist::rank(), ranks = dist::size();
+    const bool root = rank == 0, quiet = o.quiet || !root;
+    if (!o.out_dir.empty() && root) fs::create_directories(o.out_dir);
     const std::string ckpt = o.out_dir.empty() ? "" : (fs::path(o.out_dir) / "checkpoint.safetensors").string();
     if (o.fused_loss && !o.token_mean) fail<ValueError>("train: fused_loss computes the token mean; set token_mean too");
     if (o.total_steps < 0 || o.average < 0)
@@ -180,19 +195,44 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
     int64_t step = 0;
     double epoch_loss_sum = 0, epoch_tokens = 0;
     if (o.resume) {
-        if (ckpt.empty() || !fs::exists(ckpt)) fail<IOError>("train: --resume needs a checkpoint at '{}'", ckpt);
-        const CheckpointInfo saved = load_checkpoint(ckpt, model, &optimizer);
-        step = saved.step;
-        gen.set_state(saved.rng);
-        auto get = [&](const char* k) { auto it = saved.extra.find(k); return it == saved.extra.end() ? std::string() : it->second; };
-        result.epoch_loss = doubles_from(get("epoch_losses"));
-        const std::vector<double> partial = doubles_from(get("epoch_partial"));
-        if (partial.size() == 2) epoch_loss_sum = partial[0], epoch_tokens = partial[1];
-        if (!o.quiet) fmt::print(stderr, "resuming from {} at step {} (epoch {})\n", ckpt, step, step / bpe + 1);
+        dist::together([&] {  // rank 0 reads the checkpoint (only it has one); its failure stops every rank
+            if (!root) return;
+            if (ckpt.empty() || !fs::exists(ckpt)) fail<IOError>("train: --resume needs a checkpoint at '{}'", ckpt);
+            const CheckpointInfo saved = load_checkpoint(ckpt, model, &optimizer);
+            step = saved.step;
+            gen.set_state(saved.rng);
+            auto get = [&](const char* k) { auto it = saved.extra.find(k); return it == saved.extra.end() ? std::string() : it->second; };
+            result.epoch_loss = doubles_from(get("epoch_losses"));
+            const std::vector<double> partial = doubles_from(get("epoch_partial"));
+            if (partial.size() == 2) epoch_loss_sum = partial[0], epoch_tokens = partial[1];
+        });
+        if (!quiet) fmt::print(stderr, "resuming from {} at step {} (epoch {})\n", ckpt, step, step / bpe + 1);
+    }
+    std::optional<dist::GradientReducer> reducer;
+    if (ranks > 1) {
+        // every rank starts from rank 0's weights, Adam state and step, and checks it has the same data
+        uint64_t where[1] = {static_cast<uint64_t>(step)};
+        dist::broadcast(where);
+        step = static_cast<int64_t>(where[0]);
+        dist::broadcast_parameters(optimizer.parameters());
+        if (o.resume) dist::broadcast_optimizer(optimizer);
+        const Batch first = source.get(step / bpe, step % bpe);
+        uint64_t h = dist::fingerprint(first.enc_X, dist::fingerprint(first.label));
+        const int64_t settings[3] = {bpe, total_steps, o.token_mean};
+        dist::check_same(dist::fingerprint(settings, sizeof settings, h), "the training data and settings");
+        reducer.emplace(optimizer.parameters(), dist::ReducerOptions::from_environment());
+        if (!quiet)
+            fmt::print(stderr, "data-parallel: {} ranks ({} on this machine), {} gradient buckets; {}\n", ranks,
+                       dist::local_size(), reducer->num_buckets(), dist::library_version());
     }
 
     auto save = [&](const std::string& path) {
         if (path.empty()) return;
+        if (ranks > 1) {  // the ranks' weights must be the same, bit for bit
+            uint64_t h = 0;
+            for (const Variable& p : optimizer.parameters()) h = dist::fingerprint(p.value(), h);
+            dist::check_same(h, fmt::format("the model's weights at step {}", step));
+        }
         // never write (or write over a good checkpoint with) weights that are not numbers
         for (const auto& [name, p] : model.named_parameters()) {
             const Tensor v = p.value().contiguous();
@@ -206,6 +246,7 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
             if (!finite)
                 fail<ValueError>("train: parameter {} holds NaN or Inf at step {}; not saving it over {}", name, step, path);
         }
+        if (!root) return;  // the same check on every rank, one writer
         info.step = step;
         info.epoch = step / bpe;
         info.rng = gen.state();
@@ -270,8 +311,16 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
         optimizer.set_lr(schedule->lr_at(step + 1));  // update step + 1 (1-based), see optim/schedule.hpp
 
         // forward, d2l's masked loss, backward (l.sum().backward()), clip, update
-        const double tokens = core::sum(batch.label_valid.to(core::DType::float64)).item();
+        const double tokens = core::sum(batch.label_valid.to(core::DType::float64)).item();  // of the global batch
         const auto T = static_cast<double>(batch.label.size(1));
+        bool stop_agreed = false;
+        if (ranks > 1) {
+            // this rank's rows; its loss is still divided by the global batch's tokens, so the ranks' gradients add up to it
+            batch = shard_batch(batch, rank, ranks);
+            // each rank its own dropout masks, drawn the same whatever ran before (an exact resume with any rank count)
+            gen.manual_seed(core::mix_seed(o.seed, 0xd1570000ULL + static_cast<uint64_t>(rank), static_cast<uint64_t>(step)));
+        }
+        const bool has_rows = batch.label.size(0) > 0;  // a batch of fewer rows than ranks leaves some without
         // with --detect-anomaly, an op that makes a NaN stops the run with the step's context
         auto anomaly_context = [&](auto&& work) {
             if (!o.detect_anomaly) return work();
@@ -282,7 +331,7 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
                 throw;  // not reached: diverged throws
             }
         };
-        const Variable total = anomaly_context([&] {
+        const Variable total = !has_rows ? Variable() : anomaly_context([&] {
             if (o.fused_loss) {
                 // the same token mean, with dense and the loss in one op: weight 1/tokens per real position
                 Variable H = model.forward_hidden(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, D)
@@ -298,15 +347,26 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
             // l_b = Σ_t loss_bt / T, so Σ_b l_b · T / tokens is the mean over real tokens
             return o.token_mean ? autograd::mul(autograd::sum(l), T / tokens) : autograd::sum(l);
         });
-        const double loss_sum = o.token_mean ? total.item() * tokens : total.item();
-        if (!std::isfinite(loss_sum)) diverged(fmt::format("the loss is {}", loss_sum), step + 1, epoch + 1);
-        anomaly_context([&] { total.backward(); });
+        double loss_sum = !has_rows ? 0 : o.token_mean ? total.item() * tokens : total.item();
+        if (ranks > 1) {  // the global batch's loss, and whether a rank was told to stop (all stop after this step)
+            double shared[2] = {loss_sum, g_stop_signal != 0 ? 1.0 : 0.0};
+            dist::all_reduce_sum(shared);
+            loss_sum = shared[0];
+            stop_agreed = shared[1] > 0;
+        }
+        if (!std::isfinite(loss_sum)) {
+            if (ranks > 1) dist::note_shared_failure();  // every rank sees the same sum and stops here
+            diverged(fmt::format("the loss is {}", loss_sum), step + 1, epoch + 1);
+        }
+        if (has_rows) anomaly_context([&] { total.backward(); });
+        if (reducer) phase("[all-reduce]", [&] { reducer->finish(); });  // every rank: the global batch's gradient
         phase("[clip + Adam]", [&] {
             // the gradient norm, checked every step (clipped only with --clip > 0)
             try {
                 optim::clip_grad_norm(named, o.clip > 0 ? o.clip : std::numeric_limits<double>::infinity(),
                                       {.error_if_nonfinite = true});
             } catch (const ValueError& e) {
+                if (ranks > 1) dist::note_shared_failure();  // the same reduced gradient on every rank
                 diverged(fmt::format("the gradient is not finite ({})", e.what()), step + 1, epoch + 1);
             }
             optimizer.step();
@@ -320,7 +380,7 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
         }
         // above twice the start (or twice ln V, a uniform guess's loss, if the start was already bad)
         if (const double limit = 2 * std::min(first_losses / first_count, uniform_loss);
-            loss_sum / tokens > limit && loss_sum / tokens > 10 * warned_at) {
+            loss_sum / tokens > limit && loss_sum / tokens > 10 * warned_at && root) {
             fmt::print(stderr, "\ntrain: warning: the loss is {:.4g} at step {}, more than {:.3g}: training is "
                        "diverging; try a lower --lr\n", loss_sum / tokens, step + 1, limit);
             warned_at = loss_sum / tokens;
@@ -342,7 +402,7 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
         // the progress line: in place on a terminal, a plain line now and then otherwise
         const double t = elapsed();
         const bool last = step == total_steps || (o.stop_after_steps > 0 && step >= o.stop_after_steps);
-        if (!o.quiet && (tty ? (t - last_print > 0.1 || last) : ((epoch_end && t - last_print > 2.0) || last))) {
+        if (!quiet && (tty ? (t - last_print > 0.1 || last) : ((epoch_end && t - last_print > 2.0) || last))) {
             last_print = t;
             const double rate = (step - first_step) / std::max(t, 1e-9);
             const double shown = epoch_end || epoch_tokens == 0 ? result.epoch_loss.back() : epoch_loss_sum / epoch_tokens;
@@ -355,18 +415,20 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
             if (tty && last) fmt::print(stderr, "\n");
         }
         if (o.stop_after_steps > 0 && step >= o.stop_after_steps) break;
-        if (g_stop_signal != 0) {  // Ctrl-C or a kill: this step is done, keep it
-            result.interrupted = g_stop_signal;
+        // Ctrl-C or a kill: this step is done, keep it (with ranks: all stop after the step they agreed on)
+        const int stop = ranks == 1 ? g_stop_signal : !stop_agreed ? 0 : g_stop_signal != 0 ? g_stop_signal : SIGTERM;
+        if (stop != 0) {
+            result.interrupted = stop;
             break;
         }
     }
 
     result.seconds = elapsed();
     result.steps = step;
-    if (result.interrupted != 0 && !o.quiet)
+    if (result.interrupted != 0 && !quiet)
         fmt::print(stderr, "\n{} at step {} of {}: saving a checkpoint to continue from (add --resume to the same command)\n",
                    result.interrupted == SIGINT ? "interrupted" : "terminated", step, total_steps);
-    if (profile) {
+    if (profile && root) {
         const std::string table = autograd::profile_table(step - first_step);
         fmt::print(stderr, "where the time went (per-op profile):\n{}", table);
         if (!o.out_dir.empty()) core::write_file_atomic((fs::path(o.out_dir) / "profile.txt").string(), table, "train");
@@ -388,7 +450,7 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
                         : result.step_loss.empty()   ? 0
                                                      : result.step_loss.back();
     save(ckpt);
-    if (!o.out_dir.empty()) {
+    if (!o.out_dir.empty() && root) {
         auto write_csv = [&](const char* name, const std::string& text) {
             core::write_file_atomic((fs::path(o.out_dir) / name).string(), text, "train");
         };
