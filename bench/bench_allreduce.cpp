@@ -36,7 +36,9 @@ namespace {
 // The default translation preset's model (apps/commands.cpp: kTranslate):
 // SentencePiece's joint 8,000 pieces, d 128, FFN 512, 4 heads, 2 layers, tied embeddings.
 tasks::ModelConfig default_translation() {
-    tasks::ModelConfig c{.task = "translate", .src_vocab_size = 8000, .tgt_vocab_size = 8000, .num_steps = 64};
+    tasks::ModelConfig c;
+    c.src_vocab_size = c.tgt_vocab_size = 8000;
+    c.num_steps = 64;
     c.transformer = {.key_size = 128, .query_size = 128, .value_size = 128, .num_hiddens = 128, .norm_shape = 128,
                      .ffn_num_input = 128, .ffn_num_hiddens = 512, .num_heads = 4, .num_layers = 2, .dropout = 0.0};
     c.tie_embeddings = true;

@@ -177,6 +177,7 @@ void mpi_start_all_reduce(Pending& p, void* data, int64_t count, DType dtype) {
 
 // Lets MPI move the all-reduce on (it progresses only inside MPI calls); true when it is done.
 bool mpi_test(Pending& p) {
+    if (p.requests.empty()) return true;  // nothing started (one rank)
     int done = 0;
     check(MPI_Testall(static_cast<int>(p.requests.size()), p.requests.data(), &done, MPI_STATUSES_IGNORE),
           "MPI_Testall");
@@ -185,6 +186,7 @@ bool mpi_test(Pending& p) {
 }
 
 void mpi_wait(Pending& p) {
+    if (p.requests.empty()) return;
     check(MPI_Waitall(static_cast<int>(p.requests.size()), p.requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
     p.requests.clear();
 }
@@ -488,7 +490,7 @@ struct GradientReducer::State {
     // Puts parameter i's gradient (undefined: zeros, and flag 0) into its bucket.
     void place(size_t i, const Tensor& grad) {
         const Slot& s = slots[i];
-        const Tensor& buffer = buffers[s.bucket];
+        Tensor buffer = buffers[s.bucket];  // a handle: set() writes into the shared storage
         const Tensor& value = params[i].value();
         const Tensor into = buffer.slice(0, s.offset, s.offset + value.numel()).view(value.shape());
         if (grad.defined()) {

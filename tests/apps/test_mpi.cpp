@@ -52,7 +52,7 @@ std::string mpirun(int ranks) {
     return std::string(TFORMER_MPIEXEC) + " -np " + std::to_string(ranks) + " " + TFORMER_MPIEXEC_FLAGS + " '" + kExe + "' ";
 }
 
-std::string tformer() { return "'" + kExe + "' "; }
+std::string one_process() { return "'" + kExe + "' "; }
 
 struct Run {
     int status;
@@ -134,7 +134,7 @@ TEST_CASE("tformer train translate under mpirun -np 2: the losses and the checkp
           "[apps][mpi][slow]") {
     if (!have_mpirun()) return;
     const std::string one = temp_dir("translate-1"), two = temp_dir("translate-2");
-    const Run a = run(tformer() + kTranslate + "--out " + one);
+    const Run a = run(one_process() + kTranslate + "--out " + one);
     INFO(a.output);
     REQUIRE(a.status == 0);
     const Run b = run(mpirun(2) + kTranslate + "--out " + two);
@@ -160,7 +160,7 @@ TEST_CASE("tformer train copy under mpirun -np 2: the losses of one process; --r
     if (!have_mpirun()) return;
     const std::string copy = "train copy --epochs 4 --batches-per-epoch 5 --threads 1 --quiet --overwrite ";
     const std::string one = temp_dir("copy-1"), two = temp_dir("copy-2");
-    Run r = run(tformer() + copy + "--out " + one);
+    Run r = run(one_process() + copy + "--out " + one);
     REQUIRE(r.status == 0);
     r = run(mpirun(2) + copy + "--out " + two);
     INFO(r.output);
@@ -177,7 +177,7 @@ TEST_CASE("tformer train copy under mpirun -np 2: the losses of one process; --r
     for (const auto& [first, then] : handovers) {
         INFO(first << " rank(s), then " << then);
         const std::string dir = temp_dir("copy-resume");
-        auto launch = [&](int ranks) { return ranks == 1 ? tformer() : mpirun(ranks); };
+        auto launch = [&](int ranks) { return ranks == 1 ? one_process() : mpirun(ranks); };
         r = run(launch(first) + copy + "--stop-after-steps 8 --out " + dir);
         INFO(r.output);
         REQUIRE(r.status == 0);
@@ -316,7 +316,7 @@ TEST_CASE("tformer train under mpirun: Ctrl-C stops every rank after the same st
     const int64_t step = tformer::tasks::read_checkpoint_info(ckpt).step;
     CHECK(step > 0);
     // it continues from there, with one rank as well
-    const Run r = run(tformer() + "train copy --epochs 100000 --stop-after-steps " + std::to_string(step + 5) +
+    const Run r = run(one_process() + "train copy --epochs 100000 --stop-after-steps " + std::to_string(step + 5) +
                       " --threads 1 --quiet --resume --out " + dir);
     INFO(r.output);
     CHECK(r.status == 0);

@@ -26,7 +26,10 @@ namespace dist = tformer::tasks::dist;
 
 namespace {
 std::shared_ptr<nn::EncoderDecoder> small_model(uint64_t seed) {
-    tasks::ModelConfig config{.task = "copy", .src_vocab_size = 11, .tgt_vocab_size = 11, .num_steps = 8};
+    tasks::ModelConfig config;
+    config.task = "copy";
+    config.src_vocab_size = config.tgt_vocab_size = 11;
+    config.num_steps = 8;
     config.transformer = {.key_size = 16, .query_size = 16, .value_size = 16, .num_hiddens = 16, .norm_shape = 16,
                           .ffn_num_input = 16, .ffn_num_hiddens = 32, .num_heads = 2, .num_layers = 2, .dropout = 0.0};
     core::Generator gen(seed);
