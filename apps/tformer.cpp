@@ -87,7 +87,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
     cmd.add_option("--clip", a.clip, "gradient-norm clipping threshold (0: off)")->check(non_negative_finite);
     cmd.add_option("--label-smoothing", a.label_smoothing, "label smoothing epsilon")->check(probability);
     cmd.add_option("--seed", a.seed, "seed of every random choice (weights, dropout, data)")->check(non_negative);
-    cmd.add_option("--threads", a.threads, "threads for kernels and BLAS (default: all cores; 1 for the small d2l and copy presets)")
+    cmd.add_option("--threads", a.threads, "threads for kernels and BLAS (default: all cores, shared among the ranks on a machine under mpirun; 1 for the small d2l and copy presets)")
         ->check(int_range(1, 1'000'000));
     cmd.add_option("--checkpoint-every", a.checkpoint_every, "also save a checkpoint every N steps")->check(non_negative);
     cmd.add_flag("--resume", a.resume, "continue from <out>/checkpoint.safetensors exactly where it stopped");

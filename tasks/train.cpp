@@ -221,7 +221,7 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
         const int64_t settings[3] = {bpe, total_steps, o.token_mean};
         dist::check_same(dist::fingerprint(settings, sizeof settings, h), "the training data and settings");
         reducer.emplace(optimizer.parameters(), dist::ReducerOptions::from_environment());
-        if (!quiet)
+        if (root)  // not progress: said even with --quiet, as the model's size is
             fmt::print(stderr, "data-parallel: {} ranks ({} on this machine), {} gradient buckets; {}\n", ranks,
                        dist::local_size(), reducer->num_buckets(), dist::library_version());
     }
@@ -425,6 +425,13 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
 
     result.seconds = elapsed();
     result.steps = step;
+    if (reducer && root && step > first_step) {
+        const dist::ReducerStats& r = reducer->stats();
+        fmt::print(stderr, "data-parallel: the gradient all-reduce ({:.1f} MB in {} buckets) cost {:.1f} ms per step after "
+                   "backward and {:.1f} ms in backward's hooks\n",
+                   static_cast<double>(r.bytes) / 1e6, r.buckets, 1e3 * r.finish_seconds / static_cast<double>(r.steps),
+                   1e3 * r.hook_seconds / static_cast<double>(r.steps));
+    }
     if (result.interrupted != 0 && !quiet)
         fmt::print(stderr, "\n{} at step {} of {}: saving a checkpoint to continue from (add --resume to the same command)\n",
                    result.interrupted == SIGINT ? "interrupted" : "terminated", step, total_steps);
