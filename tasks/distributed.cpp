@@ -532,6 +532,7 @@ struct GradientReducer::State {
     void finish() {
         const auto start = std::chrono::steady_clock::now();
         if (!in_step) begin_step();
+        stats.early_buckets += static_cast<int64_t>(launched);
         for (size_t i = 0; i < params.size(); ++i)
             if (!ready[i]) place(i, params[i].grad());  // no hook (overlap off), or no gradient on this rank
         launch_ready();

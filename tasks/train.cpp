@@ -427,10 +427,11 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
     result.steps = step;
     if (reducer && root && step > first_step) {
         const dist::ReducerStats& r = reducer->stats();
-        fmt::print(stderr, "data-parallel: the gradient all-reduce ({:.1f} MB in {} buckets) cost {:.1f} ms per step after "
-                   "backward and {:.1f} ms in backward's hooks\n",
-                   static_cast<double>(r.bytes) / 1e6, r.buckets, 1e3 * r.finish_seconds / static_cast<double>(r.steps),
-                   1e3 * r.hook_seconds / static_cast<double>(r.steps));
+        const auto per_step = [&](double x) { return x / static_cast<double>(r.steps); };
+        fmt::print(stderr, "data-parallel: the gradient all-reduce ({:.1f} MB in {} buckets, {:.1f} started during "
+                   "backward) cost {:.1f} ms per step after backward and {:.1f} ms in backward's hooks\n",
+                   static_cast<double>(r.bytes) / 1e6, r.buckets, per_step(static_cast<double>(r.early_buckets)),
+                   1e3 * per_step(r.finish_seconds), 1e3 * per_step(r.hook_seconds));
     }
     if (result.interrupted != 0 && !quiet)
         fmt::print(stderr, "\n{} at step {} of {}: saving a checkpoint to continue from (add --resume to the same command)\n",

@@ -130,6 +130,8 @@ TEST_CASE("dist::GradientReducer: alone, the gradients are the ones backward mad
                 for (const Variable& p : params) p.zero_grad();
             }
             CHECK(reducer.stats().steps == 2);
+            // with overlap, every bucket starts inside backward, as its last gradient arrives
+            CHECK(reducer.stats().early_buckets == (overlap ? 2 * reducer.num_buckets() : 0));
             CHECK(reducer.stats().bytes == 4 * model->num_parameters());
         }
 }
