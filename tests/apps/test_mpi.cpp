@@ -159,7 +159,7 @@ TEST_CASE("tformer train translate under mpirun -np 2: the losses and the checkp
     CHECK(fs::exists(two + "/summary.txt"));
 }
 
-TEST_CASE("tformer train copy under mpirun -np 2: the losses of one process; --resume with another number of ranks",
+TEST_CASE("tformer train copy under mpirun -np 2: the losses of one process, and --resume with another number of ranks",
           "[apps][mpi][slow]") {
     if (!have_mpirun()) return;
     const std::string copy = "train copy --epochs 4 --batches-per-epoch 5 --threads 1 --quiet --overwrite ";
