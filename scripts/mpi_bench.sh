@@ -31,7 +31,8 @@ cores=$(nproc)
 echo "mpi_bench: $cores cores, load average $(cut -d' ' -f1-3 /proc/loadavg) (should be near 0), $steps steps per run"
 
 # the same global batch everywhere: the preset's 2,000-token buckets, cut by rows across the ranks
-common=(train translate --steps "$steps" --val-sentences 200 --quiet --overwrite)
+warmup=$(( steps < 400 ? steps / 2 : 200 ))  # the preset's 200 warm-up steps, or fewer in a short check
+common=(train translate --steps "$steps" --warmup "$warmup" --val-sentences 200 --quiet --overwrite)
 trained() {  # "trained N steps in X s (Y target tokens/s; ..." -> "X Y"
   sed -n 's/^trained \([0-9]*\) steps in \([0-9.]*\) s (\([0-9]*\) target tokens\/s.*/\2 \3/p' "$1"
 }

@@ -44,6 +44,8 @@ bool have_mpirun() {
     setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
     setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
     setenv("OMP_NUM_THREADS", "1", 1);
+    // after Ctrl-C Open MPI gives the ranks 1 s to finish their step and save, too little on a busy machine
+    setenv("OMPI_MCA_odls_base_sigkill_timeout", "30", 1);
     // the asan build: Open MPI's allocations that live until exit are not ours to report
     setenv("LSAN_OPTIONS", "suppressions=" TFORMER_SOURCE_DIR "/tests/mpi/lsan.supp", 1);
     return true;
@@ -338,19 +340,24 @@ TEST_CASE("tformer train under mpirun: Ctrl-C stops every rank after the same st
           "[apps][mpi][slow]") {
     if (!have_mpirun()) return;
     const std::string dir = temp_dir("interrupt"), log = dir + "/log.txt";
-    const pid_t launcher = spawn(
-        mpirun_argv(2, {"train", "copy", "--epochs", "100000", "--threads", "1", "--quiet", "--out", dir}), log);
-    std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+    const pid_t launcher = spawn(mpirun_argv(2, {"train", "copy", "--epochs", "100000", "--checkpoint-every", "50",
+                                                 "--threads", "1", "--quiet", "--out", dir}),
+                                 log);
+    const std::string ckpt = dir + "/checkpoint.safetensors";
+    // training has begun once the first checkpoint is there (before, a signal simply ends the processes)
+    for (int i = 0; i < 600 && !fs::exists(ckpt); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    REQUIRE(fs::exists(ckpt));
     kill(launcher, SIGINT);  // mpirun passes it on as SIGTERM to every rank
     const int status = wait_for(launcher, 60);
     const std::string output = read_all(log);
     INFO(output);
     CHECK(status != -1);
     CHECK_THAT(output, Catch::Contains("stopped by signal 15 after"));  // every rank stopped at the same step and rank 0 saved
-    const std::string ckpt = dir + "/checkpoint.safetensors";
-    REQUIRE(fs::exists(ckpt));
-    const int64_t step = tformer::tasks::read_checkpoint_info(ckpt).step;
-    CHECK(step > 0);
+    // saved at the step where every rank stopped ("stopped by signal 15 after N steps")
+    const size_t at = output.find("stopped by signal 15 after ");
+    REQUIRE(at != std::string::npos);
+    const int64_t step = std::stoll(output.substr(at + 27));
+    CHECK(tformer::tasks::read_checkpoint_info(ckpt).step == step);
     // it continues from there, with one rank as well
     const Run r = run(one_process() + "train copy --epochs 100000 --stop-after-steps " + std::to_string(step + 5) +
                       " --threads 1 --quiet --resume --out " + dir);
