@@ -421,28 +421,34 @@ public:
     // forward and the loss; a loss that is not a number ends the run
     StepLoss forward(const Batch& global) {
         StepLoss s;
-        s.tokens = core::sum(global.label_valid.to(core::DType::float64)).item();
-        if (ranks_ == 1) {
-            s.objective = anomaly_context([&] { return objective(global, s.tokens); });
+        s.tokens = core::sum(global.label_valid.to(core::DType::float64)).item();  // every rank divides by the global count
+        const Batch batch = ranks_ == 1 ? global : rows_of_this_rank(global);
+        if (batch.label.size(0) > 0) {  // a batch of fewer rows than ranks leaves some ranks none
+            s.objective = anomaly_context([&] { return objective(batch, s.tokens); });
             s.loss_sum = o_.token_mean ? s.objective.item() * s.tokens : s.objective.item();
-        } else {
-            // this rank's rows, its loss still divided by the global batch's tokens: the ranks' losses (and
-            // gradients) add up to the global batch's. A batch of fewer rows than ranks leaves some without.
-            const Batch share = shard_batch(global, rank_, ranks_);
-            // each rank its own dropout masks, drawn the same whatever ran before (an exact resume with any rank count)
-            gen_.manual_seed(core::mix_seed(o_.seed, 0xd1570000ULL + static_cast<uint64_t>(rank_), static_cast<uint64_t>(step_)));
-            if (share.label.size(0) > 0) {
-                s.objective = anomaly_context([&] { return objective(share, s.tokens); });
-                s.loss_sum = o_.token_mean ? s.objective.item() * s.tokens : s.objective.item();
-            }
-            // the global loss, and whether any rank was told to stop: every rank decides the same
-            double shared[2] = {s.loss_sum, g_stop_signal != 0 ? 1.0 : 0.0};
-            dist::all_reduce_sum(shared);
-            s.loss_sum = shared[0];
-            s.stop = shared[1] > 0;
         }
+        if (ranks_ > 1) agree_on_loss(s);
         if (!std::isfinite(s.loss_sum)) diverged(fmt::format("the loss is {}", s.loss_sum), ranks_ > 1);
         return s;
+    }
+
+    // Data-parallel: this rank's rows of the global batch. Its loss is still
+    // divided by the global batch's tokens, so the ranks' losses (and
+    // gradients) add up to the global batch's. Each rank draws its own
+    // dropout masks, the same whatever ran before (an exact resume with any
+    // number of ranks).
+    Batch rows_of_this_rank(const Batch& global) {
+        gen_.manual_seed(core::mix_seed(o_.seed, 0xd1570000ULL + static_cast<uint64_t>(rank_), static_cast<uint64_t>(step_)));
+        return shard_batch(global, rank_, ranks_);
+    }
+
+    // Data-parallel: the global batch's loss, and whether any rank was told
+    // to stop (Ctrl-C, SIGTERM), so that every rank decides the same.
+    void agree_on_loss(StepLoss& s) const {
+        double shared[2] = {s.loss_sum, g_stop_signal != 0 ? 1.0 : 0.0};
+        dist::all_reduce_sum(shared);
+        s.loss_sum = shared[0];
+        s.stop = shared[1] > 0;
     }
 
     // d2l's l.sum().backward(): the gradients of every parameter

@@ -46,6 +46,8 @@ bool have_mpirun() {
     setenv("OMP_NUM_THREADS", "1", 1);
     // after Ctrl-C Open MPI gives the ranks 1 s to finish their step and save, too little on a busy machine
     setenv("OMPI_MCA_odls_base_sigkill_timeout", "30", 1);
+    // no single-copy shared memory (CMA needs ptrace rights between processes, which containers often forbid)
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", 1);
     // the asan build: Open MPI's allocations that live until exit are not ours to report
     setenv("LSAN_OPTIONS", "suppressions=" TFORMER_SOURCE_DIR "/tests/mpi/lsan.supp", 1);
     return true;
