@@ -216,6 +216,15 @@ void mpi_wait(Pending&) {}
 
 Session::Session(int& argc, char**& argv) {
     if (built_with_mpi() && started_by_launcher() && !world().started) mpi_start(argc, argv);
+    // mpirun with a build that has no MPI: every copy would think itself alone and train (and write) the whole run
+    for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"}) {
+        const char* ranks = std::getenv(name);
+        if (!built_with_mpi() && ranks != nullptr && std::atoi(ranks) > 1) {
+            std::fprintf(stderr, "tformer: an MPI launcher started %s copies of tformer, but this build has no MPI "
+                                 "(install libopenmpi-dev and configure again); each would train alone\n", ranks);
+            std::exit(1);
+        }
+    }
 }
 
 Session::~Session() {

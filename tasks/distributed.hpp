@@ -39,7 +39,8 @@ namespace tformer::tasks::dist {
 /// (mpirun, mpiexec, srun) started this process, so a plain
 /// `tformer train ...` never touches MPI. The destructor waits until every
 /// rank got there (sleeping, not spinning, so ranks that are done leave the
-/// cores to rank 0's evaluation) and ends MPI.
+/// cores to rank 0's evaluation) and ends MPI. One per process. A build
+/// without MPI started as several ranks says so and exits with status 1.
 class Session {
 public:
     Session(int& argc, char**& argv);
