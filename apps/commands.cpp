@@ -365,7 +365,7 @@ tasks::ModelConfig model_config(const TrainArgs& a, const Preset& p) {
     const bool joint = (a.tokenizer.empty() ? p.tokenizer : a.tokenizer) == "sentencepiece";
     config.tie_embeddings = a.tie_embeddings == 0 ? p.tie_embeddings && joint : a.tie_embeddings > 0;
     config.scaled_embedding_init = p.corpus;  // d2l and copy keep their documents' initialisation
-    config.transformer.fused_attention = p.corpus;  // d2l and copy keep the composed ops they teach
+    config.transformer.fused = p.corpus;  // d2l and copy keep the composed ops they teach
     tasks::ModelConfig sizes_known = config;  // the vocabulary sizes come later, from the data
     sizes_known.src_vocab_size = sizes_known.tgt_vocab_size = 1;
     tasks::check_config(sizes_known, "train");
