@@ -2,10 +2,10 @@
 # Measures data-parallel training on this machine, for docs/distributed.md:
 #   1. the default translation preset's throughput: one process at --threads 1,
 #      two ranks at --threads 1 each (the same global batch, so the same
-#      steps), two ranks without overlapping the all-reduce with backward,
-#      and one process on every core (a whole machine, for the estimate);
+#      steps), and two ranks without overlapping the all-reduce with backward;
 #   2. the gradient all-reduce for our model sizes (bench/bench_allreduce);
-#   3. one training step of the base model (tformer bench --preset base);
+#   3. one training step on every core (a whole machine) of the default
+#      model on its real batches and of the base model (tformer bench);
 #   4. from those, the scaling estimate at 4, 16 and 64 machines on 10 and
 #      100 Gb/s networks (ring all-reduce model, see docs/distributed.md).
 # Every figure is wall-clock time: run it on an otherwise IDLE machine.
@@ -48,7 +48,6 @@ rm -f "$out/throughput.txt"
 run one-rank   "$tf" "${common[@]}" --threads 1 --out "$out/one-rank"
 run two-ranks  mpirun -np 2 --bind-to core "$tf" "${common[@]}" --threads 1 --out "$out/two-ranks"
 run no-overlap env TFORMER_OVERLAP=0 mpirun -np 2 --bind-to core "$tf" "${common[@]}" --threads 1 --out "$out/no-overlap"
-run machine    "$tf" "${common[@]}" --threads "$cores" --out "$out/machine"
 grep -h "validation corpus BLEU-4, beam 4" "$out"/one-rank.txt "$out"/two-ranks.txt | sed 's/^/   /'
 # the two runs trained the same steps on the same batches: their losses agree to float rounding
 paste -d, "$out/one-rank/loss-steps.csv" "$out/two-ranks/loss-steps.csv" | awk -F, 'NR > 1 {
@@ -57,21 +56,18 @@ paste -d, "$out/one-rank/loss-steps.csv" "$out/two-ranks/loss-steps.csv" | awk -
 echo "== all-reduce times (bench/bench_allreduce, 2 ranks)"
 mpirun -np 2 --bind-to core "$ar" --repeats 20 | tee "$out/allreduce.jsonl"
 
-echo "== one training step of the base model on every core (tformer bench --preset base)"
-"$tf" bench --preset base --threads "$cores" --repeats 5 | tee "$out/base.jsonl"
+echo "== one training step on every core: the default model on its real batches, and the base model (tformer bench)"
+"$tf" bench --preset translate --threads "$cores" | tee "$out/steps.jsonl"
+"$tf" bench --preset base --threads "$cores" --repeats 5 | tee -a "$out/steps.jsonl"
 
 echo "== the estimate (docs/distributed.md explains the model)"
 python3 - "$out" <<'EOF'
-import json, sys
+import json, os, sys
 out = sys.argv[1]
 runs = {}
 for line in open(f"{out}/throughput.txt"):
     name, seconds, rate = line.split()
     runs[name] = (float(seconds), float(rate))
-steps = None
-for line in open(f"{out}/machine.txt"):
-    if line.startswith("trained "):
-        steps = int(line.split()[1])
 one, two, no_overlap = runs["one-rank"][1], runs["two-ranks"][1], runs["no-overlap"][1]
 print(f"throughput: 1 rank {one:.0f}, 2 ranks {two:.0f} ({two / one:.2f}x), "
       f"2 ranks without overlap {no_overlap:.0f} ({no_overlap / one:.2f}x) target tokens/s")
@@ -81,16 +77,15 @@ for line in open(f"{out}/allreduce.jsonl"):
     d = json.loads(line)
     if "figure" in d:
         ar.setdefault(d["model"], {"params": d["params"]})[d["figure"]] = d["value"]
-base_step = None
-for line in open(f"{out}/base.jsonl"):
+compute = {}  # seconds per training step on every core: tformer bench's translate (the default model) and base
+for line in open(f"{out}/steps.jsonl"):
     d = json.loads(line)
     if d.get("figure") == "train_step_ms":
-        base_step = d["value"] / 1000
-compute = {"default": runs["machine"][0] / steps, "base": base_step}
+        compute["default" if d["preset"] == "translate" else d["preset"]] = d["value"] / 1000
 print("all-reduce on this machine, 2 ranks (ms): " + ", ".join(
     f"{m} ({v['params'] / 1e6:.1f} M params) flat {v['flat_ms']:.2f}, bucketed {v['reducer_ms']:.2f} in {v['buckets']:.0f} buckets"
     for m, v in ar.items()))
-print(f"compute per step, one machine ({__import__('os').cpu_count()} cores): "
+print(f"compute per step, one machine ({os.cpu_count()} cores): "
       f"default {compute['default'] * 1000:.0f} ms, base {compute['base'] * 1000:.0f} ms")
 
 # ring all-reduce: 2(N-1) messages per bucket, each rank sends and receives 2(N-1)/N of the bytes
