@@ -629,8 +629,10 @@ void write_loss_files(const std::string& out_dir, const LossTally& losses, int64
 
 TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSource& source,
                   const TrainOptions& o, CheckpointInfo info) {
-    const Plan plan = plan_run(o, source);
-    Run run(model, gen, o, std::move(info), plan);
+    Plan plan;
+    std::optional<Run> setup;  // on every rank: a refusal (an option out of range) stops every rank together
+    dist::together([&] { plan = plan_run(o, source); setup.emplace(model, gen, o, std::move(info), plan); });
+    Run& run = *setup;
     if (o.resume) run.resume();
     run.join_ranks(source);  // data-parallel: rank 0's weights and step everywhere
     // Ctrl-C (SIGINT) and SIGTERM end the run after the current step, with a
