@@ -12,7 +12,7 @@
 //                results handed back as the gradients (what a training step
 //                pays when nothing overlaps backward)
 // One JSON line per figure on stdout, as `tformer bench` prints them:
-//   {"bench":"allreduce","model":"default","ranks":2,"params":1985664,"mb":7.94,"figure":"flat_ms","value":1.23}
+//   {"bench":"allreduce","model":"default","ranks":2,"params":1954624,"mb":7.82,"figure":"flat_ms","value":1.23}
 // scripts/mpi_bench.sh runs it and turns the figures into docs/distributed.md's estimates.
 #include "core/core.hpp"
 #include "tasks/bench.hpp"
