@@ -13,8 +13,8 @@
 #      2 ranks), which it runs too with MPI_BENCH_BLEU=1.
 # Every figure is wall-clock time: run it on an otherwise IDLE machine.
 #
-#   bash scripts/mpi_bench.sh                  # about 10 minutes on 2 idle cores
-#   MPI_BENCH_BLEU=1 bash scripts/mpi_bench.sh # and the BLEU check: about 12 minutes more
+#   bash scripts/mpi_bench.sh                    # roughly 8 minutes on 2 idle cores
+#   MPI_BENCH_BLEU=1 bash scripts/mpi_bench.sh   # and the BLEU check: roughly 12 minutes more
 #   MPI_BENCH_QUICK=1 bash scripts/mpi_bench.sh   # a smoke run (a minute): checks the script, figures mean nothing
 #
 # Settings (environment): MPI_BENCH_STEPS (steps per training run, default
@@ -43,7 +43,8 @@ if [ "$(id -u)" -eq 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_
 # unless told otherwise (export OMPI_MCA_btl_vader_single_copy_mechanism=cma to measure with it)
 export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 cores=$(nproc)
-echo "mpi_bench: $(date -u '+%F %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $cores cores"
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+echo "mpi_bench: $(date -u '+%F %H:%M UTC'), commit $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $cores cores ($cpu)"
 echo "mpi_bench: load average $(cut -d' ' -f1-3 /proc/loadavg) (should be near 0), $steps steps per training run" \
      "$([ "$quick" = 1 ] && echo '(MPI_BENCH_QUICK: a smoke run, the figures mean nothing)')"
 echo "mpi_bench: single-copy mechanism: $OMPI_MCA_btl_vader_single_copy_mechanism; output in $out"
