@@ -80,8 +80,8 @@ echo "== all-reduce times (bench/bench_allreduce, 2 ranks)"
 "${mpi2[@]}" "$ar" --models default,base --repeats "$([ "$quick" = 1 ] && echo 3 || echo 20)" < /dev/null | tee "$out/allreduce.jsonl"
 
 echo "== one training step on every core: the default model on its real batches, and the base model (tformer bench)"
-"$tf" bench --preset translate --threads "$cores" $([ "$quick" = 1 ] && echo --repeats 1) | tee "$out/steps.jsonl"
-"$tf" bench --preset base --threads "$cores" --repeats "$([ "$quick" = 1 ] && echo 1 || echo 5)" | tee -a "$out/steps.jsonl"
+"$tf" bench --preset translate --threads "$cores" --train-only $([ "$quick" = 1 ] && echo --repeats 1) | tee "$out/steps.jsonl"
+"$tf" bench --preset base --threads "$cores" --train-only --repeats "$([ "$quick" = 1 ] && echo 1 || echo 5)" | tee -a "$out/steps.jsonl"
 
 echo "== the figures for docs/distributed.md (also in $out/report.md)"
 python3 - "$out" "$cores" <<'EOF' | tee "$out/report.md"
@@ -134,7 +134,7 @@ for model in ("default", "base"):
     for n in (4, 16, 64):
         for net, (bandwidth, latency) in networks.items():
             t = 2 * (n - 1) * v["buckets"] * latency + 2 * (n - 1) / n * nbytes / bandwidth + packing
-            print(f"| {model} | {n} | {net} | {t * 1000:.1f} | {c * 1000:.0f} | {c / (c + t):.0%} |")
+            print(f"| {model} | {n} | {net} | {t * 1000:.1f} | {c * 1000:.0f} | {c / (c + t):.1%} |")
 EOF
 
 # The BLEU check: the whole default preset (1,800 steps), one process against two ranks, the same global batch.
