@@ -13,8 +13,8 @@
 #      2 ranks), which it runs too with MPI_BENCH_BLEU=1.
 # Every figure is wall-clock time: run it on an otherwise IDLE machine.
 #
-#   bash scripts/mpi_bench.sh                    # roughly 8 minutes on 2 idle cores
-#   MPI_BENCH_BLEU=1 bash scripts/mpi_bench.sh   # and the BLEU check: roughly 12 minutes more
+#   bash scripts/mpi_bench.sh                    # roughly 6 minutes on 2 idle cores
+#   MPI_BENCH_BLEU=1 bash scripts/mpi_bench.sh   # and the BLEU check: roughly 10 minutes more
 #   MPI_BENCH_QUICK=1 bash scripts/mpi_bench.sh   # a smoke run (a minute): checks the script, figures mean nothing
 #
 # Settings (environment): MPI_BENCH_STEPS (steps per training run, default
@@ -140,7 +140,7 @@ EOF
 # The BLEU check: the whole default preset (1,800 steps), one process against two ranks, the same global batch.
 bleu1=("$tf" train translate --threads 1 --overwrite --out "$out/bleu-1")
 bleu2=("${mpi2[@]}" "$tf" train translate --threads 1 --overwrite --out "$out/bleu-2")
-echo "== the BLEU check (the whole default preset; about 8 minutes for one process and 4 for two ranks on 2 idle cores)"
+echo "== the BLEU check (the whole default preset; roughly 6 minutes for one process and 4 for two ranks on 2 idle cores)"
 echo "   ${bleu1[*]}"
 echo "   ${bleu2[*]}"
 echo "   grep -H -e BLEU -e '^trained' $out/bleu-1/summary.txt $out/bleu-2/summary.txt"
