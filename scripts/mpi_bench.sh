@@ -15,7 +15,7 @@
 #
 #   bash scripts/mpi_bench.sh                    # roughly 6 minutes on 2 idle cores
 #   MPI_BENCH_BLEU=1 bash scripts/mpi_bench.sh   # and the BLEU check: roughly 10 minutes more
-#   MPI_BENCH_QUICK=1 bash scripts/mpi_bench.sh   # a smoke run (a minute): checks the script, figures mean nothing
+#   MPI_BENCH_QUICK=1 bash scripts/mpi_bench.sh   # a smoke run (a few minutes): checks the script, figures mean nothing
 #
 # Settings (environment): MPI_BENCH_STEPS (steps per training run, default
 # 300), MPI_BENCH_OUT (default runs/mpi-bench). Everything is written there:
@@ -148,10 +148,12 @@ if [ "${MPI_BENCH_BLEU:-0}" = 1 ]; then
   extra=(); [ "$quick" = 1 ] && extra=(--steps 12 --warmup 6 --val-sentences 20)
   "${bleu1[@]}" "${extra[@]}" < /dev/null > "$out/bleu-1.txt" 2>&1 || { cat "$out/bleu-1.txt"; exit 1; }
   "${bleu2[@]}" "${extra[@]}" < /dev/null > "$out/bleu-2.txt" 2>&1 || { cat "$out/bleu-2.txt"; exit 1; }
-  for n in 1 2; do
-    echo "   $n: $(grep -h '^trained' "$out/bleu-$n.txt" | head -1)"
-    grep -h "validation corpus BLEU-4" "$out/bleu-$n.txt" | sed "s/^/   $n: /"
+  for n in 1 2; do  # rank 0's summary of each run
+    grep -h -e '^trained' -e 'validation corpus BLEU-4' "$out/bleu-$n/summary.txt" | sed "s/^/   $n: /"
   done
+  paste -d, "$out/bleu-1/loss-steps.csv" "$out/bleu-2/loss-steps.csv" | awk -F, 'NR > 1 {
+      d = $2 - $4; if (d < 0) d = -d; if (d > worst) worst = d } END {
+      printf "   largest per-step loss difference, 1 vs 2 ranks, over %d steps: %.2g\n", NR - 1, worst }'
 else
   echo "   (MPI_BENCH_BLEU=1 runs them here)"
 fi
