@@ -3,6 +3,7 @@
 #include "core/core.hpp"
 #include "tasks/bleu.hpp"
 #include "tasks/corpus.hpp"
+#include "tasks/distributed.hpp"
 #include "tasks/fra_eng.hpp"
 #include "tasks/seq2seq.hpp"
 #include "tasks/train.hpp"
@@ -21,13 +22,16 @@
 #include <iostream>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
+#include <thread>
 
 extern char** environ;
 
 namespace tformer::apps {
 
 namespace fs = std::filesystem;
+namespace dist = tasks::dist;
 using core::Tensor;
 
 namespace {
@@ -121,6 +125,11 @@ void set_threads(int threads) {
         fmt::print(stderr, "tformer: --threads {} is more than the {} processors here; using {}\n", threads, procs, procs);
         threads = procs;
     }
+    // Several ranks of an mpirun job on this machine, not bound to their own
+    // cores: "all cores" is this rank's share of them.
+    const int ranks_here = dist::local_size();
+    if (threads == 0 && ranks_here > 1 && procs == static_cast<int>(std::thread::hardware_concurrency()))
+        threads = std::max(1, procs / ranks_here);
     if (threads > 0) core::set_num_threads(threads);
 }
 
@@ -128,6 +137,16 @@ std::string default_data_path() {
     const std::string env = tasks::default_fra_eng_path();
     if (fs::exists(env)) return env;
     return std::string(TFORMER_SOURCE_DIR) + "/data/fra-eng/fra.txt";
+}
+
+// load() on every rank of a data-parallel job (one process: just load());
+// when it fails on some rank (no data file there, a bad flag), it fails on
+// every rank and rank 0 says which and why (tasks/distributed.hpp).
+template <class Load>
+auto on_every_rank(Load&& load) {
+    std::optional<decltype(load())> value;
+    dist::together([&] { value.emplace(load()); });
+    return std::move(*value);
 }
 
 // seed 000's four test sentences and d2l's references; a model with a cased
@@ -404,7 +423,7 @@ TrainSetup parse_train_args(const TrainArgs& a) {
     const std::string out = a.out.empty() ? "runs/" + a.task : a.out;
     const fs::path existing = fs::path(out) / "checkpoint.safetensors";
     if (a.resume && a.overwrite) fail<ValueError>("train: --resume continues {}, --overwrite replaces it: give one", existing.string());
-    if (!a.resume && !a.overwrite && fs::exists(existing))
+    if (!a.resume && !a.overwrite && fs::exists(existing) && dist::is_root())  // only rank 0 writes into --out
         fail<ValueError>("train: {} already holds a checkpoint; continue it with --resume, replace it with --overwrite, "
                          "or choose another --out", out);
     tasks::ModelConfig config = model_config(a, p);
@@ -467,6 +486,7 @@ int train_copy(const TrainArgs& a, TrainSetup& s) {
                                            s.options.batches_per_epoch, s.seed);
     const tasks::TrainResult r = tasks::train(*model, gen, source, s.options, {.config = s.config});
     if (r.interrupted) return interrupted_exit(r);
+    if (!dist::is_root()) return 0;  // rank 0 evaluates and reports
     return finish(s.out, copy_report(*model, s, r));
 }
 
@@ -534,7 +554,7 @@ std::string d2l_report(nn::EncoderDecoder& model, const tasks::FraEngData& data,
 }
 
 int train_translate_d2l(const TrainArgs& a, TrainSetup& s) {
-    const tasks::FraEngData data = load_d2l_data(a, s);
+    const tasks::FraEngData data = on_every_rank([&] { return load_d2l_data(a, s); });
     tasks::ModelConfig& config = s.config;
     config.src_vocab_size = data.src_vocab.size();
     config.tgt_vocab_size = data.tgt_vocab.size();
@@ -545,6 +565,7 @@ int train_translate_d2l(const TrainArgs& a, TrainSetup& s) {
     const tasks::TrainResult r = tasks::train(*model, gen, source, s.options,
                                               {.config = config, .src_vocab = data.src_vocab, .tgt_vocab = data.tgt_vocab});
     if (r.interrupted) return interrupted_exit(r);
+    if (!dist::is_root()) return 0;  // rank 0 evaluates and reports
 
     const tasks::TokenizerPair tok{std::make_shared<tasks::WordTokenizer>(data.src_vocab),
                                    std::make_shared<tasks::WordTokenizer>(data.tgt_vocab)};
@@ -584,6 +605,26 @@ tasks::TokenizerPair make_tokenizers(const std::string& kind, const std::vector<
     fail<ValueError>("train translate: unknown tokenizer '{}' (expected sentencepiece or word)", kind);
 }
 
+// The tokenizers on every rank of a data-parallel job: rank 0 trains the
+// SentencePiece model and sends it to the others (one model for all, and
+// their cores stay free meanwhile); word vocabularies each rank counts itself.
+tasks::TokenizerPair shared_tokenizers(const std::string& kind, const std::vector<tasks::TextPair>& train,
+                                       int64_t vocab_size, uint64_t seed) {
+    if (dist::size() == 1 || kind != "sentencepiece")
+        return on_every_rank([&] { return make_tokenizers(kind, train, vocab_size, seed); });
+    tasks::TokenizerPair tok;
+    std::string model;
+    dist::together([&] {
+        if (!dist::is_root()) return;
+        tok = make_tokenizers(kind, train, vocab_size, seed);
+        model = static_cast<const tasks::SentencePieceTokenizer&>(*tok.src).serialized();
+    });
+    dist::broadcast(model);
+    if (dist::is_root()) return tok;
+    const auto sp = tasks::SentencePieceTokenizer::from_serialized(model);
+    return {sp, sp};
+}
+
 // The data of a whole-corpus run, ready to train on.
 struct CorpusData {
     tasks::Corpus corpus;  ///< the training pairs and the validation sentences with their references
@@ -602,7 +643,7 @@ CorpusData load_corpus_data(const TrainArgs& a, TrainSetup& s) {
                                            .seed = s.seed,
                                            .sample_size = pick(a.sample_size, p.sample_size)};
     CorpusData d;
-    d.corpus = tasks::load_corpus(corpus_opts);
+    d.corpus = on_every_rank([&] { return tasks::load_corpus(corpus_opts); });
     const auto& rep = d.corpus.report;
     fmt::print("fra-eng: {} lines, {} skipped; validation: {} English sentences drawn from the whole file with {} "
                "references; training: {} pairs ({} more left out for sharing a sentence with validation)\n",
@@ -610,7 +651,7 @@ CorpusData load_corpus_data(const TrainArgs& a, TrainSetup& s) {
                rep.train_pairs, rep.dropped_overlap);
 
     const std::string kind = a.tokenizer.empty() ? p.tokenizer : a.tokenizer;
-    d.tok = make_tokenizers(kind, d.corpus.train, pick(a.vocab_size, p.vocab_size), s.seed);
+    d.tok = shared_tokenizers(kind, d.corpus.train, pick(a.vocab_size, p.vocab_size), s.seed);
     auto encoded = std::make_shared<tasks::EncodedPairs>(tasks::encode_pairs(d.corpus.train, d.tok, s.config.num_steps));
     d.batch_tokens = pick(a.batch_tokens, p.batch_tokens);
     const std::string batching = a.batching.empty() ? "buckets" : a.batching;
@@ -693,6 +734,7 @@ int train_translate_corpus(const TrainArgs& a, TrainSetup& s) {
     const tasks::TrainResult r = tasks::train(*model, gen, tasks::BucketBatcher::source(d.batcher), s.options,
                                               corpus_checkpoint_info(config, d.tok));
     if (r.interrupted) return interrupted_exit(r);
+    if (!dist::is_root()) return 0;  // rank 0 evaluates and reports
     const double train_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::string summary = corpus_report(*model, d, s, r, train_wall);
     summary += pictures_report(*model, d.tok, "I'm home.", {.max_len = config.num_steps, .decode = {}}, r, s);
@@ -705,7 +747,7 @@ int train_translate_corpus(const TrainArgs& a, TrainSetup& s) {
 // also resumes), report
 
 int run_train(const TrainArgs& a) {
-    TrainSetup s = parse_train_args(a);
+    TrainSetup s = on_every_rank([&] { return parse_train_args(a); });  // a refusal ends every rank together
     if (a.task == "copy") return train_copy(a, s);
     return s.preset.corpus ? train_translate_corpus(a, s) : train_translate_d2l(a, s);
 }

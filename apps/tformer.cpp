@@ -9,6 +9,7 @@
 #include "apps/commands.hpp"
 #include "core/error.hpp"
 #include "tasks/bench.hpp"
+#include "tasks/distributed.hpp"
 #include "tasks/fra_eng.hpp"
 
 #include <CLI/CLI.hpp>
@@ -88,7 +89,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
     cmd.add_option("--clip", a.clip, "gradient-norm clipping threshold (0: off)")->check(non_negative_finite);
     cmd.add_option("--label-smoothing", a.label_smoothing, "label smoothing epsilon")->check(probability);
     cmd.add_option("--seed", a.seed, "seed of every random choice (weights, dropout, data)")->check(non_negative);
-    cmd.add_option("--threads", a.threads, "threads for kernels and BLAS (default: all cores; 1 for the small d2l and copy presets)")
+    cmd.add_option("--threads", a.threads, "threads for kernels and BLAS (default: all cores, shared among the ranks on a machine under mpirun; 1 for the small d2l and copy presets)")
         ->check(int_range(1, 1'000'000));
     cmd.add_option("--checkpoint-every", a.checkpoint_every, "also save a checkpoint every N steps")->check(non_negative);
     cmd.add_flag("--resume", a.resume, "continue from <out>/checkpoint.safetensors exactly where it stopped");
@@ -130,6 +131,10 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
 }  // namespace
 
 int main(int argc, char** argv) {
+    // Started by mpirun: one rank of a data-parallel job (docs/distributed.md),
+    // and only rank 0 prints. Started alone: nothing changes.
+    tformer::tasks::dist::Session mpi(argc, argv);
+    tformer::tasks::dist::quiet_other_ranks();
     // Training allocates and frees the same large buffers every step (the
     // logits of a batch over a vocabulary of thousands are tens of MB).
     // glibc serves such blocks with mmap and unmaps them on free, so every
@@ -212,12 +217,8 @@ int main(int argc, char** argv) {
             return tformer::tasks::run_model_bench(bo);
         }
         if (*tutorial) return run_tutorial(which, step, out, plot_format);
-    } catch (const tformer::Error& e) {
-        fmt::print(stderr, "tformer: error: {}\n", e.what());
-        return 1;
-    } catch (const std::exception& e) {
-        fmt::print(stderr, "tformer: error: {}\n", e.what());
-        return 1;
+    } catch (const std::exception& e) {  // tformer::Error and the rest: "tformer: error: ..." (with ranks: see report_error)
+        return tformer::tasks::dist::report_error(e.what());
     }
     return 0;
 }

@@ -16,6 +16,7 @@ packages=(
   libsentencepiece-dev               # the subword tokenizer of the translation task
   libutf8proc-dev                    # UTF-8 validation and Python's str.lower() (core/utf8.cpp)
   clang-format-14                    # the code's layout, .clang-format (scripts/format.sh --check)
+  libopenmpi-dev openmpi-bin         # data-parallel training over MPI (mpirun -np N tformer train ...)
 )
 
 missing=()

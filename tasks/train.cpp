@@ -6,6 +6,7 @@
 #include "optim/adam.hpp"
 #include "optim/clip.hpp"
 #include "optim/schedule.hpp"
+#include "tasks/distributed.hpp"
 #include "tasks/plot.hpp"
 
 #include <fmt/format.h>
@@ -88,6 +89,16 @@ BatchSource copy_source(int64_t batch_size, int64_t length, int64_t vocab, int64
     return source;
 }
 
+Batch shard_batch(const Batch& global, int rank, int size) {
+    const dist::RowRange rows = dist::shard_rows(global.label.size(0), rank, size);
+    auto cut = [&](const Tensor& t) { return t.slice(0, rows.begin, rows.end).contiguous(); };
+    return {.enc_X = cut(global.enc_X),
+            .enc_valid = cut(global.enc_valid),
+            .dec_in = cut(global.dec_in),
+            .label = cut(global.label),
+            .label_valid = cut(global.label_valid)};
+}
+
 // ---- progress ---------------------------------------------------------------------------------
 
 namespace {
@@ -154,7 +165,7 @@ struct Plan {
 Plan plan_run(const TrainOptions& o, const BatchSource& source) {
     if (o.epochs <= 0) fail<ValueError>("train: epochs must be positive, got {}", o.epochs);
     if (source.batches_per_epoch <= 0) fail<ValueError>("train: an epoch has no batches");
-    if (!o.out_dir.empty()) fs::create_directories(o.out_dir);
+    if (!o.out_dir.empty() && dist::is_root()) fs::create_directories(o.out_dir);  // rank 0 alone writes
     Plan plan;
     plan.checkpoint = o.out_dir.empty() ? "" : (fs::path(o.out_dir) / "checkpoint.safetensors").string();
     if (o.fused_loss && !o.token_mean) fail<ValueError>("train: fused_loss computes the token mean; set token_mean too");
@@ -318,6 +329,7 @@ struct StepLoss {
     Variable objective;   ///< a scalar: d2l's Σ_b l_b, or the mean over the batch's real tokens
     double loss_sum = 0;  ///< Σ of the token losses (d2l's l.sum() · ... as the Accumulator adds it)
     double tokens = 0;    ///< the batch's real (unpadded) target tokens
+    bool stop = false;    ///< data-parallel: a rank was told to stop (Ctrl-C, SIGTERM); every rank stops after this step
 };
 
 // One training run: the model with its optimizer and schedule, where the run
@@ -332,6 +344,11 @@ public:
           watch_(info_.config.tgt_vocab_size),
           anomaly_hint_(o.detect_anomaly ? "" : " (--detect-anomaly names the op that produced it)") {}
 
+    // Data-parallel training (tasks/distributed.hpp): this process is rank
+    // `rank` of `ranks`; it trains its rows of each global batch, and rank
+    // 0 alone prints and writes.
+    bool root() const { return rank_ == 0; }
+
     int64_t step() const { return step_; }
     bool done() const { return step_ >= plan_.total_steps; }
     double lr() const { return optimizer_.lr(); }
@@ -339,18 +356,43 @@ public:
     const ModelConfig& config() const { return info_.config; }
     const std::vector<Variable>& parameters() const { return optimizer_.parameters(); }
 
-    // where the checkpoint stopped: weights, Adam's state, the generator, the losses
+    // where the checkpoint stopped: weights, Adam's state, the generator, the
+    // losses (with ranks, rank 0 reads it, join_ranks() hands it on)
     void resume() {
-        const std::string& ckpt = plan_.checkpoint;
-        if (ckpt.empty() || !fs::exists(ckpt)) fail<IOError>("train: --resume needs a checkpoint at '{}'", ckpt);
-        const CheckpointInfo saved = load_checkpoint(ckpt, model_, &optimizer_);
-        step_ = saved.step;
-        gen_.set_state(saved.rng);
-        losses_.epoch_loss = saved.losses.epochs;
-        losses_.epoch_loss_sum = saved.losses.epoch_loss_sum;
-        losses_.epoch_tokens = saved.losses.epoch_tokens;
-        if (!o_.quiet)
-            fmt::print(stderr, "resuming from {} at step {} (epoch {})\n", ckpt, step_, step_ / plan_.batches_per_epoch + 1);
+        dist::together([&] {  // a checkpoint rank 0 cannot read stops every rank
+            if (!root()) return;
+            const std::string& ckpt = plan_.checkpoint;
+            if (ckpt.empty() || !fs::exists(ckpt)) fail<IOError>("train: --resume needs a checkpoint at '{}'", ckpt);
+            const CheckpointInfo saved = load_checkpoint(ckpt, model_, &optimizer_);
+            step_ = saved.step;
+            gen_.set_state(saved.rng);
+            losses_.epoch_loss = saved.losses.epochs;
+            losses_.epoch_loss_sum = saved.losses.epoch_loss_sum;
+            losses_.epoch_tokens = saved.losses.epoch_tokens;
+            if (!o_.quiet)
+                fmt::print(stderr, "resuming from {} at step {} (epoch {})\n", plan_.checkpoint, step_,
+                           step_ / plan_.batches_per_epoch + 1);
+        });
+    }
+
+    // With several ranks: every rank takes rank 0's step, weights and (on a
+    // resume) Adam's state, checks that it has the same data and settings,
+    // and gets the gradient all-reduce.
+    void join_ranks(const BatchSource& source) {
+        if (ranks_ == 1) return;
+        uint64_t where[1] = {static_cast<uint64_t>(step_)};
+        dist::broadcast(where);
+        step_ = static_cast<int64_t>(where[0]);
+        dist::broadcast_parameters(optimizer_.parameters());
+        if (o_.resume) dist::broadcast_optimizer(optimizer_);
+        const Batch first = source.get(step_ / plan_.batches_per_epoch, step_ % plan_.batches_per_epoch);
+        const int64_t settings[3] = {plan_.batches_per_epoch, plan_.total_steps, o_.token_mean};
+        const uint64_t h = dist::fingerprint(first.enc_X, dist::fingerprint(first.label));
+        dist::check_same(dist::fingerprint(settings, sizeof settings, h), "the training data and settings");
+        reducer_.emplace(optimizer_.parameters(), dist::ReducerOptions::from_environment());
+        if (root())  // not progress: said even with --quiet, as the model's size is
+            fmt::print(stderr, "data-parallel: {} ranks ({} on this machine), {} gradient buckets; {}\n", ranks_,
+                       dist::local_size(), reducer_->num_buckets(), dist::library_version());
     }
 
     // the batch of the next update, and the update's learning rate
@@ -362,18 +404,57 @@ public:
     }
 
     // forward and the loss; a loss that is not a number ends the run
-    StepLoss forward(const Batch& batch) {
+    StepLoss forward(const Batch& global) {
         StepLoss s;
-        s.tokens = core::sum(batch.label_valid.to(core::DType::float64)).item();
-        s.objective = anomaly_context([&] { return objective(batch, s.tokens); });
-        s.loss_sum = o_.token_mean ? s.objective.item() * s.tokens : s.objective.item();
-        if (!std::isfinite(s.loss_sum)) diverged(fmt::format("the loss is {}", s.loss_sum));
+        s.tokens = core::sum(global.label_valid.to(core::DType::float64)).item();  // every rank divides by the global count
+        const Batch batch = ranks_ == 1 ? global : rows_of_this_rank(global);
+        if (batch.label.size(0) > 0) {  // a batch of fewer rows than ranks leaves some ranks none
+            s.objective = anomaly_context([&] { return objective(batch, s.tokens); });
+            s.loss_sum = o_.token_mean ? s.objective.item() * s.tokens : s.objective.item();
+        }
+        if (ranks_ > 1) agree_on_loss(s);
+        if (!std::isfinite(s.loss_sum)) diverged(fmt::format("the loss is {}", s.loss_sum), ranks_ > 1);
         return s;
+    }
+
+    // Data-parallel: this rank's rows of the global batch. Its loss is still
+    // divided by the global batch's tokens, so the ranks' losses (and
+    // gradients) add up to the global batch's. Each rank draws its own
+    // dropout masks, the same whatever ran before (an exact resume with any
+    // number of ranks).
+    Batch rows_of_this_rank(const Batch& global) {
+        gen_.manual_seed(core::mix_seed(o_.seed, 0xd1570000ULL + static_cast<uint64_t>(rank_), static_cast<uint64_t>(step_)));
+        return shard_batch(global, rank_, ranks_);
+    }
+
+    // Data-parallel: the global batch's loss, and whether any rank was told
+    // to stop (Ctrl-C, SIGTERM), so that every rank decides the same.
+    void agree_on_loss(StepLoss& s) const {
+        double shared[2] = {s.loss_sum, g_stop_signal != 0 ? 1.0 : 0.0};
+        dist::all_reduce_sum(shared);
+        s.loss_sum = shared[0];
+        s.stop = shared[1] > 0;
     }
 
     // d2l's l.sum().backward(): the gradients of every parameter
     void backward(const StepLoss& s) {
-        anomaly_context([&] { s.objective.backward(); });
+        if (s.objective.defined()) anomaly_context([&] { s.objective.backward(); });
+    }
+
+    // data-parallel: every rank's gradients become their sum over the ranks, the global batch's gradient
+    void reduce_gradients(Profiling& profiling) {
+        if (reducer_) profiling.phase("[all-reduce]", [&] { reducer_->finish(); });
+    }
+
+    // what the all-reduce cost, said by rank 0 at the end of a data-parallel run
+    void report_reduce() const {
+        if (!reducer_ || !root() || reducer_->stats().steps == 0) return;
+        const dist::ReducerStats& r = reducer_->stats();
+        const auto per_step = [&](double x) { return x / static_cast<double>(r.steps); };
+        fmt::print(stderr, "data-parallel: the gradient all-reduce ({:.1f} MB in {} buckets, {:.1f} started during "
+                   "backward) cost {:.1f} ms per step after backward and {:.1f} ms in backward's hooks\n",
+                   static_cast<double>(r.bytes) / 1e6, r.buckets, per_step(static_cast<double>(r.early_buckets)),
+                   1e3 * per_step(r.finish_seconds), 1e3 * per_step(r.hook_seconds));
     }
 
     // the gradient norm checked every step (clipped only with clip > 0), Adam's update, the gradients zeroed
@@ -382,8 +463,8 @@ public:
             try {
                 optim::clip_grad_norm(named_, o_.clip > 0 ? o_.clip : std::numeric_limits<double>::infinity(),
                                       {.error_if_nonfinite = true});
-            } catch (const ValueError& e) {
-                diverged(fmt::format("the gradient is not finite ({})", e.what()));
+            } catch (const ValueError& e) {  // with ranks: the same reduced gradient, the same verdict everywhere
+                diverged(fmt::format("the gradient is not finite ({})", e.what()), ranks_ > 1);
             }
             optimizer_.step();
             optimizer_.zero_grad();
@@ -394,7 +475,7 @@ public:
     bool record(const StepLoss& s) {
         const double loss = s.loss_sum / s.tokens;
         losses_.step_loss.push_back(loss);
-        watch_.check(loss, step_ + 1);
+        if (root()) watch_.check(loss, step_ + 1);
         losses_.epoch_loss_sum += s.loss_sum;
         losses_.epoch_tokens += s.tokens;
         losses_.tokens_done += s.tokens;
@@ -411,6 +492,11 @@ public:
     void save() {
         const std::string& path = plan_.checkpoint;
         if (path.empty()) return;
+        if (ranks_ > 1) {  // every rank's weights must be rank 0's, bit for bit
+            uint64_t h = 0;
+            for (const Variable& p : optimizer_.parameters()) h = dist::fingerprint(p.value(), h);
+            dist::check_same(h, fmt::format("the model's weights at step {}", step_));
+        }
         // never write (or write over a good checkpoint with) weights that are not numbers
         for (const auto& [name, p] : model_.named_parameters()) {
             const Tensor v = p.value().contiguous();
@@ -424,6 +510,7 @@ public:
             if (!finite)
                 fail<ValueError>("train: parameter {} holds NaN or Inf at step {}; not saving it over {}", name, step_, path);
         }
+        if (!root()) return;  // the same check on every rank, one writer
         info_.step = step_;
         info_.epoch = step_ / plan_.batches_per_epoch;
         info_.rng = gen_.state();
@@ -464,7 +551,9 @@ private:
         }
     }
 
-    [[noreturn]] void diverged(const std::string& what) const {
+    // `agreed`: every rank saw the same figure (a reduced loss or gradient) and stops here too
+    [[noreturn]] void diverged(const std::string& what, bool agreed = false) const {
+        if (agreed) dist::note_shared_failure();
         fail<ValueError>("train: {} at step {} (epoch {}, learning rate {:.3g}): training diverged{}. "
                          "Nothing was saved at this step{}; try a lower --lr",
                          what, step_ + 1, step_ / plan_.batches_per_epoch + 1, optimizer_.lr(), anomaly_hint_,
@@ -483,6 +572,8 @@ private:
     std::string anomaly_hint_;
     int64_t step_ = 0;  ///< updates done
     LossTally losses_;
+    int rank_ = dist::rank(), ranks_ = dist::size();
+    std::optional<dist::GradientReducer> reducer_;  ///< with several ranks
 };
 
 // What train() reports back.
@@ -524,15 +615,18 @@ void write_loss_files(const std::string& out_dir, const LossTally& losses, int64
 
 TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSource& source,
                   const TrainOptions& o, CheckpointInfo info) {
-    const Plan plan = plan_run(o, source);
-    Run run(model, gen, o, std::move(info), plan);
+    Plan plan;
+    std::optional<Run> setup;  // on every rank: a refusal (an option out of range) stops every rank together
+    dist::together([&] { plan = plan_run(o, source); setup.emplace(model, gen, o, std::move(info), plan); });
+    Run& run = *setup;
     if (o.resume) run.resume();
+    run.join_ranks(source);  // data-parallel: rank 0's weights and step everywhere
     // Ctrl-C (SIGINT) and SIGTERM end the run after the current step, with a
     // checkpoint to --resume from, instead of losing it (the handlers are
     // ours only while this loop runs)
     SignalScope signals;
     const int64_t first_step = run.step();
-    ProgressLine progress(o.quiet, plan, first_step);
+    ProgressLine progress(o.quiet || !run.root(), plan, first_step);
     model.train();
     Averaging averaging(o.average, plan.total_steps);
     std::optional<autograd::AnomalyGuard> anomaly;
@@ -544,7 +638,7 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
         const Batch batch = run.next_batch(source, profiling);  // and the step's learning rate
         const StepLoss loss = run.forward(batch);               // the model and d2l's masked loss
         run.backward(loss);
-        // (data-parallel training averages the gradients across processes here)
+        run.reduce_gradients(profiling);                        // data-parallel: the sum over the ranks
         run.clip_and_update(profiling);                         // clip the gradient norm, Adam, zero the gradients
         const bool epoch_end = run.record(loss);
         averaging.after_step(run.step(), run.parameters());
@@ -552,20 +646,23 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
         const bool stop = o.stop_after_steps > 0 && run.step() >= o.stop_after_steps;
         progress.show(run.step(), epoch_end, run.done() || stop, run.losses(), run.lr());
         if (stop) break;
-        if (g_stop_signal != 0) {  // Ctrl-C or a kill: this step is done, keep it
-            interrupted = g_stop_signal;
+        // Ctrl-C or a kill: this step is done, keep it (ranks stop after the step at which they learnt of it)
+        const int stop_signal = dist::size() == 1 ? g_stop_signal : !loss.stop ? 0 : g_stop_signal != 0 ? g_stop_signal : SIGTERM;
+        if (stop_signal != 0) {
+            interrupted = stop_signal;
             break;
         }
     }
     const double seconds = progress.elapsed();
-    if (interrupted != 0 && !o.quiet)
+    run.report_reduce();
+    if (interrupted != 0 && !o.quiet && run.root())
         fmt::print(stderr, "\n{} at step {} of {}: saving a checkpoint to continue from (add --resume to the same command)\n",
                    interrupted == SIGINT ? "interrupted" : "terminated", run.step(), plan.total_steps);
-    profiling.report(run.step() - first_step, o.out_dir);
+    if (run.root()) profiling.report(run.step() - first_step, o.out_dir);
     const int64_t averaged = run.done() ? averaging.apply(run.parameters()) : 0;
     const TrainResult result = train_result(run.losses(), seconds, run.step(), averaged, interrupted, plan);
     run.save();
-    if (!o.out_dir.empty())
+    if (!o.out_dir.empty() && run.root())
         write_loss_files(o.out_dir, run.losses(), first_step, plan.batches_per_epoch, run.config().task + ": training loss",
                          o.token_mean ? "cross-entropy per token" : "loss (d2l: sum of losses / tokens)",
                          o.plot_format);

@@ -37,6 +37,12 @@ Batch copy_batch(int64_t batch, int64_t length, int64_t vocab, core::Generator& 
 /// decoder input [<bos>, Y[:, :-1]].
 Batch translation_batch(const NmtSplit& split, const std::vector<int64_t>& rows, int64_t bos);
 
+/// Data-parallel training (tasks/distributed.hpp): the rows of a global
+/// batch that `rank` of `size` trains on (dist::shard_rows: contiguous, in
+/// rank order), padding kept as the global batch has it. The same cut for
+/// every batch source: length buckets, d2l's fixed batches, the copy task.
+Batch shard_batch(const Batch& global, int rank, int size);
+
 struct TrainOptions {
     int64_t epochs = 10;
     int64_t total_steps = 0;        ///< > 0: train this many steps (the schedule's length) instead of epochs × batches
