@@ -757,7 +757,8 @@ int run_eval(const EvalArgs& a) {
 
 // ---- tutorial ---------------------------------------------------------------------------------------
 
-int run_tutorial(const std::string& which, bool step, const std::string& out) {
+int run_tutorial(const TutorialArgs& a) {
+    const std::string& which = a.which;
     const fs::path dir = TFORMER_TUTORIAL_DIR;
     std::vector<std::string> names;
     if (fs::exists(dir))
@@ -768,7 +769,7 @@ int run_tutorial(const std::string& which, bool step, const std::string& out) {
         }
     std::sort(names.begin(), names.end());
     if (which.empty()) {
-        fmt::print("tutorials (run one with: tformer tutorial N [--step]); see tutorials/README.md\n");
+        fmt::print("tutorials (run one with: tformer tutorial N [--step] [--exercise]); see tutorials/README.md\n");
         for (const auto& n : names) fmt::print("  {}\n", n);
         if (names.empty()) fmt::print("  (none built yet: build the tutorials target)\n");
         return 0;
@@ -779,8 +780,10 @@ int run_tutorial(const std::string& which, bool step, const std::string& out) {
         // Started directly, with its arguments as they are: no shell reads them,
         // so a directory called "x'; rm -rf ~; '" is just a directory name.
         std::vector<std::string> args = {(dir / ("tutorial_" + n)).string()};
-        if (step) args.push_back("--step");
-        if (!out.empty()) args.insert(args.end(), {"--out", out});
+        if (a.step) args.push_back("--step");
+        if (a.exercise) args.push_back("--exercise");
+        if (a.literal) args.push_back("--literal");
+        if (!a.out.empty()) args.insert(args.end(), {"--out", a.out});
         std::vector<char*> argv;
         for (auto& arg : args) argv.push_back(arg.data());
         argv.push_back(nullptr);

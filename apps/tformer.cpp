@@ -5,7 +5,7 @@
 //   tformer translate --checkpoint runs/translate/checkpoint.safetensors "i'm home ."
 //   tformer eval --checkpoint runs/translate/checkpoint.safetensors
 //   tformer bench [--preset d2l|copy|small|base] [--threads N] [--repeats N]
-//   tformer tutorial [N] [--step]
+//   tformer tutorial [N] [--step] [--exercise] [--literal]
 #include "apps/commands.hpp"
 #include "core/error.hpp"
 #include "tasks/bench.hpp"
@@ -181,12 +181,13 @@ int main(int argc, char** argv) {
         ->check(int_range(1, 100000));
     bench->add_flag("--profile", bench_profile, "also print where a training step's time goes, op by op (stderr)");
 
-    std::string which, out;
-    bool step = false;
+    TutorialArgs tut;
     CLI::App* tutorial = app.add_subcommand("tutorial", "list the tutorials, or run one");
-    tutorial->add_option("number", which, "tutorial number or name, e.g. 5 or 05_attention_scoring");
-    tutorial->add_flag("--step", step, "pause after each step until Enter");
-    tutorial->add_option("--out", out, "directory for the tutorial's pictures");
+    tutorial->add_option("number", tut.which, "tutorial number or name, e.g. 5 or 05_attention_scoring");
+    tutorial->add_flag("--step", tut.step, "pause after each step until Enter");
+    tutorial->add_option("--out", tut.out, "directory for the tutorial's pictures");
+    tutorial->add_flag("--exercise", tut.exercise, "run the tutorial's exercise (edit its exercise.cpp to solve it)");
+    tutorial->add_flag("--literal", tut.literal, "run the document's recipe exactly as written (tutorials 12 and 13)");
 
     CLI11_PARSE(app, argc, argv);
     try {
@@ -195,7 +196,7 @@ int main(int argc, char** argv) {
         if (*translate) return run_translate(tr);
         if (*eval) return run_eval(ev);
         if (*bench) return tformer::tasks::run_model_bench(bench_preset, bench_threads, bench_repeats, bench_profile);
-        if (*tutorial) return run_tutorial(which, step, out);
+        if (*tutorial) return run_tutorial(tut);
     } catch (const tformer::Error& e) {
         fmt::print(stderr, "tformer: error: {}\n", e.what());
         return 1;
