@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
         t.check(c::max(c::abs(c::sub(pool(1000.0), c::full({5}, 0.2, c::DType::float64)))).item() < 0.001,
                 "τ → ∞: 1/5 each, the query ignored: average pooling (step 3)");
         note("The engine of seed 003 is the limit τ → 0; the rest of this tutorial uses scores that depend on "
-             "distance (x - x_i)², and the same softmax.");
+             "distance (x - x_i)², and the same softmax. (The seed's next heading, 注意力汇聚：查询和键的相互租用, "
+             "has a typo: 租用 'rent' for 作用, 'interact'.)");
     });
 
     t.step("2. The data: 50 noisy samples of f(x) = 2 sin(x) + x^0.8", [&] {

@@ -219,7 +219,9 @@ int main(int argc, char** argv) {
         t.check(attention.attention_weights.shape() == c::Shape{5, 10, 10},
                 "weights shape (5, 10, 10), the seed's torch.Size([5, 10, 10]): one 10 × 10 matrix per batch element");
         note("Seed 002 divides by 8 = √64 here; its 2.1 says 'the scores are divided by 8' in general, which holds "
-             "only for d_k = 64.");
+             "only for d_k = 64. And its 2.2 remarks that 'the size of the embedding vector is basically the length "
+             "of the longest sentence in the training set': it is not; that length is the sequence dimension (10 "
+             "here), the embedding size is d_model (512 in the paper), which this example's 64 per head divides.");
 
         note("\nAgainst PyTorch: tests/fixtures/attention_masks.safetensors holds seed 002's ScaleDotProductAttention "
              "run by torch on (5, 10, 4) tensors, with the gradients of sum(output · u):");

@@ -185,13 +185,14 @@ int main(int argc, char** argv) {
              "hidden units. nn.Dropout is inverted dropout (tutorial 09, step 5): in training each hidden unit "
              "is zeroed with probability p and the survivors are multiplied by 1/(1 - p), so the expected "
              "value is unchanged; in eval mode it does nothing. Built from library pieces around d2l's FFN:");
-        nn::PositionWiseFFN ffn({.ffn_num_input = 8, .ffn_num_hiddens = 64, .ffn_num_outputs = 8}, gen);
-        nn::Dropout dropout({.p = 0.1}, gen);
+        c::Generator g(1002);  // a generator of its own: the later steps' numbers stay as they were
+        nn::PositionWiseFFN ffn({.ffn_num_input = 8, .ffn_num_hiddens = 64, .ffn_num_outputs = 8}, g);
+        nn::Dropout dropout({.p = 0.1}, g);
         auto seed002_ffn = [&](const Variable& x, bool training) {
             training ? dropout.train() : dropout.eval();
             return (*ffn.dense2)(dropout((*ffn.relu)((*ffn.dense1)(x))));
         };
-        const Variable X(c::randn({4, 2500, 8}, gen));  // 10,000 positions
+        const Variable X(c::randn({4, 2500, 8}, g));  // 10,000 positions
         const c::Tensor hidden = (*ffn.relu)((*ffn.dense1)(X)).value();
         dropout.train();
         const c::Tensor dropped = dropout(Variable(hidden)).value();
@@ -282,7 +283,8 @@ int main(int argc, char** argv) {
         const nn::TransformerOptions o{.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .norm_shape = 8,
                                        .ffn_num_input = 8, .ffn_num_hiddens = 16, .num_heads = 2, .num_layers = 1,
                                        .dropout = 0.0};
-        nn::EncoderBlock blk(o, gen);
+        c::Generator g(1003);
+        nn::EncoderBlock blk(o, g);
         blk.load_state_dict(ref.params(""));
         const Variable X(ref["input.X"], true);
         const Variable out = blk.forward(X, ref["input.valid_lens"]);

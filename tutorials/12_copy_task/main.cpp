@@ -347,6 +347,11 @@ int main(int argc, char** argv) {
         t.check_allclose(c::tensor(losses, {10}, DType::float64), theirs, 1e-5, "the ten losses match PyTorch's");
         t.check_allclose(model.params.at("proj.weight").value(), ref["train.final.proj.weight"], 1e-4,
                          "and after ten Adam steps the output layer's weights still match");
+        c::Generator gz(1212);  // not `gen`: that one initialises step 2's model
+        const c::Tensor z = c::randn({3, kVocab}, gz);
+        t.check_close(c::log_softmax(c::log_softmax(z)), c::log_softmax(z), 1e-6,
+                      "the document's loss applies log_softmax twice (generator, then CrossEntropyLoss): harmless, "
+                      "log_softmax(log_softmax(z)) = log_softmax(z) since the log-probabilities already sum to 1");
     });
 
     t.step("1. The data: seed 004's data_gen and Batch", [&] {

@@ -145,7 +145,9 @@ int main(int argc, char** argv) {
     c::Generator gen(16);
 
     t.step("1. Three ways to encode a sequence (回顾序列编码问题)", [&] {
-        note("Seed 001 reviews how a layer turns the inputs x_1 .. x_n into outputs y_1 .. y_n:\n"
+        note("Seed 001's preface (前言) sets out to 'sort out the material and run the code, so the principles are "
+             "understood': this tutorial does that for its comparison of the three feature extractors. Seed 001 "
+             "reviews how a layer turns the inputs x_1 .. x_n into outputs y_1 .. y_n:\n"
              "    RNN        y_t = f(y_t-1, x_t)           the previous output and the current input\n"
              "    CNN        y_t = f(x_t-1, x_t, x_t+1)    a window of neighbours (kernel size 3)\n"
              "    Attention  y_t = f(x_t, A, B)            x_t against a whole sequence; A = B = X is self-attention\n"
