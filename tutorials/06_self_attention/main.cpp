@@ -248,8 +248,7 @@ int main(int argc, char** argv) {
         const c::Tensor self_w = c::softmax(c::div(c::matmul(Qs, Ks.transpose(0, 1)), std::sqrt(double(kKey))));
         const c::Tensor cross_w =
             c::softmax(c::div(c::matmul(c::matmul(target, W_Q), Ks.transpose(0, 1)), std::sqrt(double(kKey))));
-        note("    self-attention weights  {}: every source word against every source word
-"
+        note("    self-attention weights  {}: every source word against every source word\n"
              "    cross-attention weights {}: every target word against every source word",
              c::shape_str(self_w.shape()), c::shape_str(cross_w.shape()));
         t.check(self_w.shape() == c::Shape{4, 4} && cross_w.shape() == c::Shape{3, 4},

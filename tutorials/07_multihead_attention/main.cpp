@@ -88,6 +88,12 @@ c::Tensor heads_one_by_one(const nn::MultiHeadAttention& mha, const c::Tensor& q
     return c::stack(batch_out, 0);  // (B, T, D)
 }
 
+// Writes one entry of a parameter (a Tensor handle shares its storage).
+void set_entry(const Variable& v, const c::Dims& index, double value) {
+    c::Tensor t = v.value();
+    t.set(index, value);
+}
+
 c::Tensor zeros_like(const c::Tensor& x) { return c::zeros(x.shape(), x.dtype()); }
 
 // Seed 002's (w_q, w_k, w_v, fc) or seed 004's (linears.0 .. linears.3) weights
@@ -422,10 +428,10 @@ int main(int argc, char** argv) {
         two.to(DType::float64);
         for (const auto& [name, p] : two.named_parameters()) c::fill_(p.value(), 0.0);
         const double s = 4.0;                          // how sharp: scores of s·√3 against 0
-        two.W_q->weight.value().set({0, 2}, s);        // head 1 (rows 0-2): a pronoun asks ...
-        two.W_k->weight.value().set({0, 1}, s);        //   ... for animate words
-        two.W_q->weight.value().set({3, 2}, s);        // head 2 (rows 3-5): a pronoun asks ...
-        two.W_k->weight.value().set({3, 3}, s);        //   ... for adjectives
+        set_entry(two.W_q->weight, {0, 2}, s);        // head 1 (rows 0-2): a pronoun asks ...
+        set_entry(two.W_k->weight, {0, 1}, s);        //   ... for animate words
+        set_entry(two.W_q->weight, {3, 2}, s);        // head 2 (rows 3-5): a pronoun asks ...
+        set_entry(two.W_k->weight, {3, 3}, s);        //   ... for adjectives
         c::copy_(two.W_v->weight.value(), c::eye(6, DType::float64));
         c::copy_(two.W_o->weight.value(), c::eye(6, DType::float64));
         two(Variable(Xs), Variable(Xs), Variable(Xs));
@@ -441,9 +447,9 @@ int main(int argc, char** argv) {
         nn::MultiHeadAttention one({.key_size = 6, .query_size = 6, .value_size = 6, .num_hiddens = 6, .num_heads = 1});
         one.to(DType::float64);
         for (const auto& [name, p] : one.named_parameters()) c::fill_(p.value(), 0.0);
-        one.W_q->weight.value().set({0, 2}, s);        // one head must look for both at once
-        one.W_k->weight.value().set({0, 1}, s);
-        one.W_k->weight.value().set({0, 3}, s);
+        set_entry(one.W_q->weight, {0, 2}, s);        // one head must look for both at once
+        set_entry(one.W_k->weight, {0, 1}, s);
+        set_entry(one.W_k->weight, {0, 3}, s);
         c::copy_(one.W_v->weight.value(), c::eye(6, DType::float64));
         c::copy_(one.W_o->weight.value(), c::eye(6, DType::float64));
         one(Variable(Xs), Variable(Xs), Variable(Xs));

@@ -22,7 +22,8 @@ c::Tensor make_std_mask(const c::Tensor& tgt, int64_t pad) {
 
 c::Tensor causal_padded_lens(const c::Tensor& valid_lens, int64_t T) {
     // TODO: row t of sequence b keeps min(t + 1, valid_lens[b]) keys
-    // (c::minimum of a (1, T) row 1..T and a (B, 1) column of the lengths broadcasts to (B, T)).
+    // (c::minimum of a (1, T) row 1..T and a (B, 1) column of the lengths broadcasts to (B, T);
+    // c::minimum works on float tensors: .to(c::DType::float64) first, .to(c::DType::int64) after).
     // This placeholder is d2l's dec_valid_lens, which forgets the padding.
     return tformer::nn::causal_valid_lens(valid_lens.size(0), T);
 }

@@ -27,6 +27,7 @@
 #include <vector>
 
 using namespace tformer;
+namespace c = tformer::core;
 using tutorial::note;
 
 namespace {

@@ -47,9 +47,9 @@ struct Info {
     std::string title;    ///< e.g. "01 · Tensors, shapes and strides"
     std::string follows;  ///< the document sections it follows, e.g. "seed 000 基于位置的前馈网络"
     /// What the exercise asks, one sentence ("" when the tutorial has none).
-    std::string exercise;
+    std::string exercise{};
     /// What --literal runs ("" when the tutorial has no literal mode: --literal is then refused).
-    std::string literal;
+    std::string literal{};
 };
 
 /// The name of a tformer error class ("ShapeError", ...) or "exception".
