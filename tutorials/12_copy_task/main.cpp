@@ -324,7 +324,7 @@ int main(int argc, char** argv) {
              "below follows the code: encoders on the source, decoders on the target and the memory.");
         const tutorial::Reference ref("seed004_copy");
         nn::StateDict init;
-        for (const auto& [name, value] : ref.params("init")) init[name] = value;
+        for (const auto& [name, value] : ref.with_prefix("init")) init[name] = value;
         Seed004Transform model(init);
         t.check(init.size() == 38 && model.params.size() == 88,
                 "the deepcopies: 38 stored weights (encoders.0, decoders.0 with one attention) become the model's 88");

@@ -738,8 +738,9 @@ int main(int argc, char** argv) {
                 walk.produced.begin(), walk.produced.begin() + std::min<size_t>(3, walk.produced.size())));
             t.check(std::find(walk.references.begin(), walk.references.end(), start3) != walk.references.end(),
                     fmt::format("the translation starts with the seed's 'je suis arrivé' (or arrivée): '{}'", start3));
-            note("The seed's sentence stops after 'the', so the model goes on with what followed 'I arrived at the' "
-                 "in training ('... à la gare .'); seed 003 shows only the first three words.");
+            note("Seed 003 shows only these three words. Its sentence stops after 'the', a sentence the model never "
+                 "saw in training, so after them the model has no good continuation and may wander (as printed "
+                 "above) until it runs out of steps.");
         } else if (m.trained_here) {
             t.check(std::find(walk.references.begin(), walk.references.end(), translation) != walk.references.end(),
                     "the trained model translates 'I left.' as the corpus does (parti or partie)");
@@ -996,6 +997,9 @@ int main(int argc, char** argv) {
             self_grid.push_back(self_row);
             cross_grid.push_back(cross_row);
         }
+        // the tokens fed at the `steps` steps (a translation that ran out of steps without <eos>
+        // has fed one more token than it has rows)
+        const std::vector<std::string> fed(walk.fed.begin(), walk.fed.begin() + steps);
         const auto enc_png = t.out_path("encoder_self_attention.png");
         const auto self_png = t.out_path("decoder_self_attention.png");
         const auto cross_png = t.out_path("decoder_cross_attention.png");
@@ -1006,7 +1010,7 @@ int main(int argc, char** argv) {
         const tasks::HeatmapLayout self_layout = tasks::plot_heatmaps(
             self_png, {.matrices = self_grid, .xlabel = "Keys (tokens fed)", .ylabel = "Queries (token fed)",
                        .titles = head_titles, .title = "decoder self-attention (rows: blocks)",
-                       .x_ticks = walk.fed, .y_ticks = walk.fed});
+                       .x_ticks = fed, .y_ticks = fed});
         const tasks::HeatmapLayout cross_layout = tasks::plot_heatmaps(
             cross_png, {.matrices = cross_grid, .xlabel = "Keys (source tokens)", .ylabel = "Queries (token produced)",
                         .titles = head_titles, .title = "encoder-decoder attention (rows: blocks)",

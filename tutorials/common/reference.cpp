@@ -35,6 +35,14 @@ nn::StateDict Reference::params(const std::string& prefix) const {
     return state;
 }
 
+nn::StateDict Reference::with_prefix(const std::string& prefix) const {
+    const std::string head = prefix + ".";
+    nn::StateDict out;
+    for (const auto& [key, value] : tensors_)
+        if (key.rfind(head, 0) == 0) out[key.substr(head.size())] = value;
+    return out;
+}
+
 std::string Reference::metadata(const std::string& key) const {
     auto it = metadata_.find(key);
     return it == metadata_.end() ? std::string() : it->second;

@@ -33,6 +33,8 @@ public:
     /// Every "<prefix>.param.<name>" as <name>: a module's state dict ("param.<name>"
     /// when the prefix is empty, as in the files of tests/nn/test_fixtures.cpp).
     nn::StateDict params(const std::string& prefix) const;
+    /// Every "<prefix>.<name>" as <name> (for files that group tensors otherwise).
+    nn::StateDict with_prefix(const std::string& prefix) const;
     /// The "__metadata__" entry `key` ("" when absent), e.g. "torch" (its version).
     std::string metadata(const std::string& key) const;
     const std::string& file() const { return file_; }
