@@ -683,7 +683,9 @@ int main(int argc, char** argv) {
                                    .vmin = 0.0,
                                    .vmax = 1.0});
         note("Wrote {}.", png.string());
-        t.check(fs::file_size(png) > 0, "the heatmap was written");
+        t.check(corner.shape() == c::Shape{kHeads, L, L} && static_cast<int64_t>(ticks.size()) == L &&
+                    c::max(c::abs(c::sub(c::sum(corner, {2}), c::ones({kHeads, L})))).item() < 1e-5,
+                fmt::format("the picture's {} panels of {} × {}: every row still sums to 1 over the valid keys alone", kHeads, L, L));
 
         note("Flatten pooling ties each output weight to one position, so the input must have exactly "
              "sequence_length steps:");
