@@ -15,6 +15,8 @@
 //
 // tutorial-literal-test: timeout=120
 // Read it with tutorials/12_copy_task/README.md.
+// A minute alone; more on a busy machine:
+// tutorial-test: timeout=300
 #include "autograd/autograd.hpp"
 #include "common/tutorial.hpp"
 #include "common/reference.hpp"

@@ -22,6 +22,8 @@
 //   --checkpoint FILE   a model written by `tformer train translate` (otherwise a
 //                       small model is trained here, in a few seconds)
 //   --data FILE         fra.txt (otherwise found from the program's folder upwards)
+// A minute alone; more on a busy machine:
+// tutorial-test: timeout=300
 #include "autograd/autograd.hpp"
 #include "common/tutorial.hpp"
 #include "core/core.hpp"

@@ -10,6 +10,8 @@
 // corpus of seed 000, read and tokenised as there (tasks/fra_eng.hpp, tasks/text.hpp).
 // Library: nn::TransformerClassifier (nn/classifier.hpp).
 // Read it with tutorials/14_text_classifier/README.md.
+// A minute alone; more on a busy machine:
+// tutorial-test: timeout=300
 #include "autograd/autograd.hpp"
 #include "common/tutorial.hpp"
 #include "core/core.hpp"

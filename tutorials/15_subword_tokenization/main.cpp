@@ -7,6 +7,8 @@
 // tokens -> input ids, with BERT's WordPiece tokenizer) and seed 000's d2l
 // word vocabulary (d2l.Vocab with min_freq 2, whose unknown words become
 // <unk>). Read it with tutorials/15_subword_tokenization/README.md.
+// A minute alone; more on a busy machine:
+// tutorial-test: timeout=300
 #include "common/tutorial.hpp"
 #include "core/core.hpp"
 #include "exercise.hpp"
