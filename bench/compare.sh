@@ -31,12 +31,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 threads="1 2"
-repeats=0
+repeats=()
 presets=()
 while (($#)); do
   case "$1" in
     --threads) threads="$2"; shift 2 ;;
-    --repeats) repeats="$2"; shift 2 ;;
+    --repeats) repeats=(--repeats "$2"); shift 2 ;;  # default: each preset's own count
     -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     -*) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
     *) presets+=("$1"); shift ;;
@@ -63,10 +63,10 @@ for t in $threads; do
       batches="$(dirname "$OUT")/translate-batches.json"
       tformer_batches=(--save-batches "$batches") torch_batches=(--batches "$batches")
     fi
-    "$TFORMER" bench --preset "$p" --threads "$t" --repeats "$repeats" "${tformer_batches[@]}" >> "$OUT"
-    "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" --repeats "$repeats" "${torch_batches[@]}" >> "$OUT"
+    "$TFORMER" bench --preset "$p" --threads "$t" "${repeats[@]}" "${tformer_batches[@]}" >> "$OUT"
+    "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" "${repeats[@]}" "${torch_batches[@]}" >> "$OUT"
     GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184 OMP_WAIT_POLICY=PASSIVE \
-      "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" --repeats "$repeats" "${torch_batches[@]}" \
+      "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" "${repeats[@]}" "${torch_batches[@]}" \
       --engine pytorch-tuned >> "$OUT"
   done
 done
