@@ -313,9 +313,23 @@ int main(int argc, char** argv) {
         note("    counted in the recorded graphs for n = 6, d = 8: RNN {}, CNN {}, self-attention {}", rnn_macs, cnn_macs, att_macs);
         t.check(rnn_macs == counts(n, d, 3)[0] && cnn_macs == counts(n, d, 3)[1] && att_macs == counts(n, d, 3)[2],
                 "they equal the formulas 2nd² = 768, knd² = 1152 and 4nd² + 2n²d = 2112");
-        t.check(2 * 100 * 100 * 512 < 4 * 100 * 512 * 512 && 2 * 10000LL * 10000 * 512 > 4 * 10000LL * 512 * 512,
-                "self-attention's quadratic term 2n²d stays below its own projections 4nd² while n < 2d (sentences) "
-                "and dominates when n ≫ d");
+        // the two parts of self-attention, measured apart: the scores and the weighted sum (the attention
+        // alone, no projections) against the whole layer, for n below, at and above 2d
+        std::string parts;
+        std::array<int64_t, 3> quad{}, proj{};
+        const std::array<int64_t, 3> lengths = {6, 2 * d, 64};
+        for (size_t i = 0; i < lengths.size(); ++i) {
+            const Variable x(c::randn({1, lengths[i], d}, gen), true);
+            nn::DotProductAttention bare({});
+            quad[i] = count_macs(bare(x, x, x));
+            proj[i] = count_macs(a(x, x, x)) - quad[i];
+            parts += fmt::format("\n      n = {:>2}: scores and weighted sum {:>6}, projections {:>6}", lengths[i],
+                                 quad[i], proj[i]);
+        }
+        note("    measured in the recorded graphs for d = 8 (the attention alone, and the layer minus it):{}", parts);
+        t.check(quad[0] < proj[0] && quad[1] == proj[1] && quad[2] > proj[2],
+                "self-attention's quadratic part (2n²d) stays below its own projections (4nd²) while n < 2d "
+                "(sentences), equals them at n = 2d, and dominates when n ≫ d");
         note("Counted this way a self-attention layer does about twice the RNN's multiply-adds on a sentence (its "
              "four projections against the RNN's two products per step), but in O(1) sequential steps instead of "
              "O(n): the work is there to be done in parallel (step 2). d2l's table compares the n²d of the "
