@@ -624,8 +624,8 @@ int main(int argc, char** argv) {
         note("\n(2) Word embeddings: row id of the learned table encoder.embedding.weight ({} × {}), "
              "seed 003's 'Embeddings(I) → [0.1, 0.5, 0.8, ...]'. Seed 000's encoder multiplies them by √d = "
              "√{} = {:.3f} (the positional encoding lies in [-1, 1] and should not drown them). First {} of {} "
-             "features, one row per token (i, left, ., <eos>):",
-             sv.size(), D, D, std::sqrt(static_cast<double>(D)), show_n, D);
+             "features, one row per token ({}, <eos>):",
+             sv.size(), D, D, std::sqrt(static_cast<double>(D)), show_n, D, join(s.words, ", "));
         show("embedding × √d", scaled.select(0, 0).slice(0, 0, s.valid).slice(1, 0, show_n));
         note("\n(3) Positional encoding: P[pos, 2j] = sin(pos / 10000^(2j/d)), P[pos, 2j+1] = cos(...). Row 0 is "
              "[0, 1, 0, 1, ...]; seed 003's 'PositionalEncoding(0) = [0.0000, 0.8415, ...]' are sin 1, sin 2, "
