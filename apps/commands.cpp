@@ -852,7 +852,7 @@ int run_tutorial(const TutorialArgs& a) {
         }
     std::sort(names.begin(), names.end());
     if (which.empty()) {
-        fmt::print("tutorials (run one with: tformer tutorial N [--step] [--exercise]); see tutorials/README.md\n");
+        fmt::print("tutorials (run one with: tformer tutorial N [--step] [--exercise], or N --literal for 12 and 13); see tutorials/README.md\n");
         for (const auto& n : names) fmt::print("  {}\n", n);
         if (names.empty()) fmt::print("  (none built yet: build the tutorials target)\n");
         return 0;
