@@ -887,7 +887,8 @@ int run_eval(const EvalArgs& a) {
 
 // ---- tutorial ---------------------------------------------------------------------------------------
 
-int run_tutorial(const std::string& which, bool step, const std::string& out, const std::string& plot_format) {
+int run_tutorial(const TutorialArgs& a) {
+    const std::string& which = a.which;
     const fs::path dir = TFORMER_TUTORIAL_DIR;
     std::vector<std::string> names;
     if (fs::exists(dir))
@@ -898,7 +899,7 @@ int run_tutorial(const std::string& which, bool step, const std::string& out, co
         }
     std::sort(names.begin(), names.end());
     if (which.empty()) {
-        fmt::print("tutorials (run one with: tformer tutorial N [--step]); see tutorials/README.md\n");
+        fmt::print("tutorials (run one with: tformer tutorial N [--step] [--exercise], or N --literal for 12 and 13); see tutorials/README.md\n");
         for (const auto& n : names) fmt::print("  {}\n", n);
         if (names.empty()) fmt::print("  (none built yet: build the tutorials target)\n");
         return 0;
@@ -909,9 +910,11 @@ int run_tutorial(const std::string& which, bool step, const std::string& out, co
         // Started directly, with its arguments as they are: no shell reads them,
         // so a directory called "x'; rm -rf ~; '" is just a directory name.
         std::vector<std::string> args = {(dir / ("tutorial_" + n)).string()};
-        if (step) args.push_back("--step");
-        if (!out.empty()) args.insert(args.end(), {"--out", out});
-        if (plot_format != "png") args.insert(args.end(), {"--plot-format", plot_format});
+        if (a.step) args.push_back("--step");
+        if (a.exercise) args.push_back("--exercise");
+        if (a.literal) args.push_back("--literal");
+        if (!a.out.empty()) args.insert(args.end(), {"--out", a.out});
+        if (a.plot_format != "png") args.insert(args.end(), {"--plot-format", a.plot_format});
         std::vector<char*> argv;
         for (auto& arg : args) argv.push_back(arg.data());
         argv.push_back(nullptr);

@@ -59,6 +59,15 @@ struct EvalArgs {
 int run_train(const TrainArgs& args);
 int run_translate(const TranslateArgs& args);
 int run_eval(const EvalArgs& args);
-int run_tutorial(const std::string& which, bool step, const std::string& out, const std::string& plot_format = "png");
+/// `tformer tutorial`: the list, or one tutorial program started with the flags given.
+struct TutorialArgs {
+    std::string which;     ///< number ("5") or name ("05_attention_scoring"); empty: list them
+    std::string out;       ///< --out DIR, passed on
+    bool step = false;     ///< --step
+    bool exercise = false; ///< --exercise
+    bool literal = false;  ///< --literal
+    std::string plot_format = "png";  ///< --plot-format png|svg, passed on
+};
+int run_tutorial(const TutorialArgs& a);
 
 }  // namespace tformer::apps

@@ -5,7 +5,7 @@
 //   tformer translate --checkpoint runs/translate/checkpoint.safetensors "i'm home ."
 //   tformer eval --checkpoint runs/translate/checkpoint.safetensors
 //   tformer bench [--preset d2l|copy|small|base|translate] [--threads N] [--repeats N]
-//   tformer tutorial [N] [--step]
+//   tformer tutorial [N] [--step] [--exercise] [--literal]
 #include "apps/commands.hpp"
 #include "core/error.hpp"
 #include "tasks/bench.hpp"
@@ -194,13 +194,14 @@ int main(int argc, char** argv) {
     bench->add_option("--save-batches", bo.save_batches, "write the measured batches as JSON (bench/torch_bench.py --batches reads them)");
     bench->add_option("--load-batches", bo.load_batches, "measure the batches of a --save-batches file (skips the tokenizer)");
 
-    std::string which, out, plot_format = "png";
-    bool step = false;
+    TutorialArgs tut;
     CLI::App* tutorial = app.add_subcommand("tutorial", "list the tutorials, or run one");
-    tutorial->add_option("number", which, "tutorial number or name, e.g. 5 or 05_attention_scoring");
-    tutorial->add_flag("--step", step, "pause after each step until Enter");
-    tutorial->add_option("--out", out, "directory for the tutorial's pictures");
-    tutorial->add_option("--plot-format", plot_format, "pictures as png or svg")
+    tutorial->add_option("number", tut.which, "tutorial number or name, e.g. 5 or 05_attention_scoring");
+    tutorial->add_flag("--step", tut.step, "pause after each step until Enter");
+    tutorial->add_option("--out", tut.out, "directory for the tutorial's pictures");
+    tutorial->add_flag("--exercise", tut.exercise, "run the tutorial's exercise (edit its exercise.cpp to solve it)");
+    tutorial->add_flag("--literal", tut.literal, "run the document's recipe exactly as written (tutorials 12 and 13)");
+    tutorial->add_option("--plot-format", tut.plot_format, "pictures as png or svg")
         ->capture_default_str()->check(CLI::IsMember({"png", "svg"}));
 
     CLI11_PARSE(app, argc, argv);
@@ -216,7 +217,7 @@ int main(int argc, char** argv) {
             }
             return tformer::tasks::run_model_bench(bo);
         }
-        if (*tutorial) return run_tutorial(which, step, out, plot_format);
+        if (*tutorial) return run_tutorial(tut);
     } catch (const std::exception& e) {  // tformer::Error and the rest: "tformer: error: ..." (with ranks: see report_error)
         return tformer::tasks::dist::report_error(e.what());
     }

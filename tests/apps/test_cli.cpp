@@ -203,6 +203,22 @@ TEST_CASE("tformer tutorial: arguments reach the tutorial as they are, never thr
     CHECK(run_cli("tutorial 99").output.find("no tutorial '99'") != std::string::npos);
 }
 
+TEST_CASE("tformer tutorial: --exercise and --literal reach the tutorial", "[apps][cli]") {
+    const std::string dir = temp_dir("tutorial-flags");
+    // the repository's exercise.cpp is unsolved: the exercise runs, fails, and says what to do
+    Run r = run_cli("tutorial 3 --exercise --out " + dir);
+    INFO(r.output);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("EXERCISE:"));
+    CHECK_THAT(r.output, Catch::Contains("The exercise is not solved yet"));
+    CHECK_THAT(r.output, Catch::Contains("tutorials/03_gradcheck/exercise.cpp"));
+    CHECK(r.output.find("1. Finite differences") == std::string::npos);  // the steps are skipped
+    // a tutorial without a literal mode refuses the flag with a message
+    r = run_cli("tutorial 3 --literal --out " + dir);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("this tutorial has no literal mode"));
+}
+
 TEST_CASE("tformer train: Ctrl-C ends the run after the current step with a checkpoint to resume from",
           "[apps][cli][slow]") {
     const std::string dir = temp_dir("interrupt");

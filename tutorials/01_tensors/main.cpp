@@ -8,9 +8,11 @@
 // Read it with tutorials/01_tensors/README.md.
 #include "common/tutorial.hpp"
 #include "core/core.hpp"
+#include "exercise.hpp"
 
 #include <fmt/format.h>
 
+#include <array>
 #include <optional>
 #include <string>
 #include <vector>
@@ -88,7 +90,9 @@ const int64_t* buffer_of(const c::Tensor& t) { return static_cast<const int64_t*
 int main(int argc, char** argv) {
     tutorial::Tutorial t(argc, argv,
                          {.title = "tformer tutorial 01 · Tensors: shapes, strides, views and broadcasting",
-                          .follows = "seed 000 基于位置的前馈网络 and transpose_qkv; minitorch's index_to_position"});
+                          .follows = "seed 000 基于位置的前馈网络 and transpose_qkv; minitorch's index_to_position",
+                          .exercise = "write seed 000's transpose_output with view / permute / reshape, and predict "
+                                      "two layouts (tutorials/01_tensors/exercise.cpp)"});
 
     // x is used by steps 1-4: the numbers 0..11 as a 3 x 4 matrix.
     const c::Tensor x = c::arange(12, c::DType::int64).view({3, 4});
@@ -358,6 +362,39 @@ int main(int argc, char** argv) {
         const c::Tensor back = heads.view({b, h, n, d / h}).permute({0, 2, 1, 3}).reshape({b, n, d});
         t.check_close(back, X, 0, "transpose_output(transpose_qkv(X)) == X");
         note("Tutorial 07 does this with autograd Variables inside nn::MultiHeadAttention.");
+    });
+
+    // ---- the exercise (--exercise): tutorials/01_tensors/exercise.cpp -------------------------
+    t.exercise("Exercise 1. transpose_output, the inverse of transpose_qkv", [&] {
+        note("Write exercise::transpose_output(X, num_heads): X (B·H, T, d) -> (B, T, H·d), the inverse of "
+             "step 7's transpose_qkv. The checks run it on the heads of two random (B, T, D) tensors and "
+             "compare with the tensor they came from, and with the library's nn-level transpose_output.");
+        c::Generator gen(101);
+        for (const auto& [B, T, D, H] : {std::array<int64_t, 4>{2, 3, 4, 2}, std::array<int64_t, 4>{3, 5, 12, 4}}) {
+            const c::Tensor X = c::randn({B, T, D}, gen, c::DType::float64);
+            const c::Tensor heads = X.view({B, T, H, D / H}).permute({0, 2, 1, 3}).reshape({B * H, T, D / H});
+            const c::Tensor back = exercise::transpose_output(heads, H);
+            t.check_close(back, X, 0,
+                          fmt::format("transpose_output(transpose_qkv(X)) == X for (B, T, D) = ({}, {}, {}), H = {}", B,
+                                      T, D, H));
+        }
+        const c::Tensor heads = c::arange(24, c::DType::float64).view({4, 3, 2});
+        const c::Tensor back = exercise::transpose_output(heads, 2);
+        t.check(back.shape() == c::Shape{2, 3, 4}, "(B·H, T, d) = (4, 3, 2) with H = 2 becomes (2, 3, 4)");
+        t.check(back.defined() && back.shape() == c::Shape{2, 3, 4} && back.at({1, 2, 3}) == heads.at({3, 2, 1}),
+                "element (b, t, h·d + f) comes from head row b·H + h: back[1, 2, 3] == heads[3, 2, 1]");
+    });
+
+    t.exercise("Exercise 2. Predict the layouts", [&] {
+        const c::Tensor view = x.transpose(0, 1).slice(0, 1, 3);
+        const c::Strides mine = exercise::predicted_strides();
+        t.check(mine == view.strides(),
+                fmt::format("your strides {} for x.transpose(0, 1).slice(0, 1, 3)", tuple(mine)));
+        const int64_t b = 2, n = 3, d = 4;
+        const c::Tensor X = c::arange(b * n * d, c::DType::int64).view({b, n, d});
+        const c::Tensor one_head = X.view({b, n, 1, d}).permute({0, 2, 1, 3}).reshape({b, n, d});
+        t.check(exercise::last_reshape_copies_with_one_head() == !one_head.shares_storage(X),
+                "your answer to 'does the last reshape copy when h = 1?'");
     });
 
     return t.finish();

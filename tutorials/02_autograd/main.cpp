@@ -10,6 +10,7 @@
 #include "autograd/autograd.hpp"
 #include "common/tutorial.hpp"
 #include "core/core.hpp"
+#include "exercise.hpp"
 
 #include <fmt/format.h>
 
@@ -75,7 +76,9 @@ Variable f(const Variable& a, const Variable& b) { return ag::sum(ag::add(ag::mu
 int main(int argc, char** argv) {
     tutorial::Tutorial t(argc, argv,
                          {.title = "tformer tutorial 02 · Autograd: the graph and backward()",
-                          .follows = "every document's loss.backward(); micrograd's engine.py, on tensors"});
+                          .follows = "every document's loss.backward(); micrograd's engine.py, on tensors",
+                          .exercise = "write a new op, cube(x) = x³, with autograd::record, and the gradient of "
+                                      "step 4's function with tanh in place of exp (tutorials/02_autograd/exercise.cpp)"});
 
     const auto D = c::DType::float64;  // float64, so the finite differences of step 5 are accurate
     const Variable a(c::tensor({0.5, -1.0, 2.0}, {3}, D), /*requires_grad=*/true);
@@ -290,6 +293,32 @@ int main(int argc, char** argv) {
                           "and it saw the complete gradient b + e^a, both shares added");
         t.check_close(a.grad(), c::add(b.value(), c::exp(a.value())), 1e-12,
                       "after the hooks, a.grad holds the same gradient");
+    });
+
+    // ---- the exercise (--exercise): tutorials/02_autograd/exercise.cpp -------------------------
+    t.exercise("Exercise 1. A new op: cube(x) = x³", [&] {
+        note("Every op of the library is made like step 5 of tutorial 03 shows: a forward value and a backward "
+             "lambda given to autograd::record. Write exercise::cube's backward. The checks compare its value, "
+             "its gradient at three points with 3x², and run gradcheck on it (tutorial 03).");
+        const Variable x(c::tensor({-1.5, 0.5, 2.0}, {3}, D), true);
+        const Variable y = exercise::cube(x);
+        t.check_close(y.value(), c::tensor({-3.375, 0.125, 8.0}, {3}, D), 1e-12, "cube(x) = x³");
+        ag::sum(y).backward();
+        t.check_close(x.grad(), c::tensor({6.75, 0.75, 12.0}, {3}, D), 1e-12, "d Σ x³ / dx = 3x² = (6.75, 0.75, 12)");
+        c::Generator gen(202);
+        const ag::GradcheckResult r = ag::gradcheck([](const std::vector<Variable>& in) { return exercise::cube(in[0]); },
+                                                    {Variable(c::randn({2, 3}, gen, D), true)});
+        if (!r.passed) tutorial::quote(r.report);
+        t.check(r.passed, "gradcheck passes for cube on a random (2, 3) input");
+    });
+
+    t.exercise("Exercise 2. Step 4 with tanh instead of exp", [&] {
+        note("y = Σ (a·b + tanh a). What is a.grad? Write the formula in exercise::tanh_version_grad_a; the check "
+             "runs backward() and compares.");
+        const Variable a2(c::tensor({0.5, -1.0, 2.0}, {3}, D), true), b2(c::tensor({3.0, 0.5, -2.0}, {3}, D), true);
+        ag::sum(ag::add(ag::mul(a2, b2), ag::tanh(a2))).backward();
+        t.check_close(exercise::tanh_version_grad_a(a2.value(), b2.value()), a2.grad(), 1e-12,
+                      "your formula equals a.grad from backward()");
     });
 
     return t.finish();

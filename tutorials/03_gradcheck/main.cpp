@@ -11,6 +11,7 @@
 #include "autograd/autograd.hpp"
 #include "common/tutorial.hpp"
 #include "core/core.hpp"
+#include "exercise.hpp"
 
 #include <fmt/format.h>
 
@@ -83,7 +84,9 @@ int main(int argc, char** argv) {
     tutorial::Tutorial t(argc, argv,
                          {.title = "tformer tutorial 03 · gradcheck: testing backward functions",
                           .follows = "autograd/gradcheck.hpp (PyTorch's torch.autograd.gradcheck); the README's "
-                                     "'Reading a gradcheck'"});
+                                     "'Reading a gradcheck'",
+                          .exercise = "write the numerical half of gradcheck, a central-difference Jacobian "
+                                      "(tutorials/03_gradcheck/exercise.cpp)"});
 
     t.step("1. Finite differences, and why gradcheck wants float64", [&] {
         note("For f(x) = x³ at x = 1.5 the derivative is f'(x) = 3x² = 6.75. Two ways to estimate it from "
@@ -326,6 +329,38 @@ int main(int argc, char** argv) {
         check_gradcheck(t, "with the sum over rows, gradcheck passes for both inputs", with(BiasGrad::sum_rows),
                         {x, bias});
         note("\nThe engine checks shapes; gradcheck checks values. A new op is finished when both are happy.");
+    });
+
+    // ---- the exercise (--exercise): tutorials/03_gradcheck/exercise.cpp -------------------------
+    t.exercise("Exercise. The numerical Jacobian", [&] {
+        note("Write exercise::numerical_jacobian(f, x, eps), the column-by-column half of step 2. The checks use "
+             "it on out = x / Σx, whose exact Jacobian is δ_ij/S - x_i/S², and on softmax, against the "
+             "Jacobian that backward() builds row by row.");
+        const Tensor x = c::tensor({1, 2, 4}, {3}, F64);
+        const Tensor J = exercise::numerical_jacobian([](const Tensor& v) { return c::div(v, c::sum(v)); }, x, 1e-6);
+        Tensor exact = c::zeros({3, 3}, F64);
+        for (int64_t i = 0; i < 3; ++i)
+            for (int64_t j = 0; j < 3; ++j) exact.set({i, j}, (i == j ? 1.0 / 7 : 0) - x.at({i}) / 49);
+        show("your Jacobian of x / Σx", J);
+        t.check_close(J, exact, 1e-9, "x / Σx: equals δ_ij/S - x_i/S² to 1e-9");
+
+        c::Generator gen(303);
+        const Variable z(c::randn({4}, gen, F64), true);
+        const Variable p = ag::softmax(z);
+        Tensor analytical = c::zeros({4, 4}, F64);
+        for (int64_t i = 0; i < 4; ++i) {
+            z.zero_grad();
+            Tensor seed = c::zeros({4}, F64);
+            seed.set({i}, 1.0);
+            p.backward(seed, {.retain_graph = true});
+            for (int64_t j = 0; j < 4; ++j) analytical.set({i, j}, z.grad().at({j}));
+        }
+        const Tensor numerical = exercise::numerical_jacobian([](const Tensor& v) { return c::softmax(v); }, z.value(), 1e-6);
+        t.check_close(numerical, analytical, 1e-8, "softmax: your Jacobian equals backward()'s, row by row, to 1e-8");
+        const Tensor coarse = exercise::numerical_jacobian([](const Tensor& v) { return c::exp(v); },
+                                                           c::tensor({0.3}, {1}, F64), 0.1);
+        t.check_close(coarse.at({0, 0}), std::exp(0.3) * std::sinh(0.1) / 0.1, 1e-12,
+                      "with eps = 0.1 on exp it gives e^x · sinh(0.1)/0.1, as step 3 says");
     });
 
     return t.finish();

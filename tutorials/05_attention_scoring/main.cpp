@@ -10,7 +10,9 @@
 // Read it with tutorials/05_attention_scoring/README.md.
 #include "autograd/autograd.hpp"
 #include "common/tutorial.hpp"
+#include "common/reference.hpp"
 #include "core/core.hpp"
+#include "exercise.hpp"
 #include "nn/attention.hpp"
 #include "tasks/plot.hpp"
 
@@ -104,7 +106,9 @@ Saturation saturation(const c::Tensor& scores) {
 int main(int argc, char** argv) {
     tutorial::Tutorial t(argc, argv,
                          {.title = "tformer tutorial 05 · Attention scoring: masked softmax, additive and dot-product",
-                          .follows = "seed 003 注意力评分函数: 掩蔽softmax操作, 加性注意力, 缩放点积注意力"});
+                          .follows = "seed 003 注意力评分函数: 掩蔽softmax操作, 加性注意力, 缩放点积注意力",
+                          .exercise = "write additive attention's scores w_vᵀ tanh(W_q q + W_k k) for every "
+                                      "(query, key) pair with broadcasting (tutorials/05_attention_scoring/exercise.cpp)"});
 
     c::Generator gen(5);
     const c::Tensor X = c::rand({2, 2, 4}, gen, DType::float64);  // like torch.rand(2, 2, 4)
@@ -131,13 +135,15 @@ int main(int argc, char** argv) {
              "tformer's generator. But they can be checked: softmax only sees differences of scores, "
              "w_i / w_j = e^(x_i - x_j), and scores drawn from [0, 1) differ by less than 1, so no two kept "
              "weights of a row can differ by a factor e or more.");
-        bool plausible = true;
+        double widest = 0;  // the largest |x_i - x_j| = |log(w_i / w_j)| within a row of the document's result
         for (size_t r = 0; r < kDocPerBatch.size(); r += 4)
             for (size_t i = r; i < r + 4; ++i)
                 for (size_t j = r; j < r + 4; ++j)
                     if (kDocPerBatch[i] > 0 && kDocPerBatch[j] > 0)
-                        plausible = plausible && std::abs(std::log(kDocPerBatch[i] / kDocPerBatch[j])) < 1;
-        t.check(plausible, "every ratio of kept weights in the document's result is within (1/e, e)");
+                        widest = std::max(widest, std::abs(std::log(kDocPerBatch[i] / kDocPerBatch[j])));
+        note("In the document's result the largest |log(w_i / w_j)| within a row is {:.4f}, below 1: its numbers "
+             "could come from such scores (step 2b finds them).",
+             widest);
     });
 
     t.step("2. One valid length per row: [[1, 3], [2, 4]]", [&] {
@@ -152,6 +158,53 @@ int main(int argc, char** argv) {
         t.check_close(per_row, by_hand, 1e-15, "equal to the per-row softmax by hand");
         t.check(per_row.at({0, 0, 0}) == 1.0, "a row with valid length 1 is exactly [1, 0, 0, 0]");
         t.check(same_zero_pattern(per_row, kDocPerRow), "the zeros are where the document's result has them");
+    });
+
+    t.step("2b. The document's printed numbers, exactly; and PyTorch's masked_softmax", [&] {
+        note("The seed's two results come from torch.rand draws that it does not print, so step 1 could only "
+             "check their zeros and ratios. They can be reproduced exactly all the same. Softmax only sees "
+             "differences of scores: if the kept weights of a row are w_j, the scores x_j = log w_j - min_k "
+             "log w_k give exactly those weights back (the masked scores can be anything). Every such row "
+             "also lies within [0, 1), so it is a draw torch.rand could have made:");
+        auto scores_from = [](const std::vector<double>& weights) {  // (2, 2, 4) scores behind printed weights
+            c::Tensor X = c::full({2, 2, 4}, 0.5, DType::float64);
+            for (int64_t r = 0; r < 4; ++r) {
+                double low = 1e300;
+                for (int64_t j = 0; j < 4; ++j)
+                    if (weights[r * 4 + j] > 0) low = std::min(low, std::log(weights[r * 4 + j]));
+                for (int64_t j = 0; j < 4; ++j)
+                    if (weights[r * 4 + j] > 0) X.set({r / 2, r % 2, j}, std::log(weights[r * 4 + j]) - low);
+            }
+            return X;
+        };
+        const c::Tensor X1 = scores_from(kDocPerBatch), X2 = scores_from(kDocPerRow);
+        show("X behind the [2, 3] result", X1);
+        const c::Tensor lens1 = c::from_vector(std::vector<int64_t>{2, 3}, {2});
+        const c::Tensor lens2 = c::from_vector(std::vector<int64_t>{1, 3, 2, 4}, {2, 2});
+        const c::Tensor out1 = nn::masked_softmax(Variable(X1), lens1).value();
+        const c::Tensor out2 = nn::masked_softmax(Variable(X2), lens2).value();
+        show("masked_softmax(X, [2, 3])", out1);
+        show("masked_softmax(X', [[1, 3], [2, 4]])", out2);
+        t.check_close(out1, c::tensor(kDocPerBatch, {2, 2, 4}, DType::float64), 5e-8,
+                      "reproduces the seed's [2, 3] result to its printed 8 digits");
+        t.check_close(out2, c::tensor(kDocPerRow, {2, 2, 4}, DType::float64), 5e-8,
+                      "reproduces the seed's [[1, 3], [2, 4]] result to its printed 8 digits");
+        note("The scores behind both lie in [{:.4f}, {:.4f}], inside [0, 1) as torch.rand's do.",
+             std::min(c::min(X1).item(), c::min(X2).item()), std::max(c::max(X1).item(), c::max(X2).item()));
+        t.check_close(nn::masked_softmax(Variable(X1), c::from_vector(std::vector<int64_t>{2, 2, 3, 3}, {2, 2})).value(),
+                      out1, 0, "'[2, 3] 可以理解为 [[2, 2], [3, 3]]': the per-row lengths give the same weights");
+
+        note("\nAnd against PyTorch: tests/fixtures/tutorial_layers.safetensors holds d2l's masked_softmax "
+             "(the -1e6 fill) run by torch on its own torch.rand(2, 2, 4), with both kinds of valid lengths, and "
+             "the gradient of sum(weights · u) for random u:");
+        const tutorial::Reference ref("tutorial_layers");
+        for (const std::string prefix : {"masked_softmax_per_batch", "masked_softmax_per_row"}) {
+            const Variable Xt(ref[prefix + ".input.X"], true);
+            const Variable w = nn::masked_softmax(Xt, ref[prefix + ".input.valid_lens"]);
+            ag::sum(w * Variable(ref[prefix + ".input.upstream"])).backward();
+            t.check_allclose(w.value(), ref[prefix + ".output"], 1e-6, prefix + ": the weights match PyTorch's");
+            t.check_allclose(Xt.grad(), ref[prefix + ".grad.input.X"], 1e-5, prefix + ": d/dX matches PyTorch's");
+        }
     });
 
     t.step("3. How the mask works, and the empty row", [&] {
@@ -321,8 +374,53 @@ int main(int argc, char** argv) {
         tasks::plot_heatmaps(masked_png, masked);
         tasks::plot_heatmaps(scoring_png, scoring);
         note("Wrote\n    {}\n    {}", masked_png.string(), scoring_png.string());
-        t.check(std::filesystem::file_size(masked_png) > 0 && std::filesystem::file_size(scoring_png) > 0,
-                "both heatmaps were written");
+        note("The data behind the panels, against the hand computations of steps 1, 2 and 4:");
+        const c::Tensor lens = c::from_vector(std::vector<int64_t>{2, 3}, {2}), rows = c::from_vector(std::vector<int64_t>{1, 3, 2, 4}, {2, 2});
+        const c::Tensor hand_batch = masked_softmax_by_hand(X, [&](int64_t b, int64_t) { return static_cast<int64_t>(lens.at({b})); });
+        const c::Tensor hand_rows = masked_softmax_by_hand(X, [&](int64_t b, int64_t r) { return static_cast<int64_t>(rows.at({b, r})); });
+        bool panels = true;
+        for (int64_t b = 0; b < 2; ++b)
+            panels = panels && c::max(c::abs(c::sub(masked.matrices[0][b], hand_batch.select(0, b)))).item() < 1e-12 &&
+                     c::max(c::abs(c::sub(masked.matrices[1][b], hand_rows.select(0, b)))).item() < 1e-12;
+        t.check(panels, "the four masked-softmax panels are the hand-computed weights of their batch element");
+        bool uniform = true;
+        for (const auto& row : scoring.matrices)
+            for (int64_t b = 0; b < 2; ++b)
+                for (int64_t j = 0; j < 10; ++j) {
+                    const double want = j < (b == 0 ? 2 : 6) ? (b == 0 ? 0.5 : 1.0 / 6) : 0.0;
+                    uniform = uniform && std::abs(row[b].at({0, j}) - want) < 1e-6;
+                }
+        t.check(uniform, "the four scoring panels are 1/2 on 2 keys and 1/6 on 6 keys, 0 after");
+    });
+
+    // ---- the exercise (--exercise): tutorials/05_attention_scoring/exercise.cpp -----------------
+    t.exercise("Exercise. Additive attention's scores for every (query, key) pair", [&] {
+        note("Write exercise::additive_scores. The checks give it the weights of an nn::AdditiveAttention and "
+             "compare the masked softmax of your scores with the module's weights, on queries of size 5 and "
+             "keys of size 3 that all differ; then one score by hand.");
+        c::Generator g(505);
+        nn::AdditiveAttention attention({.key_size = 3, .query_size = 5, .num_hiddens = 4}, g);
+        attention.to(DType::float64);
+        const Variable queries(c::randn({2, 2, 5}, g, DType::float64)), keys(c::randn({2, 6, 3}, g, DType::float64));
+        const Variable values(c::randn({2, 6, 2}, g, DType::float64));
+        const c::Tensor lens = c::from_vector(std::vector<int64_t>{6, 4}, {2});
+        attention(queries, keys, values, lens);
+        const Variable scores = exercise::additive_scores(queries, keys, attention.W_q->weight, attention.W_k->weight,
+                                                          attention.w_v->weight);
+        t.check(scores.shape() == c::Shape{2, 2, 6}, "scores have shape (B, T, S) = (2, 2, 6)");
+        if (scores.shape() == c::Shape{2, 2, 6}) {
+            t.check_close(nn::masked_softmax(scores, lens).value(), attention.attention_weights, 1e-12,
+                          "masked_softmax(your scores) equals the module's attention weights");
+            const c::Tensor Wq = attention.W_q->weight.value(), Wk = attention.W_k->weight.value(), wv = attention.w_v->weight.value();
+            double a = 0;  // a(q, k) for query (1, 0) and key (1, 3), by hand
+            for (int64_t h = 0; h < 4; ++h) {
+                double z = 0;
+                for (int64_t i = 0; i < 5; ++i) z += Wq.at({h, i}) * queries.value().at({1, 0, i});
+                for (int64_t i = 0; i < 3; ++i) z += Wk.at({h, i}) * keys.value().at({1, 3, i});
+                a += wv.at({0, h}) * std::tanh(z);
+            }
+            t.check_close(scores.value().at({1, 0, 3}), a, 1e-12, "score of query (1, 0) and key (1, 3) equals w_vᵀ tanh(W_q q + W_k k)");
+        }
     });
 
     return t.finish();

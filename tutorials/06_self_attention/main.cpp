@@ -10,7 +10,9 @@
 // Read it with tutorials/06_self_attention/README.md.
 #include "autograd/autograd.hpp"
 #include "common/tutorial.hpp"
+#include "common/reference.hpp"
 #include "core/core.hpp"
+#include "exercise.hpp"
 #include "nn/attention.hpp"
 #include "tasks/plot.hpp"
 
@@ -71,7 +73,9 @@ int main(int argc, char** argv) {
     tutorial::Tutorial t(argc, argv,
                          {.title = "tformer tutorial 06 · Self-attention, step by step",
                           .follows = "seed 001 self-attention (the six steps, then the matrix form); seed 002 2.1–2.2; "
-                                     "seed 003 自注意力"});
+                                     "seed 003 自注意力",
+                          .exercise = "write self-attention in its matrix form, softmax(Q Kᵀ / √d_k) V "
+                                      "(tutorials/06_self_attention/exercise.cpp)"});
 
     // The four words of seed 003's walk-through. The seed prints the first
     // three numbers of each embedding ([0.1, 0.5, 0.8, ...]); we add a fourth.
@@ -129,7 +133,8 @@ int main(int argc, char** argv) {
         for (int64_t j = 0; j < kWords; ++j) total += alpha[j] = std::exp(scaled[j]);
         for (double& a : alpha) a /= total;
         note("    score / √3 = {}\n    softmax    = {}", vec_str(scaled), vec_str(alpha));
-        t.check_close(alpha[0] + alpha[1] + alpha[2] + alpha[3], 1.0, 1e-15, "the softmax weights sum to 1");
+        t.check_close(row_tensor(alpha), c::softmax(row_tensor(scaled)), 1e-15,
+                      "the hand softmax (exp, then divide by the sum) equals core::softmax of the scaled scores");
 
         note("\nSteps 5 and 6: multiply each value vector by its weight and add them up. That sum is the "
              "output of self-attention for 'I': mostly the values of the words it attends to most.");
@@ -200,6 +205,64 @@ int main(int argc, char** argv) {
         t.check_close(mha.attention_weights().select(0, 0), weights, 1e-15, "with the same attention weights");
     });
 
+    t.step("4b. Seed 002's example: Q, K, V of shape (5, 10, 64)", [&] {
+        note("Seed 002 (2.2 Self-Attention 实现) runs its ScaleDotProductAttention on Q = K = V = torch.randn(5, "
+             "10, 64) (batch 5, 10 positions, d_k = 64, the paper's per-head size) and prints the shapes "
+             "torch.Size([5, 10, 64]) and torch.Size([5, 10, 10]). The same call here:");
+        c::Generator g(64);
+        const Variable Q(c::randn({5, 10, 64}, g)), K(c::randn({5, 10, 64}, g)), V(c::randn({5, 10, 64}, g));
+        nn::DotProductAttention attention({.dropout = 0.0});
+        const Variable out = attention(Q, K, V);
+        note("    ScaleDotProductAttention output shape: {}\n    attn_weights shape: {}", c::shape_str(out.shape()),
+             c::shape_str(attention.attention_weights.shape()));
+        t.check(out.shape() == c::Shape{5, 10, 64}, "output shape (5, 10, 64), the seed's torch.Size([5, 10, 64])");
+        t.check(attention.attention_weights.shape() == c::Shape{5, 10, 10},
+                "weights shape (5, 10, 10), the seed's torch.Size([5, 10, 10]): one 10 × 10 matrix per batch element");
+        note("Seed 002 divides by 8 = √64 here; its 2.1 says 'the scores are divided by 8' in general, which holds "
+             "only for d_k = 64. And its 2.2 remarks that 'the size of the embedding vector is basically the length "
+             "of the longest sentence in the training set': it is not; that length is the sequence dimension (10 "
+             "here), the embedding size is d_model (512 in the paper), which this example's 64 per head divides.");
+
+        note("\nAgainst PyTorch: tests/fixtures/attention_masks.safetensors holds seed 002's ScaleDotProductAttention "
+             "run by torch on (5, 10, 4) tensors, with the gradients of sum(output · u):");
+        const tutorial::Reference ref("attention_masks");
+        const Variable q(ref["sdpa_nomask.input.Q"], true), k(ref["sdpa_nomask.input.K"], true), v(ref["sdpa_nomask.input.V"], true);
+        const Variable o = attention(q, k, v);
+        ag::sum(o * Variable(ref["sdpa_nomask.input.upstream"])).backward();
+        t.check_allclose(o.value(), ref["sdpa_nomask.output"], 1e-5, "the output matches PyTorch's");
+        t.check_allclose(q.grad(), ref["sdpa_nomask.grad.input.Q"], 1e-4, "d/dQ matches");
+        t.check_allclose(k.grad(), ref["sdpa_nomask.grad.input.K"], 1e-4, "d/dK matches");
+        t.check_allclose(v.grad(), ref["sdpa_nomask.grad.input.V"], 1e-4, "d/dV matches");
+    });
+
+    t.step("4c. Self-attention or cross-attention? A slip in seed 003", [&] {
+        note("Seed 003's 自注意力 section gives the right formula, y_i = f(x_i, (x_1, x_1), ..., (x_n, x_n)): the "
+             "queries, keys and values all come from the SAME sequence. Its next sentence then says that in a "
+             "translation model 'the query is a token of the target language, and the keys and values are all "
+             "the words of the source language' — that describes cross-attention (encoder–decoder attention, "
+             "seed 003's own (7) 交叉注意力), not self-attention. The difference, on our four words and three "
+             "target-side vectors standing for 'Je suis arrivé':");
+        c::Generator g(603);
+        const c::Tensor target = rounded_normal(3, kModel, g);  // (m, d_model)
+        const c::Tensor Qs = c::matmul(X, W_Q), Ks = c::matmul(X, W_K), Vs = c::matmul(X, W_V);
+        const c::Tensor self_w = c::softmax(c::div(c::matmul(Qs, Ks.transpose(0, 1)), std::sqrt(double(kKey))));
+        const c::Tensor cross_w =
+            c::softmax(c::div(c::matmul(c::matmul(target, W_Q), Ks.transpose(0, 1)), std::sqrt(double(kKey))));
+        note("    self-attention weights  {}: every source word against every source word\n"
+             "    cross-attention weights {}: every target word against every source word",
+             c::shape_str(self_w.shape()), c::shape_str(cross_w.shape()));
+        t.check(self_w.shape() == c::Shape{4, 4} && cross_w.shape() == c::Shape{3, 4},
+                "self: (n, n) = (4, 4); cross: (m, n) = (3, 4)");
+        const c::Tensor other_target = rounded_normal(3, kModel, g);
+        const c::Tensor cross_w2 =
+            c::softmax(c::div(c::matmul(c::matmul(other_target, W_Q), Ks.transpose(0, 1)), std::sqrt(double(kKey))));
+        t.check(c::max(c::abs(c::sub(cross_w2, cross_w))).item() > 1e-3,
+                "a different target sentence changes the cross-attention weights ...");
+        t.check_close(self_w, weights, 1e-15, "... while the self-attention of the source stays what step 3 computed");
+        note("The library keeps the two apart: nn::EncoderBlock's attention is self-attention, and the second "
+             "attention of nn::DecoderBlock is the cross-attention the sentence meant (tutorial 11).");
+    });
+
     t.step("5. Self-attention does not know the word order", [&] {
         note("Nothing above used the positions of the words: reorder the sentence and the outputs are "
              "reordered the same way, with the same numbers. Self-attention alone treats a sentence as a bag "
@@ -226,7 +289,42 @@ int main(int argc, char** argv) {
         const auto png = t.out_path("self_attention.png");
         tasks::plot_heatmaps(png, maps);
         note("Wrote {}: row i is where word i looks; each row sums to 1.", png.string());
-        t.check(std::filesystem::file_size(png) > 0, "the heatmap was written");
+        c::Tensor by_hand = c::zeros({kWords, kWords}, DType::float64);  // from step 1's vectors, in plain doubles
+        for (int64_t i = 0; i < kWords; ++i) {
+            double total = 0;
+            for (int64_t j = 0; j < kWords; ++j) total += std::exp(dot(q[i], k[j]) / std::sqrt(double(kKey)));
+            for (int64_t j = 0; j < kWords; ++j) by_hand.set({i, j}, std::exp(dot(q[i], k[j]) / std::sqrt(double(kKey))) / total);
+        }
+        t.check_close(maps.matrices[0][0], by_hand, 1e-14,
+                      "the heatmap's 16 cells equal e^(q_i·k_j/√3) / Σ_j e^(q_i·k_j/√3) from step 1's q and k");
+    });
+
+    // ---- the exercise (--exercise): tutorials/06_self_attention/exercise.cpp -------------------
+    t.exercise("Exercise. Self-attention as three matrix products", [&] {
+        note("Write exercise::self_attention(X, W_Q, W_K, W_V). The checks compare it with the six steps done "
+             "word by word in plain doubles, and with nn::DotProductAttention, on a new random sentence of 5 words.");
+        c::Generator g(606);
+        const c::Tensor Xe = rounded_normal(5, kModel, g), Wq = rounded_normal(kModel, kKey, g),
+                        Wk = rounded_normal(kModel, kKey, g), Wv = rounded_normal(kModel, kKey, g);
+        const exercise::SelfAttention mine = exercise::self_attention(Xe, Wq, Wk, Wv);
+        c::Tensor Zh = c::zeros({5, kKey}, DType::float64), Wh = c::zeros({5, 5}, DType::float64);
+        for (int64_t i = 0; i < 5; ++i) {
+            const std::vector<double> qi = times(Xe.select(0, i).to_vector(), Wq);
+            std::vector<double> e(5);
+            double total = 0;
+            for (int64_t j = 0; j < 5; ++j) total += e[j] = std::exp(dot(qi, times(Xe.select(0, j).to_vector(), Wk)) / std::sqrt(double(kKey)));
+            for (int64_t j = 0; j < 5; ++j) {
+                Wh.set({i, j}, e[j] / total);
+                const std::vector<double> vj = times(Xe.select(0, j).to_vector(), Wv);
+                for (int64_t d = 0; d < kKey; ++d) Zh.set({i, d}, Zh.at({i, d}) + e[j] / total * vj[d]);
+            }
+        }
+        t.check_close(mine.weights, Wh, 1e-12, "your weights equal the six steps' softmax, word by word");
+        t.check_close(mine.Z, Zh, 1e-12, "your Z equals the six steps' weighted sums");
+        nn::DotProductAttention attention({.dropout = 0.0});
+        const Variable out = attention(Variable(c::matmul(Xe, Wq).unsqueeze(0)), Variable(c::matmul(Xe, Wk).unsqueeze(0)),
+                                       Variable(c::matmul(Xe, Wv).unsqueeze(0)));
+        t.check_close(mine.Z, out.value().select(0, 0), 1e-12, "and nn::DotProductAttention's output");
     });
 
     return t.finish();

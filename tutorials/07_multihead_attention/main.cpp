@@ -6,11 +6,15 @@
 // repeat_interleave of valid_lens); seed 002 (002_36798a9f04a86cc8.txt),
 // 2.3–2.4 (split into [batch, n_head, seq_len, d_model//n_head] and concat);
 // seed 004 (004_a3b87e182ede5d90.txt), MultiHeadedAttention and its closing
-// remark on the cost, O(n²d//h · h) = O(n²d).
+// remark on the cost, O(n²d//h · h) = O(n²d); seed 001's "it" sentence and
+// seed 004's 多头attention的优点 (step 8). Steps 3b and 4b compare the layers of
+// seeds 000, 002 and 004 with PyTorch (tests/fixtures/).
 // Read it with tutorials/07_multihead_attention/README.md.
 #include "autograd/autograd.hpp"
 #include "common/tutorial.hpp"
+#include "common/reference.hpp"
 #include "core/core.hpp"
+#include "exercise.hpp"
 #include "nn/attention.hpp"
 #include "tasks/plot.hpp"
 
@@ -18,6 +22,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -82,13 +88,34 @@ c::Tensor heads_one_by_one(const nn::MultiHeadAttention& mha, const c::Tensor& q
     return c::stack(batch_out, 0);  // (B, T, D)
 }
 
+// Writes one entry of a parameter (a Tensor handle shares its storage).
+void set_entry(const Variable& v, const c::Dims& index, double value) {
+    c::Tensor t = v.value();
+    t.set(index, value);
+}
+
+c::Tensor zeros_like(const c::Tensor& x) { return c::zeros(x.shape(), x.dtype()); }
+
+// Seed 002's (w_q, w_k, w_v, fc) or seed 004's (linears.0 .. linears.3) weights
+// in an nn::MultiHeadAttention with biases, whose names are W_q, W_k, W_v, W_o.
+void load_renamed(nn::MultiHeadAttention& mha, const nn::StateDict& theirs, const std::vector<std::string>& names) {
+    const std::vector<std::string> ours = {"W_q", "W_k", "W_v", "W_o"};
+    nn::StateDict state;
+    for (size_t i = 0; i < 4; ++i)
+        for (const char* what : {".weight", ".bias"}) state[ours[i] + what] = theirs.at(names[i] + what);
+    mha.load_state_dict(state);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     tutorial::Tutorial t(argc, argv,
                          {.title = "tformer tutorial 07 · Multi-head attention",
-                          .follows = "seed 000 多头注意力 (transpose_qkv, transpose_output); seed 002 2.3–2.4; "
-                                     "seed 004 MultiHeadedAttention and its cost remark"});
+                          .follows = "seed 000 多头注意力 (transpose_qkv, transpose_output); seed 001 Multi-head "
+                                     "attention ('it'); seed 002 2.3–2.4; seed 003 多头注意力; seed 004 "
+                                     "MultiHeadedAttention, 多头attention的优点 and its cost remark",
+                          .exercise = "write seed 002's split and concat, and run seed 002's MultiHeadAttention with "
+                                      "them against PyTorch (tutorials/07_multihead_attention/exercise.cpp)"});
 
     // B = 2 sequences; T = 3 queries of size 5; S = 4 keys of size 6 and values of size 7;
     // D = 8 hidden features in H = 2 heads of d = 4.
@@ -176,6 +203,37 @@ int main(int argc, char** argv) {
                 "the weights kept for heatmaps are (B·H, T, S) = (4, 3, 4)");
     });
 
+    t.step("3b. The layer against PyTorch, and d2l's (2, 4, 100) example", [&] {
+        note("tests/fixtures/multihead_attention.safetensors holds seed 000's MultiHeadAttention (d2l's class "
+             "with transpose_qkv and transpose_output, written out in make_fixtures.py) run by torch: "
+             "key_size 7, query_size 6, value_size 5, num_hiddens 8, 2 heads, valid lengths [6, 3], and the "
+             "gradients of sum(output · u). nn::MultiHeadAttention with the same weights:");
+        const tutorial::Reference ref("multihead_attention");
+        nn::MultiHeadAttention m({.key_size = 7, .query_size = 6, .value_size = 5, .num_hiddens = 8, .num_heads = 2});
+        m.load_state_dict(ref.params(""));
+        const Variable q(ref["input.queries"], true), k(ref["input.keys"], true), v(ref["input.values"], true);
+        const Variable out = m(q, k, v, ref["input.valid_lens"]);
+        ag::sum(out * Variable(ref["input.upstream"])).backward();
+        t.check_allclose(out.value(), ref["output"], 1e-5, "output (2, 5, 8) matches PyTorch's");
+        t.check_allclose(q.grad(), ref["grad.input.queries"], 1e-4, "d/d queries matches");
+        t.check_allclose(k.grad(), ref["grad.input.keys"], 1e-4, "d/d keys matches");
+        t.check_allclose(v.grad(), ref["grad.input.values"], 1e-4, "d/d values matches");
+        for (const auto& [name, p] : m.named_parameters())
+            t.check_allclose(p.grad(), ref["grad.param." + name], 1e-4, "d/d " + name + " matches");
+
+        note("\nd2l's own test of the class (the chapter seed 000 follows): num_hiddens 100, 5 heads, a batch of 2 "
+             "with 4 queries and 6 key-value pairs, valid lengths [3, 2], X = ones (2, 4, 100), Y = ones (2, 6, "
+             "100); attention(X, Y, Y, valid_lens).shape prints torch.Size([2, 4, 100]):");
+        nn::MultiHeadAttention d2l({.key_size = 100, .query_size = 100, .value_size = 100, .num_hiddens = 100,
+                                    .num_heads = 5, .dropout = 0.5});
+        d2l.eval();
+        const Variable X(c::ones({2, 4, 100})), Y(c::ones({2, 6, 100}));
+        const Variable o = d2l(X, Y, Y, c::from_vector(std::vector<int64_t>{3, 2}, {2}));
+        note("    attention(X, Y, Y, valid_lens).shape = {}", c::shape_str(o.shape()));
+        t.check(o.shape() == c::Shape{2, 4, 100}, "(batch_size, num_queries, num_hiddens) = (2, 4, 100), as d2l prints");
+        t.check(d2l.attention_weights().shape() == c::Shape{10, 4, 6}, "with weights (B·H, 4, 6) = (10, 4, 6) inside");
+    });
+
     t.step("4. Seeds 002 and 004: split into (B, H, T, d), concat back", [&] {
         note("Seed 002's MultiHeadAttention keeps the heads as their own dimension instead of folding them "
              "into the batch:\n"
@@ -198,6 +256,78 @@ int main(int argc, char** argv) {
         t.check_close(out.value(), reference, 1e-14, "the 4-D split/concat gives the same output as transpose_qkv");
         t.check_close(attention.attention_weights.reshape({B * H, T, S}), mha.attention_weights(), 1e-15,
                       "and the same weights: (B, H, T, S) is (B·H, T, S) with one more dimension");
+    });
+
+    t.step("4b. Seeds 002 and 004 against PyTorch, masks included", [&] {
+        note("tests/fixtures/attention_masks.safetensors holds seed 002's ScaleDotProductAttention and "
+             "MultiHeadAttention and seed 004's MultiHeadedAttention, as the documents write them, run by torch "
+             "with the documents' boolean masks (pad id 1 for seed 002, 0 for seed 004). Both multi-head layers "
+             "are nn::MultiHeadAttention with biases; only the names differ (w_q ... fc, linears.0 ... 3).\n\n"
+             "One difference is deliberate: a query whose whole row is masked (a padded target position) gets "
+             "uniform weights in PyTorch (every score is -1e9) and zero weights here. No correct model reads "
+             "such a row, and the fixture's u is zero there, so outputs are compared on the other rows and all "
+             "gradients everywhere.");
+        const tutorial::Reference ref("attention_masks");
+        const c::Tensor trg_mask = c::ne(ref["mask.trg_mask"], 0.0);          // (B, 1, T, T)
+        const c::Tensor rows = c::ne(ref["mha002.input.upstream"], 0.0);     // the rows PyTorch and we both define
+
+        // seed 002's ScaleDotProductAttention on 4-D heads with the (B, 1, T, S) cross mask
+        nn::DotProductAttention sdpa({.dropout = 0.0});
+        const Variable Q(ref["sdpa.input.Q"], true), K(ref["sdpa.input.K"], true), V(ref["sdpa.input.V"], true);
+        const c::Tensor cross_mask = c::ne(ref["mask.src_trg_mask"], 0.0);   // (B, 1, T, S)
+        const Variable o = sdpa(Q, K, V, cross_mask);
+        ag::sum(o * Variable(ref["sdpa.input.upstream"])).backward();
+        const c::Tensor valid = c::ne(ref["sdpa.input.upstream"], 0.0);
+        t.check_allclose(c::where(valid, o.value(), zeros_like(o.value())),
+                         c::where(valid, ref["sdpa.output"], zeros_like(o.value())), 1e-5,
+                         "seed 002 ScaleDotProductAttention (2, 2, 5, 4): the output matches on every unmasked query");
+        t.check_allclose(Q.grad(), ref["sdpa.grad.input.Q"], 1e-4, "d/dQ matches");
+        t.check_allclose(K.grad(), ref["sdpa.grad.input.K"], 1e-4, "d/dK matches");
+        t.check_allclose(V.grad(), ref["sdpa.grad.input.V"], 1e-4, "d/dV matches");
+        const c::Tensor keep_w = c::where(cross_mask.expand(sdpa.attention_weights.shape()), ref["sdpa.weights"],
+                                          zeros_like(sdpa.attention_weights));
+        const c::Tensor row_ok = c::ne(c::sum(cross_mask.to(DType::float32), {3}, true), 0.0).expand(keep_w.shape());
+        t.check_allclose(c::where(row_ok, sdpa.attention_weights, zeros_like(keep_w)),
+                         c::where(row_ok, keep_w, zeros_like(keep_w)), 1e-5,
+                         "and so do the weights: masked keys get 0 in both");
+        const c::Tensor dead = c::logical_not(row_ok);
+        const double dead_rows = c::sum(dead.to(DType::float32)).item() / 6;  // entries / keys per row
+        t.check(dead_rows == 4 && c::sum(c::where(dead, sdpa.attention_weights, zeros_like(keep_w))).item() == 0 &&
+                    std::abs(c::sum(c::where(dead, ref["sdpa.weights"], zeros_like(keep_w))).item() - dead_rows) < 1e-5,
+                "the 4 fully masked query rows (2 padded queries × 2 heads): all 0 here; PyTorch spreads each "
+                "uniformly, 1/6 on each of the 6 keys");
+
+        // seed 002's MultiHeadAttention(8, 2) with trg_mask (pad & no-peek)
+        nn::MultiHeadAttention m002({.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .num_heads = 2,
+                                     .bias = true});
+        load_renamed(m002, ref.params("mha002"), {"w_q", "w_k", "w_v", "fc"});
+        const Variable x2(ref["mha002.input.x"], true);
+        const Variable out2 = m002(x2, x2, x2, trg_mask.squeeze(1));
+        ag::sum(out2 * Variable(ref["mha002.input.upstream"])).backward();
+        t.check_allclose(c::where(rows, out2.value(), zeros_like(out2.value())),
+                         c::where(rows, ref["mha002.output"], zeros_like(out2.value())), 1e-5,
+                         "seed 002 MultiHeadAttention with trg_mask: the output matches on the unpadded targets");
+        t.check_allclose(x2.grad(), ref["mha002.grad.input.x"], 1e-4, "d/dx matches");
+        const std::vector<std::pair<std::shared_ptr<nn::Linear>, std::string>> linears002 = {
+            {m002.W_q, "w_q"}, {m002.W_k, "w_k"}, {m002.W_v, "w_v"}, {m002.W_o, "fc"}};
+        for (const auto& [linear, theirs] : linears002) {
+            t.check_allclose(linear->weight.grad(), ref["mha002.grad.param." + theirs + ".weight"], 1e-4,
+                             "d/d " + theirs + ".weight matches");
+            t.check_allclose(linear->bias.grad(), ref["mha002.grad.param." + theirs + ".bias"], 1e-4,
+                             "d/d " + theirs + ".bias matches");
+        }
+
+        // seed 004's MultiHeadedAttention(2, 8) with make_std_mask's (B, T, T) mask
+        nn::MultiHeadAttention m004({.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .num_heads = 2,
+                                     .bias = true});
+        load_renamed(m004, ref.params("mha004"), {"linears.0", "linears.1", "linears.2", "linears.3"});
+        const Variable x4(ref["mha004.input.x"], true);
+        const Variable out4 = m004(x4, x4, x4, c::ne(ref["mask.std_mask"], 0.0));
+        ag::sum(out4 * Variable(ref["mha004.input.upstream"])).backward();
+        t.check_allclose(out4.value(), ref["mha004.output"], 1e-5,
+                         "seed 004 MultiHeadedAttention with make_std_mask: the output matches everywhere (its mask hides keys only)");
+        t.check_allclose(x4.grad(), ref["mha004.grad.input.x"], 1e-4, "d/dx matches");
+        t.check_allclose(m004.W_o->bias.grad(), ref["mha004.grad.param.linears.3.bias"], 1e-4, "d/d linears.3.bias matches");
     });
 
     std::vector<c::Tensor> loop_weights;
@@ -273,7 +403,99 @@ int main(int argc, char** argv) {
         const auto png = t.out_path("multihead_weights.png");
         tasks::plot_heatmaps(png, maps);
         note("Wrote {}: the heads of one sequence attend differently to the same keys.", png.string());
-        t.check(std::filesystem::file_size(png) > 0, "the heatmap was written");
+        bool panels = maps.matrices.size() == static_cast<size_t>(B);
+        for (int64_t b = 0; panels && b < B; ++b)
+            for (int64_t h = 0; h < H; ++h)
+                panels = panels && c::max(c::abs(c::sub(maps.matrices[b][h], loop_weights.at(b * H + h)))).item() < 1e-15;
+        t.check(panels, "panel (sequence b, head h) is exactly the weight matrix step 5's loop computed for that head");
+    });
+
+    t.step("8. Why several heads? Seed 001's 'it', seed 004's question", [&] {
+        note("Seed 001: multi-head attention 'expands the model's ability to focus on different positions': in "
+             "'The animal didn't cross the street because it was too tired' a model wants to know what 'it' "
+             "refers to, and perhaps also what is said about it. Seed 004 asks 多头attention的优点? and answers "
+             "'it captures information from several subspaces'. Below, the weights are SET BY HAND (a trained "
+             "model finds its own): every word is a vector of six features (noun, animate, pronoun, adjective, "
+             "verb, function word); head 1 maps a pronoun's query onto 'animate' keys, head 2 onto 'adjective' "
+             "keys.");
+        const std::vector<std::string> words = {"The", "animal", "didn't", "cross", "the", "street",
+                                                "because", "it", "was", "too", "tired"};
+        const std::vector<int> kind = {5, 1, 4, 4, 5, 0, 5, 2, 4, 5, 3};  // the feature each word has
+        c::Tensor Xs = c::zeros({1, 11, 6}, DType::float64);
+        for (int64_t i = 0; i < 11; ++i) Xs.set({0, i, kind[i]}, 1.0);
+        Xs.set({0, 1, 0}, 1.0);  // 'animal' is a noun and animate
+        nn::MultiHeadAttention two({.key_size = 6, .query_size = 6, .value_size = 6, .num_hiddens = 6, .num_heads = 2});
+        two.to(DType::float64);
+        for (const auto& [name, p] : two.named_parameters()) c::fill_(p.value(), 0.0);
+        const double s = 4.0;                          // how sharp: scores of s·√3 against 0
+        set_entry(two.W_q->weight, {0, 2}, s);        // head 1 (rows 0-2): a pronoun asks ...
+        set_entry(two.W_k->weight, {0, 1}, s);        //   ... for animate words
+        set_entry(two.W_q->weight, {3, 2}, s);        // head 2 (rows 3-5): a pronoun asks ...
+        set_entry(two.W_k->weight, {3, 3}, s);        //   ... for adjectives
+        c::copy_(two.W_v->weight.value(), c::eye(6, DType::float64));
+        c::copy_(two.W_o->weight.value(), c::eye(6, DType::float64));
+        two(Variable(Xs), Variable(Xs), Variable(Xs));
+        const c::Tensor w = two.attention_weights();  // (H, 11, 11)
+        for (int64_t h = 0; h < 2; ++h) {
+            const c::Tensor row = w.select(0, h).select(0, 7);  // the query 'it'
+            const int64_t best = static_cast<int64_t>(c::argmax(row, 0).item());
+            note("    head {}: 'it' attends most to '{}' ({:.3f})", h + 1, words[best], row.at({best}));
+        }
+        t.check(c::argmax(w.select(0, 0).select(0, 7), 0).item() == 1, "head 1: 'it' → 'animal'");
+        t.check(c::argmax(w.select(0, 1).select(0, 7), 0).item() == 10, "head 2: 'it' → 'tired'");
+
+        nn::MultiHeadAttention one({.key_size = 6, .query_size = 6, .value_size = 6, .num_hiddens = 6, .num_heads = 1});
+        one.to(DType::float64);
+        for (const auto& [name, p] : one.named_parameters()) c::fill_(p.value(), 0.0);
+        set_entry(one.W_q->weight, {0, 2}, s);        // one head must look for both at once
+        set_entry(one.W_k->weight, {0, 1}, s);
+        set_entry(one.W_k->weight, {0, 3}, s);
+        c::copy_(one.W_v->weight.value(), c::eye(6, DType::float64));
+        c::copy_(one.W_o->weight.value(), c::eye(6, DType::float64));
+        one(Variable(Xs), Variable(Xs), Variable(Xs));
+        const c::Tensor w1 = one.attention_weights().select(0, 0).select(0, 7);
+        note("    one head asked for both: 'animal' {:.3f}, 'tired' {:.3f}", w1.at({1}), w1.at({10}));
+        t.check(std::abs(w1.at({1}) - w1.at({10})) < 1e-12 && w1.at({1}) < 0.5,
+                "a single head splits one distribution between the two: each gets less than half");
+        t.check(w.select(0, 0).at({7, 1}) > 0.5 && w.select(0, 1).at({7, 10}) > 0.5,
+                "two heads give each target more than half of their own distribution");
+        note("That is seed 004's answer made concrete: each head's softmax is one distribution over the "
+             "positions, so one head must share its attention between two relations, while H heads keep H "
+             "distributions in H subspaces (here features 0-2 and 3-5 of the output), and W_o mixes them. In a "
+             "trained model nobody sets W_q and W_k by hand, and heads do not split up so neatly.");
+    });
+
+    // ---- the exercise (--exercise): tutorials/07_multihead_attention/exercise.cpp -------------
+    t.exercise("Exercise. Seed 002's split and concat, against PyTorch", [&] {
+        note("Write exercise::split_heads and exercise::concat_heads. The checks test the layout on numbers you "
+             "can read, then run seed 002's whole MultiHeadAttention.forward with YOUR split and concat "
+             "(w_q, split, ScaleDotProductAttention with the mask, concat, fc) on the weights and input of "
+             "tests/fixtures/attention_masks.safetensors and compare with PyTorch's output and gradient.");
+        const Variable x(c::arange(2 * 3 * 4, DType::float64).view({2, 3, 4}));
+        const Variable heads = exercise::split_heads(x, 2);
+        t.check(heads.shape() == c::Shape{2, 2, 3, 2}, "split_heads((2, 3, 4), 2) has shape (B, H, T, d) = (2, 2, 3, 2)");
+        if (heads.shape() == c::Shape{2, 2, 3, 2})
+            t.check(heads.value().at({1, 1, 2, 0}) == x.value().at({1, 2, 2}),
+                    "head 1 of sequence 1, position 2, feature 0 is x[1, 2, 2] (features 2..3 belong to head 1)");
+        t.check_close(exercise::concat_heads(heads).value(), x.value(), 0, "concat_heads(split_heads(x)) == x");
+
+        const tutorial::Reference ref("attention_masks");
+        const nn::StateDict w = ref.params("mha002");
+        std::map<std::string, Variable> p;
+        for (const auto& [name, value] : w) p.emplace(name, Variable(value));
+        const Variable xin(ref["mha002.input.x"], true);
+        auto linear = [&](const Variable& v, const std::string& name) { return ag::linear(v, p.at(name + ".weight"), p.at(name + ".bias")); };
+        nn::DotProductAttention sdpa({.dropout = 0.0});
+        const c::Tensor mask = c::ne(ref["mask.trg_mask"], 0.0);  // (B, 1, T, T)
+        const Variable q = exercise::split_heads(linear(xin, "w_q"), 2), k = exercise::split_heads(linear(xin, "w_k"), 2),
+                       v = exercise::split_heads(linear(xin, "w_v"), 2);
+        const Variable out = linear(exercise::concat_heads(sdpa(q, k, v, mask)), "fc");
+        ag::sum(out * Variable(ref["mha002.input.upstream"])).backward();
+        const c::Tensor rows = c::ne(ref["mha002.input.upstream"], 0.0);
+        t.check_allclose(c::where(rows, out.value(), zeros_like(out.value())),
+                         c::where(rows, ref["mha002.output"], zeros_like(out.value())), 1e-5,
+                         "seed 002's forward with your split and concat matches PyTorch's output");
+        t.check_allclose(xin.grad(), ref["mha002.grad.input.x"], 1e-4, "and PyTorch's gradient with respect to the input");
     });
 
     return t.finish();

@@ -12,6 +12,7 @@
 #include "autograd/autograd.hpp"
 #include "common/tutorial.hpp"
 #include "core/core.hpp"
+#include "exercise.hpp"
 #include "nn/layers.hpp"
 #include "nn/transformer.hpp"
 #include "tasks/plot.hpp"
@@ -75,7 +76,9 @@ int main(int argc, char** argv) {
     tutorial::Tutorial t(argc, argv,
                          {.title = "tformer tutorial 08 · Positional encoding",
                           .follows = "seed 002 1.2.2–1.2.3; seed 000 编码器 (embedding × √d); seed 004 pe and "
-                                     "Embeddings; seed 001 _position_embedding; seed 003 (3) 位置编码"});
+                                     "Embeddings; seed 001 _position_embedding; seed 003 (3) 位置编码",
+                          .exercise = "write the sin/cos table and the rotation that moves it k positions, also for "
+                                      "k < 0 (tutorials/08_positional_encoding/exercise.cpp)"});
     c::Generator gen(8);
 
     t.step("1. The table: sines and cosines of decreasing frequency", [&] {
@@ -155,9 +158,18 @@ int main(int argc, char** argv) {
         const auto heat = t.out_path("positional_encoding_table.png");
         tasks::plot_heatmaps(heat, maps);
         note("Wrote\n    {}\n    {}", png.string(), heat.string());
-        t.check_close(P.at({20, 6}), std::sin(20 / std::pow(10000.0, 6.0 / 32)), 1e-6, "P[20, 6] = sin(20 / 10000^(6/32))");
-        t.check_close(P.at({20, 9}), std::cos(20 / std::pow(10000.0, 8.0 / 32)), 1e-6, "P[20, 9] = cos(20 / 10000^(8/32))");
-        t.check(std::filesystem::file_size(png) > 0 && std::filesystem::file_size(heat) > 0, "both pictures were written");
+        double worst = 0;  // the four plotted curves against the formula, all 60 points each
+        for (int64_t col = 6; col < 10; ++col) {
+            const std::vector<double>& y = plot.series[col - 6].y;
+            for (int64_t pos = 0; pos < 60; ++pos) {
+                const double angle = pos / std::pow(10000.0, double(col - col % 2) / 32);
+                worst = std::max(worst, std::abs(y.at(pos) - (col % 2 == 0 ? std::sin(angle) : std::cos(angle))));
+            }
+        }
+        t.check(worst < 1e-6, fmt::format("the four plotted curves are sin/cos(pos / 10000^(2i/32)) at all 60 positions "
+                                          "(largest difference {:.1e})", worst));
+        t.check_close(maps.matrices[0][0], table_by_hand(60, 32, Formula::seed002), 1e-6,
+                      "the heatmap is the whole (60, 32) table of seed 002's formula");
     });
 
     t.step("4. The binary counter it resembles", [&] {
@@ -286,6 +298,25 @@ int main(int argc, char** argv) {
         const Variable one = pos_emb(Variable(c::zeros({1, 1, d})), /*start=*/4);
         t.check_close(one.value().select(0, 0).select(0, 0), pos_emb.P.select(0, 0).select(0, 4), 0,
                       "pos_encoding(zeros (1, 1, d), start = 4) is P[4]");
+    });
+
+    // ---- the exercise (--exercise): tutorials/08_positional_encoding/exercise.cpp -------------
+    t.exercise("Exercise. The table, and the shift by k positions", [&] {
+        note("Write exercise::positional_encoding(max_len, d) and exercise::shift_matrix(d, k). The checks compare "
+             "your table with nn::PositionalEncoding, and test P[pos + k] = P[pos] R for k = 3 and k = -2 "
+             "(the rotation the other way).");
+        const c::Tensor P = exercise::positional_encoding(60, 32);
+        nn::PositionalEncoding pe({.num_hiddens = 32, .max_len = 60});
+        t.check_close(P, pe.P.select(0, 0), 1e-6, "your (60, 32) table equals nn::PositionalEncoding's");
+        const c::Tensor Pd = table_by_hand(60, 32, Formula::seed002);
+        for (int64_t k : {3, -2}) {
+            const c::Tensor R = exercise::shift_matrix(32, k);
+            const c::Tensor from = k > 0 ? Pd.slice(0, 0, 60 - k) : Pd.slice(0, -k, 60);
+            const c::Tensor to = k > 0 ? Pd.slice(0, k, 60) : Pd.slice(0, 0, 60 + k);
+            t.check_close(c::matmul(from, R), to, 1e-12, fmt::format("k = {}: P[pos] R equals P[pos + {}] for every pos", k, k));
+        }
+        const c::Tensor R3 = exercise::shift_matrix(32, 3), Rm3 = exercise::shift_matrix(32, -3);
+        t.check_close(c::matmul(R3, Rm3), c::eye(32, DType::float64), 1e-12, "R(3) R(-3) = identity: moving back undoes moving on");
     });
 
     return t.finish();

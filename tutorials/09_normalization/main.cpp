@@ -7,17 +7,23 @@
 // (002_36798a9f04a86cc8.txt), 3.1 Add & Norm (a hand-written LayerNorm with
 // eps 1e-12 compared with nn.LayerNorm on (20, 5, 10)); seed 004
 // (004_a3b87e182ede5d90.txt), class LayerNorm (unbiased std, eps 1e-6 added to
-// the std); seed 001's _layer_normalization.
+// the std); seed 001's _layer_normalization. Step 6 compares every one of them,
+// outputs and gradients, with PyTorch (tests/fixtures/layer_norms.safetensors).
 // Read it with tutorials/09_normalization/README.md.
 #include "autograd/autograd.hpp"
 #include "common/tutorial.hpp"
+#include "common/reference.hpp"
 #include "core/core.hpp"
+#include "exercise.hpp"
 #include "nn/layers.hpp"
 #include "nn/transformer.hpp"
 
 #include <fmt/format.h>
 
 #include <cmath>
+#include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 using namespace tformer;
@@ -63,7 +69,9 @@ double max_abs_diff(const c::Tensor& a, const c::Tensor& b) { return c::max(c::a
 int main(int argc, char** argv) {
     tutorial::Tutorial t(argc, argv,
                          {.title = "tformer tutorial 09 · Normalisation: LayerNorm, BatchNorm, AddNorm",
-                          .follows = "seed 000 层归一化 and 残差规范化; seed 002 3.1 Add & Norm; seed 004 LayerNorm"});
+                          .follows = "seed 000 层归一化 and 残差规范化; seed 002 3.1 Add & Norm; seed 004 LayerNorm",
+                          .exercise = "write seed 004's LayerNorm with autograd ops and match PyTorch's output and "
+                                      "gradients (tutorials/09_normalization/exercise.cpp)"});
     c::Generator gen(9);
 
     t.step("1. Seed 000: LayerNorm and BatchNorm on [[1, 2], [2, 3]]", [&] {
@@ -205,6 +213,88 @@ int main(int argc, char** argv) {
         t.check_throws<ShapeError>("AddNorm with X (2, 3, 4) and Y (2, 3, 5) throws ShapeError", [&] {
             (void)add_norm(X, Variable(c::zeros({2, 3, 5}, DType::float64)));
         });
+    });
+
+    t.step("6. Derive, port, compare: every LayerNorm against PyTorch", [&] {
+        note("tests/fixtures/layer_norms.safetensors holds torch's numbers for the layers of this tutorial: seed "
+             "000's nn.LayerNorm(2) and nn.BatchNorm1d(2) on [[1, 2], [2, 3]] (training mode), and nn.LayerNorm(6), "
+             "seed 002's hand-written LayerNorm and seed 004's LayerNorm (both copied into make_fixtures.py as the "
+             "documents write them) on one (2, 3, 6) input, their scales and shifts moved away from 1 and 0. "
+             "For each: the output, and the gradients of sum(output · u) for a fixed random u with respect to the "
+             "input and the parameters. The same computations here:");
+        const tutorial::Reference ref("layer_norms");
+        // seed 000's example
+        {
+            nn::LayerNorm ln({.normalized_shape = 2});
+            nn::BatchNorm1d bn({.num_features = 2});
+            for (auto [prefix, layer] : {std::pair<std::string, nn::UnaryModule*>{"seed000_ln", &ln}, {"seed000_bn", &bn}}) {
+                const Variable x(ref[prefix + ".input.X"], true);
+                const Variable y = (*layer)(x);
+                ag::sum(y * Variable(ref[prefix + ".input.upstream"])).backward();
+                t.check_allclose(y.value(), ref[prefix + ".output"], 1e-5, prefix + ": the output matches torch's");
+                t.check_allclose(x.grad(), ref[prefix + ".grad.input.X"], 1e-4, prefix + ": d/dX matches");
+                for (const auto& [name, p] : layer->named_parameters())
+                    t.check_allclose(p.grad(), ref[prefix + ".grad.param." + name], 1e-4, prefix + ": d/d " + name + " matches");
+            }
+            t.check_allclose(bn.buffer("running_mean"), ref["seed000_bn.running_mean"], 1e-6, "seed000_bn: running_mean matches");
+            t.check_allclose(bn.buffer("running_var"), ref["seed000_bn.running_var"], 1e-6, "seed000_bn: running_var matches");
+        }
+        // the three LayerNorms of seeds 000, 002 and 004, each with its own scale and shift
+        const nn::StateDict torch_p = ref.params("torch"), p002 = ref.params("seed002"), p004 = ref.params("seed004");
+        const Variable w000(torch_p.at("weight"), true), b000(torch_p.at("bias"), true);
+        const Variable g002(p002.at("gamma"), true), be002(p002.at("beta"), true);
+        const Variable a004(p004.at("a_2"), true), b004(p004.at("b_2"), true);
+        struct Case {
+            std::string prefix;
+            std::function<Variable(const Variable&)> f;
+            std::vector<std::pair<std::string, Variable>> params;
+        };
+        const std::vector<Case> cases = {
+            {"torch", [&](const Variable& x) { return ag::layer_norm(x, w000, b000, 1e-5); }, {{"weight", w000}, {"bias", b000}}},
+            {"seed002", [&](const Variable& x) { return g002 * seed002_layer_norm(x, 1e-12) + be002; }, {{"gamma", g002}, {"beta", be002}}},
+            {"seed004", [&](const Variable& x) {
+                 nn::LayerNorm ln({.normalized_shape = 6, .eps = 1e-6, .unbiased_std = true});
+                 ln.weight = a004;
+                 ln.bias = b004;
+                 return ln(x);
+             }, {{"a_2", a004}, {"b_2", b004}}},
+        };
+        for (const Case& k : cases) {
+            const Variable x(ref[k.prefix + ".input.X"], true);
+            const Variable y = k.f(x);
+            ag::sum(y * Variable(ref[k.prefix + ".input.upstream"])).backward();
+            t.check_allclose(y.value(), ref[k.prefix + ".output"], 1e-5, k.prefix + ": the output matches torch's");
+            t.check_allclose(x.grad(), ref[k.prefix + ".grad.input.X"], 1e-4, k.prefix + ": d/dX matches");
+            for (const auto& [name, p] : k.params)
+                t.check_allclose(p.grad(), ref[k.prefix + ".grad.param." + name], 1e-4, k.prefix + ": d/d " + name + " matches");
+        }
+        const double gap = c::max(c::abs(c::sub(ref["seed002.output"], ref["torch.output"]))).item();
+        note("Seed 002's layer and nn.LayerNorm differ by up to {:.3f} on this input (step 3's √((D-1)/D), and "
+             "different scales here): matching torch on each one separately is what shows the three are "
+             "three different functions, each computed right.", gap);
+    });
+
+    // ---- the exercise (--exercise): tutorials/09_normalization/exercise.cpp -------------------
+    t.exercise("Exercise. Seed 004's LayerNorm, against PyTorch", [&] {
+        note("Write exercise::seed004_layer_norm with autograd ops. The checks run it on the (2, 3, 6) input of "
+             "tests/fixtures/layer_norms.safetensors with that file's a_2 and b_2 and compare the output and all "
+             "three gradients with what torch computed for the document's class; then gradcheck in float64.");
+        const tutorial::Reference ref("layer_norms");
+        const nn::StateDict p = ref.params("seed004");
+        const Variable x(ref["seed004.input.X"], true), a(p.at("a_2"), true), b(p.at("b_2"), true);
+        const Variable y = exercise::seed004_layer_norm(x, a, b, 1e-6);
+        ag::sum(y * Variable(ref["seed004.input.upstream"])).backward();
+        t.check_allclose(y.value(), ref["seed004.output"], 1e-5, "the output matches PyTorch's");
+        t.check_allclose(x.grad(), ref["seed004.grad.input.X"], 1e-4, "d/dX matches");
+        t.check_allclose(a.grad(), ref["seed004.grad.param.a_2"], 1e-4, "d/d a_2 matches");
+        t.check_allclose(b.grad(), ref["seed004.grad.param.b_2"], 1e-4, "d/d b_2 matches");
+        c::Generator g(909);
+        const ag::GradcheckResult r = ag::gradcheck(
+            [](const std::vector<Variable>& in) { return exercise::seed004_layer_norm(in[0], in[1], in[2], 1e-6); },
+            {Variable(c::randn({2, 5}, g, DType::float64), true), Variable(c::randn({5}, g, DType::float64), true),
+             Variable(c::randn({5}, g, DType::float64), true)});
+        if (!r.passed) tutorial::quote(r.report);
+        t.check(r.passed, "gradcheck in float64 with respect to x, a_2 and b_2");
     });
 
     return t.finish();

@@ -5,15 +5,23 @@
 // 编码器 (PositionWiseFFN, EncoderBlock, TransformerEncoder); seed 002
 // (002_36798a9f04a86cc8.txt), 3.2 Feed Forward (FFN(X) = max(0, XW1 + b1)W2 + b2,
 // "kernal_size = 1 的两个 1×1 卷积层") and 3.3 EncoderLayer; seed 001's
-// _feed_forward (tf.layers.conv1d with kernel_size 1).
+// _feed_forward (tf.layers.conv1d with kernel_size 1). Steps 2b and 3b compare
+// the FFN, nn.Conv1d and the EncoderBlock with PyTorch (tests/fixtures/);
+// step 2c is seed 002's FFN with its inner dropout; step 5 builds the paper's
+// N = 6, d = 512 encoder (seed 002 1.2 and 三 Encoder).
 // Read it with tutorials/10_ffn_encoder_block/README.md.
 #include "autograd/autograd.hpp"
 #include "common/tutorial.hpp"
+#include "common/reference.hpp"
 #include "core/core.hpp"
+#include "exercise.hpp"
 #include "nn/transformer.hpp"
 
 #include <fmt/format.h>
 
+#include <cmath>
+#include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -72,7 +80,10 @@ double max_abs(const c::Tensor& x) { return c::max(c::abs(x)).item(); }
 int main(int argc, char** argv) {
     tutorial::Tutorial t(argc, argv,
                          {.title = "tformer tutorial 10 · The feed-forward network and the encoder block",
-                          .follows = "seed 000 基于位置的前馈网络, 编码器块, 编码器; seed 002 3.2–3.3; seed 001 _feed_forward"});
+                          .follows = "seed 000 基于位置的前馈网络, 前馈网络, 编码器块, 编码器, 信息传递; seed 002 1.2 整体架构, "
+                                     "三 Encoder, 3.2–3.3; seed 001 _feed_forward; seed 004 编码器",
+                          .exercise = "write a 1-D convolution (any kernel size, zero padding) with autograd ops and "
+                                      "match PyTorch's nn.Conv1d (tutorials/10_ffn_encoder_block/exercise.cpp)"});
     c::Generator gen(10);
 
     t.step("1. PositionWiseFFN: the same MLP at every position", [&] {
@@ -140,6 +151,70 @@ int main(int argc, char** argv) {
                 "kernel 3: outputs 0, 1 and 2 all read input position 2");
     });
 
+    t.step("2b. The FFN and the convolution against PyTorch", [&] {
+        note("tests/fixtures/tutorial_layers.safetensors holds d2l's PositionWiseFFN(4, 4, 8) run by torch on "
+             "ones (2, 3, 4) (d2l's printed example) and on random numbers, and nn.Conv1d with kernel sizes 1 and "
+             "3, each with the gradients of sum(output · u):");
+        const tutorial::Reference ref("tutorial_layers");
+        nn::PositionWiseFFN ffn({.ffn_num_input = 4, .ffn_num_hiddens = 4, .ffn_num_outputs = 8});
+        ffn.load_state_dict(ref.params("ffn"));
+        for (const std::string prefix : {"ffn_ones", "ffn"}) {
+            for (const auto& [name, p] : ffn.named_parameters()) p.zero_grad();
+            const Variable X(ref[prefix + ".input.X"], true);
+            const Variable Y = ffn(X);
+            ag::sum(Y * Variable(ref[prefix + ".input.upstream"])).backward();
+            t.check_allclose(Y.value(), ref[prefix + ".output"], 1e-5, prefix + ": PositionWiseFFN's output matches torch's");
+            t.check_allclose(X.grad(), ref[prefix + ".grad.input.X"], 1e-4, prefix + ": d/dX matches");
+            for (const auto& [name, p] : ffn.named_parameters())
+                t.check_allclose(p.grad(), ref[prefix + ".grad.param." + name], 1e-4, prefix + ": d/d " + name + " matches");
+        }
+        for (const auto& [prefix, k] : {std::pair<std::string, int64_t>{"conv1", 1}, {"conv3", 3}}) {
+            const c::Tensor x = ref[prefix + ".input.x"], w = ref[prefix + ".param.weight"], b = ref[prefix + ".param.bias"];
+            const int64_t pad = k / 2;
+            c::Tensor padded = c::zeros({x.size(0), x.size(1), x.size(2) + 2 * pad}, DType::float64);
+            c::copy_(padded.slice(2, pad, pad + x.size(2)), x.to(DType::float64));
+            const c::Tensor y = conv1d_by_loop(padded, w.to(DType::float64), b.to(DType::float64));
+            t.check_allclose(y, ref[prefix + ".output"], 1e-5,
+                             fmt::format("{}: step 2's conv1d loop (kernel {}, padding {}) matches nn.Conv1d", prefix, k, pad));
+        }
+        note("(The exercise asks for the convolution with autograd ops, gradients included.)");
+    });
+
+    t.step("2c. Seed 002's FFN has a dropout inside", [&] {
+        note("Seed 002's PositionwiseFeedForward is fc1 → ReLU → dropout(0.1) → fc2: unlike d2l's, it drops "
+             "hidden units. nn.Dropout is inverted dropout (tutorial 09, step 5): in training each hidden unit "
+             "is zeroed with probability p and the survivors are multiplied by 1/(1 - p), so the expected "
+             "value is unchanged; in eval mode it does nothing. Built from library pieces around d2l's FFN:");
+        c::Generator g(1002);  // a generator of its own: the later steps' numbers stay as they were
+        nn::PositionWiseFFN ffn({.ffn_num_input = 8, .ffn_num_hiddens = 64, .ffn_num_outputs = 8}, g);
+        nn::Dropout dropout({.p = 0.1}, g);
+        auto seed002_ffn = [&](const Variable& x, bool training) {
+            training ? dropout.train() : dropout.eval();
+            return (*ffn.dense2)(dropout((*ffn.relu)((*ffn.dense1)(x))));
+        };
+        const Variable X(c::randn({4, 2500, 8}, g));  // 10,000 positions
+        const c::Tensor hidden = (*ffn.relu)((*ffn.dense1)(X)).value();
+        dropout.train();
+        const c::Tensor dropped = dropout(Variable(hidden)).value();
+        const c::Tensor alive = c::gt(hidden, 0.0), kept = c::gt(dropped, 0.0);
+        const double n_alive = c::sum(alive.to(DType::float64)).item(), n_kept = c::sum(kept.to(DType::float64)).item();
+        const double share = 1 - n_kept / n_alive;
+        // dropped / hidden where a unit was kept (elsewhere 1/(1 - p), so min and max read the kept ones only)
+        const c::Tensor ratio = c::where(kept, c::div(dropped, c::where(kept, hidden, c::ones(hidden.shape()))),
+                                         c::full(hidden.shape(), 1 / 0.9));
+        note("    of {:.0f} positive hidden values, {:.2f}% were zeroed; the kept ones were multiplied by {:.6f}",
+             n_alive, 100 * share, c::max(ratio).item());
+        t.check(std::abs(share - 0.1) < 0.005, "about p = 10% of the hidden units are dropped (within half a percent)");
+        t.check_close(c::max(ratio).item(), 1 / 0.9, 1e-5, "and the rest are scaled by 1/(1 - p) = 1.1111");
+        t.check_close(c::min(ratio).item(), 1 / 0.9, 1e-5, "all of them by the same factor");
+        t.check_close(seed002_ffn(X, false).value(), ffn(X).value(), 0, "in eval mode it is exactly d2l's FFN");
+        c::Tensor mean_out = c::zeros({4, 2500, 8});
+        for (int i = 0; i < 100; ++i) mean_out = c::add(mean_out, c::div(seed002_ffn(X, true).value(), 100.0));
+        const double drift = c::mean(c::sub(mean_out, ffn(X).value())).item();
+        t.check(std::abs(drift) < 0.01, fmt::format("averaged over 100 training passes the output matches eval mode (mean "
+                                                    "difference {:.1e}): the expected value is kept", drift));
+    });
+
     t.step("3. EncoderBlock: attention + AddNorm, FFN + AddNorm", [&] {
         note("Seed 000's encoder block (seed 002's EncoderLayer, seed 004's Encoder):\n"
              "    Y   = AddNorm(X, MultiHeadAttention(X, X, X, valid_lens))\n"
@@ -183,7 +258,9 @@ int main(int argc, char** argv) {
                 fmt::format("4·24·24 (attention, no bias) + 24·48+48 + 48·24+24 (FFN) + 2·(24+24) (LayerNorms) = {}", expected));
 
         note("\nTransformerEncoder stacks such blocks after embedding × √d + positional encoding (d2l: vocabulary "
-             "200, 2 blocks, token ids of shape (2, 100)):");
+             "200, 2 blocks, token ids of shape (2, 100)). Seed 000 heads this code '编码器块' (encoder block) a "
+             "second time, over the TransformerEncoder class: a slip, it is the encoder (编码器) that the blocks "
+             "above are stacked into, with the embedding in front:");
         nn::TransformerEncoder encoder(200, options, gen);
         encoder.eval();
         const Variable enc = encoder.forward(c::ones({2, 100}, DType::int64), valid_lens);
@@ -191,6 +268,42 @@ int main(int argc, char** argv) {
              c::shape_str(enc.shape()));
         t.check(enc.shape() == c::Shape{2, 100, 24} && encoder.attention_weights().size() == 2,
                 "(2, 100) token ids -> (2, 100, 24), and the weights of both blocks are kept for heatmaps");
+        bool has_embedding = false, has_second_block = false;
+        for (const auto& [name, p] : encoder.named_parameters()) {
+            has_embedding = has_embedding || name == "embedding.weight";
+            has_second_block = has_second_block || name.starts_with("blks.block1.");
+        }
+        t.check(has_embedding && has_second_block && encoder.num_parameters() == 200 * 24 + 2 * blk.num_parameters(),
+                "TransformerEncoder = embedding (200 × 24) + 2 encoder blocks: not one more block");
+    });
+
+    t.step("3b. The EncoderBlock against PyTorch", [&] {
+        note("tests/fixtures/encoder_block.safetensors holds seed 000's EncoderBlock (D = 8, 2 heads, FFN 16, "
+             "valid lengths [6, 3], training mode with dropout 0, LayerNorm scales and shifts moved away from 1 and "
+             "0) run by torch, with the gradients of sum(output · u) for the input and all 12 parameters:");
+        const tutorial::Reference ref("encoder_block");
+        const nn::TransformerOptions o{.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .norm_shape = 8,
+                                       .ffn_num_input = 8, .ffn_num_hiddens = 16, .num_heads = 2, .num_layers = 1,
+                                       .dropout = 0.0};
+        c::Generator g(1003);
+        nn::EncoderBlock blk(o, g);
+        blk.load_state_dict(ref.params(""));
+        const Variable X(ref["input.X"], true);
+        const Variable out = blk.forward(X, ref["input.valid_lens"]);
+        ag::sum(out * Variable(ref["input.upstream"])).backward();
+        t.check_allclose(out.value(), ref["output"], 1e-5, "output (2, 6, 8) matches PyTorch's");
+        t.check_allclose(X.grad(), ref["grad.input.X"], 1e-4, "d/dX matches");
+        int matched = 0, params = 0;
+        for (const auto& [name, p] : blk.named_parameters()) {
+            ++params;
+            const c::Tensor& theirs = ref["grad.param." + name];
+            const std::vector<double> a = p.grad().to_vector(), b = theirs.to_vector();
+            bool ok = a.size() == b.size();
+            for (size_t i = 0; ok && i < a.size(); ++i) ok = std::abs(a[i] - b[i]) <= 1e-4 * (1 + std::abs(b[i]));
+            matched += ok;
+            if (!ok) t.check_allclose(p.grad(), theirs, 1e-4, "d/d " + name);
+        }
+        t.check(matched == params && params == 12, fmt::format("the gradients of all {} parameters match", params));
     });
 
     t.step("4. gradcheck of a tiny EncoderBlock in float64", [&] {
@@ -237,6 +350,74 @@ int main(int argc, char** argv) {
         t.check(max_abs(X.grad().select(0, 1).select(0, 2)) == 0, "X.grad[1, 2] is exactly 0: a padded key is invisible");
         t.check(max_abs(X.grad().select(0, 0)) == 0, "X.grad[0] is exactly 0: sequence 0 does not influence sequence 1");
         t.check(max_abs(X.grad().select(0, 1).slice(0, 0, 2)) > 0, "while positions 0 and 1 of sequence 1 do");
+    });
+
+    t.step("5. The paper's size: N = 6 blocks of d = 512", [&] {
+        note("Seed 002 (1.2 Transformer 整体架构, 三 Encoder): encoder and decoder are each a stack of N = 6 "
+             "identical blocks, with d_model = 512, 8 heads of 64 and an FFN of 2048 (3.2: 'input and output 512, "
+             "inner 2048'). Seed 000 (信息传递): because every block keeps the width d, blocks stack and the "
+             "decoder can attend to the encoder's output ('贯穿始终的 d 不变性'). Six such encoder blocks, with "
+             "seed 002's biases in the attention projections, on a batch of the shape seed 002 prints for its "
+             "embeddings, (2, 12, 512):");
+        const nn::TransformerOptions base{.key_size = 512, .query_size = 512, .value_size = 512, .num_hiddens = 512,
+                                          .norm_shape = 512, .ffn_num_input = 512, .ffn_num_hiddens = 2048,
+                                          .num_heads = 8, .num_layers = 6, .dropout = 0.1, .use_bias = true};
+        std::vector<std::unique_ptr<nn::EncoderBlock>> stack;
+        for (int i = 0; i < 6; ++i) {
+            stack.push_back(std::make_unique<nn::EncoderBlock>(base, gen));
+            stack.back()->eval();
+        }
+        Variable H(c::randn({2, 12, 512}, gen));
+        const c::Tensor lens = c::from_vector(std::vector<int64_t>{12, 8}, {2});
+        std::vector<std::string> shapes;
+        {
+            ag::NoGradGuard no_grad;
+            for (auto& blk : stack) {
+                H = blk->forward(H, lens);
+                shapes.push_back(c::shape_str(H.shape()));
+            }
+        }
+        note("    after each block: {}", fmt::join(shapes, "  "));
+        t.check(H.shape() == c::Shape{2, 12, 512}, "(2, 12, 512) in, (2, 12, 512) out of every one of the six blocks");
+        const int64_t d = 512, ff = 2048, V = 37000;
+        const int64_t attention = 4 * (d * d + d), ffn_p = d * ff + ff + ff * d + d, norm = 2 * d;
+        const int64_t enc_block = attention + ffn_p + 2 * norm, dec_block = 2 * attention + ffn_p + 3 * norm;
+        nn::DecoderBlock one_decoder(base, 0, gen);
+        t.check(stack.front()->num_parameters() == enc_block,
+                fmt::format("one encoder block: 4(d² + d) + (2·d·2048 + 2048 + d) + 2·2d = {} parameters", enc_block));
+        t.check(one_decoder.num_parameters() == dec_block,
+                fmt::format("one decoder block: two attentions, the FFN, three LayerNorms = {}", dec_block));
+        const int64_t total = 6 * enc_block + 6 * dec_block + V * d;
+        note("With the paper's shared vocabulary of 37,000 BPE pieces (one embedding matrix for both sides and "
+             "the output layer): 6 × {} + 6 × {} + 37,000 × 512 = {} parameters, about the 65 million the paper "
+             "gives for its base model (Table 3).", enc_block, dec_block, total);
+        t.check(std::abs(total - 65'000'000) < 3'000'000, fmt::format("{:.1f} million, within 3 million of 65 million", total / 1e6));
+    });
+
+    // ---- the exercise (--exercise): tutorials/10_ffn_encoder_block/exercise.cpp ---------------
+    t.exercise("Exercise. A 1-D convolution with autograd, against nn.Conv1d", [&] {
+        note("Write exercise::conv1d. The checks run it on the inputs and weights of tests/fixtures/"
+             "tutorial_layers.safetensors (nn.Conv1d with kernel 1, and kernel 3 with padding 1) and compare the "
+             "outputs and the gradients for the input, the weight and the bias with torch's. Then: a kernel-1 "
+             "convolution with a dense layer's weight is that dense layer at every position (seed 000).");
+        const tutorial::Reference ref("tutorial_layers");
+        for (const auto& [prefix, pad] : {std::pair<std::string, int64_t>{"conv1", 0}, {"conv3", 1}}) {
+            const Variable x(ref[prefix + ".input.x"], true), w(ref[prefix + ".param.weight"], true),
+                b(ref[prefix + ".param.bias"], true);
+            const Variable y = exercise::conv1d(x, w, b, pad);
+            if (!t.check(y.shape() == ref[prefix + ".output"].shape(), prefix + ": output shape (2, 6, 7)")) continue;
+            ag::sum(y * Variable(ref[prefix + ".input.upstream"])).backward();
+            t.check_allclose(y.value(), ref[prefix + ".output"], 1e-5, prefix + ": the output matches nn.Conv1d's");
+            t.check_allclose(x.grad(), ref[prefix + ".grad.input.x"], 1e-4, prefix + ": d/dx matches");
+            t.check_allclose(w.grad(), ref[prefix + ".grad.param.weight"], 1e-4, prefix + ": d/dweight matches");
+            t.check_allclose(b.grad(), ref[prefix + ".grad.param.bias"], 1e-4, prefix + ": d/dbias matches");
+        }
+        nn::Linear dense({.in_features = 4, .out_features = 6}, gen);
+        const c::Tensor X = c::randn({2, 5, 4}, gen);  // (B, T, C)
+        const Variable conv = exercise::conv1d(Variable(X.transpose(1, 2).contiguous()),
+                                               Variable(dense.weight.value().unsqueeze(2)), dense.bias, 0);
+        t.check_close(conv.value().transpose(1, 2), dense(Variable(X)).value(), 1e-5,
+                      "kernel 1 with a Linear's (out, in, 1) weight = the Linear at every position");
     });
 
     return t.finish();

@@ -7,17 +7,23 @@
 // and 5.1 (make_pad_mask, make_no_peak_mask); seed 004
 // (004_a3b87e182ede5d90.txt), subsequent_mask, Batch.make_std_mask and
 // inference_test (greedy decoding that re-runs the whole prefix every step).
+// Steps 2b, 4b and 4c compare the masks, seed 000's DecoderBlock and seed
+// 002's complete Transformer (5.1) with PyTorch (tests/fixtures/).
 // Read it with tutorials/11_decoder_masks_prediction/README.md.
 #include "autograd/autograd.hpp"
 #include "common/tutorial.hpp"
+#include "common/reference.hpp"
 #include "core/core.hpp"
+#include "exercise.hpp"
 #include "nn/transformer.hpp"
 #include "tasks/plot.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -53,13 +59,87 @@ c::Tensor make_no_peak_mask(int64_t len_q, int64_t len_k) {
 // A bool mask printed as 0/1 integers, which reads better than True/False.
 void show_mask(std::string_view name, const c::Tensor& mask) { show(name, mask.to(DType::int64)); }
 
+// Seed 002 5.1's Transformer.forward written with autograd ops, the weights held
+// by their PyTorch names (tests/fixtures/seed002_transformer.safetensors), so
+// that every one of them gets a gradient to compare: TransformerEmbedding
+// (padding_idx 1, no √d scaling), EncoderLayer and DecoderLayer with seed
+// 002's MultiHeadAttention (biases, split/concat), its LayerNorm (unbiased
+// variance, eps 1e-12) and PositionwiseFeedForward (dropout 0 here).
+class Seed002Transformer {
+public:
+    Seed002Transformer(const nn::StateDict& state, int64_t n_layers, int64_t n_head)
+        : n_layers_(n_layers), n_head_(n_head) {
+        for (const auto& [name, value] : state) params.emplace(name, Variable(value, true));
+    }
+
+    Variable forward(const c::Tensor& src, const c::Tensor& trg) const {
+        const int64_t T = trg.size(1);
+        const c::Tensor src_mask = make_pad_mask(src, src, 1, 1);                                      // (B, 1, S, S)
+        const c::Tensor src_trg_mask = make_pad_mask(trg, src, 1, 1);                                  // (B, 1, T, S)
+        const c::Tensor trg_mask = c::logical_and(make_pad_mask(trg, trg, 1, 1), make_no_peak_mask(T, T));  // (B, 1, T, T)
+        Variable x = embed("encoder", src);
+        for (int64_t i = 0; i < n_layers_; ++i) {
+            const std::string l = fmt::format("encoder.layers.{}.", i);
+            x = norm(x + attention(x, x, src_mask, l + "mha"), l + "ln1");
+            x = norm(x + ffn(x, l + "ffn"), l + "ln2");
+        }
+        Variable y = embed("decoder", trg);
+        for (int64_t i = 0; i < n_layers_; ++i) {
+            const std::string l = fmt::format("decoder.layers.{}.", i);
+            y = norm(y + attention(y, y, trg_mask, l + "mha1"), l + "ln1");
+            y = norm(y + attention(y, x, src_trg_mask, l + "mha2"), l + "ln2");
+            y = norm(y + ffn(y, l + "ffn"), l + "ln3");
+        }
+        return linear(y, "decoder.linear");  // (B, T, V)
+    }
+
+    std::map<std::string, Variable> params;
+
+private:
+    const Variable& p(const std::string& name) const { return params.at(name); }
+    Variable linear(const Variable& x, const std::string& name) const {
+        return ag::linear(x, p(name + ".weight"), p(name + ".bias"));
+    }
+    Variable embed(const std::string& side, const c::Tensor& ids) const {
+        const Variable tok = ag::embedding(p(side + ".emb.tok_emb.weight"), ids, /*padding_idx=*/1);  // (B, T, D)
+        const int64_t D = tok.shape()[2];
+        nn::PositionalEncoding pe({.num_hiddens = D, .max_len = 10});
+        return tok + Variable(pe.P.slice(1, 0, ids.size(1)));  // seed 002 adds the table, no √d
+    }
+    Variable split(const Variable& x) const {  // (B, T, D) -> (B, H, T, d)
+        const auto s = x.shape();
+        return ag::transpose(ag::reshape(x, {s[0], s[1], n_head_, s[2] / n_head_}), 1, 2);
+    }
+    Variable attention(const Variable& q_in, const Variable& kv_in, const c::Tensor& mask, const std::string& name) const {
+        const Variable q = split(linear(q_in, name + ".w_q")), k = split(linear(kv_in, name + ".w_k")),
+                       v = split(linear(kv_in, name + ".w_v"));
+        const double scale = std::sqrt(static_cast<double>(q.shape()[3]));
+        const Variable w = ag::masked_softmax_by_mask(ag::matmul(q, ag::transpose(k, 2, 3)) / scale, mask);
+        const Variable o = ag::transpose(ag::matmul(w, v), 1, 2);  // (B, T, H, d)
+        const auto s = o.shape();
+        return linear(ag::reshape(ag::contiguous(o), {s[0], s[1], s[2] * s[3]}), name + ".fc");
+    }
+    Variable norm(const Variable& x, const std::string& name) const {  // seed 002's LayerNorm
+        const Variable mean = ag::mean(x, {-1}, true), var = ag::var(x, {-1}, /*unbiased=*/true, true);
+        return p(name + ".gamma") * ((x - mean) / ag::sqrt(var + 1e-12)) + p(name + ".beta");
+    }
+    Variable ffn(const Variable& x, const std::string& name) const {
+        return linear(ag::relu(linear(x, name + ".fc1")), name + ".fc2");
+    }
+
+    int64_t n_layers_, n_head_;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
     tutorial::Tutorial t(argc, argv,
                          {.title = "tformer tutorial 11 · Decoder: masks, DecoderBlock, prediction with a KV cache",
-                          .follows = "seed 000 解码器块, 解码器, 预测; seed 002 四 Decoder, make_pad_mask, "
-                                     "make_no_peak_mask; seed 004 subsequent_mask, Batch, inference_test"});
+                          .follows = "seed 000 有掩码的多头注意力, 解码器块, 解码器, 预测; seed 002 四 Decoder, 五 "
+                                     "Transformer 实现 (5.1, make_pad_mask, make_no_peak_mask); seed 004 "
+                                     "subsequent_mask, Batch, 解码器, inference_test",
+                          .exercise = "write seed 004's make_std_mask and per-row lengths that combine padding with "
+                                      "the no-peek rule (tutorials/11_decoder_masks_prediction/exercise.cpp)"});
     c::Generator gen(11);
 
     t.step("1. The no-peek mask", [&] {
@@ -121,6 +201,25 @@ int main(int argc, char** argv) {
         show_mask("make_std_mask([[1, 3, 5, 0, 0]], 0)[0]", std_mask.select(0, 0));
         t.check(std_mask.shape() == c::Shape{1, 5, 5} && std_mask.at({0, 4, 2}) != 0 && std_mask.at({0, 4, 3}) == 0,
                 "row 4 (a padded query) still sees the 3 real tokens: only padded KEYS are hidden");
+    });
+
+    t.step("2b. The masks against PyTorch's", [&] {
+        note("tests/fixtures/attention_masks.safetensors holds the masks torch builds with the documents' own "
+             "functions (copied into make_fixtures.py as written) for src [[5, 7, 3, 9, 1, 1], [4, 2, 8, 6, 11, "
+             "12]] and trg [[2, 9, 4, 1, 1], [2, 6, 10, 14, 3]] (pad id 1), and seed 004's for tgt [[1, 3, 5, 0, "
+             "0], [1, 4, 4, 2, 9]] (pad id 0). This tutorial's masks, element by element:");
+        const tutorial::Reference ref("attention_masks");
+        const c::Tensor src = ref["ids.src"], trg = ref["ids.trg"];
+        auto as_ints = [](const c::Tensor& mask) { return mask.to(DType::int64); };
+        t.check_close(as_ints(make_pad_mask(src, src, 1, 1)), ref["mask.src_mask"], 0, "src_mask = make_pad_mask(src, src) (2, 1, 6, 6)");
+        t.check_close(as_ints(make_pad_mask(trg, src, 1, 1)), ref["mask.src_trg_mask"], 0,
+                      "src_trg_mask = make_pad_mask(trg, src) (2, 1, 5, 6)");
+        t.check_close(as_ints(c::logical_and(make_pad_mask(trg, trg, 1, 1), make_no_peak_mask(5, 5))), ref["mask.trg_mask"], 0,
+                      "trg_mask = make_pad_mask(trg, trg) * make_no_peak_mask(trg, trg) (2, 1, 5, 5)");
+        t.check_close(as_ints(nn::subsequent_mask(5)), ref["mask.subsequent_mask_5"], 0, "nn::subsequent_mask(5) = seed 004's");
+        const c::Tensor tgt = ref["ids.tgt004"];
+        t.check_close(as_ints(c::logical_and(c::ne(tgt, 0.0).unsqueeze(-2), nn::subsequent_mask(5))), ref["mask.std_mask"], 0,
+                      "Batch.make_std_mask(tgt, 0) (2, 5, 5)");
     });
 
     t.step("3. Valid lengths and bool masks give the same attention", [&] {
@@ -192,6 +291,73 @@ int main(int argc, char** argv) {
              "(teacher forcing in either mode); prediction uses forward_step, below.");
     });
 
+    t.step("4b. The DecoderBlock against PyTorch", [&] {
+        note("tests/fixtures/decoder_block.safetensors: seed 000's DecoderBlock (D = 8, 2 heads, FFN 16, i = 0) "
+             "run by torch in training mode, so with d2l's dec_valid_lens [1..5] per row, state [enc_outputs, "
+             "[6, 3], [None]], and the gradients of sum(output · u) for X, the encoder outputs and all 18 parameters:");
+        const tutorial::Reference ref("decoder_block");
+        const nn::TransformerOptions o{.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .norm_shape = 8,
+                                       .ffn_num_input = 8, .ffn_num_hiddens = 16, .num_heads = 2, .num_layers = 1,
+                                       .dropout = 0.0};
+        c::Generator g(1104);  // not `gen`: step 5's model keeps its numbers
+        nn::DecoderBlock blk(o, 0, g);
+        blk.load_state_dict(ref.params(""));
+        const Variable X(ref["input.X"], true), enc(ref["input.enc_outputs"], true);
+        nn::DecoderState state;
+        state.enc_outputs = enc;
+        state.enc_valid_lens = ref["input.enc_valid_lens"];
+        state.caches.resize(1);
+        const Variable out = blk.forward(X, state);
+        ag::sum(out * Variable(ref["input.upstream"])).backward();
+        t.check_allclose(out.value(), ref["output"], 1e-5, "output (2, 5, 8) matches PyTorch's");
+        t.check_allclose(X.grad(), ref["grad.input.X"], 1e-4, "d/dX matches");
+        t.check_allclose(enc.grad(), ref["grad.input.enc_outputs"], 1e-4, "d/d enc_outputs matches (through the cross-attention)");
+        int matched = 0, count = 0;
+        for (const auto& [name, p] : blk.named_parameters()) {
+            ++count;
+            const c::Tensor& theirs = ref["grad.param." + name];
+            const double excess = c::max(c::sub(c::abs(c::sub(p.grad().to(DType::float64), theirs.to(DType::float64))),
+                                                c::mul(c::add(c::abs(theirs.to(DType::float64)), 1.0), 1e-4))).item();
+            matched += excess <= 0;
+            if (excess > 0) t.check_allclose(p.grad(), theirs, 1e-4, "d/d " + name);
+        }
+        t.check(matched == count && count == 18, fmt::format("the gradients of all {} parameters match", count));
+    });
+
+    t.step("4c. Seed 002's complete Transformer (5.1), end to end, against PyTorch", [&] {
+        note("Seed 002's last section puts it all together: Transformer(src_pad_idx, trg_pad_idx, ...).forward("
+             "src, trg) builds src_mask, src_trg_mask and trg_mask from the ids, encodes, decodes and returns the "
+             "logits. tests/fixtures/seed002_transformer.safetensors holds that class run by torch (d_model 8, 2 "
+             "heads, FFN 16, 2 layers, vocabularies 13 and 17, pad id 1, dropout 0) on the src and trg of step "
+             "2b, with the gradient of sum(logits · u) for every weight; u is zero at the padded target "
+             "positions (their rows are fully masked: PyTorch spreads them uniformly, tformer gives them zero "
+             "weights, and no loss should read them). The same forward, written here with autograd ops:");
+        const tutorial::Reference ref("seed002_transformer");
+        Seed002Transformer model(ref.params("model"), 2, 2);
+        const c::Tensor src = ref["model.input.src"], trg = ref["model.input.trg"];
+        const Variable logits = model.forward(src, trg);
+        ag::sum(logits * Variable(ref["model.input.upstream"])).backward();
+        note("    src {} and trg {} -> logits {}; {} weight tensors", c::shape_str(src.shape()), c::shape_str(trg.shape()),
+             c::shape_str(logits.shape()), model.params.size());
+        const c::Tensor real = c::ne(trg, 1.0).unsqueeze(2).expand(logits.shape());
+        const c::Tensor zero = c::zeros(logits.shape());
+        t.check_allclose(c::where(real, logits.value(), zero), c::where(real, ref["model.output"], zero), 1e-5,
+                         "the logits (2, 5, 17) match PyTorch's at every real target position");
+        int matched = 0;
+        std::string worst;
+        for (const auto& [name, p] : model.params) {
+            const c::Tensor& theirs = ref["model.grad.param." + name];
+            const double excess = c::max(c::sub(c::abs(c::sub(p.grad().to(DType::float64), theirs.to(DType::float64))),
+                                                c::mul(c::add(c::abs(theirs.to(DType::float64)), 1.0), 1e-4))).item();
+            if (excess <= 0) ++matched;
+            else worst = name;
+        }
+        t.check(matched == static_cast<int>(model.params.size()) && matched == 88,
+                fmt::format("the gradients of all {} weights match{}", model.params.size(), worst.empty() ? "" : " (not " + worst + ")"));
+        t.check(c::sum(c::abs(model.params.at("decoder.emb.tok_emb.weight").grad().select(0, 1))).item() == 0,
+                "the padding row (id 1) of the target embedding gets no gradient, in both");
+    });
+
     std::vector<std::vector<c::Tensor>> final_weights;  // for the heatmaps
     std::vector<int64_t> generated;
 
@@ -221,7 +387,7 @@ int main(int argc, char** argv) {
         std::vector<int64_t> prefix = {0};
         double worst = 0;
         bool same_tokens = true;
-        int64_t full_positions = 0;
+        int64_t full_positions = 0, full_rows = 0, cached_rows = 0;
         fmt::print("\n      step  fed   next token:      max |logit   block 0 cache keys:\n"
                    "                 full   cached    difference|   self        cross\n");
         for (int64_t step = 1; step <= 9; ++step) {
@@ -229,11 +395,13 @@ int main(int argc, char** argv) {
             const c::Tensor tgt = c::from_vector(prefix, {1, static_cast<int64_t>(prefix.size())});
             nn::DecoderState fresh = decoder.init_state(memory, src_lens);
             const c::Tensor full = decoder.forward(tgt, fresh).value();        // (1, t, V)
+            full_rows += decoder.attention_weights()[0][0].size(1);            // (B·H, t, t): t query rows
             const c::Tensor last_full = full.select(1, full.size(1) - 1);      // (1, V)
             full_positions += static_cast<int64_t>(prefix.size());
             // tformer: feed only the newest token; the cache holds the rest
             const c::Tensor newest = c::from_vector(std::vector<int64_t>{prefix.back()}, {1, 1});
             const c::Tensor last_cached = decoder.forward_step(newest, cached).value().select(1, 0);  // (1, V)
+            cached_rows += decoder.attention_weights()[0][0].size(1);          // one query row per step
 
             const int64_t next_full = static_cast<int64_t>(c::argmax(last_full, 1).item());
             const int64_t next_cached = static_cast<int64_t>(c::argmax(last_cached, 1).item());
@@ -261,7 +429,9 @@ int main(int argc, char** argv) {
              "outputs projected by the cross-attention's W_k and W_v (computed at the first step, then reused). "
              "Work done: the full passes pushed 1 + 2 + ... + 9 = {} positions through the decoder; the cached "
              "steps pushed 9.", full_positions);
-        t.check(full_positions == 45, "45 positions without a cache against 9 with one");
+        t.check(full_rows == 45 && cached_rows == 9,
+                fmt::format("measured in the self-attention weights of block 0: the full passes had {} query rows in "
+                            "all, the cached steps {}", full_rows, cached_rows));
 
         note("\nA cache may also take several tokens at once (a chunk is masked causally inside itself). "
              "Feeding the first three tokens together, then the rest one by one:");
@@ -308,8 +478,35 @@ int main(int argc, char** argv) {
         for (const c::Tensor& w : final_weights[0])
             for (int64_t i = 0; i < 8; ++i) triangular = triangular && max_abs(w.slice(1, i, i + 1).slice(2, i + 1, 9)) == 0;
         t.check(triangular, "every self-attention weight above the diagonal is 0, in both blocks");
-        t.check(std::filesystem::file_size(self_png) > 0 && std::filesystem::file_size(cross_png) > 0,
-                "both heatmaps were written");
+        bool rows_sum = true;
+        for (const auto& row : cross.matrices)
+            for (const c::Tensor& panel : row)
+                rows_sum = rows_sum && c::max(c::abs(c::sub(c::sum(panel, {1}), c::ones({9})))).item() < 1e-5;
+        t.check(rows_sum && cross.matrices.size() == 2 && cross.matrices[0].size() == 4,
+                "the cross-attention panels: 2 blocks × 4 heads, every row a distribution over the 10 source tokens");
+    });
+
+    // ---- the exercise (--exercise): tutorials/11_decoder_masks_prediction/exercise.cpp --------
+    t.exercise("Exercise. Padding and no-peek together", [&] {
+        note("Write exercise::make_std_mask (seed 004's bool form) and exercise::causal_padded_lens (the same "
+             "mask as per-row valid lengths). The checks compare the first with the mask torch built with seed "
+             "004's own function, and run a MultiHeadAttention with both forms: the outputs must agree.");
+        const tutorial::Reference ref("attention_masks");
+        const c::Tensor tgt = ref["ids.tgt004"];
+        const c::Tensor mine = exercise::make_std_mask(tgt, 0);
+        t.check_close(mine.to(DType::int64), ref["mask.std_mask"], 0, "make_std_mask(tgt, 0) equals PyTorch's (2, 5, 5)");
+        const c::Tensor lens = c::from_vector(std::vector<int64_t>{5, 3}, {2});
+        const c::Tensor rows = exercise::causal_padded_lens(lens, 5);
+        t.check(rows.shape() == c::Shape{2, 5} && rows.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 3, 4, 5, 1, 2, 3, 3, 3},
+                "causal_padded_lens([5, 3], 5) = [[1, 2, 3, 4, 5], [1, 2, 3, 3, 3]]");
+        c::Generator g(1111);
+        nn::MultiHeadAttention mha({.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .num_heads = 2}, g);
+        mha.to(DType::float64);
+        const Variable X(c::randn({2, 5, 8}, g, DType::float64));
+        const c::Tensor padded = c::from_vector(std::vector<int64_t>{1, 3, 5, 2, 2, 1, 4, 4, 0, 0}, {2, 5});
+        const double diff = c::max(c::abs(c::sub(mha(X, X, X, exercise::causal_padded_lens(lens, 5)).value(),
+                                                 mha(X, X, X, exercise::make_std_mask(padded, 0)).value()))).item();
+        t.check(diff < 1e-15, "for sequences of lengths 5 and 3 (padded with 0), both masks give the same attention");
     });
 
     return t.finish();

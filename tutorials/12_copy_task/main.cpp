@@ -7,11 +7,21 @@
 // cross-entropy criterion, zero_grad / backward / step) and inference_test
 // (greedy decoding of [[1, 2, ..., 10]]); seed 000 (000_7dfff3ea5ac0d0a3.txt),
 // 训练 (d2l's sizes and train_seq2seq: Adam, clipping, the masked loss) and
-// 预测 (decoding from <bos>, one token at a time).
+// 预测 (decoding from <bos>, one token at a time). Step 0 runs seed 004's own
+// model — train_test and inference_test as written — from PyTorch's initial
+// weights and batches (tests/fixtures/seed004_copy.safetensors) and compares
+// every printed loss and the prediction; --literal runs them from tformer's
+// own random initialisation instead.
+//
+// tutorial-literal-test: timeout=120
 // Read it with tutorials/12_copy_task/README.md.
+// A minute alone; more on a busy machine:
+// tutorial-test: timeout=300
 #include "autograd/autograd.hpp"
 #include "common/tutorial.hpp"
+#include "common/reference.hpp"
 #include "core/core.hpp"
+#include "exercise.hpp"
 #include "nn/loss.hpp"
 #include "nn/transformer.hpp"
 #include "optim/adam.hpp"
@@ -27,6 +37,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -78,13 +89,161 @@ double rate(int64_t step, int64_t d_model, double factor, int64_t warmup) {
                      std::min(std::pow(s, -0.5), s * std::pow(static_cast<double>(warmup), -1.5)));
 }
 
+// ---- seed 004's model, as written ------------------------------------------------------------
+//
+// Transform(encoder, decoder, src_embed, tgt_embed, d_model=32, tgt_vocab=11, N=2)
+// with h = 8 heads and d_ff = 64, written with autograd ops and its weights
+// held by their PyTorch names, so a state from PyTorch loads one to one:
+//   encoders.{0,1}.multi_attn.linears.{0..3}   four Linear(32, 32) with biases
+//   encoders.{0,1}.layer_norm.{0,1}.{a_2,b_2}  seed 004's LayerNorm (unbiased std, eps 1e-6)
+//   encoders.{0,1}.ffn.{0,2}                   Linear(32, 64), ReLU, Linear(64, 32)
+//   decoders.{0,1}.{mask,cross}_multi_attn, .ffn, .layer_norm.{0,1,2}
+//   src_embed.lut, tgt_embed.lut               Embedding(11, 32), multiplied by √32
+//   proj                                       Linear(32, 11), then log_softmax (generator)
+// No mask in the encoder and none in the cross-attention, as the document's code.
+class Seed004Transform {
+public:
+    static constexpr int64_t kModel = 32, kHeads = 8;
+
+    /// The state with the document's deepcopies filled in: `init` holds only
+    /// encoders.0.*, decoders.0.* (one attention) and the rest.
+    explicit Seed004Transform(const nn::StateDict& init) {
+        for (const auto& [name, value] : init) {
+            std::vector<std::string> copies = {name};
+            if (name.starts_with("encoders.0.")) copies.push_back("encoders.1." + name.substr(11));
+            if (name.starts_with("decoders.0.")) copies.push_back("decoders.1." + name.substr(11));
+            for (const std::string& copy : std::vector<std::string>(copies)) {
+                const size_t at = copy.find("mask_multi_attn");
+                if (at != std::string::npos) copies.push_back(copy.substr(0, at) + "cross" + copy.substr(at + 4));
+            }
+            for (const std::string& copy : copies) params.emplace(copy, Variable(value.clone(), true));
+        }
+    }
+
+    optim::NamedParameters named_parameters() const { return {params.begin(), params.end()}; }
+
+    Variable encode(const c::Tensor& src) const {
+        Variable x = embed("src_embed", src);
+        for (const char* l : {"encoders.0.", "encoders.1."}) {
+            const std::string e = l;
+            const Variable x2 = norm(x + attention(x, x, c::Tensor(), e + "multi_attn"), e + "layer_norm.0");
+            x = norm(x2 + ffn(x2, e + "ffn"), e + "layer_norm.1");
+        }
+        return x;  // memory (B, S, 32)
+    }
+    Variable decode(const Variable& memory, const c::Tensor& tgt, const c::Tensor& mask) const {
+        Variable x = embed("tgt_embed", tgt);
+        for (const char* l : {"decoders.0.", "decoders.1."}) {
+            const std::string d = l;
+            const Variable x2 = norm(x + attention(x, x, mask, d + "mask_multi_attn"), d + "layer_norm.0");
+            const Variable x4 = norm(x2 + attention(x2, memory, c::Tensor(), d + "cross_multi_attn"), d + "layer_norm.1");
+            x = norm(x4 + ffn(x4, d + "ffn"), d + "layer_norm.2");
+        }
+        return x;  // (B, T, 32)
+    }
+    Variable generator(const Variable& x) const { return ag::log_softmax(linear(x, "proj")); }
+    Variable forward(const c::Tensor& src, const c::Tensor& tgt, const c::Tensor& mask) const {
+        return generator(decode(encode(src), tgt, mask));
+    }
+
+    std::map<std::string, Variable> params;
+
+private:
+    const Variable& p(const std::string& name) const { return params.at(name); }
+    Variable linear(const Variable& x, const std::string& name) const {
+        return ag::linear(x, p(name + ".weight"), p(name + ".bias"));
+    }
+    Variable embed(const std::string& name, const c::Tensor& ids) const {  // Embeddings, then positional_encoding
+        nn::PositionalEncoding pe({.num_hiddens = kModel, .max_len = 64});
+        return ag::embedding(p(name + ".lut.weight"), ids) * std::sqrt(static_cast<double>(kModel)) +
+               Variable(pe.P.slice(1, 0, ids.size(1)));
+    }
+    Variable heads(const Variable& x) const {  // view(nbatches, -1, h, d_k).transpose(1, 2)
+        const auto s = x.shape();
+        return ag::transpose(ag::reshape(x, {s[0], s[1], kHeads, kModel / kHeads}), 1, 2);
+    }
+    Variable attention(const Variable& query, const Variable& kv, const c::Tensor& mask, const std::string& name) const {
+        const Variable q = heads(linear(query, name + ".linears.0")), k = heads(linear(kv, name + ".linears.1")),
+                       v = heads(linear(kv, name + ".linears.2"));
+        const Variable scores = ag::matmul(q, ag::transpose(k, 2, 3)) / std::sqrt(static_cast<double>(kModel / kHeads));
+        const Variable w = mask.defined() ? ag::masked_softmax_by_mask(scores, mask.unsqueeze(1)) : ag::softmax(scores);
+        const Variable o = ag::contiguous(ag::transpose(ag::matmul(w, v), 1, 2));  // (B, T, h, d_k)
+        const auto s = o.shape();
+        return linear(ag::reshape(o, {s[0], s[1], kModel}), name + ".linears.3");
+    }
+    Variable norm(const Variable& x, const std::string& name) const {  // a_2 (x - mean) / (std + eps) + b_2
+        const Variable mean = ag::mean(x, {-1}, true), std = ag::sqrt(ag::var(x, {-1}, true, true));
+        return p(name + ".a_2") * (x - mean) / (std + 1e-6) + p(name + ".b_2");
+    }
+    Variable ffn(const Variable& x, const std::string& name) const {
+        return linear(ag::relu(linear(x, name + ".0")), name + ".2");
+    }
+};
+
+// Seed 004's data_gen batch as Batch sees it: src = tgt = data, tgt[:, :-1] in,
+// tgt[:, 1:] out, make_std_mask(tgt[:, :-1], 0).
+struct Seed004Batch {
+    c::Tensor src, tgt, tgt_y, tgt_mask;
+};
+Seed004Batch seed004_batch(const c::Tensor& data) {
+    const int64_t L = data.size(1);
+    Seed004Batch b{data, data.slice(1, 0, L - 1).contiguous(), data.slice(1, 1, L).contiguous(), {}};
+    b.tgt_mask = c::logical_and(c::ne(b.tgt, 0.0).unsqueeze(1), nn::subsequent_mask(L - 1));  // (B, T, T)
+    return b;
+}
+
+// train_test's loop: for each batch, zero_grad, forward, CrossEntropyLoss on
+// the log-probabilities (the document applies log_softmax twice: harmless,
+// log_softmax(log_softmax(z)) = log_softmax(z)), backward, Adam step. Returns
+// the ten losses it prints.
+std::vector<double> seed004_train_test(Seed004Transform& model, const std::vector<c::Tensor>& batches) {
+    optim::Adam optimizer(model.named_parameters(), {.lr = 1e-3});
+    std::vector<double> losses;
+    for (const c::Tensor& data : batches) {
+        const Seed004Batch batch = seed004_batch(data);
+        optimizer.zero_grad();
+        const Variable outputs = model.forward(batch.src, batch.tgt, batch.tgt_mask);  // (B, T, V) log-probabilities
+        const Variable loss = ag::cross_entropy(ag::reshape(outputs, {-1, kVocab}), batch.tgt_y.reshape({-1}));
+        losses.push_back(loss.item());
+        fmt::print("    loss:  tensor({:.4f}, grad_fn=<NllLossBackward0>)\n", loss.item());
+        loss.backward();
+        optimizer.step();
+    }
+    return losses;
+}
+
+// inference_test's loop: encode [[1..10]], then 9 times decode the whole
+// prefix with subsequent_mask and append the argmax of the last position.
+std::vector<int64_t> seed004_inference_test(const Seed004Transform& model, c::Tensor* memory_out = nullptr) {
+    ag::NoGradGuard no_grad;
+    const c::Tensor src = c::arange(1, 11, 1, DType::int64).view({1, 10});
+    const Variable memory = model.encode(src);
+    fmt::print("    memory shape:  torch.Size([{}])\n", fmt::join(memory.shape(), ", "));
+    if (memory_out) *memory_out = memory.value();
+    std::vector<int64_t> tgt = {0};
+    for (int i = 0; i < 9; ++i) {
+        const int64_t T = static_cast<int64_t>(tgt.size());
+        const Variable out = model.decode(memory, c::from_vector(tgt, {1, T}), nn::subsequent_mask(T));
+        fmt::print("    out shape:  torch.Size([{}])\n", fmt::join(out.shape(), ", "));
+        const c::Tensor prob = model.generator(ag::select(out, 1, T - 1)).value();  // (1, V)
+        tgt.push_back(static_cast<int64_t>(c::argmax(prob, 1).item()));
+    }
+    fmt::print("    Example Untrained Model Prediction: tensor([[{}]])\n", fmt::join(tgt, ", "));
+    return tgt;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     tutorial::Tutorial t(argc, argv,
                          {.title = "tformer tutorial 12 · The copy task: train, decode greedily, look at the attention",
-                          .follows = "seed 004 data_gen, Batch, subsequent_mask, train_test, inference_test; "
-                                     "seed 000 训练, 预测"});
+                          .follows = "seed 004 模型结构, 编码器, 解码器, 模型训练 (train_test), 模型预估 "
+                                     "(inference_test), 完整代码 (data_gen, Batch, subsequent_mask); seed 000 训练, 预测",
+                          .exercise = "write seed 004's Batch with padding: the shifted decoder input, the labels, the "
+                                      "mask and ntokens (tutorials/12_copy_task/exercise.cpp)",
+                          .literal = "run seed 004's train_test and inference_test exactly as written (d_model 32, "
+                                     "8 heads, data_gen(11, 3, 10), Adam lr 1e-3), from tformer's own random "
+                                     "initialisation, and check what they print"});
     // The matrices here are tiny (30 × 10 × 32): one thread is fastest, and it
     // keeps the run reproducible (the README has the timings).
     c::set_num_threads(1);
@@ -93,6 +252,109 @@ int main(int argc, char** argv) {
     c::Generator gen(kSeed);  // the model's initialisation (and its dropout, here 0)
     std::shared_ptr<nn::EncoderDecoder> model;
     const tasks::BatchSource source = tasks::copy_source(kBatch, kLength, kVocab, kBatchesPerEpoch, kSeed);
+
+    if (t.literal()) {
+        t.step("Literal: seed 004's train_test() and inference_test(), as written", [&] {
+            note("Seed 004 ends with train_test() and inference_test(). Both build Transform(Encoder(32, 64, "
+                 "MultiHeadedAttention(8, 32)), Decoder(...), Embeddings(32, 11) × 2, 32, 11, N=2) with PyTorch's "
+                 "default initialisation; here the same model is initialised the same way (Linear: U(±1/√in), "
+                 "Embedding: N(0, 1), LayerNorm: ones and zeros) from tformer's generator, and the document's "
+                 "deepcopies are kept: both encoder layers, both decoder layers, and the two attentions of a "
+                 "decoder layer start from the same weights. train_test draws data_gen(11, 3, 10): ten batches of "
+                 "three sequences of 10 symbols in 1..10 starting with 1, and prints the loss of each:");
+            c::Generator g(2004);
+            nn::StateDict init;
+            auto linear_init = [&](const std::string& name, int64_t in, int64_t out) {
+                nn::Linear l({.in_features = in, .out_features = out}, g);
+                init[name + ".weight"] = l.weight.value();
+                init[name + ".bias"] = l.bias.value();
+            };
+            for (const std::string a : {"encoders.0.multi_attn", "decoders.0.mask_multi_attn"})
+                for (int i = 0; i < 4; ++i) linear_init(fmt::format("{}.linears.{}", a, i), 32, 32);
+            for (const std::string l : {"encoders.0", "decoders.0"}) {
+                linear_init(l + ".ffn.0", 32, 64);
+                linear_init(l + ".ffn.2", 64, 32);
+                for (int i = 0; i < (l == "encoders.0" ? 2 : 3); ++i) {
+                    init[fmt::format("{}.layer_norm.{}.a_2", l, i)] = c::ones({32});
+                    init[fmt::format("{}.layer_norm.{}.b_2", l, i)] = c::zeros({32});
+                }
+            }
+            init["src_embed.lut.weight"] = c::randn({kVocab, 32}, g);
+            init["tgt_embed.lut.weight"] = c::randn({kVocab, 32}, g);
+            linear_init("proj", 32, kVocab);
+            Seed004Transform model(init);
+            t.check(static_cast<int64_t>(model.params.size()) == 2 * 16 + 2 * 26 + 4 && [&] {
+                int64_t n = 0;
+                for (const auto& [name, p] : model.params) n += p.numel();
+                return n == 43'819;
+            }(), "88 weight tensors, 43,819 numbers: seed 004's model with its biases (tutorial step 2)");
+            note("\ninference_test() first, on the untrained weights (the document builds a fresh model for it):");
+            const std::vector<int64_t> prediction = seed004_inference_test(model);
+            t.check(prediction.size() == 10 && prediction.front() == 0 &&
+                        std::all_of(prediction.begin(), prediction.end(), [](int64_t id) { return id >= 0 && id < kVocab; }),
+                    "it prints memory (1, 10, 32), out (1, t, 32) for t = 1..9, and 10 symbols starting with the 0 it was given");
+            note("\ntrain_test():");
+            std::vector<c::Tensor> batches;
+            for (int i = 0; i < 10; ++i) {
+                c::Tensor data = c::zeros({3, 10}, DType::int64);
+                for (int64_t b = 0; b < 3; ++b)
+                    for (int64_t j = 0; j < 10; ++j) data.set({b, j}, j == 0 ? 1.0 : static_cast<double>(1 + g.randint(kVocab - 1)));
+                batches.push_back(data);
+            }
+            const std::vector<double> losses = seed004_train_test(model, batches);
+            bool finite = losses.size() == 10;
+            for (double l : losses) finite = finite && std::isfinite(l);
+            t.check(finite, "ten losses, one per batch, all finite");
+            t.check(losses.front() > std::log(11.0) - 0.3 && losses.front() < 3.5,
+                    fmt::format("the first is near ln 11 = {:.3f}, the loss of a uniform guess", std::log(11.0)));
+            t.check(*std::min_element(losses.begin(), losses.end()) < losses.front(), "and some later batch scores lower");
+            note("Ten Adam steps on thirty sequences barely move the model: the losses wander around ln 11 (step 0 "
+                 "runs the same from PyTorch's own weights and batches and matches its printout). Steps 3-5 of this "
+                 "tutorial train the copy task for real.");
+        });
+        return t.finish();
+    }
+
+    t.step("0. Seed 004's train_test and inference_test, against PyTorch", [&] {
+        note("Seed 004's own code, run by torch: tests/fixtures/seed004_copy.safetensors holds the initial weights "
+             "of its Transform (d_model 32, 8 heads, FFN 64, N = 2, biases everywhere, seed 004's LayerNorm), the "
+             "ten batches its data_gen(11, 3, 10) drew, the ten losses train_test printed and inference_test's "
+             "prediction on the untrained weights. The model is written out in this file (class Seed004Transform) "
+             "with autograd ops; it starts from the same weights and sees the same batches:");
+        note("Seed 004's structure description swaps two words: it calls the left side (a stack of encoders that "
+             "reads src and outputs the memory) '解码部分' and the right side (the decoders) '编码部分'. The code "
+             "below follows the code: encoders on the source, decoders on the target and the memory.");
+        const tutorial::Reference ref("seed004_copy");
+        nn::StateDict init;
+        for (const auto& [name, value] : ref.with_prefix("init")) init[name] = value;
+        Seed004Transform model(init);
+        t.check(init.size() == 38 && model.params.size() == 88,
+                "the deepcopies: 38 stored weights (encoders.0, decoders.0 with one attention) become the model's 88");
+
+        note("\ninference_test() on the untrained weights:");
+        c::Tensor memory;
+        const std::vector<int64_t> prediction = seed004_inference_test(model, &memory);
+        t.check_allclose(memory, ref["inference.memory"], 1e-5, "memory (1, 10, 32) matches PyTorch's");
+        t.check(prediction == ref["inference.prediction"].reshape({-1}).to_vector<int64_t>(),
+                fmt::format("the prediction equals PyTorch's [{}] (every step's top two log-probabilities differ by at "
+                            "least {:.3f}, so rounding cannot swap them)",
+                            fmt::join(ref["inference.prediction"].reshape({-1}).to_vector<int64_t>(), ", "),
+                            c::min(ref["inference.margin"]).item()));
+        note("\ntrain_test() on the same ten batches:");
+        std::vector<c::Tensor> batches;
+        for (int i = 0; i < 10; ++i) batches.push_back(ref[fmt::format("train.batch{}", i)]);
+        const std::vector<double> losses = seed004_train_test(model, batches);
+        const c::Tensor theirs = ref["train.loss"];
+        note("    PyTorch printed: {:.4f}", fmt::join(theirs.to_vector(), ", "));
+        t.check_allclose(c::tensor(losses, {10}, DType::float64), theirs, 1e-5, "the ten losses match PyTorch's");
+        t.check_allclose(model.params.at("proj.weight").value(), ref["train.final.proj.weight"], 1e-4,
+                         "and after ten Adam steps the output layer's weights still match");
+        c::Generator gz(1212);  // not `gen`: that one initialises step 2's model
+        const c::Tensor z = c::randn({3, kVocab}, gz);
+        t.check_close(c::log_softmax(c::log_softmax(z)), c::log_softmax(z), 1e-6,
+                      "the document's loss applies log_softmax twice (generator, then CrossEntropyLoss): harmless, "
+                      "log_softmax(log_softmax(z)) = log_softmax(z) since the log-probabilities already sum to 1");
+    });
 
     t.step("1. The data: seed 004's data_gen and Batch", [&] {
         note("Seed 004 makes its data like this:\n"
@@ -348,8 +610,20 @@ int main(int argc, char** argv) {
         const auto lr_png = t.out_path("noam_schedule.png");
         tasks::plot_lines(lr_png, {.series = {lr_series}, .title = "learning rate", .xlabel = "step", .ylabel = "lr"});
         note("Wrote\n    {}\n    {}", loss_png.string(), lr_png.string());
-        t.check(std::filesystem::file_size(loss_png) > 0 && std::filesystem::file_size(lr_png) > 0,
-                "the loss curve and the schedule were written");
+        double lr_worst = 0;
+        for (size_t i = 0; i < lr_series.y.size(); ++i)
+            lr_worst = std::max(lr_worst, std::abs(lr_series.y[i] - rate(static_cast<int64_t>(i) + 1, 32, factor, kWarmup)) /
+                                              rate(static_cast<int64_t>(i) + 1, 32, factor, kWarmup));
+        t.check(lr_series.y.size() == 1600 && lr_worst < 1e-12,
+                "the schedule picture: the learning rate of all 1600 updates is rate(step + 1) written out above");
+        bool epochs_ok = per_epoch.y.size() == static_cast<size_t>(kEpochs);
+        for (int64_t e = 0; epochs_ok && e < kEpochs; ++e) {
+            double total = 0;
+            for (int64_t i = e * kBatchesPerEpoch; i < (e + 1) * kBatchesPerEpoch; ++i) total += per_step.y[i];
+            epochs_ok = std::abs(per_epoch.y[e] - total / kBatchesPerEpoch) < 1e-12 && per_epoch.x[e] == double((e + 1) * kBatchesPerEpoch);
+        }
+        t.check(epochs_ok && per_step.y.size() == 1600,
+                "the loss picture: 1600 per-step points, and 80 epoch means each the mean of its 20 steps, drawn at the epoch's end");
     });
 
     t.step("4. Greedy decoding with the KV cache", [&] {
@@ -551,9 +825,32 @@ int main(int argc, char** argv) {
                         .x_ticks = source,
                         .y_ticks = fed});
         note("Wrote\n    {}\n    {}", enc_png.string(), cross_png.string());
-        t.check(enc_layout.rows == 2 && enc_layout.cols == H && cross_layout.rows == 2 && cross_layout.cols == H &&
-                    std::filesystem::file_size(enc_png) > 0 && std::filesystem::file_size(cross_png) > 0,
-                "both heatmaps were written, 2 blocks × 4 heads each");
+        t.check(enc_layout.rows == 2 && enc_layout.cols == H && cross_layout.rows == 2 && cross_layout.cols == H,
+                "both heatmaps were laid out as 2 blocks × 4 heads");
+        const c::Tensor drawn = c::stack(cross_w, 0);  // (2, H, T, S): what heatmap_grid laid out
+        t.check(drawn.shape() == c::Shape{2, H, kLength - 1, kLength} &&
+                    c::max(c::abs(c::sub(c::sum(drawn, {3}), c::ones({2, H, kLength - 1})))).item() < 1e-5,
+                "the cross-attention picture: (2 blocks, 4 heads, 9 steps, 10 source positions), every row a distribution");
+    });
+
+    // ---- the exercise (--exercise): tutorials/12_copy_task/exercise.cpp ------------------------
+    t.exercise("Exercise. Seed 004's Batch, with padding", [&] {
+        note("Write exercise::make_batch. Seed 004's copy task never pads, so its Batch looks simpler than it is; "
+             "the checks give it two targets padded with 0 and compare every field with hand-made answers.");
+        const c::Tensor tgt = c::from_vector(std::vector<int64_t>{1, 3, 5, 0, 0, 1, 4, 4, 2, 9}, {2, 5});
+        const exercise::Batch b = exercise::make_batch(tgt, tgt, 0);
+        t.check(b.tgt.defined() && same_ids(b.tgt, c::from_vector(std::vector<int64_t>{1, 3, 5, 0, 1, 4, 4, 2}, {2, 4})),
+                "tgt = tgt[:, :-1] = [[1, 3, 5, 0], [1, 4, 4, 2]]");
+        t.check(b.tgt_y.defined() && same_ids(b.tgt_y, c::from_vector(std::vector<int64_t>{3, 5, 0, 0, 4, 4, 2, 9}, {2, 4})),
+                "tgt_y = tgt[:, 1:] = [[3, 5, 0, 0], [4, 4, 2, 9]]");
+        t.check(b.ntokens == 6, fmt::format("ntokens = 6 labels that are not padding (you say {})", b.ntokens));
+        bool mask_ok = b.tgt_mask.defined() && b.tgt_mask.shape() == c::Shape{2, 4, 4};
+        const std::vector<int64_t> input = {1, 3, 5, 0, 1, 4, 4, 2};
+        for (int64_t r = 0; mask_ok && r < 2; ++r)
+            for (int64_t q = 0; q < 4; ++q)
+                for (int64_t k = 0; k < 4; ++k)
+                    mask_ok = mask_ok && (b.tgt_mask.at({r, q, k}) != 0) == (k <= q && input[r * 4 + k] != 0);
+        t.check(mask_ok, "tgt_mask (2, 4, 4): key k visible to query q when k ≤ q and tgt[k] is not padding");
     });
 
     return t.finish();

@@ -10,9 +10,12 @@
 // corpus of seed 000, read and tokenised as there (tasks/fra_eng.hpp, tasks/text.hpp).
 // Library: nn::TransformerClassifier (nn/classifier.hpp).
 // Read it with tutorials/14_text_classifier/README.md.
+// A minute alone; more on a busy machine:
+// tutorial-test: timeout=300
 #include "autograd/autograd.hpp"
 #include "common/tutorial.hpp"
 #include "core/core.hpp"
+#include "exercise.hpp"
 #include "nn/classifier.hpp"
 #include "nn/loss.hpp"
 #include "optim/adam.hpp"
@@ -27,6 +30,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <numeric>
 #include <set>
 #include <string>
@@ -192,7 +196,9 @@ int main(int argc, char** argv) {
     tutorial::Tutorial t(argc, argv,
                          {.title = "tformer tutorial 14 · A Transformer sentence classifier: English or French?",
                           .follows = "seed 001 核心代码 (_position_embedding, _layer_normalization, "
-                                     "_multihead_attention, _feed_forward, output layer and l2_loss)"});
+                                     "_multihead_attention, _feed_forward, output layer and l2_loss)",
+                          .exercise = "apply seed 001's query mask the way it was meant, by multiplying, in its "
+                                      "head-major layout (tutorials/14_text_classifier/exercise.cpp)"});
     const auto started = std::chrono::steady_clock::now();
     // The tensors here are small (a batch is 64 × 10 × 32): a second thread
     // gains nothing, and on one thread every printed number is the same on
@@ -437,7 +443,8 @@ int main(int argc, char** argv) {
         show("seed 001's masked_weights", seed_weights);
         t.check(weights.at({0, 2}) == 0 && std::abs(weights.at({0, 0}) + weights.at({0, 1}) - 1) < 1e-12,
                 "the key mask works: padded key 2 gets weight 0, each row still sums to 1");
-        t.check(seed_weights.at({2, 0}) == paddings, "the seed's query mask writes -4294967295 into the padded row");
+        note("Row 2 (the padded query) now holds -4294967295 where it should hold nothing; step 3b runs seed 001's "
+             "_multihead_attention as written and measures what that does to the output.");
         note("A mask after the softmax must multiply by 0 or 1: a padded query should contribute nothing. "
              "The library leaves the attention of padded queries alone (they attend to the valid keys like any "
              "other) and zeroes the padded steps of H before pooling, as the piece-by-piece forward above did. "
@@ -448,6 +455,73 @@ int main(int argc, char** argv) {
         t.check_close(model->forward(other_padding, b.valid_lens).value(), logits, 0,
                       "other tokens in the padded steps give exactly the same logits");
         model->train();
+    });
+
+    t.step("3b. Seed 001's _multihead_attention, run as written", [&] {
+        note("The library's block differs from seed 001's _multihead_attention in three ways (above). Here is "
+             "seed 001's function itself, line by line, on two sentences of 4 token ids (0 = padding), D = 8, "
+             "2 heads:\n"
+             "    Q = K = V = tf.layers.dense(x, D, activation=tf.nn.relu)    (three dense layers with a ReLU)\n"
+             "    Q_ = tf.concat(tf.split(Q, H, axis=-1), axis=0)             (H·B, T, D/H), head-major\n"
+             "    similarity = Q_ K_ᵀ / √(D/H)\n"
+             "    key mask: -2^32 + 1 where the key id is 0; softmax\n"
+             "    query mask: tf.where(query id == 0, -2^32 + 1, weights)\n"
+             "    outputs = weights V_, heads back: tf.concat(tf.split(outputs, H, axis=0), axis=2)\n"
+             "    outputs += queries; _layer_normalization(outputs)");
+        c::Generator g(1401);
+        const int64_t B = 2, T = 4, D = 8, H = 2, d = D / H;
+        const c::Tensor ids = c::from_vector(std::vector<int64_t>{5, 3, 8, 0, 2, 7, 0, 0}, {B, T});
+        const c::Tensor x = c::randn({B, T, D}, g, DType::float64);  // embedded words + positions
+        std::vector<std::unique_ptr<nn::Linear>> dense;  // tf.layers.dense: weights and a bias
+        for (int i = 0; i < 3; ++i) {
+            dense.push_back(std::make_unique<nn::Linear>(nn::Linear::Options{.in_features = D, .out_features = D}, g));
+            dense.back()->to(DType::float64);
+        }
+        ag::NoGradGuard no_grad;
+        const c::Tensor Q = c::relu((*dense[0])(Variable(x)).value()), K = c::relu((*dense[1])(Variable(x)).value()),
+                        V = c::relu((*dense[2])(Variable(x)).value());
+        auto heads_first = [&](const c::Tensor& y) {  // tf.concat(tf.split(y, H, axis=-1), axis=0)
+            std::vector<c::Tensor> parts;
+            for (int64_t h = 0; h < H; ++h) parts.push_back(y.slice(2, h * d, (h + 1) * d));
+            return c::concat(parts, 0);  // (H·B, T, d)
+        };
+        const c::Tensor Q_ = heads_first(Q), K_ = heads_first(K), V_ = heads_first(V);
+        t.check_close(Q_.select(0, 1 * B + 0), Q.select(0, 0).slice(1, d, D), 0,
+                      "row h·B + b of Q_ is head h of sequence b: row 2 is head 1 of sequence 0 (d2l puts it at b·H + h = 1)");
+        const double paddings = -4294967295.0;  // Python's -2 ** 32 + 1
+        const c::Tensor mask = c::concat({ids, ids}, 0);  // tf.tile(inputs, [num_heads, 1]): (H·B, T)
+        const c::Tensor similarity = c::div(c::matmul(Q_, K_.transpose(1, 2)), std::sqrt(double(d)));
+        const c::Tensor key_pad = c::eq(mask, 0.0).unsqueeze(1).expand({H * B, T, T});
+        const c::Tensor weights = c::softmax(c::where(key_pad, c::full({H * B, T, T}, paddings, DType::float64), similarity));
+        const c::Tensor query_pad = c::eq(mask, 0.0).unsqueeze(2).expand({H * B, T, T});
+        const c::Tensor seed_weights = c::where(query_pad, c::full({H * B, T, T}, paddings, DType::float64), weights);
+        const c::Tensor right_weights = c::where(query_pad, c::zeros({H * B, T, T}, DType::float64), weights);
+        auto finish = [&](const c::Tensor& w) {  // weights -> block output, as the seed writes it
+            const c::Tensor o = c::matmul(w, V_);                                     // (H·B, T, d)
+            std::vector<c::Tensor> parts;
+            for (int64_t h = 0; h < H; ++h) parts.push_back(o.slice(0, h * B, (h + 1) * B));
+            const c::Tensor merged = c::add(c::concat(parts, 2), Q);                  // (B, T, D), += queries
+            const c::Tensor mean = c::mean(merged, {2}, true);
+            const c::Tensor var = c::var(merged, {2}, false, true);                   // tf.nn.moments: biased
+            return std::pair{merged, c::div(c::sub(merged, mean), c::sqrt(c::add(var, 1e-8)))};
+        };
+        const auto [seed_raw, seed_out] = finish(seed_weights);
+        const auto [right_raw, right_out] = finish(right_weights);
+        show("seed 001's masked_weights, head 0 of sequence 1", seed_weights.select(0, 1));
+        t.check(c::max(c::abs(c::where(key_pad, weights, c::zeros(weights.shape(), DType::float64)))).item() == 0,
+                "the key mask works: every padded key gets weight exactly 0 (e^(-4294967295) underflows)");
+        const double huge = c::max(c::abs(seed_raw.select(0, 1).slice(0, 2, 4))).item();
+        note("    largest |output| at the padded positions before the layer norm: seed 001's {:.3g}, multiplying "
+             "by 0 instead: {:.3g}", huge, c::max(c::abs(right_raw.select(0, 1).slice(0, 2, 4))).item());
+        t.check(huge > 1e8, "the seed's query mask puts -4294967295 weights into padded rows: outputs of size ~1e9 there");
+        t.check_close(seed_out.select(0, 0).slice(0, 0, 3), right_out.select(0, 0).slice(0, 0, 3), 1e-12,
+                      "the real positions are not affected by it (a query row only feeds its own position)");
+        t.check_close(seed_out.select(0, 1).slice(0, 0, 2), right_out.select(0, 1).slice(0, 0, 2), 1e-12,
+                      "in the second sentence too");
+        note("So inside the block the damage stays at the padded positions, and the next block's key mask hides "
+             "them as keys. But seed 001 then flattens every position, padding included, into the output layer, "
+             "so whatever the padded rows hold reaches the logits: that is why the library zeroes the padded "
+             "steps of H before pooling (above), and why the query mask should multiply by 0 (the exercise).");
     });
 
     t.step("4. Seed 001's L2 term: l2_loss and loss = CE + λ·l2", [&] {
@@ -612,7 +686,9 @@ int main(int argc, char** argv) {
                                    .vmin = 0.0,
                                    .vmax = 1.0});
         note("Wrote {}.", png.string());
-        t.check(fs::file_size(png) > 0, "the heatmap was written");
+        t.check(corner.shape() == c::Shape{kHeads, L, L} && static_cast<int64_t>(ticks.size()) == L &&
+                    c::max(c::abs(c::sub(c::sum(corner, {2}), c::ones({kHeads, L})))).item() < 1e-5,
+                fmt::format("the picture's {} panels of {} × {}: every row still sums to 1 over the valid keys alone", kHeads, L, L));
 
         note("Flatten pooling ties each output weight to one position, so the input must have exactly "
              "sequence_length steps:");
@@ -654,5 +730,24 @@ int main(int argc, char** argv) {
 
     const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     note("The whole tutorial took {:.1f} s.", total);
+    // ---- the exercise (--exercise): tutorials/14_text_classifier/exercise.cpp ------------------
+    t.exercise("Exercise. Seed 001's query mask, done right", [&] {
+        note("Write exercise::mask_queries: zero the rows of padded queries in seed 001's head-major layout. "
+             "The checks use 3 sentences and 2 heads, so that the head-major order (row h·B + b) and d2l's "
+             "order (row b·H + h) put different sequences in the same row.");
+        c::Generator g(1414);
+        const c::Tensor ids = c::from_vector(std::vector<int64_t>{4, 9, 0, 0, 3, 3, 3, 0, 7, 0, 0, 0}, {3, 4});
+        const c::Tensor w = c::softmax(c::randn({6, 4, 4}, g, DType::float64));
+        const c::Tensor mine = exercise::mask_queries(w, ids);
+        c::Tensor want = w.clone();
+        for (int64_t h = 0; h < 2; ++h)
+            for (int64_t b = 0; b < 3; ++b)
+                for (int64_t q = 0; q < 4; ++q)
+                    if (ids.at({b, q}) == 0) c::fill_(want.select(0, h * 3 + b).select(0, q), 0.0);
+        t.check_close(mine, want, 0, "every padded query's row is 0 in both heads, every other row unchanged");
+        t.check(mine.defined() && mine.shape() == w.shape() && mine.at({4, 1, 0}) == w.at({4, 1, 0}),
+                "row 4 = head 1 of sequence 1 (3 real tokens): its query 1 keeps its weights");
+    });
+
     return t.finish();
 }

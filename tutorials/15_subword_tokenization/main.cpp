@@ -7,8 +7,12 @@
 // tokens -> input ids, with BERT's WordPiece tokenizer) and seed 000's d2l
 // word vocabulary (d2l.Vocab with min_freq 2, whose unknown words become
 // <unk>). Read it with tutorials/15_subword_tokenization/README.md.
+// A minute alone; more on a busy machine:
+// tutorial-test: timeout=300
 #include "common/tutorial.hpp"
 #include "core/core.hpp"
+#include "exercise.hpp"
+#include "nn/layers.hpp"
 #include "tasks/fra_eng.hpp"
 #include "tasks/text.hpp"
 #include "tasks/tokenizer.hpp"
@@ -25,6 +29,7 @@
 #include <vector>
 
 using namespace tformer;
+namespace c = tformer::core;
 using tutorial::note;
 
 namespace {
@@ -160,12 +165,36 @@ std::vector<std::string> bpe_sentence(std::string_view sentence, const std::vect
     return out;
 }
 
+// BERT's WordPiece encoding of one word: greedy longest match first. From the
+// start of the word take the longest piece in the vocabulary, then go on from
+// there with pieces marked "##" (they continue a word); a word that cannot be
+// covered becomes [UNK].
+std::vector<std::string> wordpiece(const std::string& word, const std::set<std::string>& vocab) {
+    std::vector<std::string> pieces;
+    size_t start = 0;
+    while (start < word.size()) {
+        size_t end = word.size();
+        std::string piece;
+        for (; end > start; --end) {
+            piece = (start > 0 ? "##" : "") + word.substr(start, end - start);
+            if (vocab.count(piece)) break;
+        }
+        if (end == start) return {"[UNK]"};
+        pieces.push_back(piece);
+        start = end;
+    }
+    return pieces;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     tutorial::Tutorial t(argc, argv,
                          {.title = "15 · Subword tokenization: byte-pair encoding by hand, then SentencePiece",
-                          .follows = "seed 002 › 1.1 tokenizer 预处理 (WordPiece); seed 000's d2l.Vocab (min_freq 2, <unk>)"});
+                          .follows = "seed 002 › 1.1 tokenizer 预处理 (WordPiece), 1.2.1 单词 Embedding; seed 003 (1) "
+                                     "Tokenization; seed 000's d2l.Vocab (min_freq 2, <unk>)",
+                          .exercise = "choose merges as WordPiece does, by count(ab) / (count(a) count(b)) "
+                                      "(tutorials/15_subword_tokenization/exercise.cpp)"});
 
     // 4,000 pairs to learn from, 500 held out; both languages, as the translator's joint vocabulary
     const std::string text = tasks::read_text_file(tutorial::find_corpus().string(), "tutorial 15");
@@ -323,6 +352,61 @@ int main(int argc, char** argv) {
                 "no <unk> in a sentence whose characters were seen");
     });
 
+    t.step("4b. Seed 002's input ids and the (2, 12, 512) embedding", [&] {
+        note("Seed 002 (1.1) tokenises 'A Titan RTX has 24GB of VRAM' with BertTokenizer.from_pretrained("
+             "'bert-base-uncased') and prints the input ids [101, 138, 28318, 56898, 12674, 10393, 10233, 32469, "
+             "10108, 74727, 36535, 102]. Then (1.2.1) it tokenises that sentence and 'I have a dog and cat' as one "
+             "padded batch with 'bert-base-multilingual-cased', embeds it with nn.Embedding(vocab_size, 512) and "
+             "prints torch.Size([2, 12, 512]). The printed ids say which tokenizer made them:");
+        const std::vector<int64_t> ids = {101, 138, 28318, 56898, 12674, 10393, 10233, 32469, 10108, 74727, 36535, 102};
+        const int64_t uncased = 30'522, multilingual = 119'547;  // the two vocabularies' sizes
+        int64_t beyond = 0;
+        for (int64_t id : ids) beyond += id >= uncased;
+        note("    12 ids: [CLS] = 101 first, [SEP] = 102 last, 10 pieces between; {} of them are ≥ {}, the size of "
+             "bert-base-uncased's vocabulary, and all are < {}, the size of bert-base-multilingual-cased's.",
+             beyond, uncased, multilingual);
+        note("A slip in seed 002: {} ids lie beyond bert-base-uncased's 30,522 entries, so the printed ids come "
+             "from the multilingual tokenizer of 1.2.1, not from the uncased one 1.1's code loads.",
+             beyond);
+        note("\nWordPiece cuts a word into the longest pieces its vocabulary has, '##' marking a piece that "
+             "continues a word. The multilingual vocabulary itself is not bundled here, so below is a small "
+             "vocabulary of our own that splits the sentence into 10 pieces, as many as the seed's ids show (the "
+             "exact pieces of the real vocabulary may differ):");
+        const std::set<std::string> vocab = {"[PAD]", "[UNK]", "[CLS]", "[SEP]", "A", "Titan", "RT", "##X", "has", "24",
+                                             "##GB", "of", "VR", "##AM", "I", "have", "a", "dog", "and", "cat"};
+        std::vector<std::vector<std::string>> batch;
+        for (const std::string sentence : {"A Titan RTX has 24GB of VRAM", "I have a dog and cat"}) {
+            std::vector<std::string> pieces = {"[CLS]"};
+            for (const std::string& word : words_of(sentence))
+                for (const std::string& p : wordpiece(word, vocab)) pieces.push_back(p);
+            pieces.push_back("[SEP]");
+            note("    {:<30} → {}", sentence, fmt::join(pieces, " "));
+            batch.push_back(pieces);
+        }
+        t.check(batch[0].size() == ids.size(), "the first sentence: 12 tokens, as many as the seed's ids");
+        t.check(batch[1].size() == 8, "the second: [CLS] + 6 words + [SEP] = 8 tokens");
+        const std::vector<std::string> ordered(vocab.begin(), vocab.end());
+        auto id_of = [&](const std::string& p) { return static_cast<int64_t>(std::find(ordered.begin(), ordered.end(), p) - ordered.begin()); };
+        const int64_t T = static_cast<int64_t>(std::max(batch[0].size(), batch[1].size()));
+        std::vector<int64_t> padded;
+        for (const auto& pieces : batch)
+            for (int64_t i = 0; i < T; ++i) padded.push_back(i < static_cast<int64_t>(pieces.size()) ? id_of(pieces[i]) : id_of("[PAD]"));
+        const c::Tensor input_ids = c::from_vector(padded, {2, T});
+        tutorial::show("input_ids (our vocabulary's ids)", input_ids);
+        c::Generator g(1512);
+        nn::Embedding embedding({.num_embeddings = static_cast<int64_t>(vocab.size()), .embedding_dim = 512}, g);
+        const c::Tensor embedded = embedding(input_ids).value();
+        note("    padding=True pads the shorter sentence to the longer one's 12; nn::Embedding({}, 512) then gives "
+             "embedded_output.shape = {}", vocab.size(), c::shape_str(embedded.shape()));
+        t.check(embedded.shape() == c::Shape{2, 12, 512}, "(batch_size, sequence_length, embedding_dim) = (2, 12, 512), the seed's shape");
+        t.check_close(embedded.select(0, 1).select(0, 9), embedding.weight.value().select(0, id_of("[PAD]")), 0,
+                      "a padded position is just the [PAD] row of the table (seed 002's TokenEmbedding zeroes it with padding_idx)");
+        note("The table is the layer's only parameter, vocab_size × d_model (1.2.1's param_TE): {} for ours, "
+             "30,522 × 512 = 15,627,264 for bert-base-uncased, 119,547 × 512 = 61,208,064 for the multilingual "
+             "vocabulary.", embedding.num_parameters());
+        t.check(embedding.num_parameters() == static_cast<int64_t>(vocab.size()) * 512, "param_TE = vocab_size · d_model");
+    });
+
     t.step("5. Seed 002's WordPiece, and the translator", [&] {
         note("Seed 002 tokenises with BERT's tokenizer: WordPiece, the same idea with two differences. Pieces "
              "that continue a word carry \"##\" (\"##ing\") instead of marking the word's start with \"▁\", and a "
@@ -337,5 +421,21 @@ int main(int argc, char** argv) {
              "it removes every <unk>, keeps case and punctuation in the output, and (README, \"What each choice "
              "bought\") scores higher in the same training time.");
     });
+    // ---- the exercise (--exercise): tutorials/15_subword_tokenization/exercise.cpp -------------
+    t.exercise("Exercise. WordPiece's choice of merge", [&] {
+        note("BPE merges the most frequent pair; WordPiece the pair with the largest count(ab) / (count(a) "
+             "count(b)): a pair whose parts are rare elsewhere wins over a frequent pair of common symbols. "
+             "Write exercise::wordpiece_best_pair; the checks use a small word list where the two choices differ.");
+        const std::vector<exercise::Word> words = {{{"h", "u", "g"}, 10}, {{"p", "u", "g"}, 5}, {{"p", "u", "n"}, 12},
+                                                   {{"b", "u", "n"}, 4}, {{"h", "u", "g", "s"}, 5}};
+        const exercise::Pair pick = exercise::wordpiece_best_pair(words);
+        note("    your choice: ({}, {})", pick.first, pick.second);
+        // symbols: h 15, u 36, g 20, p 17, n 16, b 4, s 5; pairs: (u, g) 20 (BPE's pick), (g, s) 5 scores 5 / (20·5) = 0.05
+        t.check(pick == exercise::Pair{"g", "s"},
+                "WordPiece picks (g, s): 5 / (20 · 5) = 0.05 beats (u, g): 20 / (36 · 20) = 0.028, BPE's most frequent pair");
+        const std::vector<exercise::Word> tie = {{{"a", "b"}, 3}, {{"c", "d"}, 3}};
+        t.check(exercise::wordpiece_best_pair(tie) == exercise::Pair{"a", "b"}, "on a tie, the pair that sorts first");
+    });
+
     return t.finish();
 }

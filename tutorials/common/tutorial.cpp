@@ -1,6 +1,7 @@
 #include "common/tutorial.hpp"
 
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 #include "core/print.hpp"
 
 #include <fmt/format.h>
@@ -121,12 +122,15 @@ std::string tuple_str(const core::Dims& d) {
 void usage(std::FILE* to, const char* program, const Info& info) {
     fmt::print(to,
                "{}\nFollows: {}\n\n"
-               "usage: {} [--step] [--out DIR] [--plot-format png|svg] [--help]\n"
+               "usage: {} [--step] [--out DIR] [--plot-format png|svg]{}{} [--help]\n"
                "  --step      pause after each step until Enter is pressed (q + Enter quits)\n"
                "  --out DIR   where pictures are written (created when needed)\n"
-               "  --plot-format png|svg   the pictures' format (default png)\n"
-               "  --help      this text\n",
-               info.title, info.follows, program);
+               "  --plot-format png|svg   the pictures' format (default png)\n",
+               info.title, info.follows, program, info.exercise.empty() ? "" : " [--exercise]",
+               info.literal.empty() ? "" : " [--literal]");
+    if (!info.exercise.empty()) fmt::print(to, "  --exercise  the exercise instead of the steps: {}\n", info.exercise);
+    if (!info.literal.empty()) fmt::print(to, "  --literal   {}\n", info.literal);
+    fmt::print(to, "  --help      this text\n");
 }
 
 }  // namespace
@@ -146,6 +150,7 @@ Tutorial::Tutorial(int argc, char** argv, Info info) : info_(std::move(info)) {
     const char* program = argc > 0 ? argv[0] : "tutorial";
     std::string name = std::filesystem::path(program).filename().string();
     if (name.starts_with("tutorial_")) name.erase(0, 9);
+    name_ = name;
     out_dir_ = std::filesystem::path("build") / "tutorial-out" / name;  // generated output stays out of git
     bool out_given = false;
     for (int i = 1; i < argc; ++i) {
@@ -155,6 +160,10 @@ Tutorial::Tutorial(int argc, char** argv, Info info) : info_(std::move(info)) {
             std::exit(0);
         } else if (arg == "--step") {
             stepping_ = true;
+        } else if (arg == "--exercise" && !info_.exercise.empty()) {
+            exercise_mode_ = true;
+        } else if (arg == "--literal" && !info_.literal.empty()) {
+            literal_ = true;
         } else if (arg == "--out" && i + 1 < argc) {
             out_dir_ = argv[++i];
             out_given = true;
@@ -169,6 +178,8 @@ Tutorial::Tutorial(int argc, char** argv, Info info) : info_(std::move(info)) {
                 fmt::print(stderr, "{}: --out needs a folder after it\n\n", program);
             else if (arg == "--plot-format")
                 fmt::print(stderr, "{}: --plot-format needs png or svg after it\n\n", program);
+            else if (arg == "--exercise" || arg == "--literal")
+                fmt::print(stderr, "{}: this tutorial has no {} mode\n\n", program, arg.substr(2));
             else
                 fmt::print(stderr, "{}: unknown argument '{}'\n\n", program, arg);
             usage(stderr, program, info_);
@@ -176,14 +187,29 @@ Tutorial::Tutorial(int argc, char** argv, Info info) : info_(std::move(info)) {
         }
     }
     if (out_given) std::filesystem::create_directories(out_dir_);
+    // One thread unless OMP_NUM_THREADS says otherwise: the tutorials' tensors
+    // are small, and on a busy machine OpenMP threads that spin while waiting
+    // made a two-second tutorial take minutes (measured: tutorial 10, 16 s
+    // alone, 815 s at a load of 15 on 2 cores).
+    if (std::getenv("OMP_NUM_THREADS") == nullptr) core::set_num_threads(1);
 
     const std::string rule(kWidth, '=');
     fmt::print("{}\n{}\nFollows: {}\n", rule, info_.title, info_.follows);
+    if (exercise_mode_) fmt::print("EXERCISE: {}\n", info_.exercise);
+    if (literal_) fmt::print("LITERAL: {}\n", info_.literal);
     if (!stepping_) fmt::print("(Run with --step to pause after each step.)\n");
     fmt::print("{}\n", rule);
 }
 
 void Tutorial::step(std::string_view name, const std::function<void()>& body) {
+    if (!exercise_mode_) run_part(name, body);
+}
+
+void Tutorial::exercise(std::string_view name, const std::function<void()>& body) {
+    if (exercise_mode_) run_part(name, body);
+}
+
+void Tutorial::run_part(std::string_view name, const std::function<void()>& body) {
     if (quit_) {
         ++steps_skipped_;
         return;
@@ -275,6 +301,36 @@ bool Tutorial::check_close(const core::Tensor& actual, const core::Tensor& expec
     return ok;
 }
 
+bool Tutorial::check_allclose(const core::Tensor& actual, const core::Tensor& expected, double tol,
+                              std::string_view what) {
+    if (!actual.defined() || !expected.defined() || !(actual.shape() == expected.shape())) {
+        record(false, what,
+               !actual.defined() || !expected.defined()
+                   ? std::string("one of the tensors is undefined")
+                   : fmt::format("shapes differ: {} vs {}", core::shape_str(actual.shape()),
+                                 core::shape_str(expected.shape())));
+        return false;
+    }
+    const std::vector<double> a = actual.to_vector(), b = expected.to_vector();
+    double worst_excess = -1, largest = 0;
+    size_t where = 0;
+    bool nan = false;
+    for (size_t i = 0; i < a.size(); ++i) {
+        const double diff = std::abs(a[i] - b[i]);
+        if (std::isnan(diff)) nan = true;
+        largest = std::max(largest, diff);
+        const double excess = diff - tol * (1 + std::abs(b[i]));
+        if (excess > worst_excess || i == 0) worst_excess = excess, where = i;
+    }
+    const bool ok = !nan && worst_excess <= 0;
+    record(ok, fmt::format("{} (largest |difference| {:.1e})", what, largest),
+           ok    ? std::string()
+           : nan ? std::string("a NaN where a number was expected")
+                 : fmt::format("at flat element {}: {:.10g} vs {:.10g}, beyond tolerance {:.1e}·(1 + |expected|)", where,
+                               a[where], b[where], tol));
+    return ok;
+}
+
 std::filesystem::path Tutorial::out_path(std::string_view file) const {
     std::filesystem::create_directories(out_dir_);
     std::filesystem::path path = out_dir_ / file;
@@ -286,9 +342,25 @@ int Tutorial::finish() {
     const std::string rule(kWidth, '=');
     fmt::print("\n{}\n", rule);
     if (steps_skipped_ > 0) fmt::print("Stopped after {} steps; {} not run.\n", steps_run_, steps_skipped_);
-    fmt::print("{}\n{} check{} passed, {} failed\n", info_.title, passed_, passed_ == 1 ? "" : "s",
-               failures_.size());
+    fmt::print("{}{}\n{} check{} passed, {} failed\n", info_.title, exercise_mode_ ? " · EXERCISE" : "", passed_,
+               passed_ == 1 ? "" : "s", failures_.size());
     for (const std::string& f : failures_) fmt::print("  ✗ {}\n", f);
+    if (exercise_mode_ && !failures_.empty()) {
+        const std::string digits = name_.substr(0, name_.find('_'));
+        const std::string number = digits.find_first_not_of('0') == std::string::npos
+                                       ? digits
+                                       : digits.substr(digits.find_first_not_of('0'));  // "01" -> "1"
+        fmt::print("\nThe exercise is not solved yet. What to do:\n"
+                   "  1. edit tutorials/{0}/exercise.cpp: the lines marked TODO\n"
+                   "  2. rebuild:  cmake --build --preset release --target tutorial_{0}\n"
+                   "  3. run:      ./build/release/tutorials/tutorial_{0} --exercise   (or: tformer tutorial {1} --exercise)\n"
+                   "Stuck? tutorials/{0}/solution.cpp is one answer.\n",
+                   name_, number);
+    } else if (exercise_mode_) {
+        fmt::print("\nSolved: every check of the exercise passes.\n");
+    } else if (!info_.exercise.empty() && !quit_) {
+        fmt::print("Exercise: {}\n  (run this program with --exercise)\n", info_.exercise);
+    }
     fmt::print("{}\n", rule);
     std::fflush(stdout);
     return failures_.empty() ? 0 : 1;

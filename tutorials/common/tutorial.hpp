@@ -17,7 +17,16 @@
 //   --step      pause after each step until Enter is pressed (q quits)
 //   --out DIR   where pictures go (created when needed)
 //   --plot-format png|svg   the pictures' format (default png)
+//   --exercise  run the tutorial's exercise instead of its steps
+//   --literal   (tutorials that offer it) run the document's recipe exactly as written
 //   --help      the usage and what the tutorial follows
+//
+// Exercises. A tutorial folder may hold exercise.hpp (the functions the reader
+// writes), exercise.cpp (the reader's file, with TODOs) and solution.cpp.
+// CMake builds the program twice: tutorial_NN_topic with exercise.cpp and
+// solutions/tutorial_NN_topic with solution.cpp. With --exercise only the
+// t.exercise(...) parts run, and finish() says what to edit and how to
+// rebuild while a check fails.
 #pragma once
 
 #include "autograd/variable.hpp"
@@ -38,6 +47,10 @@ namespace tformer::tutorial {
 struct Info {
     std::string title;    ///< e.g. "01 · Tensors, shapes and strides"
     std::string follows;  ///< the document sections it follows, e.g. "seed 000 基于位置的前馈网络"
+    /// What the exercise asks, one sentence ("" when the tutorial has none).
+    std::string exercise{};
+    /// What --literal runs ("" when the tutorial has no literal mode: --literal is then refused).
+    std::string literal{};
 };
 
 /// The name of a tformer error class ("ShapeError", ...) or "exception".
@@ -52,7 +65,16 @@ public:
     /// Runs `body` under a banner with `name`. An exception escaping `body` is
     /// reported with the step's name and counts as one failed check; the
     /// next step still runs. With --step, waits for Enter afterwards.
+    /// Skipped with --exercise.
     void step(std::string_view name, const std::function<void()>& body);
+
+    /// A part of the exercise: runs like a step, but only with --exercise.
+    void exercise(std::string_view name, const std::function<void()>& body);
+
+    /// Whether --exercise was given.
+    bool exercise_mode() const { return exercise_mode_; }
+    /// Whether --literal was given (only accepted when Info::literal says what it does).
+    bool literal() const { return literal_; }
 
     /// Records a check and prints "✓ what" or "✗ what". Returns `condition`.
     bool check(bool condition, std::string_view what);
@@ -60,6 +82,10 @@ public:
     bool check_close(double actual, double expected, double tol, std::string_view what);
     /// Same shape and max |actual - expected| <= tol over all elements (any dtypes).
     bool check_close(const core::Tensor& actual, const core::Tensor& expected, double tol, std::string_view what);
+    /// Same shape and |actual - expected| <= tol·(1 + |expected|) everywhere:
+    /// for comparing with float32 reference numbers such as PyTorch's (an
+    /// absolute floor near 0, relative above). Prints the largest difference.
+    bool check_allclose(const core::Tensor& actual, const core::Tensor& expected, double tol, std::string_view what);
 
     /// Runs `body` and checks that it throws E whose message contains
     /// `contains` (when not empty); prints the message, since reading a
@@ -89,6 +115,8 @@ public:
 
     /// Prints the summary "N checks passed, M failed" (naming each failed
     /// check) and returns the exit status: 0 when nothing failed, 1 otherwise.
+    /// With --exercise it also says, while a check fails, which file to edit
+    /// and how to rebuild ("not solved yet"), or that the exercise is solved.
     int finish();
 
     int passed() const { return passed_; }
@@ -97,10 +125,14 @@ public:
 private:
     void record(bool ok, std::string_view what, std::string_view detail);
     void pause();
+    void run_part(std::string_view name, const std::function<void()>& body);
 
     Info info_;
+    std::string name_;  ///< "01_tensors": the program name without "tutorial_"
     std::filesystem::path out_dir_;
     std::string plot_format_ = "png";
+    bool exercise_mode_ = false;
+    bool literal_ = false;
     bool stepping_ = false;
     bool quit_ = false;
     int steps_run_ = 0;
