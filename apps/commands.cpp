@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <spawn.h>
+#include <unistd.h>
 #include <sys/wait.h>
 #include <filesystem>
 #include <fstream>
@@ -320,6 +321,10 @@ void check_flags_fit(const TrainArgs& a, const Preset& p) {
         refuse(a.num_examples.has_value(), "--num-examples", hint);
         refuse(a.val_fraction.has_value(), "--val-fraction", "use --val-sentences");
         refuse(a.batch_size.has_value(), "--batch-size", "batches hold --batch-tokens tokens (source + target, padding included)");
+        if (!a.tokenizer.empty() && a.tokenizer != "sentencepiece" && a.tokenizer != "word")
+            fail<ValueError>("train translate: unknown tokenizer '{}' (expected sentencepiece or word)", a.tokenizer);
+        if (!a.batching.empty() && a.batching != "buckets" && a.batching != "random")
+            fail<ValueError>("train translate: --batching must be buckets or random, got '{}'", a.batching);
     } else {
         const char* hint = "it belongs to the whole-corpus presets (default, long)";
         refuse(!a.tokenizer.empty(), "--tokenizer", hint);
@@ -373,6 +378,12 @@ tasks::TrainOptions train_options(const TrainArgs& a, const Preset& p, uint64_t 
                           .profile = a.profile,
                           .detect_anomaly = a.detect_anomaly,
                           .extra = {}};
+    if (o.schedule != "constant" && o.schedule != "noam" && o.schedule != "cosine")
+        fail<ValueError>("train: unknown --schedule '{}' (expected constant, noam or cosine)", o.schedule);
+    if (a.warmup && o.schedule == "constant")
+        fail<ValueError>("train: --warmup applies to --schedule noam or cosine, not constant");
+    if (!p.corpus) o.extra["batch_size"] = std::to_string(o.batch_size);  // a --resume must batch as the run did
+    if (a.task == "copy") o.extra["batches_per_epoch"] = std::to_string(o.batches_per_epoch);
     if (a.epochs) o.total_steps = 0;  // --epochs replaces a preset's step count
     if (a.steps) o.total_steps = *a.steps;
     if (a.epochs && a.steps) fail<ValueError>("train: give --epochs or --steps, not both");
@@ -445,7 +456,10 @@ int train_translate_d2l(const TrainArgs& a, const Preset& p, uint64_t seed, cons
                                    .val_fraction = pick(a.val_fraction, p.val_fraction),
                                    .num_steps = config.num_steps,
                                    .min_freq = 2};
-    if (data_opts.num_examples > 0) data_opts.sample_size = 0;
+    if (a.num_examples && a.sample_size)
+        fail<ValueError>("train translate: give --num-examples (d2l's prefix of the file) or --sample-size (a random "
+                         "sample of it), not both");
+    if (a.sample_size) data_opts.num_examples = 0;  // a sample of the whole file instead of the preset's prefix
     const tasks::FraEngData data = tasks::load_fra_eng(data_opts);
     const auto& rep = data.report;
     fmt::print("fra-eng: {} pairs read, {} skipped (no single tab {}, empty side {}, invalid UTF-8 {}); "
@@ -619,6 +633,14 @@ int run_train(const TrainArgs& a) {
     if (!a.resume && !a.overwrite && fs::exists(existing))
         fail<ValueError>("train: {} already holds a checkpoint; continue it with --resume, replace it with --overwrite, "
                          "or choose another --out", out);
+    // --out is made and checked before the data is read and the model trained
+    std::error_code ec;
+    fs::create_directories(out, ec);
+    if (ec || !fs::is_directory(out))
+        fail<IOError>("train: cannot use --out '{}' as the output directory: {}", out,
+                      ec ? ec.message() : std::string("it is not a directory"));
+    if (access(out.c_str(), W_OK | X_OK) != 0)
+        fail<IOError>("train: cannot write into --out '{}': {}", out, std::strerror(errno));
     if (a.task == "copy") return train_copy(a, p, seed, out);
     return p.corpus ? train_translate_corpus(a, p, seed, out) : train_translate_d2l(a, p, seed, out);
 }
@@ -669,6 +691,8 @@ void check_decode_flags(int64_t beam, double length_penalty, const char* op) {
 int run_translate(const TranslateArgs& a) {
     set_threads(a.threads);
     check_decode_flags(a.beam, a.length_penalty, "translate");
+    if (!a.show_attention.empty() && a.beam > 1)
+        fail<ValueError>("translate: --show-attention draws the attention of greedy decoding; add --beam 1");
     const auto t = load_translator(a.checkpoint, "translate");
     const tasks::TranslateOptions o = translate_options(
         t->info, {.beam = a.beam, .length_penalty = a.length_penalty, .keep_attention = !a.show_attention.empty()});
@@ -687,7 +711,7 @@ int run_translate(const TranslateArgs& a) {
                 fmt::print(stderr, "translate: line {} is longer than the model's limit of {} tokens; "
                                    "only its first {} were translated\n", number, o.max_len, o.max_len);
             fmt::print("{}\n", tr.text);
-            if (!a.show_attention.empty() && a.beam <= 1) {
+            if (!a.show_attention.empty()) {
                 const auto pictures = tasks::plot_attention(a.show_attention, fmt::format("sentence-{}", number), *t->model, tr);
                 fmt::print(stderr, "attention: {}\n", fmt::join(pictures, ", "));
             }
@@ -697,8 +721,6 @@ int run_translate(const TranslateArgs& a) {
             status = 1;
         }
     };
-    if (!a.show_attention.empty() && a.beam > 1)
-        fmt::print(stderr, "translate: --show-attention draws greedy decoding only; add --beam 1\n");
     if (!a.sentences.empty()) {
         for (size_t i = 0; i < a.sentences.size(); ++i) one(a.sentences[i], static_cast<int64_t>(i) + 1);
     } else {

@@ -385,3 +385,119 @@ TEST_CASE("tformer train: killed (SIGKILL) at random moments while saving, the c
     REQUIRE(run_cli("train copy --epochs 1 --threads 1 --quiet --overwrite --out " + dir).status == 0);
     CHECK(temporaries_in(dir) == 0);
 }
+
+namespace {
+// Runs tformer with its arguments as they are (no shell) and stdin from a
+// string; stdout and stderr apart, so that output lines can be counted.
+struct SplitRun {
+    int status = -1;  // exit status, or -1 when killed by a signal
+    std::string out, err;
+};
+
+SplitRun run_args(const std::vector<std::string>& args, const std::string& stdin_text = "") {
+    const std::string dir = std::filesystem::temp_directory_path().string();
+    const std::string in = dir + "/tformer-cli-stdin", out = dir + "/tformer-cli-stdout", err = dir + "/tformer-cli-stderr";
+    std::ofstream(in, std::ios::binary) << stdin_text;
+    std::vector<std::string> argv_s = {std::string(TFORMER_BINARY_DIR) + "/apps/tformer"};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : argv_s) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    posix_spawn_file_actions_addopen(&files, 0, in.c_str(), O_RDONLY, 0);
+    posix_spawn_file_actions_addopen(&files, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&files, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = 0;
+    REQUIRE(posix_spawn(&pid, argv[0], &files, nullptr, argv.data(), environ) == 0);
+    posix_spawn_file_actions_destroy(&files);
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, file_bytes(out), file_bytes(err)};
+}
+
+// the first `n` lines of the bundled corpus, as a file of their own
+std::string corpus_head(const std::string& dir, int n) {
+    std::ifstream in(std::string(TFORMER_SOURCE_DIR) + "/data/fra-eng/fra.txt");
+    std::ofstream out(dir + "/head.txt");
+    std::string line;
+    for (int i = 0; i < n && std::getline(in, line); ++i) out << line << '\n';
+    return dir + "/head.txt";
+}
+}  // namespace
+
+TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are clear errors, given early", "[apps][cli]") {
+    const std::string dir = temp_dir("probe11");
+    const std::string data = corpus_head(dir, 300);
+    // --data that is not a corpus: once "no training pair left (0 valid pairs ...)", or training on 1 line of /bin/ls
+    std::filesystem::create_directories(dir + "/adir");
+    std::ofstream(dir + "/notabs.txt") << "hello world\nno tabs on this line\n";
+    const std::vector<std::pair<std::vector<std::string>, std::string>> bad_data = {
+        {{"--data", dir + "/adir"}, "is a directory; give the path of a text file"},
+        {{"--data", dir + "/notabs.txt"}, "is not a corpus of 'English<TAB>French' lines: only 0 of its 2 non-blank lines"},
+        {{"--preset", "d2l", "--data", dir + "/notabs.txt"}, "is not a corpus of 'English<TAB>French' lines"},
+        {{"--preset", "d2l", "--data", "/bin/ls"}, "'/bin/ls' is not a corpus of 'English<TAB>French' lines"},
+    };
+    for (const auto& [flags, message] : bad_data) {
+        std::vector<std::string> args = {"train", "translate", "--out", dir + "/bad-data"};
+        args.insert(args.end(), flags.begin(), flags.end());
+        const SplitRun r = run_args(args);
+        INFO(r.err);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.err, Catch::Contains(message));
+    }
+    // a mistyped task is named
+    SplitRun r = run_args({"train", "translat"});
+    CHECK(r.status != 0);
+    CHECK_THAT(r.err, Catch::Contains("translat") && Catch::Contains("copy or translate"));
+    // the warm-up's message names --warmup; --warmup with a schedule that has none is refused
+    r = run_args({"train", "copy", "--schedule", "cosine", "--warmup", "5000", "--steps", "10", "--threads", "1",
+                  "--quiet", "--out", dir + "/warmup"});
+    CHECK(r.status == 1);
+    CHECK_THAT(r.err, Catch::Contains("the warm-up (--warmup 5000) is longer than the whole run (10 steps)"));
+    r = run_args({"train", "translate", "--preset", "d2l", "--schedule", "constant", "--warmup", "100", "--out", dir + "/w"});
+    CHECK(r.status == 1);
+    CHECK_THAT(r.err, Catch::Contains("--warmup applies to --schedule noam or cosine, not constant"));
+    // --out is checked before the data is read: a file, a place nobody can write
+    std::ofstream(dir + "/a-file") << "x";
+    r = run_args({"train", "translate", "--out", dir + "/a-file"});
+    CHECK(r.status == 1);
+    CHECK_THAT(r.err, Catch::Contains("train: cannot use --out '" + dir + "/a-file' as the output directory"));
+    CHECK(r.out.find("fra-eng:") == std::string::npos);
+    r = run_args({"train", "translate", "--preset", "d2l", "--data", data, "--out", "/proc/tformer-cli-test"});
+    CHECK(r.status == 1);
+    CHECK_THAT(r.err, Catch::Contains("train: cannot use --out '/proc/tformer-cli-test'"));
+    CHECK(r.out.find("fra-eng:") == std::string::npos);
+    // --sample-size was silently ignored with --num-examples (and with the d2l preset's own prefix)
+    r = run_args({"train", "translate", "--preset", "d2l", "--data", data, "--num-examples", "100", "--sample-size", "50",
+                  "--out", dir + "/s"});
+    CHECK(r.status == 1);
+    CHECK_THAT(r.err, Catch::Contains("give --num-examples (d2l's prefix of the file) or --sample-size"));
+    const std::vector<std::string> tiny = {"--num-hiddens", "8", "--ffn-num-hiddens", "16", "--num-heads", "2",
+                                           "--num-layers", "1", "--threads", "1", "--quiet"};
+    std::vector<std::string> sample = {"train", "translate", "--preset", "d2l", "--data", data, "--sample-size", "50",
+                                       "--epochs", "1", "--out", dir + "/sample"};
+    sample.insert(sample.end(), tiny.begin(), tiny.end());
+    r = run_args(sample);
+    INFO(r.err);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.out, Catch::Contains("train 50 pairs"));
+    // --resume with another --batch-size (or seed, or model) is refused: it would train on other batches
+    std::vector<std::string> resume = {"train", "translate", "--preset", "d2l", "--data", data, "--sample-size", "50",
+                                       "--epochs", "2", "--resume", "--batch-size", "16", "--out", dir + "/sample"};
+    resume.insert(resume.end(), tiny.begin(), tiny.end());
+    r = run_args(resume);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.err, Catch::Contains("but this run differs: batch_size 16 (the checkpoint's: 64)"));
+    // --show-attention with beam search is refused before anything is loaded
+    r = run_args({"translate", "--checkpoint", dir + "/sample/checkpoint.safetensors", "--beam", "4", "--show-attention",
+                  dir + "/pics", "go ."});
+    CHECK(r.status == 1);
+    CHECK_THAT(r.err, Catch::Contains("--show-attention draws the attention of greedy decoding; add --beam 1"));
+    // stdin: one line out per line in, also around a line that is not UTF-8 (it gets an empty line and a message)
+    r = run_args({"translate", "--checkpoint", dir + "/sample/checkpoint.safetensors", "--beam", "1", "--threads", "1"},
+                 "go .\n\nbad \xff byte\ni lost .\n");
+    CHECK(r.status == 1);
+    CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 4);
+    CHECK_THAT(r.err, Catch::Contains("translate: line 3:") && Catch::Contains("UTF-8"));
+}
