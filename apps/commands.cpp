@@ -669,13 +669,15 @@ void warn_if_not_finite(const nn::Module& model, const std::string& path, const 
                    op, path, bad.size(), bad.front());
 }
 
-std::unique_ptr<LoadedTranslator> load_translator(const std::string& path, const char* op) {
+// `checkpoint`: the file at `path`, read once for the info and the weights
+std::unique_ptr<LoadedTranslator> load_translator(const nn::SafeTensors& checkpoint, const std::string& path,
+                                                  const char* op) {
     auto t = std::make_unique<LoadedTranslator>();
-    t->info = tasks::read_checkpoint_info(path);
+    t->info = tasks::read_checkpoint_info(checkpoint, path);
     if (t->info.config.task != "translate")
         fail<ValueError>("{}: '{}' is a {} checkpoint, not a translation model", op, path, t->info.config.task);
     t->model = tasks::build_model(t->info.config, t->gen);
-    tasks::load_checkpoint(path, *t->model, nullptr);
+    tasks::load_checkpoint(checkpoint, path, *t->model, nullptr);
     warn_if_not_finite(*t->model, path, op);
     t->tok = tasks::tokenizers_of(t->info);
     return t;
@@ -693,7 +695,7 @@ int run_translate(const TranslateArgs& a) {
     check_decode_flags(a.beam, a.length_penalty, "translate");
     if (!a.show_attention.empty() && a.beam > 1)
         fail<ValueError>("translate: --show-attention draws the attention of greedy decoding; add --beam 1");
-    const auto t = load_translator(a.checkpoint, "translate");
+    const auto t = load_translator(nn::load_safetensors(a.checkpoint), a.checkpoint, "translate");
     const tasks::TranslateOptions o = translate_options(
         t->info, {.beam = a.beam, .length_penalty = a.length_penalty, .keep_attention = !a.show_attention.empty()});
     // One line in, one line out: a blank line gives a blank line and a line
@@ -736,17 +738,18 @@ int run_eval(const EvalArgs& a) {
     set_threads(a.threads);
     check_decode_flags(a.beam, a.length_penalty, "eval");
     if (a.max_sentences < 0) fail<ValueError>("eval: --max-sentences must be >= 0 (0: all), got {}", a.max_sentences);
-    const tasks::CheckpointInfo info = tasks::read_checkpoint_info(a.checkpoint);
+    const nn::SafeTensors checkpoint = nn::load_safetensors(a.checkpoint);
+    const tasks::CheckpointInfo info = tasks::read_checkpoint_info(checkpoint, a.checkpoint);
     if (info.config.task == "copy") {
         core::Generator gen(0);
         auto model = tasks::build_model(info.config, gen);
-        tasks::load_checkpoint(a.checkpoint, *model, nullptr);
+        tasks::load_checkpoint(checkpoint, a.checkpoint, *model, nullptr);
         warn_if_not_finite(*model, a.checkpoint, "eval");
         const double acc = copy_accuracy(*model, 1000, info.config.num_steps, 20240601);
         fmt::print("copy task: exact-sequence accuracy {:.1f}% on 1000 fresh sequences\n", 100 * acc);
         return 0;
     }
-    const auto t = load_translator(a.checkpoint, "eval");
+    const auto t = load_translator(checkpoint, a.checkpoint, "eval");
     const std::string data = a.data.empty() ? default_data_path() : a.data;
     const tasks::TranslateOptions greedy = translate_options(info, {.max_steps = info.config.num_steps});
     if (info.extra.count("pipeline") && info.extra.at("pipeline") == "corpus") {

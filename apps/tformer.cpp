@@ -18,7 +18,7 @@
 #include <csignal>
 #include <cstdio>
 #include <malloc.h>
-#include <initializer_list>
+#include <vector>
 #include <string_view>
 
 using namespace tformer::apps;
@@ -192,16 +192,18 @@ int main(int argc, char** argv) {
     tutorial->add_option("--out", out, "directory for the tutorial's pictures");
 
     // CLI11 answers a mistyped command with "A subcommand is required"; name it instead
-    auto unknown = [&](int i, std::initializer_list<std::string_view> known, const char* what) {
+    auto unknown = [&](int i, const std::vector<std::string_view>& known, const char* what) {
         if (argc <= i || argv[i][0] == '-') return false;
         for (std::string_view k : known)
             if (argv[i] == k) return false;
-        fmt::print(stderr, "tformer: error: unknown {} '{}' (expected {}); see tformer --help\n", what, argv[i],
-                   fmt::join(known, ", "));
+        const std::vector<std::string_view> all_but_last(known.begin(), known.end() - 1);
+        fmt::print(stderr, "tformer: error: {} '{}' (expected {} or {}); see tformer --help\n", what, argv[i],
+                   fmt::join(all_but_last, ", "), known.back());
         return true;
     };
-    if (unknown(1, {"train", "translate", "eval", "bench", "tutorial"}, "command")) return 1;
-    if (argc > 1 && std::string_view(argv[1]) == "train" && unknown(2, {"copy", "translate"}, "task for train")) return 1;
+    if (unknown(1, {"train", "translate", "eval", "bench", "tutorial"}, "unknown command")) return 1;
+    if (argc > 1 && std::string_view(argv[1]) == "train" && unknown(2, {"copy", "translate"}, "train: unknown task"))
+        return 1;
     CLI11_PARSE(app, argc, argv);
     try {
         if (*train_copy) return run_train(copy_args);

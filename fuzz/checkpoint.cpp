@@ -7,9 +7,11 @@
 //  - `tformer eval --checkpoint FILE --data <40 lines of fra.txt>` for
 //    translation checkpoints (the "x." metadata that recreates the data
 //    split: sample size, seed, validation share, ...);
-//  - what `--resume` reads: the model and Adam's state, the step, the
-//    generator state; and the copy task's evaluation, decoding fresh sequences.
+//  - what `--resume` reads: the model and Adam's state, the generator state;
+//    and the copy task's evaluation, decoding fresh sequences.
 // Refusals must be tformer::Error; anything else is a finding (fuzz_util.hpp).
+// So is a checkpoint that loads but then cannot translate "Go." (or decode
+// the copy task): the loader should have refused it with a clear message.
 // The seeds (fuzz/corpus/checkpoint) are real checkpoints of tiny models made
 // by fuzz_make_seeds, so that most mutants get past the framing and the config.
 #include "fuzz/fuzz_util.hpp"
@@ -22,12 +24,20 @@
 #include "tasks/train.hpp"
 
 #include <cstdio>
+#include <cstdlib>
+#include <optional>
 #include <string>
 
 namespace {
 // d2l's and the corpus pipeline's eval read their data split from this file
 // (the seeds were trained on it, so their vocabularies match it)
 const std::string kTinyCorpus = std::string(TFORMER_SOURCE_DIR) + "/fuzz/data/fra-40.txt";
+constexpr int64_t kCopyVocab = 11;  // the copy task's vocabulary in `tformer train copy` and `tformer eval`
+
+[[noreturn]] void finding(const std::string& what) {
+    std::fprintf(stderr, "fuzz_checkpoint: %s\n", what.c_str());
+    std::abort();
+}
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
@@ -43,24 +53,49 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     using namespace tformer;
     const std::string& path = fuzz::write_input(data, size, "checkpoint");
 
-    // what --resume reads, and the copy task's evaluation
+    // Loading as translate and eval do. A checkpoint the loader accepts must then
+    // work: a short sentence translates, the copy task's sequences decode.
+    // An error there means the loader let through a model that cannot run.
     bool translation = false;
+    std::optional<nn::SafeTensors> file;
+    std::optional<tasks::CheckpointInfo> info;
+    std::shared_ptr<nn::EncoderDecoder> model;
+    core::Generator gen(0);
+    tasks::TokenizerPair tok;
     try {
-        const tasks::CheckpointInfo info = tasks::read_checkpoint_info(path);
-        translation = info.config.task == "translate";
-        core::Generator gen(0);
-        auto model = tasks::build_model(info.config, gen);
-        optim::Adam adam(model->named_parameters(), {});
-        tasks::load_checkpoint(path, *model, &adam);
-        gen.set_state(info.rng);
-        (void)gen.uniform();
-        if (info.config.task == "copy") {
-            // as `tformer eval` does (apps' copy_accuracy), on 2 sequences instead of 1,000
-            const int64_t length = info.config.num_steps;
-            const tasks::Batch batch = tasks::copy_batch(2, length, 11, gen);
-            (void)tasks::greedy_decode(*model, batch.enc_X, batch.enc_valid, {.bos = 1, .eos = -1, .max_steps = length - 1});
-        }
+        file = nn::load_safetensors(path);
+        info = tasks::read_checkpoint_info(*file, path);
+        translation = info->config.task == "translate";
+        model = tasks::build_model(info->config, gen);
+        tasks::load_checkpoint(*file, path, *model, nullptr);
+        if (translation) tok = tasks::tokenizers_of(*info);
     } catch (const Error&) {
+        model = nullptr;
+    }
+    if (model) {
+        const int64_t steps = info->config.num_steps;
+        try {
+            if (translation) {
+                const bool d2l = !info->extra.count("pipeline") || info->extra.at("pipeline") == "d2l";
+                (void)tasks::translate(*model, tok, "Go.",
+                                       {.max_len = steps, .pad_to = d2l ? steps : 0, .decode = {.max_steps = 3}});
+            } else if (info->config.src_vocab_size == kCopyVocab && info->config.tgt_vocab_size == kCopyVocab) {
+                // as `tformer eval` does for the copy task (apps' copy_accuracy), on 2 sequences instead of 1,000
+                const tasks::Batch batch = tasks::copy_batch(2, steps, kCopyVocab, gen);
+                (void)tasks::greedy_decode(*model, batch.enc_X, batch.enc_valid,
+                                           {.bos = 1, .eos = -1, .max_steps = steps - 1});
+            }
+        } catch (const Error& e) {
+            finding(std::string("a checkpoint that loads cannot run: ") + e.what());
+        }
+        // what --resume reads besides: Adam's state and the generator's
+        try {
+            optim::Adam adam(model->named_parameters(), {});
+            tasks::load_checkpoint(*file, path, *model, &adam);
+            gen.set_state(info->rng);
+            (void)gen.uniform();
+        } catch (const Error&) {
+        }
     }
 
     // tformer translate, and tformer eval for translation models

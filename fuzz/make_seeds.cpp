@@ -48,9 +48,12 @@ tasks::ModelConfig tiny_config(const std::string& task, int64_t src_vocab, int64
     return c;
 }
 
-// Two steps of tasks::train, the checkpoint it saves copied to `seed`.
+// Two steps of tasks::train, the checkpoint it saves copied to `seed`; without
+// Adam's state unless `keep_optimizer` (its tensors triple the header, and
+// every load of it is a JSON parse: one seed with it covers what --resume reads).
 void train_seed(const fs::path& seed, const tasks::ModelConfig& config, const tasks::BatchSource& source,
-                tasks::CheckpointInfo info, std::map<std::string, std::string> extra, const fs::path& work) {
+                tasks::CheckpointInfo info, std::map<std::string, std::string> extra, const fs::path& work,
+                bool keep_optimizer = false) {
     fs::remove_all(work);
     core::Generator gen(1);
     auto model = tasks::build_model(config, gen);
@@ -59,7 +62,11 @@ void train_seed(const fs::path& seed, const tasks::ModelConfig& config, const ta
     o.token_mean = extra.count("pipeline") && extra["pipeline"] == "corpus";
     o.extra = std::move(extra);
     tasks::train(*model, gen, source, o, info);
-    write(seed, read(work / "checkpoint.safetensors"));
+    const std::string path = (work / "checkpoint.safetensors").string();
+    if (!keep_optimizer) {  // the same checkpoint, weights and metadata only
+        tasks::save_checkpoint(path, *model, nullptr, tasks::read_checkpoint_info(path));
+    }
+    write(seed, read(path));
 }
 
 // Feeds sentences to SentencePiece's trainer.
@@ -96,16 +103,10 @@ std::shared_ptr<tasks::SentencePieceTokenizer> small_sentencepiece(const std::ve
 void checkpoint_seeds(const fs::path& out, const fs::path& work) {
     // the copy task (seed 004)
     const tasks::ModelConfig copy = tiny_config("copy", 11, 11, 5);
-    train_seed(out / "seed-copy", copy, tasks::copy_source(2, 5, 11, 2, 1), {}, {{"preset", "copy"}, {"seed", "1"}},
-               work);
-    {  // the same weights without optimizer state (what a user may hand to translate)
-        const tasks::CheckpointInfo info = tasks::read_checkpoint_info((out / "seed-copy").string());
-        core::Generator gen(0);
-        auto model = tasks::build_model(info.config, gen);
-        tasks::load_checkpoint((out / "seed-copy").string(), *model, nullptr);
-        tasks::save_checkpoint((work / "bare.safetensors").string(), *model, nullptr, info);
-        write(out / "seed-copy-no-optimizer", read(work / "bare.safetensors"));
-    }
+    const std::map<std::string, std::string> copy_extra = {
+        {"preset", "copy"}, {"seed", "1"}, {"batch_size", "2"}, {"batches_per_epoch", "2"}};
+    train_seed(out / "seed-copy-resume", copy, tasks::copy_source(2, 5, 11, 2, 1), {}, copy_extra, work, true);
+    train_seed(out / "seed-copy", copy, tasks::copy_source(2, 5, 11, 2, 1), {}, copy_extra, work);
 
     // --preset d2l: word vocabularies of the whole tiny corpus, a validation split
     const tasks::FraEngOptions d2l_data{.path = kTinyCorpus, .seed = 1, .val_fraction = 0.2, .num_steps = 6};
@@ -114,7 +115,8 @@ void checkpoint_seeds(const fs::path& out, const fs::path& work) {
                tasks::translation_source(d.train, 4, tasks::Tokenizer::kBos, 1),
                {.src_vocab = d.src_vocab, .tgt_vocab = d.tgt_vocab},
                {{"pipeline", "d2l"}, {"num_examples", "0"}, {"sample_size", "0"}, {"data_seed", "1"},
-                {"val_fraction", "0.20000000000000001"}, {"num_steps", "6"}, {"preset", "d2l"}, {"seed", "1"}},
+                {"val_fraction", "0.20000000000000001"}, {"num_steps", "6"}, {"preset", "d2l"}, {"seed", "1"},
+                {"batch_size", "4"}},
                work);
 
     // the whole-corpus pipeline: word tokenizers, then a joint SentencePiece model with tied embeddings
@@ -167,7 +169,7 @@ void safetensors_seeds(const fs::path& out, const fs::path& checkpoints) {
     nn::SafeTensors meta_only;
     meta_only.metadata = {{"a", ""}, {"b", "{\"x\": [1, 2]}"}};
     save("seed-metadata-only", meta_only);
-    write(out / "seed-checkpoint-copy", read(checkpoints / "seed-copy-no-optimizer"));
+    write(out / "seed-checkpoint-copy", read(checkpoints / "seed-copy"));
 }
 
 void corpus_seeds(const fs::path& out) {

@@ -73,7 +73,11 @@ inline bool mutate_metadata(std::string& header, std::minstd_rand& rng) {
         return false;
     nlohmann::json& meta = j["__metadata__"];
     auto it = meta.begin();
-    std::advance(it, static_cast<long>(rng() % meta.size()));
+    // the config decides what gets built: a third of the time it is the value mutated
+    if (rng() % 3 == 0 && meta.contains("config"))
+        it = meta.find("config");
+    else
+        std::advance(it, static_cast<long>(rng() % meta.size()));
     if (!it->is_string()) return false;
     const std::string key = it.key();
     std::string value = it->get<std::string>();

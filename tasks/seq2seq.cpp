@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 namespace tformer::tasks {
@@ -53,6 +54,11 @@ T field(const json& j, const char* name) {
 }
 
 int64_t positive(const json& j, const char* name) {
+    // an integer in the JSON, not 1e300 (converting that to int64 is undefined
+    // behaviour: found by fuzz_checkpoint) nor 2^64 - 1
+    if (j.contains(name) && (!j.at(name).is_number_integer() ||
+                             (j.at(name).is_number_unsigned() && j.at(name).get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))))
+        fail<IOError>("checkpoint config: field '{}' must be a positive whole number, got {}", name, j.at(name).dump());
     const int64_t v = field<int64_t>(j, name);
     if (v <= 0) fail<IOError>("checkpoint config: field '{}' must be positive, got {}", name, v);
     return v;
@@ -295,8 +301,14 @@ TokenizerPair tokenizers_of(const CheckpointInfo& info) {
 
 CheckpointInfo read_checkpoint_info(const std::string& path) { return info_from(nn::load_safetensors(path), path); }
 
+CheckpointInfo read_checkpoint_info(const nn::SafeTensors& st, const std::string& path) { return info_from(st, path); }
+
 CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer* optimizer) {
-    const nn::SafeTensors st = nn::load_safetensors(path);
+    return load_checkpoint(nn::load_safetensors(path), path, model, optimizer);
+}
+
+CheckpointInfo load_checkpoint(const nn::SafeTensors& st, const std::string& path, nn::Module& model,
+                               optim::Optimizer* optimizer) {
     CheckpointInfo info = info_from(st, path);
     nn::StateDict weights, optim_state;
     for (const auto& [name, t] : st.tensors) {

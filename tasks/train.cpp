@@ -138,7 +138,8 @@ std::unique_ptr<optim::LRSchedule> make_schedule(const TrainOptions& o, int64_t 
 void check_resume(const CheckpointInfo& saved, const CheckpointInfo& now, const TrainOptions& o, const std::string& path) {
     std::vector<std::string> differences;
     const nlohmann::json before = nlohmann::json::parse(config_to_json(saved.config));
-    for (const auto& [key, value] : nlohmann::json::parse(config_to_json(now.config)).items())
+    const nlohmann::json after = nlohmann::json::parse(config_to_json(now.config));
+    for (const auto& [key, value] : after.items())
         if (!before.contains(key) || before[key] != value)
             differences.push_back(fmt::format("{} {} (the checkpoint's: {})", key, value.dump(),
                                               before.contains(key) ? before[key].dump() : "none"));
@@ -207,8 +208,9 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
     double epoch_loss_sum = 0, epoch_tokens = 0;
     if (o.resume) {
         if (ckpt.empty() || !fs::exists(ckpt)) fail<IOError>("train: --resume needs a checkpoint at '{}'", ckpt);
-        check_resume(read_checkpoint_info(ckpt), info, o, ckpt);
-        const CheckpointInfo saved = load_checkpoint(ckpt, model, &optimizer);
+        const nn::SafeTensors file = nn::load_safetensors(ckpt);
+        check_resume(read_checkpoint_info(file, ckpt), info, o, ckpt);
+        const CheckpointInfo saved = load_checkpoint(file, ckpt, model, &optimizer);
         step = saved.step;
         gen.set_state(saved.rng);
         auto get = [&](const char* k) { auto it = saved.extra.find(k); return it == saved.extra.end() ? std::string() : it->second; };

@@ -6,6 +6,7 @@
 #include "tasks/seq2seq.hpp"
 
 #include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -43,6 +44,15 @@ TEST_CASE("config_to_json / config_from_json: round trip and validation", "[task
     std::string bad = config_to_json(c);
     bad.replace(bad.find("\"copy\""), 6, "\"poem\"");
     CHECK_THROWS_WITH(config_from_json(bad), Catch::Contains("unknown task 'poem'"));
+    // found by fuzz_checkpoint: a size of 1e300 was converted to int64 (undefined behaviour)
+    for (const char* value : {"1e300", "2.5", "18446744073709551615", "\"8\"", "true"}) {
+        nlohmann::json j = nlohmann::json::parse(config_to_json(c));
+        j["num_hiddens"] = nlohmann::json::parse(value);
+        INFO(value);
+        CHECK_THROWS_AS(config_from_json(j.dump()), IOError);
+        CHECK_THROWS_WITH(config_from_json(j.dump()),
+                          Catch::Contains("checkpoint config: field 'num_hiddens' must be a positive whole number, got "));
+    }
 }
 
 TEST_CASE("save_checkpoint / load_checkpoint: weights, optimizer state and info survive", "[tasks][seq2seq]") {
