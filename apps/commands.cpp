@@ -70,7 +70,9 @@ const Preset kD2l{.epochs = 200, .batch_size = 64, .num_steps = 10, .num_hiddens
 // vocabulary of 8,000 pieces, length buckets of 2,000 tokens, tied
 // embeddings, label smoothing 0.1, Adam at 0.003 with 200 warm-up steps and
 // cosine decay, no dropout (dropout cost 6 BLEU at this budget: one pass
-// over the data does not overfit), the mean of the last 5 snapshots.
+// over the data does not overfit). No checkpoint averaging: under cosine
+// decay the last snapshots barely differ, and averaging 5 of them moved BLEU
+// by less than a change of seed does (--average N turns it on).
 // 1,800 steps (1.06 epochs): about 4.5 minutes on 2 idle cores. Chosen by
 // validation BLEU on the whole-corpus sample (README: what each choice bought).
 const Preset kTranslate{.epochs = 1, .batch_size = 0, .num_steps = 64, .num_hiddens = 128, .ffn_num_hiddens = 512,
@@ -78,10 +80,10 @@ const Preset kTranslate{.epochs = 1, .batch_size = 0, .num_steps = 64, .num_hidd
                         .batches_per_epoch = 0, .lr = 0.003, .dropout = 0.0, .val_fraction = 0,
                         .label_smoothing = 0.1, .clip = 1.0, .schedule = "cosine", .corpus = true,
                         .tokenizer = "sentencepiece", .vocab_size = 8000, .batch_tokens = 2000, .val_sentences = 1500,
-                        .total_steps = 1800, .average = 5, .tie_embeddings = true};
+                        .total_steps = 1800, .average = 0, .tie_embeddings = true};
 
 // --preset long: the same model and recipe for 5,400 steps (3.2 epochs, about
-// 13.5 minutes on 2 idle cores).
+// 12.5 minutes on 2 idle cores).
 const Preset kLong = [] {
     Preset p = kTranslate;
     p.total_steps = 5400;
@@ -349,7 +351,7 @@ tasks::ModelConfig model_config(const TrainArgs& a, const Preset& p) {
     const bool joint = (a.tokenizer.empty() ? p.tokenizer : a.tokenizer) == "sentencepiece";
     config.tie_embeddings = a.tie_embeddings == 0 ? p.tie_embeddings && joint : a.tie_embeddings > 0;
     config.scaled_embedding_init = p.corpus;  // d2l and copy keep their documents' initialisation
-    config.transformer.fused_attention = p.corpus;  // d2l and copy keep the composed ops they teach
+    config.transformer.fused = p.corpus;  // d2l and copy keep the composed ops they teach
     tasks::ModelConfig sizes_known = config;  // the vocabulary sizes come later, from the data
     sizes_known.src_vocab_size = sizes_known.tgt_vocab_size = 1;
     tasks::check_config(sizes_known, "train");
@@ -392,97 +394,173 @@ tasks::TrainOptions train_options(const TrainArgs& a, const Preset& p, uint64_t 
     return o;
 }
 
-int train_copy(const TrainArgs& a, const Preset& p, uint64_t seed, const std::string& out) {
+// A run as its preset and flags define it, before any data is read.
+struct TrainSetup {
+    const Preset& preset;
+    uint64_t seed;
+    std::string out;              ///< the output directory
+    tasks::ModelConfig config;    ///< the vocabulary sizes come later, from the data
+    tasks::TrainOptions options;  ///< extra: the metadata the checkpoint keeps, filled as the data is read
+};
+
+// Step 1 of `tformer train`: the preset and the flags, checked; the threads
+// set; a checkpoint already in --out kept unless --resume or --overwrite says
+// what to do with it.
+TrainSetup parse_train_args(const TrainArgs& a) {
+    const Preset& p = find_preset(a.task, a.preset);
+    check_flags_fit(a, p);
+    set_threads(a.threads != 0 ? a.threads : p.threads);
+    const uint64_t seed = a.seed ? static_cast<uint64_t>(*a.seed) : p.seed;
+    const std::string out = a.out.empty() ? "runs/" + a.task : a.out;
+    const fs::path existing = fs::path(out) / "checkpoint.safetensors";
+    if (a.resume && a.overwrite) fail<ValueError>("train: --resume continues {}, --overwrite replaces it: give one", existing.string());
+    if (!a.resume && !a.overwrite && fs::exists(existing))
+        fail<ValueError>("train: {} already holds a checkpoint; continue it with --resume, replace it with --overwrite, "
+                         "or choose another --out", out);
+    // --out is made and checked before the data is read and the model trained
+    std::error_code ec;
+    fs::create_directories(out, ec);
+    if (ec || !fs::is_directory(out))
+        fail<IOError>("train: cannot use --out '{}' as the output directory: {}", out,
+                      ec ? ec.message() : std::string("it is not a directory"));
+    if (access(out.c_str(), W_OK | X_OK) != 0)
+        fail<IOError>("train: cannot write into --out '{}': {}", out, std::strerror(errno));
     tasks::ModelConfig config = model_config(a, p);
-    tasks::TrainOptions o = train_options(a, p, seed, out);
-    core::Generator gen(seed);
-    config.src_vocab_size = config.tgt_vocab_size = kCopyVocab;
-    check_memory(config, a, static_cast<double>(o.batch_size), static_cast<double>(config.num_steps));
+    return {.preset = p, .seed = seed, .out = out, .config = config, .options = train_options(a, p, seed, out)};
+}
+
+// The model of a run, built from its config (after the memory check) and announced.
+std::shared_ptr<nn::EncoderDecoder> build_and_announce(const tasks::ModelConfig& config, core::Generator& gen) {
     auto model = tasks::build_model(config, gen);
-    fmt::print("copy task (seed 004): vocabulary {}, sequences of {}, {} parameters\n", kCopyVocab, config.num_steps,
-               model->num_parameters());
-    const auto source = tasks::copy_source(o.batch_size, config.num_steps, kCopyVocab, o.batches_per_epoch, seed);
-    const tasks::TrainResult r = tasks::train(*model, gen, source, o, {.config = config});
-    if (r.interrupted) return interrupted_exit(r);
-    const double acc = copy_accuracy(*model, 1000, config.num_steps, seed + 12345);
+    fmt::print("model: {} parameters (d {}, ffn {}, {} heads, {} layers{})\n", model->num_parameters(),
+               config.transformer.num_hiddens, config.transformer.ffn_num_hiddens, config.transformer.num_heads,
+               config.transformer.num_layers, config.tie_embeddings ? ", tied embeddings" : "");
+    return model;
+}
+
+// The end of a training run: the summary printed and saved as summary.txt.
+int finish(const std::string& out, const std::string& summary) {
+    fmt::print("{}", summary);
+    write_summary(out, summary);
+    return 0;
+}
+
+// ---- train copy: seed 004's copy task --------------------------------------------------------
+
+// The report of a copy run: exact-sequence accuracy on fresh sequences, one
+// example copied, and its attention heatmaps.
+std::string copy_report(nn::EncoderDecoder& model, const TrainSetup& s, const tasks::TrainResult& r) {
+    const int64_t n = s.config.num_steps;
+    const double acc = copy_accuracy(model, 1000, n, s.seed + 12345);
     std::vector<int64_t> example = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
-    example.resize(config.num_steps, 1);
-    const Tensor src = core::from_vector(example, {1, config.num_steps});
-    const auto d = tasks::greedy_decode(*model, src, core::full({1}, double(config.num_steps), core::DType::int64),
-                                        {.bos = 1, .eos = -1, .max_steps = config.num_steps - 1, .keep_attention = true});
+    example.resize(n, 1);
+    const Tensor src = core::from_vector(example, {1, n});
+    const auto d = tasks::greedy_decode(model, src, core::full({1}, double(n), core::DType::int64),
+                                        {.bos = 1, .eos = -1, .max_steps = n - 1, .keep_attention = true});
     std::vector<int64_t> copied = {1};
     copied.insert(copied.end(), d[0].tokens.begin(), d[0].tokens.end());
     tasks::Translation t;
     for (int64_t id : example) t.src_tokens.push_back(std::to_string(id));
     for (int64_t id : d[0].tokens) t.tokens.push_back(std::to_string(id));
     t.decoded = d[0];
-    const auto pictures = tasks::plot_attention(out, "attention", *model, t);
-    const std::string summary = fmt::format(
+    const auto pictures = tasks::plot_attention(s.out, "attention", model, t);
+    return fmt::format(
         "trained {} steps in {:.1f} s ({:.0f} tokens/s), final loss {:.4f}\n"
         "exact-sequence accuracy on 1000 fresh sequences: {:.1f}%\n"
         "example: {} -> {}\n"
         "checkpoint: {}\nloss curve: {}/loss.png\nattention: {}\n",
-        r.steps, r.seconds, r.tokens_per_second, r.final_loss, 100 * acc, join(example), join(copied), r.checkpoint, out,
-        fmt::join(pictures, ", "));
-    fmt::print("{}", summary);
-    write_summary(out, summary);
-    return 0;
+        r.steps, r.seconds, r.tokens_per_second, r.final_loss, 100 * acc, join(example), join(copied), r.checkpoint,
+        s.out, fmt::join(pictures, ", "));
 }
 
-// The end of a translation run: the heatmaps of one sentence decoded
-// greedily, where everything is, and the summary printed and saved.
-int finish_translation_run(nn::EncoderDecoder& model, const tasks::TokenizerPair& tok, const std::string& sentence,
-                           tasks::TranslateOptions options, const tasks::TrainResult& r, const std::string& out,
-                           std::string summary) {
+int train_copy(const TrainArgs& a, TrainSetup& s) {
+    s.config.src_vocab_size = s.config.tgt_vocab_size = kCopyVocab;
+    check_memory(s.config, a, static_cast<double>(s.options.batch_size), static_cast<double>(s.config.num_steps));
+    core::Generator gen(s.seed);
+    auto model = tasks::build_model(s.config, gen);
+    fmt::print("copy task (seed 004): vocabulary {}, sequences of {}, {} parameters\n", kCopyVocab, s.config.num_steps,
+               model->num_parameters());
+    const auto source = tasks::copy_source(s.options.batch_size, s.config.num_steps, kCopyVocab,
+                                           s.options.batches_per_epoch, s.seed);
+    const tasks::TrainResult r = tasks::train(*model, gen, source, s.options, {.config = s.config});
+    if (r.interrupted) return interrupted_exit(r);
+    return finish(s.out, copy_report(*model, s, r));
+}
+
+// ---- train translate: both pipelines ----------------------------------------------------------
+
+// The end of a translation run's report: the heatmaps of one sentence decoded
+// greedily and where everything is.
+std::string pictures_report(nn::EncoderDecoder& model, const tasks::TokenizerPair& tok, const std::string& sentence,
+                            tasks::TranslateOptions options, const tasks::TrainResult& r, const std::string& out) {
     options.decode.keep_attention = true;
     const tasks::Translation t = tasks::translate(model, tok, sentence, options);
     const auto pictures = tasks::plot_attention(out, "attention", model, t);
-    summary += fmt::format("checkpoint: {}\nloss curve: {}/loss.png (values in {}/loss.csv)\nattention for \"{}\": {}\n",
-                           r.checkpoint, out, out, sentence, fmt::join(pictures, ", "));
-    fmt::print("{}", summary);
-    write_summary(out, summary);
-    return 0;
+    return fmt::format("checkpoint: {}\nloss curve: {}/loss.png (values in {}/loss.csv)\nattention for \"{}\": {}\n",
+                       r.checkpoint, out, out, sentence, fmt::join(pictures, ", "));
 }
 
-// seed 000's pipeline: a prefix (or sample) of the file, d2l's word vocabularies,
-// fixed num_steps, fixed batches (the d2l preset).
-int train_translate_d2l(const TrainArgs& a, const Preset& p, uint64_t seed, const std::string& out) {
-    tasks::ModelConfig config = model_config(a, p);
-    tasks::TrainOptions o = train_options(a, p, seed, out);
+// ---- train translate --preset d2l: seed 000's pipeline ------------------------------------------
+// A prefix (or sample) of the file, d2l's word vocabularies, fixed num_steps, fixed batches.
+
+// Reads the data as d2l does and records how in the checkpoint's metadata.
+tasks::FraEngData load_d2l_data(const TrainArgs& a, TrainSetup& s) {
+    const Preset& p = s.preset;
     tasks::FraEngOptions data_opts{.path = a.data.empty() ? default_data_path() : a.data,
                                    .num_examples = pick(a.num_examples, p.num_examples),
                                    .sample_size = pick(a.sample_size, p.sample_size),
-                                   .seed = seed,
+                                   .seed = s.seed,
                                    .val_fraction = pick(a.val_fraction, p.val_fraction),
-                                   .num_steps = config.num_steps,
+                                   .num_steps = s.config.num_steps,
                                    .min_freq = 2};
     if (a.num_examples && a.sample_size)
         fail<ValueError>("train translate: give --num-examples (d2l's prefix of the file) or --sample-size (a random "
                          "sample of it), not both");
     if (a.sample_size) data_opts.num_examples = 0;  // a sample of the whole file instead of the preset's prefix
-    const tasks::FraEngData data = tasks::load_fra_eng(data_opts);
+    tasks::FraEngData data = tasks::load_fra_eng(data_opts);
     const auto& rep = data.report;
     fmt::print("fra-eng: {} pairs read, {} skipped (no single tab {}, empty side {}, invalid UTF-8 {}); "
                "train {} pairs, validation {} pairs ({} sentences); vocabularies {} / {}\n",
                rep.lines_read, rep.skipped_columns + rep.skipped_empty + rep.skipped_utf8, rep.skipped_columns,
                rep.skipped_empty, rep.skipped_utf8, rep.train_pairs, rep.val_pairs, rep.val_sentences,
                data.src_vocab.size(), data.tgt_vocab.size());
+    auto& extra = s.options.extra;
+    extra["pipeline"] = "d2l";
+    extra["num_examples"] = std::to_string(data_opts.num_examples);
+    extra["sample_size"] = std::to_string(data_opts.sample_size);
+    extra["data_seed"] = std::to_string(data_opts.seed);
+    extra["val_fraction"] = fmt::format("{:.17g}", data_opts.val_fraction);
+    extra["num_steps"] = std::to_string(s.config.num_steps);
+    return data;
+}
+
+// seed 000's four sentences and, with a validation split, its BLEU (greedy).
+std::string d2l_report(nn::EncoderDecoder& model, const tasks::FraEngData& data, const tasks::TokenizerPair& tok,
+                       const tasks::TranslateOptions& greedy, const tasks::TrainResult& r) {
+    int perfect = 0;
+    std::string summary = fmt::format("trained {} steps in {:.1f} s ({:.0f} tokens/s), final loss {:.4f} (d2l's measure)\n",
+                                      r.steps, r.seconds, r.tokens_per_second, r.final_loss);
+    summary += "seed 000's sentences (greedy):\n" + seed_sentences_report(model, tok, greedy, &perfect);
+    summary += fmt::format("  {} of 4 at BLEU 1.000\n", perfect);
+    if (data.val.src.size(0) > 0) {
+        int64_t n = 0;
+        const tasks::CorpusBleu b = validation_bleu(model, data.val, data.tgt_vocab, 0, &n);
+        summary += fmt::format("validation corpus BLEU-4: {:.2f} on {} sentences (precisions {:.3f}, brevity penalty {:.3f})\n",
+                               100 * b.score, n, fmt::join(b.precisions, "/"), b.brevity_penalty);
+    }
+    return summary;
+}
+
+int train_translate_d2l(const TrainArgs& a, TrainSetup& s) {
+    const tasks::FraEngData data = load_d2l_data(a, s);
+    tasks::ModelConfig& config = s.config;
     config.src_vocab_size = data.src_vocab.size();
     config.tgt_vocab_size = data.tgt_vocab.size();
-    check_memory(config, a, static_cast<double>(o.batch_size), static_cast<double>(config.num_steps));
-    core::Generator gen(seed);
-    auto model = tasks::build_model(config, gen);
-    fmt::print("model: {} parameters (d {}, ffn {}, {} heads, {} layers)\n", model->num_parameters(),
-               config.transformer.num_hiddens, config.transformer.ffn_num_hiddens, config.transformer.num_heads,
-               config.transformer.num_layers);
-    o.extra["pipeline"] = "d2l";
-    o.extra["num_examples"] = std::to_string(data_opts.num_examples);
-    o.extra["sample_size"] = std::to_string(data_opts.sample_size);
-    o.extra["data_seed"] = std::to_string(data_opts.seed);
-    o.extra["val_fraction"] = fmt::format("{:.17g}", data_opts.val_fraction);
-    o.extra["num_steps"] = std::to_string(config.num_steps);
-    const auto source = tasks::translation_source(data.train, o.batch_size, tasks::Tokenizer::kBos, seed);
-    const tasks::TrainResult r = tasks::train(*model, gen, source, o,
+    check_memory(config, a, static_cast<double>(s.options.batch_size), static_cast<double>(config.num_steps));
+    core::Generator gen(s.seed);
+    auto model = build_and_announce(config, gen);
+    const auto source = tasks::translation_source(data.train, s.options.batch_size, tasks::Tokenizer::kBos, s.seed);
+    const tasks::TrainResult r = tasks::train(*model, gen, source, s.options,
                                               {.config = config, .src_vocab = data.src_vocab, .tgt_vocab = data.tgt_vocab});
     if (r.interrupted) return interrupted_exit(r);
 
@@ -490,19 +568,14 @@ int train_translate_d2l(const TrainArgs& a, const Preset& p, uint64_t seed, cons
                                    std::make_shared<tasks::WordTokenizer>(data.tgt_vocab)};
     const tasks::TranslateOptions greedy{.max_len = config.num_steps, .pad_to = config.num_steps,
                                          .decode = {.max_steps = config.num_steps}};
-    int perfect = 0;
-    std::string summary = fmt::format("trained {} steps in {:.1f} s ({:.0f} tokens/s), final loss {:.4f} (d2l's measure)\n",
-                                      r.steps, r.seconds, r.tokens_per_second, r.final_loss);
-    summary += "seed 000's sentences (greedy):\n" + seed_sentences_report(*model, tok, greedy, &perfect);
-    summary += fmt::format("  {} of 4 at BLEU 1.000\n", perfect);
-    if (data.val.src.size(0) > 0) {
-        int64_t n = 0;
-        const tasks::CorpusBleu b = validation_bleu(*model, data.val, data.tgt_vocab, 0, &n);
-        summary += fmt::format("validation corpus BLEU-4: {:.2f} on {} sentences (precisions {:.3f}, brevity penalty {:.3f})\n",
-                               100 * b.score, n, fmt::join(b.precisions, "/"), b.brevity_penalty);
-    }
-    return finish_translation_run(*model, tok, "i'm home .", greedy, r, out, summary);
+    std::string summary = d2l_report(*model, data, tok, greedy, r);
+    summary += pictures_report(*model, tok, "i'm home .", greedy, r, s.out);
+    return finish(s.out, summary);
 }
+
+// ---- train translate (default, long): the whole corpus -------------------------------------------
+// tasks/corpus.hpp: validation drawn from the whole file, tokenizers learnt
+// from the training split, batches from length buckets.
 
 // The tokenizers of a whole-corpus run, learnt from the training pairs only.
 tasks::TokenizerPair make_tokenizers(const std::string& kind, const std::vector<tasks::TextPair>& train, int64_t vocab_size,
@@ -529,120 +602,130 @@ tasks::TokenizerPair make_tokenizers(const std::string& kind, const std::vector<
     fail<ValueError>("train translate: unknown tokenizer '{}' (expected sentencepiece or word)", kind);
 }
 
-// The whole-corpus pipeline (tasks/corpus.hpp): the default and long presets.
-int train_translate_corpus(const TrainArgs& a, const Preset& p, uint64_t seed, const std::string& out) {
-    const auto start = std::chrono::steady_clock::now();
-    tasks::ModelConfig config = model_config(a, p);
-    tasks::TrainOptions o = train_options(a, p, seed, out);
+// The data of a whole-corpus run, ready to train on.
+struct CorpusData {
+    tasks::Corpus corpus;  ///< the training pairs and the validation sentences with their references
+    tasks::TokenizerPair tok;
+    std::shared_ptr<const tasks::BucketBatcher> batcher;
+    bool buckets = true;   ///< batches from length buckets (else random batches)
+    int64_t batch_tokens = 0;
+};
+
+// Reads the corpus, learns the tokenizers from its training split (so
+// validation stays unseen), cuts the batches; records how in the metadata.
+CorpusData load_corpus_data(const TrainArgs& a, TrainSetup& s) {
+    const Preset& p = s.preset;
     const tasks::CorpusOptions corpus_opts{.path = a.data.empty() ? default_data_path() : a.data,
                                            .val_sentences = pick(a.val_sentences, p.val_sentences),
-                                           .seed = seed,
+                                           .seed = s.seed,
                                            .sample_size = pick(a.sample_size, p.sample_size)};
-    const tasks::Corpus corpus = tasks::load_corpus(corpus_opts);
-    const auto& rep = corpus.report;
+    CorpusData d;
+    d.corpus = tasks::load_corpus(corpus_opts);
+    const auto& rep = d.corpus.report;
     fmt::print("fra-eng: {} lines, {} skipped; validation: {} English sentences drawn from the whole file with {} "
                "references; training: {} pairs ({} more left out for sharing a sentence with validation)\n",
                rep.lines.lines_read, rep.lines.lines_read - rep.lines.valid_pairs, rep.val_sentences, rep.val_pairs,
                rep.train_pairs, rep.dropped_overlap);
 
-    // tokenizers: learnt from the training split only, so validation stays unseen
     const std::string kind = a.tokenizer.empty() ? p.tokenizer : a.tokenizer;
-    const int64_t vocab_size = pick(a.vocab_size, p.vocab_size);
-    const tasks::TokenizerPair tok = make_tokenizers(kind, corpus.train, vocab_size, seed);
-    auto encoded = std::make_shared<tasks::EncodedPairs>(tasks::encode_pairs(corpus.train, tok, config.num_steps));
-    const int64_t batch_tokens = pick(a.batch_tokens, p.batch_tokens);
+    d.tok = make_tokenizers(kind, d.corpus.train, pick(a.vocab_size, p.vocab_size), s.seed);
+    auto encoded = std::make_shared<tasks::EncodedPairs>(tasks::encode_pairs(d.corpus.train, d.tok, s.config.num_steps));
+    d.batch_tokens = pick(a.batch_tokens, p.batch_tokens);
     const std::string batching = a.batching.empty() ? "buckets" : a.batching;
     if (batching != "buckets" && batching != "random")
         fail<ValueError>("train translate: --batching must be buckets or random, got '{}'", batching);
-    auto batcher = std::make_shared<const tasks::BucketBatcher>(encoded, batch_tokens, seed, batching == "buckets");
+    d.buckets = batching == "buckets";
+    d.batcher = std::make_shared<const tasks::BucketBatcher>(encoded, d.batch_tokens, s.seed, d.buckets);
     fmt::print("tokenizer: {}, vocabularies {} / {}; {} training pairs, {} longer than {} tokens left out; "
                "{} batches{} ({}-{} pairs, {:.1f}% padding)\n",
-               kind, tok.src->size(), tok.tgt->size(), encoded->size(), encoded->dropped, config.num_steps - 1,
-               batcher->batches_per_epoch(),
-               batching == "buckets" ? fmt::format(" of up to {} tokens", batch_tokens) : std::string(" in random order"),
-               batcher->min_batch(), batcher->max_batch(),
-               100 * batcher->padding_fraction());
+               kind, d.tok.src->size(), d.tok.tgt->size(), encoded->size(), encoded->dropped, s.config.num_steps - 1,
+               d.batcher->batches_per_epoch(),
+               d.buckets ? fmt::format(" of up to {} tokens", d.batch_tokens) : std::string(" in random order"),
+               d.batcher->min_batch(), d.batcher->max_batch(), 100 * d.batcher->padding_fraction());
+    auto& extra = s.options.extra;
+    extra["pipeline"] = "corpus";
+    extra["data_seed"] = std::to_string(s.seed);
+    extra["val_sentences"] = std::to_string(corpus_opts.val_sentences);
+    extra["sample_size"] = std::to_string(corpus_opts.sample_size);
+    extra["batch_tokens"] = std::to_string(d.batch_tokens);
+    return d;
+}
 
-    config.src_vocab_size = tok.src->size();
-    config.tgt_vocab_size = tok.tgt->size();
-    if (config.tie_embeddings && !tok.joint())
-        fail<ValueError>("train translate: --tie-embeddings needs one vocabulary for both languages "
-                         "(--tokenizer sentencepiece); use --no-tie-embeddings with --tokenizer word");
-    // buckets: rows × length stays within the token budget, the longest rows being the worst case
-    const double longest = static_cast<double>(config.num_steps);
-    check_memory(config, a,
-                 batching == "buckets" ? std::max(1.0, static_cast<double>(batch_tokens) / (2 * longest))
-                                       : static_cast<double>(batcher->max_batch()),
-                 longest);
-    core::Generator gen(seed);
-    auto model = tasks::build_model(config, gen);
-    fmt::print("model: {} parameters (d {}, ffn {}, {} heads, {} layers{})\n", model->num_parameters(),
-               config.transformer.num_hiddens, config.transformer.ffn_num_hiddens, config.transformer.num_heads,
-               config.transformer.num_layers, config.tie_embeddings ? ", tied embeddings" : "");
-    o.extra["pipeline"] = "corpus";
-    o.extra["data_seed"] = std::to_string(seed);
-    o.extra["val_sentences"] = std::to_string(corpus_opts.val_sentences);
-    o.extra["sample_size"] = std::to_string(corpus_opts.sample_size);
-    o.extra["batch_tokens"] = std::to_string(batch_tokens);
+// What a checkpoint of a whole-corpus run keeps to translate: the
+// SentencePiece model, or the two word vocabularies.
+tasks::CheckpointInfo corpus_checkpoint_info(const tasks::ModelConfig& config, const tasks::TokenizerPair& tok) {
     tasks::CheckpointInfo info{.config = config};
-    if (kind == "sentencepiece") {
+    if (tok.src->kind() == "sentencepiece") {
         info.sentencepiece = std::dynamic_pointer_cast<const tasks::SentencePieceTokenizer>(tok.src);
     } else {
         info.src_vocab = static_cast<const tasks::WordTokenizer&>(*tok.src).vocab();
         info.tgt_vocab = static_cast<const tasks::WordTokenizer&>(*tok.tgt).vocab();
     }
-    const tasks::TrainResult r = tasks::train(*model, gen, tasks::BucketBatcher::source(batcher), o, info);
-    if (r.interrupted) return interrupted_exit(r);
-    const double train_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return info;
+}
 
-    // what the user gets: validation BLEU (beam and greedy), examples, pictures
+// What the user gets: validation BLEU (beam and greedy), examples, seed 000's sentences.
+std::string corpus_report(nn::EncoderDecoder& model, const CorpusData& d, const TrainSetup& s,
+                          const tasks::TrainResult& r, double train_wall) {
+    const int64_t n = s.config.num_steps;
     std::string summary = fmt::format(
         "trained {} steps in {:.1f} s ({:.0f} target tokens/s; {:.0f} s with data and tokenizer), final loss {:.4f} "
         "(cross-entropy per token{}){}\n",
         r.steps, r.seconds, r.tokens_per_second, train_wall, r.final_loss,
-        o.label_smoothing > 0 ? ", label smoothing included" : "",
+        s.options.label_smoothing > 0 ? ", label smoothing included" : "",
         r.averaged > 0 ? fmt::format("; final weights: the mean of the last {} snapshots", r.averaged) : "");
-    const tasks::BleuOptions beam{.max_len = config.num_steps, .decode = {.beam = 4, .length_penalty = 1.0}};
-    const tasks::BleuOptions greedy{.max_len = config.num_steps, .decode = {.beam = 1}};
-    const tasks::BleuReport b_beam = tasks::evaluate_bleu(*model, tok, corpus.val, beam);
-    const tasks::BleuReport b_greedy = tasks::evaluate_bleu(*model, tok, corpus.val, greedy);
+    const tasks::BleuOptions beam{.max_len = n, .decode = {.beam = 4, .length_penalty = 1.0}};
+    const tasks::BleuOptions greedy{.max_len = n, .decode = {.beam = 1}};
+    const tasks::BleuReport b_beam = tasks::evaluate_bleu(model, d.tok, d.corpus.val, beam);
+    const tasks::BleuReport b_greedy = tasks::evaluate_bleu(model, d.tok, d.corpus.val, greedy);
     summary += bleu_line("validation corpus BLEU-4, beam 4", b_beam);
     summary += bleu_line("validation corpus BLEU-4, greedy", b_greedy);
     summary += "validation examples (beam 4):\n";
-    for (size_t i = 0; i < std::min<size_t>(5, corpus.val.size()); ++i)
-        summary += fmt::format("  {} => {}   (reference: {})\n", corpus.val[i].src, b_beam.hypotheses[i],
-                               corpus.val[i].refs.front());
+    const auto& val = d.corpus.val;
+    for (size_t i = 0; i < std::min<size_t>(5, val.size()); ++i)
+        summary += fmt::format("  {} => {}   (reference: {})\n", val[i].src, b_beam.hypotheses[i], val[i].refs.front());
     int perfect = 0;
     summary += "seed 000's sentences (greedy, d2l's BLEU with k = 2):\n" +
-               seed_sentences_report(*model, tok, {.max_len = config.num_steps, .decode = {}}, &perfect);
+               seed_sentences_report(model, d.tok, {.max_len = n, .decode = {}}, &perfect);
     summary += fmt::format("  {} of 4 at BLEU 1.000\n", perfect);
-    return finish_translation_run(*model, tok, "I'm home.", {.max_len = config.num_steps, .decode = {}}, r, out, summary);
+    return summary;
+}
+
+int train_translate_corpus(const TrainArgs& a, TrainSetup& s) {
+    const auto start = std::chrono::steady_clock::now();
+    const CorpusData d = load_corpus_data(a, s);
+    tasks::ModelConfig& config = s.config;
+    config.src_vocab_size = d.tok.src->size();
+    config.tgt_vocab_size = d.tok.tgt->size();
+    if (config.tie_embeddings && !d.tok.joint())
+        fail<ValueError>("train translate: --tie-embeddings needs one vocabulary for both languages "
+                         "(--tokenizer sentencepiece); use --no-tie-embeddings with --tokenizer word");
+    // buckets: rows × length stays within the token budget, the longest rows being the worst case
+    const double longest = static_cast<double>(config.num_steps);
+    check_memory(config, a,
+                 d.buckets ? std::max(1.0, static_cast<double>(d.batch_tokens) / (2 * longest))
+                           : static_cast<double>(d.batcher->max_batch()),
+                 longest);
+    core::Generator gen(s.seed);
+    auto model = build_and_announce(config, gen);
+    const tasks::TrainResult r = tasks::train(*model, gen, tasks::BucketBatcher::source(d.batcher), s.options,
+                                              corpus_checkpoint_info(config, d.tok));
+    if (r.interrupted) return interrupted_exit(r);
+    const double train_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::string summary = corpus_report(*model, d, s, r, train_wall);
+    summary += pictures_report(*model, d.tok, "I'm home.", {.max_len = config.num_steps, .decode = {}}, r, s.out);
+    return finish(s.out, summary);
 }
 }  // namespace
 
 // ---- train -------------------------------------------------------------------------------------
+// parse the flags, read the data, build the model, train (tasks::train, which
+// also resumes), report
 
 int run_train(const TrainArgs& a) {
-    const Preset& p = find_preset(a.task, a.preset);
-    check_flags_fit(a, p);
-    set_threads(a.threads != 0 ? a.threads : p.threads);
-    const uint64_t seed = a.seed ? static_cast<uint64_t>(*a.seed) : p.seed;
-    const std::string out = a.out.empty() ? "runs/" + a.task : a.out;
-    const fs::path existing = fs::path(out) / "checkpoint.safetensors";
-    if (a.resume && a.overwrite) fail<ValueError>("train: --resume continues {}, --overwrite replaces it: give one", existing.string());
-    if (!a.resume && !a.overwrite && fs::exists(existing))
-        fail<ValueError>("train: {} already holds a checkpoint; continue it with --resume, replace it with --overwrite, "
-                         "or choose another --out", out);
-    // --out is made and checked before the data is read and the model trained
-    std::error_code ec;
-    fs::create_directories(out, ec);
-    if (ec || !fs::is_directory(out))
-        fail<IOError>("train: cannot use --out '{}' as the output directory: {}", out,
-                      ec ? ec.message() : std::string("it is not a directory"));
-    if (access(out.c_str(), W_OK | X_OK) != 0)
-        fail<IOError>("train: cannot write into --out '{}': {}", out, std::strerror(errno));
-    if (a.task == "copy") return train_copy(a, p, seed, out);
-    return p.corpus ? train_translate_corpus(a, p, seed, out) : train_translate_d2l(a, p, seed, out);
+    TrainSetup s = parse_train_args(a);
+    if (a.task == "copy") return train_copy(a, s);
+    return s.preset.corpus ? train_translate_corpus(a, s) : train_translate_d2l(a, s);
 }
 
 // ---- translate ------------------------------------------------------------------------------------

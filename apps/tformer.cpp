@@ -4,11 +4,12 @@
 //   tformer train copy [--out DIR] ...
 //   tformer translate --checkpoint runs/translate/checkpoint.safetensors "i'm home ."
 //   tformer eval --checkpoint runs/translate/checkpoint.safetensors
-//   tformer bench [--preset d2l|copy|small|base] [--threads N] [--repeats N]
+//   tformer bench [--preset d2l|copy|small|base|translate] [--threads N] [--repeats N]
 //   tformer tutorial [N] [--step]
 #include "apps/commands.hpp"
 #include "core/error.hpp"
 #include "tasks/bench.hpp"
+#include "tasks/fra_eng.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -17,6 +18,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <malloc.h>
 #include <vector>
 #include <string_view>
@@ -173,16 +175,17 @@ int main(int argc, char** argv) {
     eval->add_option("--length-penalty", ev.length_penalty, "beam scores are log p / length^alpha")->capture_default_str()->check(non_negative_finite);
     eval->add_option("--threads", ev.threads, "threads")->check(int_range(1, 1'000'000));
 
-    std::string bench_preset = "d2l";
-    int bench_threads = 0;
-    int64_t bench_repeats = 0;
-    bool bench_profile = false;
+    tformer::tasks::BenchOptions bo;
     CLI::App* bench = app.add_subcommand("bench", "time a training step, a forward pass and greedy decoding (JSON lines)");
-    bench->add_option("--preset", bench_preset, "model and batch: d2l, copy, small or base")->capture_default_str();
-    bench->add_option("--threads", bench_threads, "threads for kernels and BLAS (default: all cores)")->check(int_range(1, 1'000'000));
-    bench->add_option("--repeats", bench_repeats, "timed runs per figure, reported as the median (default: the preset's)")
+    bench->add_option("--preset", bo.preset, "model and batch: d2l, copy, small, base or translate (the default "
+                                             "translation model on real batches of the corpus)")->capture_default_str();
+    bench->add_option("--threads", bo.threads, "threads for kernels and BLAS (default: all cores)")->check(int_range(1, 1'000'000));
+    bench->add_option("--repeats", bo.repeats, "timed runs per figure, reported as the median (default: the preset's)")
         ->check(int_range(1, 100000));
-    bench->add_flag("--profile", bench_profile, "also print where a training step's time goes, op by op (stderr)");
+    bench->add_flag("--profile", bo.profile, "also print where a training step's time goes, op by op (stderr)");
+    bench->add_option("--data", bo.data, "fra.txt for --preset translate (default: the bundled corpus)");
+    bench->add_option("--save-batches", bo.save_batches, "write the measured batches as JSON (bench/torch_bench.py --batches reads them)");
+    bench->add_option("--load-batches", bo.load_batches, "measure the batches of a --save-batches file (skips the tokenizer)");
 
     std::string which, out;
     bool step = false;
@@ -210,7 +213,13 @@ int main(int argc, char** argv) {
         if (*train_translate) return run_train(translate_train_args);
         if (*translate) return run_translate(tr);
         if (*eval) return run_eval(ev);
-        if (*bench) return tformer::tasks::run_model_bench(bench_preset, bench_threads, bench_repeats, bench_profile);
+        if (*bench) {
+            if (bo.data.empty()) {  // as train's default: $TFORMER_DATA_DIR, else the bundled corpus
+                const std::string env = tformer::tasks::default_fra_eng_path();
+                bo.data = std::filesystem::exists(env) ? env : std::string(TFORMER_SOURCE_DIR) + "/data/fra-eng/fra.txt";
+            }
+            return tformer::tasks::run_model_bench(bo);
+        }
         if (*tutorial) return run_tutorial(which, step, out);
     } catch (const tformer::Error& e) {
         fmt::print(stderr, "tformer: error: {}\n", e.what());

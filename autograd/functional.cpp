@@ -91,6 +91,26 @@ Variable layer_norm(const Variable& x, const Variable& weight, const Variable& b
                   });
 }
 
+// y = layer_norm(x + y_in ⊙ keep)                  x, y_in, keep, y (..., D); weight, bias (D)
+Variable add_layer_norm(const Variable& x, const Variable& y, const Tensor& keep, const Variable& weight,
+                        const Variable& bias, double eps) {
+    if (!x.defined() || !y.defined()) fail<ValueError>("add_layer_norm: x and y must be defined");
+    const Tensor w = weight.defined() ? weight.value() : Tensor();
+    c::AddLayerNormOut out = c::add_layer_norm(x.value(), y.value(), keep, w, bias.defined() ? bias.value() : Tensor(), eps);
+    // Saved: the sum s with its row mean and rstd (layer_norm's saved input),
+    // weight, and the mask, which is all dropout's backward needs.
+    return record("add_layer_norm", out.y, {x, y, weight, bias},
+                  [s = out.sum, mean = out.mean, rstd = out.rstd, w, keep, has_bias = bias.defined()](
+                      const Tensor& dy, Grads& g) {
+                      // ds from layer norm's backward; s = x + y ⊙ keep, so dx = ds and dy_in = ds ⊙ keep
+                      c::LayerNormGrads grads = c::layer_norm_backward(dy, s, mean, rstd, w, has_bias);
+                      if (g.wanted(1)) g[1] = keep.defined() ? c::mul(grads.dx, keep) : grads.dx;
+                      if (g.wanted(0)) g[0] = std::move(grads.dx);
+                      if (g.wanted(2)) g[2] = std::move(grads.dweight);
+                      if (g.wanted(3)) g[3] = std::move(grads.dbias);
+                  });
+}
+
 // ============================ embedding ============================
 
 // y[*i, :] = weight[ids[*i], :]                      weight (V, D), ids (*), y (*, D)
@@ -108,6 +128,26 @@ Variable embedding(const Variable& weight, const Tensor& ids, int64_t padding_id
         // and the padding row gets nothing, so the <pad> vector stays as it was
         g[0] = c::embedding_backward(dy, ids, V, padding_idx);
     });
+}
+
+// y = (weight[ids] · scale + pos) ⊙ keep          weight (V, D), ids (B, T), pos (T, D), y (B, T, D)
+Variable embedding_positional(const Variable& weight, const Tensor& ids, double scale, const Tensor& pos,
+                              const Tensor& keep, int64_t padding_idx) {
+    if (!weight.defined()) fail<ValueError>("embedding_positional: weight must be defined");
+    Tensor y = c::embedding_positional(weight.value(), ids, scale, pos, keep);  // checks ids, shapes, dtypes
+    const int64_t V = weight.size(0);
+    if (padding_idx != -1 && (padding_idx < 0 || padding_idx >= V))
+        fail<IndexError>("embedding_positional: padding_idx {} out of range for vocabulary of {} (use -1 for none)",
+                         padding_idx, V);
+    // Saved: the ids (which row each gradient row goes to) and the mask; pos is an added constant.
+    return record("embedding_positional", std::move(y), {weight},
+                  [ids, keep, scale, V, padding_idx](const Tensor& dy, Grads& g) {
+                      // back through dropout (⊙ keep), the add (unchanged) and the scale (· scale),
+                      // then the lookup's scatter-add, in the composed ops' order
+                      Tensor d = keep.defined() ? c::mul(dy, keep) : dy;
+                      if (scale != 1.0) d = c::mul(d, scale);
+                      g[0] = c::embedding_backward(d, ids, V, padding_idx);
+                  });
 }
 
 // ============================ cross-entropy ============================

@@ -30,6 +30,14 @@ Variable masked_softmax_by_mask(const Variable& x, const core::Tensor& keep);
 /// undefined Variables (then 1 and 0).
 Variable layer_norm(const Variable& x, const Variable& weight, const Variable& bias, double eps);
 
+/// Seed 000's AddNorm, ln(dropout(y) + x), as one op (core::add_layer_norm):
+/// layer_norm(x + y ⊙ keep, weight, bias, eps) with keep the dropout mask
+/// with its 1/(1-p) scale (undefined: no dropout). x and y (..., D) of one
+/// shape, weight and bias (D) or undefined. Equals add(dropout(y), x)
+/// followed by layer_norm, bit for bit, with one node instead of three.
+Variable add_layer_norm(const Variable& x, const Variable& y, const core::Tensor& keep, const Variable& weight,
+                        const Variable& bias, double eps);
+
 /// Seed 000's multi-head attention between the projections, fused (see
 /// core/attention.hpp): q (B, T, D), k and v (B, S, D) are split into
 /// num_heads heads of D/H columns, each head attends with scaled dot
@@ -60,6 +68,15 @@ Variable linear_cross_entropy(const Variable& x, const Variable& W, const Variab
 /// of that row is still looked up as stored. Throws IndexError for an id or a
 /// padding_idx outside [0, V).
 Variable embedding(const Variable& weight, const core::Tensor& ids, int64_t padding_idx = -1);
+
+/// Seed 000's input layer as one op (core::embedding_positional):
+/// dropout(embedding(weight, ids) · scale + pos) with pos (T, D) the
+/// positional encoding's rows for these steps (a constant) and keep
+/// (B, T, D) dropout's mask with its 1/(1-p) scale, or undefined. ids (B, T).
+/// Equals embedding, mul, add and dropout one after the other, bit for bit,
+/// with one node instead of four; the padding_idx row gets no gradient.
+Variable embedding_positional(const Variable& weight, const core::Tensor& ids, double scale, const core::Tensor& pos,
+                              const core::Tensor& keep, int64_t padding_idx = -1);
 
 /// How cross_entropy combines the per-target losses.
 enum class Reduction {

@@ -8,6 +8,7 @@
 // core::matmul hands to BLAS as a transpose flag: nothing is copied.
 #include "autograd/linalg.hpp"
 
+#include "core/elementwise.hpp"
 #include "core/matmul.hpp"
 #include "core/reduce.hpp"
 
@@ -68,6 +69,25 @@ Variable matmul(const Variable& a, const Variable& b) {
 
 // ============================ linear ============================
 
+namespace {
+// The gradients of y = x Wᵀ + b given dy (..., out), for linear and linear_relu.
+void linear_backward(const Tensor& dy, const Tensor& xv, const Tensor& wv, const core::Shape& sx,
+                     const core::Shape& sw, Grads& g) {
+    const int64_t out = sw[0], in = sw[1];
+    // y = x Wᵀ + b  ->  dx = dy W   (..., out) @ (out, in) = (..., in)
+    if (g.wanted(0)) g[0] = c::matmul(dy, wv).reshape(sx);
+    // y_ro = Σ_i x_ri W_oi  ->  dW_oi = Σ_r dy_ro x_ri: every leading dim of
+    // x and dy is a row r, so dW = dy_rowsᵀ @ x_rows = (N, out)ᵀ (N, in)
+    if (g.wanted(1)) {
+        const Tensor dy_rows = dy.reshape({-1, out});  // (N, out)
+        const Tensor x_rows = xv.reshape({-1, in});    // (N, in)
+        g[1] = c::matmul(mT(dy_rows), x_rows);        // (out, in)
+    }
+    // the bias is added to every row: dbias = Σ_rows dy   (out)
+    if (g.wanted(2)) g[2] = c::sum_to_shape(dy, {out});
+}
+}  // namespace
+
 // y = x @ Wᵀ + bias          x (..., in), W (out, in), bias (out), y (..., out)
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
     Tensor y = c::linear(x.value(), weight.value(), bias.defined() ? bias.value() : Tensor());
@@ -76,19 +96,21 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
     Tensor wv = x.requires_grad() ? weight.value() : Tensor();
     return record("linear", std::move(y), {x, weight, bias},
                   [xv, wv, sx = x.shape(), sw = weight.shape()](const Tensor& dy, Grads& g) {
-                      // dy (..., out)
-                      const int64_t out = sw[0], in = sw[1];
-                      // y = x Wᵀ + b  ->  dx = dy W   (..., out) @ (out, in) = (..., in)
-                      if (g.wanted(0)) g[0] = c::matmul(dy, wv).reshape(sx);
-                      // y_ro = Σ_i x_ri W_oi  ->  dW_oi = Σ_r dy_ro x_ri: every leading dim of
-                      // x and dy is a row r, so dW = dy_rowsᵀ @ x_rows = (N, out)ᵀ (N, in)
-                      if (g.wanted(1)) {
-                          const Tensor dy_rows = dy.reshape({-1, out});  // (N, out)
-                          const Tensor x_rows = xv.reshape({-1, in});    // (N, in)
-                          g[1] = c::matmul(mT(dy_rows), x_rows);        // (out, in)
-                      }
-                      // the bias is added to every row: dbias = Σ_rows dy   (out)
-                      if (g.wanted(2)) g[2] = c::sum_to_shape(dy, {out});
+                      linear_backward(dy, xv, wv, sx, sw, g);
+                  });
+}
+
+// y = max(x @ Wᵀ + bias, 0)   x (..., in), W (out, in), bias (out), y (..., out)
+Variable linear_relu(const Variable& x, const Variable& weight, const Variable& bias) {
+    Tensor y = c::linear(x.value(), weight.value(), bias.defined() ? bias.value() : Tensor());
+    c::relu_(y);  // over the fresh output: no second tensor
+    Tensor xv = weight.requires_grad() ? x.value() : Tensor();
+    Tensor wv = x.requires_grad() ? weight.value() : Tensor();
+    // saved: what linear saves, and the output y, whose sign is relu's slope
+    return record("linear_relu", y, {x, weight, bias},
+                  [y, xv, wv, sx = x.shape(), sw = weight.shape()](const Tensor& dy, Grads& g) {
+                      // relu passes dy where it passed its input (y > 0), then the linear's gradients
+                      linear_backward(c::relu_backward(dy, y), xv, wv, sx, sw, g);
                   });
 }
 

@@ -16,4 +16,10 @@ Variable matmul(const Variable& a, const Variable& b);
 /// Backward: dx = dy @ weight, dweight = dyᵀ @ x over all rows, dbias = Σ_rows dy.
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias);
 
+/// y = max(x @ weightᵀ + bias, 0): the first layer of seed 000's
+/// PositionWiseFFN, dense1 then ReLU, as one op (one node, no separate
+/// pre-activation tensor). Equals relu(linear(x, weight, bias)) bit for bit.
+/// Backward: dz = dy ⊙ [y > 0], then linear's backward with dz.
+Variable linear_relu(const Variable& x, const Variable& weight, const Variable& bias);
+
 }  // namespace tformer::autograd

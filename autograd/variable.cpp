@@ -162,27 +162,29 @@ namespace {
 
 // Post-order depth-first search with an explicit stack: every node appears
 // after all the nodes that consume it once the list is reversed. Marks
-// visited impls with this pass's number instead of a hash set.
-std::vector<VariableImpl*> topological_order(VariableImpl* root, uint64_t pass) {
-    std::vector<VariableImpl*> order;
+// visited impls with this pass's number instead of a hash set. The list
+// holds each impl by a shared pointer, so backward can cut the graph behind
+// it as it goes (see Variable::backward) without freeing what is still to come.
+std::vector<std::shared_ptr<VariableImpl>> topological_order(const std::shared_ptr<VariableImpl>& root, uint64_t pass) {
+    std::vector<std::shared_ptr<VariableImpl>> order;
     struct Frame {
-        VariableImpl* impl;
+        const std::shared_ptr<VariableImpl>* impl;  // points into a node's inputs (alive while the graph is)
         size_t next_input;
     };
     std::vector<Frame> stack;
     root->visit_mark = pass;
-    stack.push_back({root, 0});
+    stack.push_back({&root, 0});
     while (!stack.empty()) {
         Frame& top = stack.back();
-        Node* node = top.impl->grad_fn.get();
+        Node* node = (*top.impl)->grad_fn.get();
         if (node && top.next_input < node->inputs().size()) {
-            VariableImpl* input = node->inputs()[top.next_input++].get();
+            const std::shared_ptr<VariableImpl>& input = node->inputs()[top.next_input++];
             if (input && input->visit_mark != pass) {
                 input->visit_mark = pass;
-                stack.push_back({input, 0});
+                stack.push_back({&input, 0});
             }
         } else {
-            order.push_back(top.impl);
+            order.push_back(*top.impl);
             stack.pop_back();
         }
     }
@@ -197,8 +199,20 @@ void check_finite(const Tensor& g, const Node& node, size_t input) {
                          node.name(), input, core::shape_str(g.shape()));
 }
 
-// a += b without touching a's storage (gradients may be shared, see grad()).
-void accumulate(Tensor& into, const Tensor& g) { into = into.defined() ? core::add(into, g) : g; }
+// a += b. Gradients may share storage (add's backward hands one tensor to
+// both inputs, see grad()), so a's storage is written in place only when
+// this handle is its sole owner and a is a plain row-major tensor; otherwise
+// the sum is a new tensor. Either way the same floats.
+void accumulate(Tensor& into, const Tensor& g) {
+    if (!into.defined()) {
+        into = g;
+    } else if (into.storage().use_count() == 1 && into.is_contiguous() && into.dtype() == g.dtype() &&
+               into.shape() == g.shape() && into.numel() * core::dtype_size(into.dtype()) == into.storage()->nbytes()) {
+        core::add_(into, g);
+    } else {
+        into = core::add(into, g);
+    }
+}
 
 }  // namespace
 
@@ -221,7 +235,7 @@ void Variable::backward(const Tensor& grad_out, BackwardOptions options) const {
     }
 
     const uint64_t pass = g_backward_pass.fetch_add(1) + 1;
-    std::vector<VariableImpl*> order = topological_order(impl_.get(), pass);
+    std::vector<std::shared_ptr<VariableImpl>> order = topological_order(impl_, pass);
     const bool anomaly = anomaly_mode();
 
     impl_->pending_grad = seed;
@@ -229,10 +243,16 @@ void Variable::backward(const Tensor& grad_out, BackwardOptions options) const {
     std::vector<uint8_t> wanted;
     try {
         for (auto it = order.rbegin(); it != order.rend(); ++it) {
-            VariableImpl* v = *it;
+            // Without retain_graph, the graph behind this value is cut once its
+            // backward has run: its node forgets its inputs, and our reference
+            // goes, so a value nobody else holds (an intermediate activation)
+            // is freed now rather than when the whole graph dies. Backward's
+            // peak memory is then what is still to come, not everything.
+            const std::shared_ptr<VariableImpl> owned = std::move(*it);
+            VariableImpl* v = owned.get();
             Tensor g = std::move(v->pending_grad);
             v->pending_grad = Tensor();
-            if (!g.defined()) continue;  // no gradient reached this value
+            if (!g.defined()) continue;  // no gradient reached this value (its graph stays as it is)
             for (auto& hook : v->hooks) hook(g);
             Node* node = v->grad_fn.get();
             if (!node) {  // a leaf: keep the gradient
@@ -267,12 +287,17 @@ void Variable::backward(const Tensor& grad_out, BackwardOptions options) const {
                                      core::dtype_name(want.dtype()));
                 if (anomaly) check_finite(slots[i], *node, i);
                 accumulate(inputs[i]->pending_grad, slots[i]);
+                slots[i] = Tensor();  // the sum holds it now (or the input's slot shares it)
             }
-            if (!options.retain_graph) node->release();
+            if (!options.retain_graph) {
+                node->release();
+                node->inputs_.clear();
+            }
         }
     } catch (...) {
         // leave no half-collected gradients behind for the next pass
-        for (VariableImpl* v : order) v->pending_grad = Tensor();
+        for (const auto& v : order)
+            if (v) v->pending_grad = Tensor();
         throw;
     }
 }

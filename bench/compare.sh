@@ -3,7 +3,7 @@
 #
 #   bash bench/compare.sh [--threads "1 2"] [--repeats N] [PRESET ...]
 #
-# For every thread count and every preset (default: d2l copy small base) it
+# For every thread count and every preset (default: d2l copy small base translate) it
 # runs `tformer bench` and then bench/torch_bench.py twice right after it, so
 # the three are measured under the same machine load: PyTorch as installed,
 # and PyTorch at its best on this machine ("pytorch-tuned": glibc malloc
@@ -15,6 +15,15 @@
 # is faster (or, for peak_rss_mb, smaller). For train_tokens_per_s the ratio
 # is inverted (tformer / pytorch) so that above 1 still means tformer is better.
 #
+# The translate preset is the default translation model on real batches of
+# the corpus: tformer writes the batches it measured (--save-batches) and
+# PyTorch runs on the same ones (--batches).
+#
+# GFLOP/s: tformer counts the GEMM work of each run (2mnk per product) and
+# prints what the run achieved and what bare sgemm achieves on the same
+# shapes called one after the other (the limit); PyTorch's column is the same
+# work divided by PyTorch's time (both engines run the same products).
+#
 # Environment: TFORMER (default build/release/apps/tformer), PYTHON (default
 # /usr/bin/python3, which must import torch), OUT (the raw JSON lines;
 # default build/bench/compare-<date>.jsonl).
@@ -22,18 +31,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 threads="1 2"
-repeats=0
+repeats=()
 presets=()
 while (($#)); do
   case "$1" in
     --threads) threads="$2"; shift 2 ;;
-    --repeats) repeats="$2"; shift 2 ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    --repeats) repeats=(--repeats "$2"); shift 2 ;;  # default: each preset's own count
+    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     -*) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
     *) presets+=("$1"); shift ;;
   esac
 done
-((${#presets[@]})) || presets=(d2l copy small base)
+((${#presets[@]})) || presets=(d2l copy small base translate)
 
 TFORMER=${TFORMER:-build/release/apps/tformer}
 PYTHON=${PYTHON:-/usr/bin/python3}
@@ -49,10 +58,16 @@ for t in $threads; do
     echo "compare.sh: $p at $t thread(s), load $load" >&2
     # the load line tags the pair, so the table can show what it was measured under
     printf '{"engine":"machine","preset":"%s","threads":%s,"figure":"load_1min","value":%s}\n' "$p" "$t" "$load" >> "$OUT"
-    "$TFORMER" bench --preset "$p" --threads "$t" --repeats "$repeats" >> "$OUT"
-    "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" --repeats "$repeats" >> "$OUT"
+    tformer_batches=() torch_batches=()
+    if [[ $p == translate ]]; then  # PyTorch runs on the batches tformer measured
+      batches="$(dirname "$OUT")/translate-batches.json"
+      tformer_batches=(--save-batches "$batches") torch_batches=(--batches "$batches")
+    fi
+    "$TFORMER" bench --preset "$p" --threads "$t" "${repeats[@]}" "${tformer_batches[@]}" >> "$OUT"
+    "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" "${repeats[@]}" "${torch_batches[@]}" >> "$OUT"
     GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184 OMP_WAIT_POLICY=PASSIVE \
-      "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" --repeats "$repeats" --engine pytorch-tuned >> "$OUT"
+      "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" "${repeats[@]}" "${torch_batches[@]}" \
+      --engine pytorch-tuned >> "$OUT"
   done
 done
 
@@ -71,15 +86,25 @@ for text in open(sys.argv[1]):
     else:
         rows.setdefault(key, {}).setdefault(r["figure"], {})[r["engine"]] = r["value"]
 
-order = ["train_step_ms", "train_step_cpu_ms", "forward_eval_ms", "greedy_decode_ms", "train_tokens_per_s", "peak_rss_mb"]
+order = ["train_step_ms", "train_step_cpu_ms", "forward_eval_ms", "greedy_decode_ms", "train_tokens_per_s", "peak_rss_mb",
+         "train_step_gflops", "forward_eval_gflops", "greedy_decode_gflops"]
+higher_is_better = {"train_tokens_per_s", "train_step_gflops", "forward_eval_gflops", "greedy_decode_gflops"}
+
+# PyTorch's GFLOP/s: tformer's count of the same products over PyTorch's time
+for (preset, threads), figs in rows.items():
+    for run in ("train_step", "forward_eval", "greedy_decode"):
+        work = figs.get(f"{run}_gflop", {}).get("tformer")
+        for engine, ms in figs.get(f"{run}_ms", {}).items():
+            if work is not None and engine != "tformer" and ms:
+                figs.setdefault(f"{run}_gflops", {})[engine] = round(work / (ms * 1e-3), 2)
 if "tformer" in info:
     print(f"OpenBLAS core: {info['tformer'].get('openblas_core')}, "
           f"OPENBLAS_CORETYPE: {info['tformer'].get('openblas_coretype') or '(not set)'}")
 if "pytorch" in info:
     print(f"PyTorch {info['pytorch'].get('torch')}, {info['pytorch'].get('blas')}, decoding: {info['pytorch'].get('decode')}")
 print()
-print("| preset | threads | load | figure | tformer | pytorch | pytorch tuned | ratio (best pytorch) |")
-print("|---|---:|---:|---|---:|---:|---:|---:|")
+print("| preset | threads | load | figure | tformer | pytorch | pytorch tuned | ratio (best pytorch) | bare sgemm |")
+print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
 for (preset, threads), figs in rows.items():
     for f in order:
         v = figs.get(f, {})
@@ -87,10 +112,12 @@ for (preset, threads), figs in rows.items():
         torch_runs = [x for x in (v.get("pytorch"), v.get("pytorch-tuned")) if x is not None]
         if t is None or not torch_runs:
             ratio = "n/a"
-        elif f == "train_tokens_per_s":
+        elif f in higher_is_better:
             ratio = f"{t / max(torch_runs):.2f}"
         else:
             ratio = f"{min(torch_runs) / t:.2f}"
+        # GFLOP/s rows: what bare sgemm reaches on the same shapes, the limit
+        bare = figs.get(f.replace("_gflops", "_sgemm_gflops"), {}).get("tformer", "") if f.endswith("_gflops") else ""
         print(f"| {preset} | {threads} | {load.get((preset, threads), '')} | {f} | {t} | {v.get('pytorch')} | "
-              f"{v.get('pytorch-tuned')} | {ratio} |")
+              f"{v.get('pytorch-tuned')} | {ratio} | {bare} |")
 EOF

@@ -2,6 +2,7 @@
 """The model benchmark of `tformer bench`, in PyTorch eager mode on the CPU.
 
     /usr/bin/python3 bench/torch_bench.py --preset d2l --threads 1 [--repeats N] [--decode kv|d2l]
+    /usr/bin/python3 bench/torch_bench.py --preset translate --batches FILE ...
 
 The model is seed 000's (d2l's) encoder-decoder Transformer, written out here
 layer by layer with d2l's names: MultiHeadAttention with transpose_qkv and
@@ -11,6 +12,15 @@ tokens, the same valid lengths as tformer's), the figures and the JSON lines
 are those of tasks/bench.hpp, so bench/compare.sh can put the two side by side:
 
     {"engine":"pytorch","preset":"d2l","threads":1,"figure":"train_step_ms","value":3.21}
+
+The translate preset is the default `tformer train translate` model (d 128,
+FFN 512, 4 heads, 2 layers, no dropout, one embedding matrix for the
+encoder, the decoder and the output layer) on the very batches tformer
+measured: `tformer bench --preset translate --save-batches FILE` writes them
+(real token ids of the corpus, its SentencePiece vocabulary size, the length
+buckets' shapes) and --batches FILE reads them. Its loss is the token mean of
+the label-smoothed (0.1) cross-entropy over the whole vocabulary, and each
+figure is the mean over the batches (each repetition is the next batch).
 
 Greedy decoding (--decode):
   kv   (default) every decoder block keeps the keys and values it has already
@@ -43,6 +53,10 @@ PRESETS = {
                   dropout=0.1, batch=64, steps=32, repeats=5, warmup=1),
     "base": dict(task="translate", src_vocab=8000, tgt_vocab=8000, d=512, ffn=2048, heads=8, layers=6,
                  dropout=0.1, batch=32, steps=32, repeats=3, warmup=1),
+    # vocabularies and batches come from the --batches file
+    "translate": dict(task="translate", src_vocab=0, tgt_vocab=0, d=128, ffn=512, heads=4, layers=2,
+                      dropout=0.0, batch=0, steps=64, repeats=20, warmup=3, corpus=True, tied=True,
+                      label_smoothing=0.1),
 }
 BOS, FIRST_WORD = 2, 4  # d2l's ids: <unk> 0, <pad> 1, <bos> 2, <eos> 3
 MASK64 = (1 << 64) - 1
@@ -301,7 +315,34 @@ def build_model(p):
     for name, param in net.named_parameters():
         if param.dim() == 2 and (p["task"] == "copy" or "embedding" not in name):
             nn.init.xavier_uniform_(param)
+    if p.get("tied"):
+        # one (V, D) matrix for both embeddings and the output layer, N(0, 1/D) (tasks::build_model)
+        shared = net.encoder.embedding.weight
+        with torch.no_grad():
+            shared.normal_(0.0, 1.0 / math.sqrt(p["d"]))
+        net.decoder.embedding.weight = shared
+        net.decoder.dense.weight = shared
     return net
+
+
+def load_batches(path):
+    """The batches `tformer bench --save-batches` wrote, as tensors, with the vocabulary sizes."""
+    with open(path) as f:
+        j = json.load(f)
+    batches = []
+    for b in j["batches"]:
+        X, X_valid = torch.tensor(b["enc_X"]), torch.tensor(b["enc_valid"])
+        dec_in, Y, Y_valid = torch.tensor(b["dec_in"]), torch.tensor(b["label"]), torch.tensor(b["label_valid"])
+        batches.append((X, X_valid, dec_in, Y, Y_valid))
+    return j["src_vocab_size"], j["tgt_vocab_size"], batches
+
+
+def token_mean_loss(pred, label, valid_len, label_smoothing):
+    """The default translation run's loss: label-smoothed cross-entropy averaged over the real tokens."""
+    weights = sequence_mask(torch.ones_like(label, dtype=pred.dtype), valid_len)  # (B, T)
+    unweighted = F.cross_entropy(pred.reshape(-1, pred.shape[-1]), label.reshape(-1), reduction="none",
+                                 label_smoothing=label_smoothing)
+    return (unweighted * weights.reshape(-1)).sum() / weights.sum()
 
 
 def masked_softmax_ce_loss(pred, label, valid_len):
@@ -331,17 +372,19 @@ def greedy_decode(net, src, src_valid_len, num_steps, mode):
 
 # ---- measuring ------------------------------------------------------------------------------------
 
-def median_ms(warmup, repeats, body):
-    """Median wall-clock and process-CPU milliseconds of body() over `repeats` runs after `warmup`."""
-    for _ in range(warmup):
-        body()
+def median_ms(warmup, repeats, body, mean=False):
+    """Median (or mean) wall-clock and process-CPU milliseconds of body(i) over `repeats` runs after
+    `warmup`; i counts every run from 0, so a run can pick the next batch."""
+    for i in range(warmup):
+        body(i)
     wall, cpu = [], []
-    for _ in range(repeats):
+    for i in range(warmup, warmup + repeats):
         w0, c0 = time.perf_counter(), time.process_time()
-        body()
+        body(i)
         wall.append((time.perf_counter() - w0) * 1e3)
         cpu.append((time.process_time() - c0) * 1e3)
-    return statistics.median(wall), statistics.median(cpu)
+    average = statistics.mean if mean else statistics.median
+    return average(wall), average(cpu)
 
 
 def main():
@@ -351,20 +394,28 @@ def main():
     ap.add_argument("--repeats", type=int, default=0, help="timed runs per figure (0: the preset's)")
     ap.add_argument("--decode", choices=["kv", "d2l"], default="kv", help="greedy decoding state (see above)")
     ap.add_argument("--engine", default="pytorch", help="the name the JSON lines carry (compare.sh: pytorch, pytorch-tuned)")
+    ap.add_argument("--batches", help="the batches of `tformer bench --save-batches` (needed by --preset translate)")
     args = ap.parse_args()
     if args.preset not in PRESETS:
         sys.exit(f"torch_bench: unknown preset '{args.preset}' (available: {', '.join(PRESETS)})")
     if args.threads < 0 or args.repeats < 0:
         sys.exit("torch_bench: --threads and --repeats must be positive (0: default)")
-    p = PRESETS[args.preset]
+    p = dict(PRESETS[args.preset])
+    corpus = p.get("corpus", False)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     repeats = args.repeats or p["repeats"]
 
     torch.manual_seed(0)
     gen = torch.Generator().manual_seed(0)
+    if args.batches:
+        p["src_vocab"], p["tgt_vocab"], batches = load_batches(args.batches)
+    elif corpus:
+        sys.exit(f"torch_bench: --preset {args.preset} needs --batches FILE (tformer bench --save-batches FILE)")
     net = build_model(p)
-    X, X_valid, dec_in, Y, Y_valid = bench_batch(p, gen)
+    if not args.batches:
+        batches = [bench_batch(p, gen)]
+    batch_at = lambda i: batches[i % len(batches)]  # noqa: E731
     optimizer = torch.optim.Adam(net.parameters(), lr=0.005)
 
     def line(figure, **fields):
@@ -374,31 +425,43 @@ def main():
     line("info", torch=torch.__version__, blas="OpenBLAS via libblas.so.3 (Debian alternatives)",
          openblas_coretype=os.environ.get("OPENBLAS_CORETYPE", ""),
          parameters=sum(t.numel() for t in net.parameters()), batch=p["batch"], num_steps=p["steps"],
-         repeats=repeats, warmup=p["warmup"], decode="kv-cache" if args.decode == "kv" else "d2l-reproject")
+         vocab=p["tgt_vocab"], repeats=repeats, warmup=p["warmup"],
+         decode="kv-cache" if args.decode == "kv" else "d2l-reproject")
 
-    def train_step():
+    def train_step(i):
+        X, X_valid, dec_in, Y, Y_valid = batch_at(i)
         logits = net(X, dec_in, X_valid)  # (B, T, V)
-        loss = masked_softmax_ce_loss(logits, Y, Y_valid)  # (B)
-        loss.sum().backward()
+        if corpus:
+            loss = token_mean_loss(logits, Y, Y_valid, p["label_smoothing"])
+        else:
+            loss = masked_softmax_ce_loss(logits, Y, Y_valid).sum()  # (B) summed
+        loss.backward()
         nn.utils.clip_grad_norm_(net.parameters(), 1.0)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)  # as tformer: gradients are dropped, not zero-filled
 
     net.train()
-    train_ms, train_cpu_ms = median_ms(p["warmup"], repeats, train_step)
+    train_ms, train_cpu_ms = median_ms(p["warmup"], repeats, train_step, mean=corpus)
     line("train_step_ms", value=round(train_ms, 3))
     line("train_step_cpu_ms", value=round(train_cpu_ms, 3))
 
     net.eval()
 
-    def forward_eval():
+    def forward_eval(i):
+        X, X_valid, dec_in, _, _ = batch_at(i)
         with torch.no_grad():
             net(X, dec_in, X_valid)
 
-    line("forward_eval_ms", value=round(median_ms(p["warmup"], repeats, forward_eval)[0], 3))
-    decode_ms = median_ms(p["warmup"], repeats, lambda: greedy_decode(net, X, X_valid, p["steps"], args.decode))[0]
+    line("forward_eval_ms", value=round(median_ms(p["warmup"], repeats, forward_eval, mean=corpus)[0], 3))
+
+    def decode(i):
+        X, X_valid, _, Y, _ = batch_at(i)
+        greedy_decode(net, X, X_valid, Y.shape[1], args.decode)
+
+    decode_ms = median_ms(p["warmup"], repeats, decode, mean=corpus)[0]
     line("greedy_decode_ms", value=round(decode_ms, 3))
-    line("train_tokens_per_s", value=round(float(Y_valid.sum()) / (train_ms * 1e-3), 1))
+    tokens = sum(float(batch_at(i)[4].sum()) for i in range(p["warmup"], p["warmup"] + repeats)) / repeats
+    line("train_tokens_per_s", value=round(tokens / (train_ms * 1e-3), 1))
     line("peak_rss_mb", value=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1))
 
 

@@ -13,7 +13,10 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
+#include <mutex>
+#include <utility>
 
 namespace tformer::core::blas {
 
@@ -40,6 +43,18 @@ void check_ld(const char* name, bool trans, int64_t rows, int64_t cols, int64_t 
 
 CBLAS_TRANSPOSE flag(bool trans) { return trans ? CblasTrans : CblasNoTrans; }
 
+// the gemm log of start_gemm_log(): products may come from several threads
+// (batched_gemm), so appending takes a lock, but only while recording
+std::atomic<bool> g_logging{false};
+std::mutex g_log_mutex;
+std::vector<GemmCall> g_log;
+
+void log_call(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, bool f64) {
+    if (!g_logging.load(std::memory_order_relaxed)) return;
+    const std::lock_guard<std::mutex> lock(g_log_mutex);
+    g_log.push_back({.trans_a = trans_a, .trans_b = trans_b, .m = m, .n = n, .k = k, .f64 = f64});
+}
+
 // The checks shared by the float and double entry points. Returns false when
 // C is empty, in which case BLAS has nothing to do.
 bool check_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
@@ -60,6 +75,7 @@ bool check_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
     if (!check_gemm(trans_a, trans_b, m, n, k, lda, ldb, ldc)) return;
+    log_call(trans_a, trans_b, m, n, k, false);
     cblas_sgemm(CblasRowMajor, flag(trans_a), flag(trans_b), static_cast<blasint>(m), static_cast<blasint>(n),
                 static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
                 static_cast<blasint>(ldc));
@@ -69,9 +85,22 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
           const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
     if (!check_gemm(trans_a, trans_b, m, n, k, lda, ldb, ldc)) return;
+    log_call(trans_a, trans_b, m, n, k, true);
     cblas_dgemm(CblasRowMajor, flag(trans_a), flag(trans_b), static_cast<blasint>(m), static_cast<blasint>(n),
                 static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
                 static_cast<blasint>(ldc));
+}
+
+void start_gemm_log() {
+    const std::lock_guard<std::mutex> lock(g_log_mutex);
+    g_log.clear();
+    g_logging.store(true);
+}
+
+std::vector<GemmCall> stop_gemm_log() {
+    g_logging.store(false);
+    const std::lock_guard<std::mutex> lock(g_log_mutex);
+    return std::move(g_log);
 }
 
 std::string core_name() {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace tformer::core::blas {
 
@@ -12,6 +13,19 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
           const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
+
+/// One product as gemm was called: C (m, n) = op(A) (m, k) @ op(B) (k, n).
+struct GemmCall {
+    bool trans_a = false, trans_b = false;
+    int64_t m = 0, n = 0, k = 0;
+    bool f64 = false;  ///< dgemm rather than sgemm
+    double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k); }
+};
+/// Starts recording every gemm call (from any thread) into a fresh log, for
+/// the benchmark's GFLOP/s; when off, a call pays one relaxed atomic load.
+void start_gemm_log();
+/// Stops recording and returns the calls made since start_gemm_log().
+std::vector<GemmCall> stop_gemm_log();
 
 /// The OpenBLAS kernel set in use (openblas_get_corename), e.g. "Haswell".
 std::string core_name();

@@ -700,4 +700,14 @@ void mul_(const Tensor& dst, double s) {
     });
 }
 
+void relu_(const Tensor& dst) {
+    require_defined("relu_", dst);
+    require_writable("relu_", dst);
+    const int64_t n = dst.numel();
+    visit_floating(dst.dtype(), "relu_", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        map_elements(dst.shape(), n, Relu{}, operand<T>(dst, n), operand<const T>(dst, n));
+    });
+}
+
 }  // namespace tformer::core

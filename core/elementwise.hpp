@@ -130,6 +130,9 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value);
 void add_(const Tensor& dst, const Tensor& src, double alpha = 1.0);
 /// dst *= s; dst may be any view (with the same exception as add_).
 void mul_(const Tensor& dst, double s);
+/// dst = max(dst, 0) (the ReLU of a fused linear + ReLU, written over the
+/// linear's output); dst may be any view (with the same exception as add_).
+void relu_(const Tensor& dst);
 
 // ---- operators -------------------------------------------------------------------------------
 inline Tensor operator-(const Tensor& x) { return neg(x); }

@@ -138,6 +138,48 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
     return rows.view(out_shape);  // (*, D)
 }
 
+// out[b, t, :] = (weight[ids[b, t], :] · scale + pos[t, :]) ⊙ keep[b, t, :]
+Tensor embedding_positional(const Tensor& weight, const Tensor& ids, double scale, const Tensor& pos, const Tensor& keep) {
+    const char* op = "embedding_positional";
+    check_defined(weight, op, "weight");
+    check_defined(pos, op, "pos");
+    check_index_dtype(ids, op, "ids");
+    if (weight.dim() != 2 || ids.dim() != 2)
+        fail<ShapeError>("{}: weight {} and ids {} must be (V, D) and (B, T)", op, shape_str(weight.shape()),
+                         shape_str(ids.shape()));
+    const int64_t V = weight.size(0), D = weight.size(1), B = ids.size(0), T = ids.size(1);
+    if (!(pos.shape() == Shape{T, D}) || pos.dtype() != weight.dtype() || !is_floating(weight.dtype()))
+        fail<ShapeError>("{}: pos {} must be (T, D) = ({}, {}) of weight's floating dtype", op, shape_str(pos.shape()), T, D);
+    if (keep.defined() && (!(keep.shape() == Shape{B, T, D}) || keep.dtype() != weight.dtype()))
+        fail<ShapeError>("{}: dropout mask {} must be (B, T, D) = ({}, {}, {}) of weight's dtype", op,
+                         shape_str(keep.shape()), B, T, D);
+    check_token_ids(ids, V, op);
+    const Tensor id_t = ids.contiguous(), w_t = weight.contiguous(), p_t = pos.contiguous();
+    const Tensor k_t = keep.defined() ? keep.contiguous() : Tensor();
+    Tensor out = Tensor::empty({B, T, D}, weight.dtype());  // (B, T, D)
+    visit_floating(weight.dtype(), op, [&](auto tag) {
+        using Ty = typename decltype(tag)::type;
+        const int64_t* id = id_t.data<int64_t>();
+        const Ty *w = w_t.data<Ty>(), *p = p_t.data<Ty>(), *k = k_t.defined() ? k_t.data<Ty>() : nullptr;
+        Ty* o = out.data<Ty>();
+        const Ty s = static_cast<Ty>(scale);  // as mul(x, scale) rounds it
+        parallel_for(0, B * T, D, [&](int64_t first, int64_t last) {
+            for (int64_t n = first; n < last; ++n) {
+                const Ty* wr = w + id[n] * D;
+                const Ty* pr = p + (n % T) * D;
+                Ty* orow = o + n * D;
+                if (k) {
+                    const Ty* kr = k + n * D;
+                    for (int64_t c = 0; c < D; ++c) orow[c] = (wr[c] * s + pr[c]) * kr[c];
+                } else {
+                    for (int64_t c = 0; c < D; ++c) orow[c] = wr[c] * s + pr[c];
+                }
+            }
+        });
+    });
+    return out;
+}
+
 // dweight[v, :] = sum over positions i with ids[i] == v of grad[i, :]; dweight[padding_idx, :] = 0
 //
 // Several positions may hold the same token, so a row of dweight may receive

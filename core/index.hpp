@@ -20,6 +20,14 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 /// Each row is one memcpy when weight's rows are contiguous.
 /// "embedding: token id 57 out of range for vocabulary of 40".
 Tensor embedding(const Tensor& weight, const Tensor& ids);
+/// Seed 000's input layer in one pass, dropout(embedding(ids) · scale + pos):
+///   out[b, t, :] = (weight[ids[b, t], :] · scale + pos[t, :]) ⊙ keep[b, t, :]
+/// weight (V, D) float, ids (B, T) int64, pos (T, D) of weight's dtype (the
+/// positional encoding's rows for these steps), keep (B, T, D) the dropout
+/// mask with its 1/(1-p) scale, or undefined for none. Rounds exactly as
+/// embedding, mul, add and mul one after the other. Throws IndexError for an
+/// id outside [0, V), ShapeError naming the shapes that do not fit.
+Tensor embedding_positional(const Tensor& weight, const Tensor& ids, double scale, const Tensor& pos, const Tensor& keep);
 /// Gradient of embedding: a (V, D) tensor whose row v is the sum of
 /// grad rows at positions where ids == v; rows at padding_idx stay zero
 /// (pass -1 for no padding index). grad is float32/float64 of shape

@@ -389,6 +389,33 @@ Tensor affine_param(const Tensor& p, const char* name, const Tensor& x, const ch
     return p.contiguous();
 }
 
+// One row of layer norm: y = (x - mean) * rstd * w + b, with the row's mean
+// and rstd written out. layer_norm and add_layer_norm both call it, so the
+// fused AddNorm rounds exactly as the composed one.
+template <class T>
+void layer_norm_row(const T* xr, T* yr, int64_t D, const T* wp, const T* bp, double eps, T& mean_out, T& rstd_out) {
+    // Two passes: the mean first, then the squared deviations from it.
+    // The one-pass E[x²] - E[x]² cancels catastrophically when |mean|
+    // is large against the spread (x = 1e4 + small noise in float32).
+    Acc sum = 0;
+    for (int64_t i = 0; i < D; ++i) sum += xr[i];
+    const Acc mean = sum / static_cast<Acc>(D);
+    Acc squares = 0;
+    for (int64_t i = 0; i < D; ++i) {
+        const Acc c = xr[i] - mean;
+        squares += c * c;
+    }
+    const Acc rstd = 1.0 / std::sqrt(squares / static_cast<Acc>(D) + eps);  // biased variance, like PyTorch
+    for (int64_t i = 0; i < D; ++i) {
+        Acc v = (xr[i] - mean) * rstd;  // x̂_i
+        if (wp) v *= wp[i];
+        if (bp) v += bp[i];
+        yr[i] = static_cast<T>(v);
+    }
+    mean_out = static_cast<T>(mean);
+    rstd_out = static_cast<T>(rstd);
+}
+
 }  // namespace
 
 // y = (x - mean) / √(var + eps) * weight + bias, mean and biased var over the last dim
@@ -413,29 +440,48 @@ LayerNormOut layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bia
         T* mp = out.mean.data<T>();
         T* rp = out.rstd.data<T>();
         const int64_t D = rows.length;
-        for_each_row(rows.count, D, [&](int64_t r) {
-            const T* xr = xp + r * D;
-            T* yr = yp + r * D;
-            // Two passes: the mean first, then the squared deviations from it.
-            // The one-pass E[x²] - E[x]² cancels catastrophically when |mean|
-            // is large against the spread (x = 1e4 + small noise in float32).
-            Acc sum = 0;
-            for (int64_t i = 0; i < D; ++i) sum += xr[i];
-            const Acc mean = sum / static_cast<Acc>(D);
-            Acc squares = 0;
-            for (int64_t i = 0; i < D; ++i) {
-                const Acc c = xr[i] - mean;
-                squares += c * c;
+        for_each_row(rows.count, D, [&](int64_t r) { layer_norm_row(xp + r * D, yp + r * D, D, wp, bp, eps, mp[r], rp[r]); });
+    });
+    return out;
+}
+
+// s = x + y ⊙ keep, then layer_norm(s): seed 000's AddNorm ln(dropout(Y) + X) in one pass per row
+AddLayerNormOut add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& keep, const Tensor& weight,
+                               const Tensor& bias, double eps) {
+    const char* op = "add_layer_norm";
+    const Rows xs = as_rows(x, op, "x");  // (..., D) as (R, D)
+    const Tensor yc = expect(y, "y", x.shape(), x.dtype(), op);                             // (..., D)
+    const Tensor kc = keep.defined() ? expect(keep, "keep", x.shape(), x.dtype(), op) : Tensor();  // (..., D)
+    if (xs.length == 0) fail<ValueError>("{}: x of shape {} has empty rows", op, shape_str(x.shape()));
+    if (!(eps >= 0)) fail<ValueError>("{}: eps must be >= 0, got {}", op, eps);
+    const Tensor w = affine_param(weight, "weight", x, op);  // (D) or undefined
+    const Tensor b = affine_param(bias, "bias", x, op);      // (D) or undefined
+    const Shape lead = leading_shape(x.shape());
+    AddLayerNormOut out{.y = Tensor::empty(x.shape(), x.dtype()),    // (..., D)
+                        .sum = Tensor::empty(x.shape(), x.dtype()),  // (..., D)
+                        .mean = Tensor::empty(lead, x.dtype()),      // (...)
+                        .rstd = Tensor::empty(lead, x.dtype())};     // (...)
+    visit_floating(x.dtype(), op, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* xp = xs.data.data<T>();
+        const T* yp = yc.data<T>();
+        const T* kp = kc.defined() ? kc.data<T>() : nullptr;
+        const T* wp = w.defined() ? w.data<T>() : nullptr;
+        const T* bp = b.defined() ? b.data<T>() : nullptr;
+        T* op_ = out.y.data<T>();
+        T* sp = out.sum.data<T>();
+        T* mp = out.mean.data<T>();
+        T* rp = out.rstd.data<T>();
+        const int64_t D = xs.length;
+        for_each_row(xs.count, D, [&](int64_t r) {
+            const int64_t o = r * D;
+            // dropout(Y) + X, rounded as the composed mul then add
+            if (kp) {
+                for (int64_t i = 0; i < D; ++i) sp[o + i] = yp[o + i] * kp[o + i] + xp[o + i];
+            } else {
+                for (int64_t i = 0; i < D; ++i) sp[o + i] = yp[o + i] + xp[o + i];
             }
-            const Acc rstd = 1.0 / std::sqrt(squares / static_cast<Acc>(D) + eps);  // biased variance, like PyTorch
-            for (int64_t i = 0; i < D; ++i) {
-                Acc v = (xr[i] - mean) * rstd;  // x̂_i
-                if (wp) v *= wp[i];
-                if (bp) v += bp[i];
-                yr[i] = static_cast<T>(v);
-            }
-            mp[r] = static_cast<T>(mean);
-            rp[r] = static_cast<T>(rstd);
+            layer_norm_row(sp + o, op_ + o, D, wp, bp, eps, mp[r], rp[r]);
         });
     });
     return out;

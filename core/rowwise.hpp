@@ -75,6 +75,19 @@ struct LayerNormOut {
     Tensor rstd;  ///< (...)
 };
 LayerNormOut layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
+/// Seed 000's AddNorm, ln(dropout(Y) + X), in one pass per row: s = x + y ⊙ keep,
+/// then layer_norm(s). keep (..., D) is the dropout mask with its 1/(1-p)
+/// scale, or undefined for none; x, y and keep share one shape and dtype.
+/// Rounds exactly as mul, add and layer_norm one after the other. sum is s,
+/// which layer_norm_backward needs (as its x); then dx = ds and dy = ds ⊙ keep.
+struct AddLayerNormOut {
+    Tensor y;     ///< (..., D)
+    Tensor sum;   ///< s (..., D)
+    Tensor mean;  ///< (...)
+    Tensor rstd;  ///< (...)
+};
+AddLayerNormOut add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& keep, const Tensor& weight,
+                               const Tensor& bias, double eps);
 /// Gradients of layer_norm given dy and the saved x, mean, rstd:
 ///   dx = rstd ⊙ (g - mean(g) - x̂ ⊙ mean(g ⊙ x̂)),  g = dy ⊙ weight,
 ///   dweight = Σ_rows dy ⊙ x̂,  dbias = Σ_rows dy.

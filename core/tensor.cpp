@@ -518,7 +518,12 @@ Tensor dropout_mask(const Shape& shape, double p, Generator& gen, DType dtype) {
             // mul(bernoulli, s) computes T(1) * T(s) = T(s) and T(0) * T(s) = 0
             const T scale = static_cast<T>(1.0 / keep);
             T* out = t.data<T>();
-            for (int64_t i = 0; i < t.numel(); ++i) out[i] = gen.uniform() < keep ? scale : T(0);
+            // gen.uniform() < keep, in integers: uniform() is k · 2^-53 for the
+            // top 53 bits k of next_u64(), so it is below keep exactly when
+            // k < ⌈keep · 2^53⌉ (keep · 2^53 is exact: a power-of-two scaling).
+            // The same draws and masks, without a conversion per element.
+            const auto threshold = static_cast<uint64_t>(std::ceil(std::ldexp(keep, 53)));
+            for (int64_t i = 0; i < t.numel(); ++i) out[i] = (gen.next_u64() >> 11) < threshold ? scale : T(0);
         }
     });
     return t;

@@ -189,6 +189,10 @@ public:
     /// of X's first step (non-zero when decoding one token at a time).
     Variable forward(const Variable& X, int64_t start = 0);
     Variable operator()(const Variable& X, int64_t start = 0) { return forward(X, start); }
+    /// forward(embedding(ids) · scale, start) as one op
+    /// (autograd::embedding_positional): the same numbers, bit for bit, the
+    /// same dropout draws, one graph node instead of four. ids (B, T) -> (B, T, D).
+    Variable forward_embedded(const Embedding& embedding, const core::Tensor& ids, double scale, int64_t start = 0);
 
     Options options;
     core::Tensor P;  ///< (1, max_len, num_hiddens), float32 (converted to X's dtype on use)

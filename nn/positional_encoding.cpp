@@ -3,6 +3,7 @@
 #include "nn/layers.hpp"
 
 #include "autograd/elementwise.hpp"
+#include "autograd/functional.hpp"
 
 #include <cmath>
 
@@ -29,19 +30,40 @@ PositionalEncoding::PositionalEncoding(Options opts, core::Generator& gen)
     P = core::tensor(table, {1, L, D});  // computed in double, stored float32
 }
 
+namespace {
+// P[:, start : start + T, :] in `dtype`, (1, T, D); IndexError past max_len.
+core::Tensor table_rows(const core::Tensor& P, int64_t start, int64_t T, int64_t max_len, core::DType dtype) {
+    if (start < 0) fail<IndexError>("PositionalEncoding: start {} must be non-negative", start);
+    if (start + T > max_len)
+        fail<IndexError>("PositionalEncoding: positions {} to {} (start {} + {} steps) exceed max_len {}", start,
+                         start + T - 1, start, T, max_len);
+    core::Tensor p = P.slice(1, start, start + T);  // (1, T, D), a view of the table
+    return p.dtype() == dtype ? p : p.to(dtype);
+}
+}  // namespace
+
 // Y = dropout(X + P[:, start : start + T, :])     X (B, T, D), P slice (1, T, D)
 Variable PositionalEncoding::forward(const Variable& X, int64_t start) {
     const int64_t D = options.num_hiddens;
     if (X.dim() != 3 || X.size(2) != D)
         fail<ShapeError>("PositionalEncoding: expected X of shape (B, T, {}), got {}", D, core::shape_str(X.shape()));
-    const int64_t T = X.size(1);
-    if (start < 0) fail<IndexError>("PositionalEncoding: start {} must be non-negative", start);
-    if (start + T > options.max_len)
-        fail<IndexError>("PositionalEncoding: positions {} to {} (start {} + {} steps) exceed max_len {}", start,
-                         start + T - 1, start, T, options.max_len);
-    core::Tensor p = P.slice(1, start, start + T);  // (1, T, D), a view of the table
-    if (p.dtype() != X.dtype()) p = p.to(X.dtype());
+    const core::Tensor p = table_rows(P, start, X.size(1), options.max_len, X.dtype());  // (1, T, D)
     return (*dropout_)(X + Variable(p));  // P is a constant: Variable(p) requires no gradient
+}
+
+// Y = dropout(E[ids] · scale + P[:, start : start + T, :])     ids (B, T), Y (B, T, D)
+Variable PositionalEncoding::forward_embedded(const Embedding& embedding, const core::Tensor& ids, double scale,
+                                              int64_t start) {
+    const int64_t D = options.num_hiddens;
+    if (!ids.defined() || ids.dim() != 2 || embedding.options.embedding_dim != D)
+        fail<ShapeError>("PositionalEncoding: expected ids (B, T) and an embedding of dimension {}, got ids {} and {}",
+                         D, ids.defined() ? core::shape_str(ids.shape()) : "undefined", embedding.options.embedding_dim);
+    const int64_t B = ids.size(0), T = ids.size(1);
+    const core::DType dtype = embedding.weight.dtype();
+    const core::Tensor p = table_rows(P, start, T, options.max_len, dtype);  // (1, T, D)
+    const core::Tensor keep = dropout_->keep_mask({B, T, D}, dtype);         // as forward's dropout draws it
+    return autograd::embedding_positional(embedding.weight, ids, scale, p.reshape({T, D}), keep,
+                                          embedding.options.padding_idx);
 }
 
 }  // namespace tformer::nn

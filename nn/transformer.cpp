@@ -17,24 +17,29 @@ MultiHeadAttention::Options attention_options(const TransformerOptions& o) {
             .num_heads = o.num_heads,
             .dropout = o.dropout,
             .bias = o.use_bias,
-            .fused = o.fused_attention};
+            .fused = o.fused};
 }
 
 AddNorm::Options addnorm_options(const TransformerOptions& o) {
-    return {.normalized_shape = o.norm_shape, .dropout = o.dropout};
+    return {.normalized_shape = o.norm_shape, .dropout = o.dropout, .fused = o.fused};
 }
 
 PositionWiseFFN::Options ffn_options(const TransformerOptions& o) {
-    return {.ffn_num_input = o.ffn_num_input, .ffn_num_hiddens = o.ffn_num_hiddens, .ffn_num_outputs = o.num_hiddens};
+    return {.ffn_num_input = o.ffn_num_input,
+            .ffn_num_hiddens = o.ffn_num_hiddens,
+            .ffn_num_outputs = o.num_hiddens,
+            .fused = o.fused};
 }
 
 // Seed 000: "因为位置编码值在-1和1之间，因此嵌入值乘以嵌入维度的平方根进行放大":
 // the positional encoding lies in [-1, 1], so the embeddings are scaled up
 // by √D before the two are added.
-Variable embed(Embedding& embedding, PositionalEncoding& pos_encoding, const core::Tensor& X, int64_t D,
-               int64_t start, bool scale = true) {
-    if (!scale) return pos_encoding(embedding(X), start);
-    return pos_encoding(ag::mul(embedding(X), std::sqrt(static_cast<double>(D))), start);
+Variable embed(Embedding& embedding, PositionalEncoding& pos_encoding, const core::Tensor& X, const TransformerOptions& o,
+               int64_t start) {
+    const double scale = o.scale_embedding ? std::sqrt(static_cast<double>(o.num_hiddens)) : 1.0;
+    if (o.fused) return pos_encoding.forward_embedded(embedding, X, scale, start);  // the same, one node
+    if (!o.scale_embedding) return pos_encoding(embedding(X), start);
+    return pos_encoding(ag::mul(embedding(X), scale), start);
 }
 
 // causal_valid_lens for T new steps after `offset` already decoded ones: new
@@ -60,7 +65,10 @@ PositionWiseFFN::PositionWiseFFN(Options o, core::Generator& gen) : UnaryModule(
 
 // Linear works on the last dimension whatever the leading ones are, which
 // is exactly the (b, n, d) -> (bn, d) -> (b, n, d) reshape of seed 000.
-Variable PositionWiseFFN::forward(const Variable& X) { return (*dense2)((*relu)((*dense1)(X))); }
+Variable PositionWiseFFN::forward(const Variable& X) {
+    if (options.fused) return (*dense2)(ag::linear_relu(X, dense1->weight, dense1->bias));  // the same, one node less
+    return (*dense2)((*relu)((*dense1)(X)));
+}
 
 // ---- AddNorm -----------------------------------------------------------------------------
 
@@ -73,6 +81,8 @@ Variable AddNorm::forward(const Variable& X, const Variable& Y) {
     if (!(X.shape() == Y.shape()))
         fail<ShapeError>("AddNorm: X of shape {} and Y of shape {} must match", core::shape_str(X.shape()),
                          core::shape_str(Y.shape()));
+    if (options.fused)  // the same, one node: dropout's mask drawn as dropout would draw it
+        return ag::add_layer_norm(X, Y, dropout->keep_mask(Y.shape(), Y.dtype()), ln->weight, ln->bias, ln->options.eps);
     return (*ln)(ag::add((*dropout)(Y), X));  // ln(dropout(Y) + X)
 }
 
@@ -105,7 +115,7 @@ TransformerEncoder::TransformerEncoder(int64_t vocab_size, const TransformerOpti
 
 Variable TransformerEncoder::forward(const core::Tensor& X, const core::Tensor& valid_lens) {
     if (X.dim() != 2) fail<ShapeError>("TransformerEncoder: token ids of shape {} must be (batch, steps)", core::shape_str(X.shape()));
-    Variable H = embed(*embedding, *pos_encoding, X, options.num_hiddens, 0, options.scale_embedding);  // (B, S, D)
+    Variable H = embed(*embedding, *pos_encoding, X, options, 0);  // (B, S, D)
     for (auto& blk : *blks) H = blk->forward(H, valid_lens);
     return H;
 }
@@ -185,7 +195,7 @@ Variable TransformerDecoder::forward(const core::Tensor& X, const DecoderState& 
 
 Variable TransformerDecoder::forward_hidden(const core::Tensor& X, const DecoderState& state) {
     if (X.dim() != 2) fail<ShapeError>("TransformerDecoder: token ids of shape {} must be (batch, steps)", core::shape_str(X.shape()));
-    Variable H = embed(*embedding, *pos_encoding, X, options.num_hiddens, 0, options.scale_embedding);  // (B, T, D)
+    Variable H = embed(*embedding, *pos_encoding, X, options, 0);  // (B, T, D)
     for (auto& blk : *blks) H = blk->forward(H, state);
     return H;  // (B, T, D)
 }
@@ -195,7 +205,7 @@ Variable TransformerDecoder::forward_step(const core::Tensor& X, DecoderState& s
     if (state.caches.size() != blks->size())
         fail<ValueError>("TransformerDecoder: the state has {} block caches for {} blocks; make it with init_state",
                          state.caches.size(), blks->size());
-    Variable H = embed(*embedding, *pos_encoding, X, options.num_hiddens, state.steps_done, options.scale_embedding);  // (B, t, D)
+    Variable H = embed(*embedding, *pos_encoding, X, options, state.steps_done);  // (B, t, D)
     for (auto& blk : *blks) H = blk->forward_step(H, state);
     state.steps_done += X.size(1);
     return (*dense)(H);  // (B, t, V)

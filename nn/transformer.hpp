@@ -30,6 +30,9 @@ public:
         int64_t ffn_num_input = 0;
         int64_t ffn_num_hiddens = 0;
         int64_t ffn_num_outputs = 0;
+        /// dense1 and the ReLU as one op, autograd::linear_relu (the same
+        /// numbers, bit for bit)
+        bool fused = false;
     };
     explicit PositionWiseFFN(Options options, core::Generator& gen = core::default_generator());
     /// X (B, T, ffn_num_input) -> (B, T, ffn_num_outputs)
@@ -48,6 +51,9 @@ public:
         int64_t normalized_shape = 0;
         double dropout = 0.0;
         double eps = 1e-5;
+        /// One op, autograd::add_layer_norm, instead of dropout, add and
+        /// layer norm (the same numbers, bit for bit)
+        bool fused = false;
     };
     explicit AddNorm(Options options, core::Generator& gen = core::default_generator());
     /// X, Y (B, T, D) -> (B, T, D)
@@ -75,10 +81,12 @@ struct TransformerOptions {
     /// Multiply token embeddings by √D before adding the positional encoding
     /// (seed 000). Seed 001's classifier adds the raw embeddings (false).
     bool scale_embedding = true;
-    /// Attention through the fused kernel (MultiHeadAttention::Options::fused):
-    /// the same numbers up to rounding, fewer copies; the composed ops stay
-    /// the default, as the tutorials teach them.
-    bool fused_attention = false;
+    /// Every layer through its fused kernel: attention
+    /// (MultiHeadAttention::Options::fused, the same numbers up to rounding),
+    /// AddNorm, the FFN's bias + ReLU, and embedding × √D + positional
+    /// encoding (these three bit for bit). Fewer graph nodes and passes over
+    /// memory; the composed ops stay the default, as the tutorials teach them.
+    bool fused = false;
 };
 
 /// Seed 000 "编码器块": self-attention + AddNorm, then FFN + AddNorm.

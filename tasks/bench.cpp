@@ -4,6 +4,9 @@
 #include "core/blas.hpp"
 #include "core/core.hpp"
 #include "nn/loss.hpp"
+#include "tasks/corpus.hpp"
+#include "tasks/fra_eng.hpp"
+#include "tasks/tokenizer.hpp"
 #include "optim/adam.hpp"
 #include "optim/clip.hpp"
 
@@ -18,7 +21,9 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <numeric>
 
 namespace tformer::tasks {
 
@@ -29,6 +34,7 @@ using core::Tensor;
 
 namespace {
 // Seed 000's sizes: key/query/value sizes, the FFN input and the norm shape all follow D.
+// Every preset runs the fused layers: the bench measures tformer's fast path.
 nn::TransformerOptions sizes(int64_t D, int64_t ffn, int64_t heads, int64_t layers, double dropout) {
     return {.key_size = D,
             .query_size = D,
@@ -40,7 +46,8 @@ nn::TransformerOptions sizes(int64_t D, int64_t ffn, int64_t heads, int64_t laye
             .num_heads = heads,
             .num_layers = layers,
             .dropout = dropout,
-            .use_bias = false};
+            .use_bias = false,
+            .fused = true};
 }
 
 BenchPreset make_preset(std::string name, std::string task, int64_t src_vocab, int64_t tgt_vocab,
@@ -62,7 +69,7 @@ BenchPreset make_preset(std::string name, std::string task, int64_t src_vocab, i
 }  // namespace
 
 const std::vector<std::string>& bench_preset_names() {
-    static const std::vector<std::string> names = {"d2l", "copy", "small", "base"};
+    static const std::vector<std::string> names = {"d2l", "copy", "small", "base", "translate"};
     return names;
 }
 
@@ -72,6 +79,15 @@ BenchPreset bench_preset(const std::string& name) {
     if (name == "copy") return make_preset(name, "copy", 11, 11, sizes(32, 64, 8, 2, 0.0), 30, 10, 30, 3);
     if (name == "small") return make_preset(name, "translate", 8000, 8000, sizes(256, 1024, 8, 3, 0.1), 64, 32, 5, 1);
     if (name == "base") return make_preset(name, "translate", 8000, 8000, sizes(512, 2048, 8, 6, 0.1), 32, 32, 3, 1);
+    if (name == "translate") {
+        // the default preset of `tformer train translate` (apps/commands.cpp), batch for batch;
+        // the vocabulary sizes are set when SentencePiece has been trained (bench_batches)
+        BenchPreset p = make_preset(name, "translate", 0, 0, sizes(128, 512, 4, 2, 0.0), 0, 64, 20, 3);
+        p.corpus = true;
+        p.config.tie_embeddings = true;
+        p.config.scaled_embedding_init = true;
+        return p;
+    }
     fail<ValueError>("bench: unknown preset '{}' (available: {})", name, fmt::join(bench_preset_names(), ", "));
 }
 
@@ -107,6 +123,97 @@ Batch bench_batch(const BenchPreset& p, core::Generator& gen) {
     const Tensor bos_col = core::full({B, 1}, static_cast<double>(kBos), core::DType::int64);
     out.dec_in = core::concat({bos_col, out.label.slice(1, 0, T - 1)}, 1);  // (B, T)
     return out;
+}
+
+namespace {
+// The first `count` batches of epoch 0 of the default translation run's data
+// pipeline (apps/commands.cpp: train_translate_corpus), with seed p.seed.
+std::vector<Batch> corpus_batches(BenchPreset& p, int64_t count, const std::string& data) {
+    const Corpus corpus = load_corpus({.path = data.empty() ? default_fra_eng_path() : data,
+                                       .val_sentences = 1500,
+                                       .seed = p.seed,
+                                       .sample_size = p.sample_size});
+    std::vector<std::string> sentences;  // the joint vocabulary learns from both sides
+    for (const auto& pair : corpus.train) sentences.push_back(pair.src);
+    for (const auto& pair : corpus.train) sentences.push_back(pair.tgt);
+    const auto sp = SentencePieceTokenizer::train(
+        sentences, {.vocab_size = p.vocab_size, .model_type = "bpe", .seed = static_cast<uint32_t>(p.seed),
+                    .threads = std::max(1, core::get_num_threads())});
+    const TokenizerPair tok{sp, sp};
+    auto encoded = std::make_shared<EncodedPairs>(encode_pairs(corpus.train, tok, p.num_steps));
+    const BucketBatcher batcher(encoded, p.batch_tokens, p.seed);
+    p.config.src_vocab_size = p.config.tgt_vocab_size = sp->size();
+    const std::vector<std::vector<int64_t>> plan = batcher.epoch_plan(0);
+    std::vector<Batch> out;
+    for (int64_t i = 0; i < count; ++i) out.push_back(batcher.batch(plan[static_cast<size_t>(i) % plan.size()]));
+    return out;
+}
+
+using Json = nlohmann::ordered_json;
+
+Json tensor_json(const Tensor& t) {  // int64 (B) or (B, T) as nested lists
+    const std::vector<int64_t> v = t.to_vector<int64_t>();
+    if (t.dim() == 1) return v;
+    Json rows = Json::array();
+    const int64_t cols = t.size(1);
+    for (int64_t r = 0; r < t.size(0); ++r) rows.push_back(std::vector<int64_t>(v.begin() + r * cols, v.begin() + (r + 1) * cols));
+    return rows;
+}
+
+Tensor tensor_from_json(const Json& j, const std::string& path) {
+    if (!j.is_array() || j.empty()) fail<IOError>("bench: {}: a batch holds an empty or non-list tensor", path);
+    if (!j.front().is_array()) return core::from_vector(j.get<std::vector<int64_t>>(), {static_cast<int64_t>(j.size())});
+    std::vector<int64_t> flat;
+    const auto cols = static_cast<int64_t>(j.front().size());
+    for (const Json& row : j) {
+        if (static_cast<int64_t>(row.size()) != cols) fail<IOError>("bench: {}: rows of different lengths", path);
+        for (const Json& v : row) flat.push_back(v.get<int64_t>());
+    }
+    return core::from_vector(flat, {static_cast<int64_t>(j.size()), cols});
+}
+}  // namespace
+
+std::vector<Batch> bench_batches(BenchPreset& p, int64_t count, const std::string& data) {
+    if (p.corpus) return corpus_batches(p, count, data);
+    core::Generator gen(p.seed);
+    (void)build_model(p.config, gen);  // measure_model draws its batch after the weights: the same draws
+    const Batch batch = bench_batch(p, gen);
+    return std::vector<Batch>(static_cast<size_t>(count), batch);
+}
+
+void save_bench_batches(const std::string& path, const BenchPreset& p, const std::vector<Batch>& batches) {
+    Json j{{"preset", p.name}, {"src_vocab_size", p.config.src_vocab_size}, {"tgt_vocab_size", p.config.tgt_vocab_size}};
+    Json list = Json::array();
+    for (const Batch& b : batches)
+        list.push_back({{"enc_X", tensor_json(b.enc_X)}, {"enc_valid", tensor_json(b.enc_valid)},
+                        {"dec_in", tensor_json(b.dec_in)}, {"label", tensor_json(b.label)},
+                        {"label_valid", tensor_json(b.label_valid)}});
+    j["batches"] = std::move(list);
+    std::ofstream out(path);
+    out << j.dump() << "\n";
+    if (!out.flush()) fail<IOError>("bench: cannot write the batches to {}", path);
+}
+
+std::vector<Batch> load_bench_batches(const std::string& path, BenchPreset& p) {
+    std::ifstream in(path);
+    if (!in) fail<IOError>("bench: cannot read batches from {}", path);
+    Json j;
+    try {
+        j = Json::parse(in);
+        p.config.src_vocab_size = j.at("src_vocab_size").get<int64_t>();
+        p.config.tgt_vocab_size = j.at("tgt_vocab_size").get<int64_t>();
+        std::vector<Batch> out;
+        for (const Json& b : j.at("batches"))
+            out.push_back({.enc_X = tensor_from_json(b.at("enc_X"), path),
+                           .enc_valid = tensor_from_json(b.at("enc_valid"), path),
+                           .dec_in = tensor_from_json(b.at("dec_in"), path),
+                           .label = tensor_from_json(b.at("label"), path),
+                           .label_valid = tensor_from_json(b.at("label_valid"), path)});
+        if (out.empty()) fail<IOError>("bench: {} holds no batches", path);
+        return out;
+    } catch (const nlohmann::json::exception& e) {
+        fail<IOError>("bench: {} is not a batch file of tformer bench --save-batches ({})", path, e.what());
+    }
 }
 
 // ---- measuring ------------------------------------------------------------------------------------------
@@ -159,24 +266,126 @@ double round_to(double x, int decimals) {
     return std::round(x * scale) / scale;
 }
 
+// Σ 2mnk of the products in `calls`, in GFLOP.
+double gflop_of(const std::vector<core::blas::GemmCall>& calls) {
+    double flops = 0;
+    for (const auto& c : calls) flops += c.flops();
+    return flops * 1e-9;
+}
+
+// The time bare BLAS takes for `calls` one after the other (the median of a
+// few replays, ms), on matrices of random numbers with tight leading
+// dimensions: what the same products cost with nothing around them.
+double replay_gemm_ms(const std::vector<core::blas::GemmCall>& calls, int64_t replays) {
+    int64_t a_max = 1, b_max = 1, c_max = 1;
+    for (const auto& c : calls) {
+        a_max = std::max(a_max, c.m * c.k);
+        b_max = std::max(b_max, c.k * c.n);
+        c_max = std::max(c_max, c.m * c.n);
+    }
+    core::Generator gen(1);
+    const Tensor a32 = core::rand({a_max}, gen), b32 = core::rand({b_max}, gen), c32 = core::zeros({c_max});
+    const Tensor a64 = a32.to(core::DType::float64), b64 = b32.to(core::DType::float64), c64 = c32.to(core::DType::float64);
+    auto replay = [&] {
+        for (const auto& c : calls) {
+            const int64_t lda = c.trans_a ? c.m : c.k, ldb = c.trans_b ? c.k : c.n;
+            if (c.f64)
+                core::blas::gemm(c.trans_a, c.trans_b, c.m, c.n, c.k, 1.0, a64.data<double>(), std::max<int64_t>(1, lda),
+                                 b64.data<double>(), std::max<int64_t>(1, ldb), 0.0, c64.data<double>(), std::max<int64_t>(1, c.n));
+            else
+                core::blas::gemm(c.trans_a, c.trans_b, c.m, c.n, c.k, 1.0f, a32.data<float>(), std::max<int64_t>(1, lda),
+                                 b32.data<float>(), std::max<int64_t>(1, ldb), 0.0f, c32.data<float>(), std::max<int64_t>(1, c.n));
+        }
+    };
+    return median_ms(1, replays, replay).wall_ms;
+}
+
+// What one kind of run (train step, forward, decoding) did: its time per run
+// and the products it called over the logged runs.
+struct Measured {
+    Timing time;                             ///< per run
+    std::vector<core::blas::GemmCall> gemms;  ///< every product of the logged runs
+    int64_t runs = 0;
+};
+
+// Runs body(i) for i in [0, warmup) untimed, then for i in [warmup, warmup +
+// repeats) timed. Fixed batches report the median run; a corpus preset's
+// runs are different batches, so their mean (total / runs) is the figure.
+// The products are logged afterwards, on untimed runs (logging costs a lock
+// per product, which tiny products would feel): one run for a fixed batch,
+// every timed batch again for a corpus preset.
+Measured measure_runs(int64_t warmup, int64_t repeats, bool mean, const std::function<void(int64_t)>& body) {
+    for (int64_t i = 0; i < warmup; ++i) body(i);
+    std::vector<double> wall, cpu;
+    for (int64_t i = warmup; i < warmup + repeats; ++i) {
+        const auto start = Clock::now();
+        const double cpu_start = process_cpu_ms();
+        body(i);
+        wall.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
+        cpu.push_back(process_cpu_ms() - cpu_start);
+    }
+    const int64_t logged = mean ? repeats : 1;
+    core::blas::start_gemm_log();
+    for (int64_t i = warmup; i < warmup + logged; ++i) body(i);
+    Measured m{.time = {}, .gemms = core::blas::stop_gemm_log(), .runs = logged};
+    if (mean) {
+        m.time.wall_ms = std::accumulate(wall.begin(), wall.end(), 0.0) / static_cast<double>(repeats);
+        m.time.cpu_ms = std::accumulate(cpu.begin(), cpu.end(), 0.0) / static_cast<double>(repeats);
+    } else {
+        m.time = {median(wall), median(cpu)};
+    }
+    return m;
+}
+
+// The GFLOP figures of one kind of run: its GEMM work, what it achieved, and
+// what bare sgemm achieves on the same shapes.
+void report_gflops(const char* what, const Measured& m, const std::function<void(const BenchFigure&)>& report) {
+    const double per_run = gflop_of(m.gemms) / static_cast<double>(std::max<int64_t>(1, m.runs));
+    const double bare_ms = replay_gemm_ms(m.gemms, 3) / static_cast<double>(std::max<int64_t>(1, m.runs));
+    report({fmt::format("{}_gflop", what), round_to(per_run, 7)});
+    report({fmt::format("{}_gflops", what), round_to(per_run / (m.time.wall_ms * 1e-3), 2)});
+    report({fmt::format("{}_sgemm_gflops", what), round_to(bare_ms > 0 ? per_run / (bare_ms * 1e-3) : 0.0, 2)});
+}
+
+// The loss of one training step: d2l's masked loss summed over the batch
+// (random presets), or the default translation run's token mean with the
+// output layer fused into it (corpus preset, as tasks::train with fused_loss).
+Variable step_loss(nn::EncoderDecoder& model, const Batch& batch, const BenchPreset& p) {
+    if (!p.corpus) {
+        Variable logits = model.forward(batch.enc_X, batch.dec_in, batch.enc_valid);       // (B, T, V)
+        return autograd::sum(nn::masked_softmax_ce_loss(logits, batch.label, batch.label_valid));  // (B) summed
+    }
+    Variable H = model.forward_hidden(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, D)
+    const int64_t B = H.size(0), T = H.size(1), D = H.size(2);
+    const double tokens = core::sum(batch.label_valid.to(core::DType::float64)).item();
+    const Tensor w = core::mul(nn::sequence_mask(batch.label_valid, T, H.dtype()), 1.0 / tokens);  // (B, T)
+    const nn::Linear& dense = *model.decoder->dense;
+    return autograd::linear_cross_entropy(autograd::reshape(H, {B * T, D}), dense.weight, dense.bias,
+                                          batch.label.reshape({B * T}), w.reshape({B * T}), p.label_smoothing);
+}
+
 // Builds the model, tells `on_model` its parameter count, then measures every
 // figure in order, handing each to `report` as soon as it is known.
-void measure(const BenchPreset& p, int64_t repeats, const std::function<void(int64_t)>& on_model,
-             const std::function<void(const BenchFigure&)>& report, bool profile = false) {
+void measure(const BenchPreset& p, int64_t repeats, const std::vector<Batch>& given,
+             const std::function<void(int64_t)>& on_model, const std::function<void(const BenchFigure&)>& report,
+             bool profile = false) {
     if (repeats < 0) fail<ValueError>("bench: repeats must be positive (0: the preset's default), got {}", repeats);
     if (repeats == 0) repeats = p.repeats;
+    if (p.corpus && given.empty()) fail<ValueError>("bench: preset {} needs its batches (bench_batches)", p.name);
     core::Generator gen(p.seed);
     const auto model = build_model(p.config, gen);
-    const Batch batch = bench_batch(p, gen);
+    std::vector<Batch> batches = given;
+    if (batches.empty()) batches.push_back(bench_batch(p, gen));  // random presets: drawn after the weights
     optim::Adam optimizer(model->named_parameters(), {.lr = 0.005});
     on_model(model->num_parameters());
+    const auto batch_at = [&](int64_t i) -> const Batch& { return batches[static_cast<size_t>(i) % batches.size()]; };
 
     // train step: d2l's train_seq2seq body
     model->train();
-    auto train_step = [&] {
-        Variable logits = model->forward(batch.enc_X, batch.dec_in, batch.enc_valid);             // (B, T, V)
-        Variable loss = nn::masked_softmax_ce_loss(logits, batch.label, batch.label_valid);        // (B)
-        autograd::sum(loss).backward();
+    auto train_step = [&](int64_t i) {
+        const Batch& batch = batch_at(i);
+        Variable loss = step_loss(*model, batch, p);
+        loss.backward();
         autograd::profile_mark();  // clipping and the update record no ops: their own entry
         const auto t0 = std::chrono::steady_clock::now();
         optim::clip_grad_norm(optimizer.parameters(), 1.0);
@@ -185,16 +394,16 @@ void measure(const BenchPreset& p, int64_t repeats, const std::function<void(int
         if (autograd::profiling())
             autograd::profile_phase("[clip + Adam]", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     };
-    const Timing train = median_ms(p.warmup, repeats, train_step);
-    const double train_ms = train.wall_ms;
+    const Measured train = measure_runs(p.warmup, repeats, p.corpus, train_step);
+    const double train_ms = train.time.wall_ms;
     report({"train_step_ms", round_to(train_ms, 3)});
-    report({"train_step_cpu_ms", round_to(train.cpu_ms, 3)});
+    report({"train_step_cpu_ms", round_to(train.time.cpu_ms, 3)});
     if (profile) {  // the same steps again, op by op; the timed figures above ran without the profiler
         autograd::profile_reset();
         autograd::ProfileGuard guard;
         for (int64_t i = 0; i < repeats; ++i) {
             autograd::profile_mark();
-            train_step();
+            train_step(p.warmup + i);
         }
         std::fprintf(stderr, "where a training step's time goes (preset %s, %lld steps):\n%s", p.name.c_str(),
                      static_cast<long long>(repeats), autograd::profile_table(repeats).c_str());
@@ -202,42 +411,58 @@ void measure(const BenchPreset& p, int64_t repeats, const std::function<void(int
 
     // evaluation forward pass: no dropout, no graph
     model->eval();
-    const double eval_ms = median_ms(p.warmup, repeats, [&] {
+    const Measured eval = measure_runs(p.warmup, repeats, p.corpus, [&](int64_t i) {
         autograd::NoGradGuard no_grad;
+        const Batch& batch = batch_at(i);
         Variable logits = model->forward(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, V)
-    }).wall_ms;
-    report({"forward_eval_ms", round_to(eval_ms, 3)});
+    });
+    report({"forward_eval_ms", round_to(eval.time.wall_ms, 3)});
 
     // greedy decoding of the whole batch; an <eos> id of -1 never matches, so
     // every run feeds exactly T tokens through the KV cache
-    const DecodeOptions decode{.bos = 2, .eos = -1, .max_steps = p.num_steps};
-    const double decode_ms = median_ms(p.warmup, repeats, [&] {
-        const std::vector<Decoded> out = greedy_decode(*model, batch.enc_X, batch.enc_valid, decode);
-    }).wall_ms;
-    report({"greedy_decode_ms", round_to(decode_ms, 3)});
+    const Measured decode = measure_runs(p.warmup, repeats, p.corpus, [&](int64_t i) {
+        const Batch& batch = batch_at(i);
+        const DecodeOptions options{.bos = 2, .eos = -1, .max_steps = batch.label.size(1)};
+        const std::vector<Decoded> out = greedy_decode(*model, batch.enc_X, batch.enc_valid, options);
+    });
+    report({"greedy_decode_ms", round_to(decode.time.wall_ms, 3)});
 
-    const std::vector<double> lens = batch.label_valid.to_vector();
-    double tokens = 0;
-    for (double n : lens) tokens += n;
+    double tokens = 0;  // per timed step
+    for (int64_t i = p.warmup; i < p.warmup + repeats; ++i)
+        for (double n : batch_at(i).label_valid.to_vector()) tokens += n;
+    tokens /= static_cast<double>(repeats);
     report({"train_tokens_per_s", round_to(tokens / (train_ms * 1e-3), 1)});
+    report_gflops("train_step", train, report);
+    report_gflops("forward_eval", eval, report);
+    report_gflops("greedy_decode", decode, report);
     report({"peak_rss_mb", round_to(peak_rss_mb(), 1)});
 }
 }  // namespace
 
-std::vector<BenchFigure> measure_model(const BenchPreset& preset, int64_t repeats) {
+std::vector<BenchFigure> measure_model(const BenchPreset& preset, int64_t repeats, const std::vector<Batch>& batches) {
     std::vector<BenchFigure> out;
-    measure(preset, repeats, [](int64_t) {}, [&](const BenchFigure& f) { out.push_back(f); });
+    measure(preset, repeats, batches, [](int64_t) {}, [&](const BenchFigure& f) { out.push_back(f); });
     return out;
 }
 
-int run_model_bench(const std::string& preset_name, int threads, int64_t repeats, bool profile) {
-    if (threads < 0) fail<ValueError>("bench: --threads must be positive (0: all cores), got {}", threads);
-    if (repeats < 0) fail<ValueError>("bench: --repeats must be positive (0: the preset's default), got {}", repeats);
-    const BenchPreset preset = bench_preset(preset_name);
-    if (threads > 0) core::set_num_threads(threads);
+int run_model_bench(const BenchOptions& o) {
+    if (o.threads < 0) fail<ValueError>("bench: --threads must be positive (0: all cores), got {}", o.threads);
+    if (o.repeats < 0) fail<ValueError>("bench: --repeats must be positive (0: the preset's default), got {}", o.repeats);
+    BenchPreset preset = bench_preset(o.preset);
+    if (o.threads > 0) core::set_num_threads(o.threads);
+    const int64_t repeats = o.repeats > 0 ? o.repeats : preset.repeats;
+
+    // the batches first: for the corpus preset they set the vocabulary sizes
+    std::vector<Batch> batches;
+    if (!o.load_batches.empty()) {
+        batches = load_bench_batches(o.load_batches, preset);
+    } else if (preset.corpus || !o.save_batches.empty()) {
+        batches = bench_batches(preset, preset.warmup + repeats, o.data);
+    }
+    if (!o.save_batches.empty()) save_bench_batches(o.save_batches, preset, batches);
+    if (!preset.corpus) batches.resize(std::min<size_t>(batches.size(), 1));  // one fixed batch
 
     // ordered_json keeps the keys in the order written, so lines read the same every time
-    using Json = nlohmann::ordered_json;
     auto line = [&](const char* figure) {
         return Json{{"engine", "tformer"}, {"preset", preset.name}, {"threads", core::get_num_threads()}, {"figure", figure}};
     };
@@ -253,21 +478,22 @@ int run_model_bench(const std::string& preset_name, int threads, int64_t repeats
         info["openblas_core"] = core::blas::core_name();
         info["openblas_coretype"] = coretype != nullptr ? coretype : "";
         info["parameters"] = parameters;
-        info["batch"] = preset.batch_size;
+        info["batch"] = preset.corpus ? Json("buckets of " + std::to_string(preset.batch_tokens) + " tokens") : Json(preset.batch_size);
         info["num_steps"] = preset.num_steps;
-        info["repeats"] = repeats > 0 ? repeats : preset.repeats;
+        info["vocab"] = preset.config.tgt_vocab_size;
+        info["repeats"] = repeats;
         info["warmup"] = preset.warmup;
         info["decode"] = "kv-cache";
         print(info);
     };
     measure(
-        preset, repeats, print_info,
+        preset, repeats, batches, print_info,
         [&](const BenchFigure& f) {
             Json j = line(f.figure.c_str());
             j["value"] = f.value;
             print(j);
         },
-        profile);
+        o.profile);
     return 0;
 }
 

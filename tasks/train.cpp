@@ -153,9 +153,11 @@ void check_resume(const CheckpointInfo& saved, const CheckpointInfo& now, const 
 }
 }  // namespace
 
-// ---- the loop -------------------------------------------------------------------------------------
+// ---- the loop: its pieces -----------------------------------------------------------------------
 
 namespace {
+namespace fs = std::filesystem;
+
 volatile std::sig_atomic_t g_stop_signal = 0;
 extern "C" void on_stop_signal(int sig) { g_stop_signal = sig; }
 
@@ -180,50 +182,281 @@ public:
 private:
     struct sigaction old_int_ {}, old_term_ {};
 };
-}  // namespace
 
-TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSource& source,
-                  const TrainOptions& o, CheckpointInfo info) {
+// How long a run is and where it saves, from the options and the data;
+// refuses options that cannot run.
+struct Plan {
+    int64_t batches_per_epoch = 0;
+    int64_t total_steps = 0;   ///< the updates of the whole run (the schedule's length)
+    int64_t epochs_shown = 0;  ///< the epochs the progress line counts (the last one may be partial)
+    std::string checkpoint;    ///< <out_dir>/checkpoint.safetensors, or "" without an out_dir
+};
+
+Plan plan_run(const TrainOptions& o, const BatchSource& source) {
     if (o.epochs <= 0) fail<ValueError>("train: epochs must be positive, got {}", o.epochs);
     if (source.batches_per_epoch <= 0) fail<ValueError>("train: an epoch has no batches");
-    namespace fs = std::filesystem;
     if (!o.out_dir.empty()) fs::create_directories(o.out_dir);
-    const std::string ckpt = o.out_dir.empty() ? "" : (fs::path(o.out_dir) / "checkpoint.safetensors").string();
+    Plan plan;
+    plan.checkpoint = o.out_dir.empty() ? "" : (fs::path(o.out_dir) / "checkpoint.safetensors").string();
     if (o.fused_loss && !o.token_mean) fail<ValueError>("train: fused_loss computes the token mean; set token_mean too");
     if (o.total_steps < 0 || o.average < 0)
         fail<ValueError>("train: total_steps and average must be >= 0, got {} and {}", o.total_steps, o.average);
     const int64_t bpe = source.batches_per_epoch;
     if (o.epochs > std::numeric_limits<int64_t>::max() / bpe)
         fail<ValueError>("train: {} epochs of {} batches is more steps than can be counted", o.epochs, bpe);
-    const int64_t total_steps = o.total_steps > 0 ? o.total_steps : o.epochs * bpe;
-    const int64_t epochs_shown = (total_steps + bpe - 1) / bpe;  // the last one may be partial
+    plan.batches_per_epoch = bpe;
+    plan.total_steps = o.total_steps > 0 ? o.total_steps : o.epochs * bpe;
+    plan.epochs_shown = (plan.total_steps + bpe - 1) / bpe;
+    return plan;
+}
 
-    optim::Adam optimizer(model.named_parameters(), {.lr = o.lr});
-    const auto schedule = make_schedule(o, total_steps, info.config.transformer.num_hiddens);
-    TrainResult result;
-    result.checkpoint = ckpt;
+// The losses of a run: d2l's Accumulator (Σ loss and Σ tokens of the epoch
+// in progress), the mean of every finished epoch and every step.
+struct LossTally {
+    std::vector<double> epoch_loss, step_loss;
+    double epoch_loss_sum = 0, epoch_tokens = 0;  ///< the epoch in progress
+    double tokens_done = 0;                       ///< by this process (a resumed run counts from its start)
 
-    // where to start: from scratch, or where the checkpoint stopped
-    int64_t step = 0;
-    double epoch_loss_sum = 0, epoch_tokens = 0;
-    if (o.resume) {
-        if (ckpt.empty() || !fs::exists(ckpt)) fail<IOError>("train: --resume needs a checkpoint at '{}'", ckpt);
-        const nn::SafeTensors file = nn::load_safetensors(ckpt);
-        check_resume(read_checkpoint_info(file, ckpt), info, o, ckpt);
-        const CheckpointInfo saved = load_checkpoint(file, ckpt, model, &optimizer);
-        step = saved.step;
-        gen.set_state(saved.rng);
-        auto get = [&](const char* k) { auto it = saved.extra.find(k); return it == saved.extra.end() ? std::string() : it->second; };
-        result.epoch_loss = doubles_from(get("epoch_losses"));
-        const std::vector<double> partial = doubles_from(get("epoch_partial"));
-        if (partial.size() == 2) epoch_loss_sum = partial[0], epoch_tokens = partial[1];
-        if (!o.quiet) fmt::print(stderr, "resuming from {} at step {} (epoch {})\n", ckpt, step, step / bpe + 1);
+    // the mean of the last epoch, or of the part of it trained when the run ended inside one
+    double final_loss() const {
+        return epoch_tokens > 0           ? epoch_loss_sum / epoch_tokens
+               : !epoch_loss.empty()      ? epoch_loss.back()
+               : step_loss.empty()        ? 0
+                                          : step_loss.back();
+    }
+};
+
+// A loss far above where training started means it is diverging even while
+// it stays finite: a warning when a step's loss passes twice the mean of the
+// first ten steps (or twice ln V, a uniform guess's loss, if the start was
+// already worse), again only after a tenfold rise.
+class DivergenceWatch {
+public:
+    explicit DivergenceWatch(int64_t vocab_size)
+        : uniform_loss_(std::log(static_cast<double>(std::max<int64_t>(2, vocab_size)))) {}
+
+    void check(double loss, int64_t step) {
+        if (first_count_ < 10) {
+            first_losses_ += loss;
+            ++first_count_;
+        }
+        if (const double limit = 2 * std::min(first_losses_ / first_count_, uniform_loss_);
+            loss > limit && loss > 10 * warned_at_) {
+            fmt::print(stderr, "\ntrain: warning: the loss is {:.4g} at step {}, more than {:.3g}: training is "
+                       "diverging; try a lower --lr\n", loss, step, limit);
+            warned_at_ = loss;
+        }
     }
 
-    auto save = [&](const std::string& path) {
+private:
+    double uniform_loss_, first_losses_ = 0, warned_at_ = 0;
+    int64_t first_count_ = 0;
+};
+
+// Checkpoint averaging (TrainOptions::average): snapshots of the weights at
+// total_steps - k·every, k = count-1 .. 0 (every: 5% of the steps), whose
+// mean becomes the final weights.
+class Averaging {
+public:
+    Averaging(int64_t count, int64_t total_steps)
+        : count_(count), total_steps_(total_steps), every_(std::max<int64_t>(1, total_steps / 20)) {}
+
+    // after update `step`: a snapshot when one is due
+    void after_step(int64_t step, const std::vector<Variable>& params) {
+        const int64_t left = total_steps_ - step;
+        if (count_ <= 1 || left % every_ != 0 || left / every_ >= count_) return;
+        std::vector<Tensor> values;
+        for (const Variable& p : params) values.push_back(p.value().clone());
+        snapshots_.push_back(std::move(values));
+    }
+
+    // the mean of the snapshots written into the parameters in place; how many it averaged (0: none)
+    int64_t apply(const std::vector<Variable>& params) const {
+        if (snapshots_.size() <= 1) return 0;
+        for (size_t i = 0; i < params.size(); ++i) {
+            Tensor mean = snapshots_[0][i];
+            for (size_t k = 1; k < snapshots_.size(); ++k) mean = core::add(mean, snapshots_[k][i]);
+            core::copy_(params[i].value(), core::div(mean, static_cast<double>(snapshots_.size())));
+        }
+        return static_cast<int64_t>(snapshots_.size());
+    }
+
+private:
+    int64_t count_, total_steps_, every_;
+    std::vector<std::vector<Tensor>> snapshots_;
+};
+
+// --profile (or TFORMER_PROFILE=1): autograd's per-op table of where the
+// time went, with the phases that record no op timed here.
+class Profiling {
+public:
+    explicit Profiling(bool asked) {
+        const char* env = std::getenv("TFORMER_PROFILE");
+        on_ = asked || (env != nullptr && std::string_view(env) == "1");
+        if (!on_) return;
+        autograd::profile_reset();
+        guard_.emplace();
+    }
+
+    template <class Work>
+    void phase(const char* name, Work&& work) {
+        if (!on_) return work();
+        const auto t0 = std::chrono::steady_clock::now();
+        work();
+        autograd::profile_phase(name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+
+    // prints the table (per step over `steps`) and writes it to <out_dir>/profile.txt
+    void report(int64_t steps, const std::string& out_dir) const {
+        if (!on_) return;
+        const std::string table = autograd::profile_table(steps);
+        fmt::print(stderr, "where the time went (per-op profile):\n{}", table);
+        if (!out_dir.empty()) core::write_file_atomic((fs::path(out_dir) / "profile.txt").string(), table, "train");
+    }
+
+private:
+    bool on_ = false;
+    std::optional<autograd::ProfileGuard> guard_;
+};
+
+// The progress line: in place on a terminal (at most ten times a second), a
+// plain line at an epoch's end at most every 2 s otherwise; always the last step's.
+class ProgressLine {
+public:
+    ProgressLine(bool quiet, const Plan& plan, int64_t first_step)
+        : quiet_(quiet), tty_(isatty(fileno(stderr)) != 0), plan_(plan), first_step_(first_step),
+          start_(std::chrono::steady_clock::now()) {}
+
+    double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
+
+    void show(int64_t step, bool epoch_end, bool last, const LossTally& tally, double lr) {
+        const double t = elapsed();
+        if (quiet_ || !(tty_ ? (t - last_print_ > 0.1 || last) : ((epoch_end && t - last_print_ > 2.0) || last))) return;
+        last_print_ = t;
+        const double rate = (step - first_step_) / std::max(t, 1e-9);
+        const double shown =
+            epoch_end || tally.epoch_tokens == 0 ? tally.epoch_loss.back() : tally.epoch_loss_sum / tally.epoch_tokens;
+        const std::string line = fmt::format(
+            "epoch {}/{} step {}/{} loss {:.4f} lr {:.2g} {:.0f} tok/s elapsed {} ETA {}",
+            (step - 1) / plan_.batches_per_epoch + 1, plan_.epochs_shown, step, plan_.total_steps, shown, lr,
+            tally.tokens_done / std::max(t, 1e-9), clock_str(t), clock_str((plan_.total_steps - step) / std::max(rate, 1e-9)));
+        if (tty_) fmt::print(stderr, "\r\033[K{}", line);
+        else fmt::print(stderr, "{}\n", line);
+        if (tty_ && last) fmt::print(stderr, "\n");
+    }
+
+private:
+    bool quiet_, tty_;
+    Plan plan_;
+    int64_t first_step_;
+    std::chrono::steady_clock::time_point start_;
+    double last_print_ = -1e9;
+};
+
+// What one update computed: the objective backward differentiates and the
+// figures the reported losses are made of.
+struct StepLoss {
+    Variable objective;   ///< a scalar: d2l's Σ_b l_b, or the mean over the batch's real tokens
+    double loss_sum = 0;  ///< Σ of the token losses (d2l's l.sum() · ... as the Accumulator adds it)
+    double tokens = 0;    ///< the batch's real (unpadded) target tokens
+};
+
+// One training run: the model with its optimizer and schedule, where the run
+// stands (the step, the losses) and how it is saved and resumed. train()
+// below calls its steps in order.
+class Run {
+public:
+    Run(nn::EncoderDecoder& model, core::Generator& gen, const TrainOptions& o, CheckpointInfo info, const Plan& plan)
+        : model_(model), gen_(gen), o_(o), info_(std::move(info)), plan_(plan),
+          optimizer_(model.named_parameters(), {.lr = o.lr}),
+          schedule_(make_schedule(o, plan.total_steps, info_.config.transformer.num_hiddens)),
+          watch_(info_.config.tgt_vocab_size),
+          anomaly_hint_(o.detect_anomaly ? "" : " (--detect-anomaly names the op that produced it)") {}
+
+    int64_t step() const { return step_; }
+    bool done() const { return step_ >= plan_.total_steps; }
+    double lr() const { return optimizer_.lr(); }
+    const LossTally& losses() const { return losses_; }
+    const ModelConfig& config() const { return info_.config; }
+    const std::vector<Variable>& parameters() const { return optimizer_.parameters(); }
+
+    // where the checkpoint stopped: weights, Adam's state, the generator, the losses
+    void resume() {
+        const std::string& ckpt = plan_.checkpoint;
+        if (ckpt.empty() || !fs::exists(ckpt)) fail<IOError>("train: --resume needs a checkpoint at '{}'", ckpt);
+        const nn::SafeTensors file = nn::load_safetensors(ckpt);
+        check_resume(read_checkpoint_info(file, ckpt), info_, o_, ckpt);
+        const CheckpointInfo saved = load_checkpoint(file, ckpt, model_, &optimizer_);
+        step_ = saved.step;
+        gen_.set_state(saved.rng);
+        auto get = [&](const char* k) { auto it = saved.extra.find(k); return it == saved.extra.end() ? std::string() : it->second; };
+        losses_.epoch_loss = doubles_from(get("epoch_losses"));
+        const std::vector<double> partial = doubles_from(get("epoch_partial"));
+        if (partial.size() == 2) losses_.epoch_loss_sum = partial[0], losses_.epoch_tokens = partial[1];
+        if (!o_.quiet)
+            fmt::print(stderr, "resuming from {} at step {} (epoch {})\n", ckpt, step_, step_ / plan_.batches_per_epoch + 1);
+    }
+
+    // the batch of the next update, and the update's learning rate
+    Batch next_batch(const BatchSource& source, Profiling& profiling) {
+        Batch batch;
+        profiling.phase("[batch]", [&] { batch = source.get(step_ / plan_.batches_per_epoch, step_ % plan_.batches_per_epoch); });
+        optimizer_.set_lr(schedule_->lr_at(step_ + 1));  // update step + 1 (1-based), see optim/schedule.hpp
+        return batch;
+    }
+
+    // forward and the loss; a loss that is not a number ends the run
+    StepLoss forward(const Batch& batch) {
+        StepLoss s;
+        s.tokens = core::sum(batch.label_valid.to(core::DType::float64)).item();
+        s.objective = anomaly_context([&] { return objective(batch, s.tokens); });
+        s.loss_sum = o_.token_mean ? s.objective.item() * s.tokens : s.objective.item();
+        if (!std::isfinite(s.loss_sum)) diverged(fmt::format("the loss is {}", s.loss_sum));
+        return s;
+    }
+
+    // d2l's l.sum().backward(): the gradients of every parameter
+    void backward(const StepLoss& s) {
+        anomaly_context([&] { s.objective.backward(); });
+    }
+
+    // the gradient norm checked every step (clipped only with clip > 0), Adam's update, the gradients zeroed
+    void clip_and_update(Profiling& profiling) {
+        profiling.phase("[clip + Adam]", [&] {
+            try {
+                optim::clip_grad_norm(named_, o_.clip > 0 ? o_.clip : std::numeric_limits<double>::infinity(),
+                                      {.error_if_nonfinite = true});
+            } catch (const ValueError& e) {
+                diverged(fmt::format("the gradient is not finite ({})", e.what()));
+            }
+            optimizer_.step();
+            optimizer_.zero_grad();
+        });
+    }
+
+    // the update's loss into the step and epoch means; the step is done. True at an epoch's end.
+    bool record(const StepLoss& s) {
+        const double loss = s.loss_sum / s.tokens;
+        losses_.step_loss.push_back(loss);
+        watch_.check(loss, step_ + 1);
+        losses_.epoch_loss_sum += s.loss_sum;
+        losses_.epoch_tokens += s.tokens;
+        losses_.tokens_done += s.tokens;
+        ++step_;
+        const bool epoch_end = step_ % plan_.batches_per_epoch == 0;
+        if (epoch_end) {
+            losses_.epoch_loss.push_back(losses_.epoch_loss_sum / losses_.epoch_tokens);
+            losses_.epoch_loss_sum = losses_.epoch_tokens = 0;
+        }
+        return epoch_end;
+    }
+
+    // the weights, Adam's state, the generator and the losses, to plan.checkpoint (nothing without one)
+    void save() {
+        const std::string& path = plan_.checkpoint;
         if (path.empty()) return;
         // never write (or write over a good checkpoint with) weights that are not numbers
-        for (const auto& [name, p] : model.named_parameters()) {
+        for (const auto& [name, p] : model_.named_parameters()) {
             const Tensor v = p.value().contiguous();
             const float* x = v.dtype() == core::DType::float32 ? v.data<float>() : nullptr;
             bool finite = true;
@@ -233,205 +466,151 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
                 for (double d : v.to_vector()) finite &= std::isfinite(d);
             }
             if (!finite)
-                fail<ValueError>("train: parameter {} holds NaN or Inf at step {}; not saving it over {}", name, step, path);
+                fail<ValueError>("train: parameter {} holds NaN or Inf at step {}; not saving it over {}", name, step_, path);
         }
-        info.step = step;
-        info.epoch = step / bpe;
-        info.rng = gen.state();
-        for (const auto& [k, v] : o.extra) info.extra[k] = v;
-        info.extra["epoch_losses"] = doubles_str(result.epoch_loss);
-        info.extra["epoch_partial"] = doubles_str({epoch_loss_sum, epoch_tokens});
-        save_checkpoint(path, model, &optimizer, info);
-    };
+        info_.step = step_;
+        info_.epoch = step_ / plan_.batches_per_epoch;
+        info_.rng = gen_.state();
+        for (const auto& [k, v] : o_.extra) info_.extra[k] = v;
+        info_.extra["epoch_losses"] = doubles_str(losses_.epoch_loss);
+        info_.extra["epoch_partial"] = doubles_str({losses_.epoch_loss_sum, losses_.epoch_tokens});
+        save_checkpoint(path, model_, &optimizer_, info_);
+    }
 
+private:
+    // d2l's objective Σ_b l_b, or with token_mean the mean loss over the batch's real tokens
+    Variable objective(const Batch& batch, double tokens) {
+        if (o_.fused_loss) {
+            // the same token mean, with dense and the loss in one op: weight 1/tokens per real position
+            Variable H = model_.forward_hidden(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, D)
+            const int64_t B = H.size(0), T = H.size(1), D = H.size(2);
+            const Tensor w = core::mul(nn::sequence_mask(batch.label_valid, T, H.dtype()), 1.0 / tokens);  // (B, T)
+            const nn::Linear& dense = *model_.decoder->dense;
+            return autograd::linear_cross_entropy(autograd::reshape(H, {B * T, D}), dense.weight, dense.bias,
+                                                  batch.label.reshape({B * T}), w.reshape({B * T}), o_.label_smoothing);
+        }
+        Variable logits = model_.forward(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, V)
+        Variable l = nn::masked_softmax_ce_loss(logits, batch.label, batch.label_valid, o_.label_smoothing);  // (B)
+        // l_b = Σ_t loss_bt / T, so Σ_b l_b · T / tokens is the mean over real tokens
+        const auto T = static_cast<double>(batch.label.size(1));
+        return o_.token_mean ? autograd::mul(autograd::sum(l), T / tokens) : autograd::sum(l);
+    }
+
+    // with --detect-anomaly, an op that makes a NaN stops the run with the step's context
+    template <class Work>
+    auto anomaly_context(Work&& work) -> decltype(work()) {
+        if (!o_.detect_anomaly) return work();
+        try {
+            return work();
+        } catch (const ValueError& e) {
+            diverged(e.what());
+        }
+    }
+
+    [[noreturn]] void diverged(const std::string& what) const {
+        fail<ValueError>("train: {} at step {} (epoch {}, learning rate {:.3g}): training diverged{}. "
+                         "Nothing was saved at this step{}; try a lower --lr",
+                         what, step_ + 1, step_ / plan_.batches_per_epoch + 1, optimizer_.lr(), anomaly_hint_,
+                         o_.checkpoint_every > 0 ? ", the last checkpoint is from before it" : "");
+    }
+
+    nn::EncoderDecoder& model_;
+    core::Generator& gen_;
+    const TrainOptions& o_;
+    CheckpointInfo info_;  ///< the config and vocabularies, with the run's state added at each save
+    Plan plan_;
+    optim::Adam optimizer_;
+    std::unique_ptr<optim::LRSchedule> schedule_;
+    optim::NamedParameters named_ = model_.named_parameters();
+    DivergenceWatch watch_;
+    std::string anomaly_hint_;
+    int64_t step_ = 0;  ///< updates done
+    LossTally losses_;
+};
+
+// What train() reports back.
+TrainResult train_result(const LossTally& losses, double seconds, int64_t steps, int64_t averaged, int interrupted,
+                         const Plan& plan) {
+    TrainResult r;
+    r.epoch_loss = losses.epoch_loss;
+    r.step_loss = losses.step_loss;
+    r.final_loss = losses.final_loss();
+    r.seconds = seconds;
+    r.tokens_per_second = losses.tokens_done / std::max(seconds, 1e-9);
+    r.steps = steps;
+    r.averaged = averaged;
+    r.interrupted = interrupted;
+    r.checkpoint = plan.checkpoint;
+    return r;
+}
+
+// loss.csv (the epoch means), loss-steps.csv (every step trained by this
+// process) and loss.png in out_dir.
+void write_loss_files(const std::string& out_dir, const LossTally& losses, int64_t first_step, int64_t steps_per_epoch,
+                      const std::string& title, const std::string& ylabel) {
+    auto write_csv = [&](const char* name, const std::string& text) {
+        core::write_file_atomic((fs::path(out_dir) / name).string(), text, "train");
+    };
+    std::string epochs = "epoch,loss\n", steps = "step,loss\n";
+    for (size_t e = 0; e < losses.epoch_loss.size(); ++e) epochs += fmt::format("{},{:.6f}\n", e + 1, losses.epoch_loss[e]);
+    for (size_t i = 0; i < losses.step_loss.size(); ++i)
+        steps += fmt::format("{},{:.6f}\n", first_step + static_cast<int64_t>(i) + 1, losses.step_loss[i]);
+    write_csv("loss.csv", epochs);
+    write_csv("loss-steps.csv", steps);
+    if (!losses.epoch_loss.empty() || !losses.step_loss.empty())
+        plot_loss((fs::path(out_dir) / "loss.png").string(), losses.epoch_loss, title, losses.step_loss, first_step,
+                  steps_per_epoch, ylabel);
+}
+}  // namespace
+
+// ---- the loop ---------------------------------------------------------------------------------------
+
+TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSource& source,
+                  const TrainOptions& o, CheckpointInfo info) {
+    const Plan plan = plan_run(o, source);
+    Run run(model, gen, o, std::move(info), plan);
+    if (o.resume) run.resume();
     // Ctrl-C (SIGINT) and SIGTERM end the run after the current step, with a
     // checkpoint to --resume from, instead of losing it (the handlers are
     // ours only while this loop runs)
     SignalScope signals;
-    const bool tty = isatty(fileno(stderr)) != 0;
-    const auto start = std::chrono::steady_clock::now();
-    auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-    double tokens_done = 0, last_print = -1e9;
-    const int64_t first_step = step;
+    const int64_t first_step = run.step();
+    ProgressLine progress(o.quiet, plan, first_step);
     model.train();
-    // checkpoint averaging: snapshots at total_steps - k·every, k = average-1 .. 0
-    const int64_t average_every = std::max<int64_t>(1, total_steps / 20);
-    std::vector<std::vector<Tensor>> snapshots;
-    auto take_snapshot = [&] {
-        std::vector<Tensor> values;
-        for (const Variable& p : optimizer.parameters()) values.push_back(p.value().clone());
-        snapshots.push_back(std::move(values));
-    };
-
+    Averaging averaging(o.average, plan.total_steps);
     std::optional<autograd::AnomalyGuard> anomaly;
     if (o.detect_anomaly) anomaly.emplace();
-    const optim::NamedParameters named = model.named_parameters();
-    const std::string anomaly_hint = o.detect_anomaly ? "" : " (--detect-anomaly names the op that produced it)";
-    auto diverged = [&](const std::string& what, int64_t at, int64_t epoch) {
-        fail<ValueError>("train: {} at step {} (epoch {}, learning rate {:.3g}): training diverged{}. "
-                         "Nothing was saved at this step{}; try a lower --lr",
-                         what, at, epoch, optimizer.lr(), anomaly_hint,
-                         o.checkpoint_every > 0 ? ", the last checkpoint is from before it" : "");
-    };
-    // a loss far above where training started means it is diverging even while it stays finite
-    double first_losses = 0, warned_at = 0;
-    const double uniform_loss = std::log(static_cast<double>(std::max<int64_t>(2, info.config.tgt_vocab_size)));
-    int64_t first_count = 0;
+    Profiling profiling(o.profile);
 
-    const char* profile_env = std::getenv("TFORMER_PROFILE");
-    const bool profile = o.profile || (profile_env != nullptr && std::string_view(profile_env) == "1");
-    std::optional<autograd::ProfileGuard> profiler;
-    if (profile) {
-        autograd::profile_reset();
-        profiler.emplace();
-    }
-    auto phase = [&](const char* name, auto&& work) {  // time work that records no op
-        if (!profile) return work();
-        const auto t0 = std::chrono::steady_clock::now();
-        work();
-        autograd::profile_phase(name, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    };
-
-    for (; step < total_steps; ) {
-        const int64_t epoch = step / bpe, index = step % bpe;
-        Batch batch;
-        phase("[batch]", [&] { batch = source.get(epoch, index); });
-        optimizer.set_lr(schedule->lr_at(step + 1));  // update step + 1 (1-based), see optim/schedule.hpp
-
-        // forward, d2l's masked loss, backward (l.sum().backward()), clip, update
-        const double tokens = core::sum(batch.label_valid.to(core::DType::float64)).item();
-        const auto T = static_cast<double>(batch.label.size(1));
-        // with --detect-anomaly, an op that makes a NaN stops the run with the step's context
-        auto anomaly_context = [&](auto&& work) {
-            if (!o.detect_anomaly) return work();
-            try {
-                return work();
-            } catch (const ValueError& e) {
-                diverged(e.what(), step + 1, epoch + 1);
-                throw;  // not reached: diverged throws
-            }
-        };
-        const Variable total = anomaly_context([&] {
-            if (o.fused_loss) {
-                // the same token mean, with dense and the loss in one op: weight 1/tokens per real position
-                Variable H = model.forward_hidden(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, D)
-                const int64_t B = H.size(0), Tn = H.size(1), D = H.size(2);
-                const Tensor w = core::mul(nn::sequence_mask(batch.label_valid, Tn, H.dtype()), 1.0 / tokens);  // (B, T)
-                const nn::Linear& dense = *model.decoder->dense;
-                return autograd::linear_cross_entropy(autograd::reshape(H, {B * Tn, D}), dense.weight, dense.bias,
-                                                      batch.label.reshape({B * Tn}), w.reshape({B * Tn}),
-                                                      o.label_smoothing);
-            }
-            Variable logits = model.forward(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, V)
-            Variable l = nn::masked_softmax_ce_loss(logits, batch.label, batch.label_valid, o.label_smoothing);  // (B)
-            // l_b = Σ_t loss_bt / T, so Σ_b l_b · T / tokens is the mean over real tokens
-            return o.token_mean ? autograd::mul(autograd::sum(l), T / tokens) : autograd::sum(l);
-        });
-        const double loss_sum = o.token_mean ? total.item() * tokens : total.item();
-        if (!std::isfinite(loss_sum)) diverged(fmt::format("the loss is {}", loss_sum), step + 1, epoch + 1);
-        anomaly_context([&] { total.backward(); });
-        phase("[clip + Adam]", [&] {
-            // the gradient norm, checked every step (clipped only with --clip > 0)
-            try {
-                optim::clip_grad_norm(named, o.clip > 0 ? o.clip : std::numeric_limits<double>::infinity(),
-                                      {.error_if_nonfinite = true});
-            } catch (const ValueError& e) {
-                diverged(fmt::format("the gradient is not finite ({})", e.what()), step + 1, epoch + 1);
-            }
-            optimizer.step();
-            optimizer.zero_grad();
-        });
-
-        result.step_loss.push_back(loss_sum / tokens);
-        if (first_count < 10) {
-            first_losses += loss_sum / tokens;
-            ++first_count;
-        }
-        // above twice the start (or twice ln V, a uniform guess's loss, if the start was already bad)
-        if (const double limit = 2 * std::min(first_losses / first_count, uniform_loss);
-            loss_sum / tokens > limit && loss_sum / tokens > 10 * warned_at) {
-            fmt::print(stderr, "\ntrain: warning: the loss is {:.4g} at step {}, more than {:.3g}: training is "
-                       "diverging; try a lower --lr\n", loss_sum / tokens, step + 1, limit);
-            warned_at = loss_sum / tokens;
-        }
-        epoch_loss_sum += loss_sum;
-        epoch_tokens += tokens;
-        tokens_done += tokens;
-        ++step;
-
-        const bool epoch_end = step % bpe == 0;
-        if (epoch_end) {
-            result.epoch_loss.push_back(epoch_loss_sum / epoch_tokens);
-            epoch_loss_sum = epoch_tokens = 0;
-        }
-        if (o.average > 1 && (total_steps - step) % average_every == 0 && (total_steps - step) / average_every < o.average)
-            take_snapshot();
-        if (o.checkpoint_every > 0 && step % o.checkpoint_every == 0) save(ckpt);
-
-        // the progress line: in place on a terminal, a plain line now and then otherwise
-        const double t = elapsed();
-        const bool last = step == total_steps || (o.stop_after_steps > 0 && step >= o.stop_after_steps);
-        if (!o.quiet && (tty ? (t - last_print > 0.1 || last) : ((epoch_end && t - last_print > 2.0) || last))) {
-            last_print = t;
-            const double rate = (step - first_step) / std::max(t, 1e-9);
-            const double shown = epoch_end || epoch_tokens == 0 ? result.epoch_loss.back() : epoch_loss_sum / epoch_tokens;
-            const std::string line = fmt::format(
-                "epoch {}/{} step {}/{} loss {:.4f} lr {:.2g} {:.0f} tok/s elapsed {} ETA {}", (step - 1) / bpe + 1, epochs_shown,
-                step, total_steps, shown, optimizer.lr(), tokens_done / std::max(t, 1e-9), clock_str(t),
-                clock_str((total_steps - step) / std::max(rate, 1e-9)));
-            if (tty) fmt::print(stderr, "\r\033[K{}", line);
-            else fmt::print(stderr, "{}\n", line);
-            if (tty && last) fmt::print(stderr, "\n");
-        }
-        if (o.stop_after_steps > 0 && step >= o.stop_after_steps) break;
+    int interrupted = 0;
+    while (!run.done()) {
+        const Batch batch = run.next_batch(source, profiling);  // and the step's learning rate
+        const StepLoss loss = run.forward(batch);               // the model and d2l's masked loss
+        run.backward(loss);
+        // (data-parallel training averages the gradients across processes here)
+        run.clip_and_update(profiling);                         // clip the gradient norm, Adam, zero the gradients
+        const bool epoch_end = run.record(loss);
+        averaging.after_step(run.step(), run.parameters());
+        if (o.checkpoint_every > 0 && run.step() % o.checkpoint_every == 0) run.save();
+        const bool stop = o.stop_after_steps > 0 && run.step() >= o.stop_after_steps;
+        progress.show(run.step(), epoch_end, run.done() || stop, run.losses(), run.lr());
+        if (stop) break;
         if (g_stop_signal != 0) {  // Ctrl-C or a kill: this step is done, keep it
-            result.interrupted = g_stop_signal;
+            interrupted = g_stop_signal;
             break;
         }
     }
-
-    result.seconds = elapsed();
-    result.steps = step;
-    if (result.interrupted != 0 && !o.quiet)
+    const double seconds = progress.elapsed();
+    if (interrupted != 0 && !o.quiet)
         fmt::print(stderr, "\n{} at step {} of {}: saving a checkpoint to continue from (add --resume to the same command)\n",
-                   result.interrupted == SIGINT ? "interrupted" : "terminated", step, total_steps);
-    if (profile) {
-        const std::string table = autograd::profile_table(step - first_step);
-        fmt::print(stderr, "where the time went (per-op profile):\n{}", table);
-        if (!o.out_dir.empty()) core::write_file_atomic((fs::path(o.out_dir) / "profile.txt").string(), table, "train");
-    }
-    result.averaged = step == total_steps && snapshots.size() > 1 ? static_cast<int64_t>(snapshots.size()) : 0;
-    if (result.averaged > 0) {
-        // the mean of the snapshots, written into the parameters in place
-        const std::vector<Variable> params = optimizer.parameters();
-        for (size_t i = 0; i < params.size(); ++i) {
-            Tensor mean = snapshots[0][i];
-            for (size_t k = 1; k < snapshots.size(); ++k) mean = core::add(mean, snapshots[k][i]);
-            core::copy_(params[i].value(), core::div(mean, static_cast<double>(snapshots.size())));
-        }
-    }
-    result.tokens_per_second = tokens_done / std::max(result.seconds, 1e-9);
-    // the mean of the last epoch, or of the part of it trained when the run ended inside one
-    result.final_loss = epoch_tokens > 0        ? epoch_loss_sum / epoch_tokens
-                        : !result.epoch_loss.empty() ? result.epoch_loss.back()
-                        : result.step_loss.empty()   ? 0
-                                                     : result.step_loss.back();
-    save(ckpt);
-    if (!o.out_dir.empty()) {
-        auto write_csv = [&](const char* name, const std::string& text) {
-            core::write_file_atomic((fs::path(o.out_dir) / name).string(), text, "train");
-        };
-        std::string epochs = "epoch,loss\n", steps = "step,loss\n";
-        for (size_t e = 0; e < result.epoch_loss.size(); ++e) epochs += fmt::format("{},{:.6f}\n", e + 1, result.epoch_loss[e]);
-        for (size_t i = 0; i < result.step_loss.size(); ++i)
-            steps += fmt::format("{},{:.6f}\n", first_step + static_cast<int64_t>(i) + 1, result.step_loss[i]);
-        write_csv("loss.csv", epochs);
-        write_csv("loss-steps.csv", steps);
-        if (!result.epoch_loss.empty() || !result.step_loss.empty())
-            plot_loss((fs::path(o.out_dir) / "loss.png").string(), result.epoch_loss, info.config.task + ": training loss",
-                      result.step_loss, first_step, bpe,
-                      o.token_mean ? "cross-entropy per token" : "loss (d2l: sum of losses / tokens)");
-    }
+                   interrupted == SIGINT ? "interrupted" : "terminated", run.step(), plan.total_steps);
+    profiling.report(run.step() - first_step, o.out_dir);
+    const int64_t averaged = run.done() ? averaging.apply(run.parameters()) : 0;
+    const TrainResult result = train_result(run.losses(), seconds, run.step(), averaged, interrupted, plan);
+    run.save();
+    if (!o.out_dir.empty())
+        write_loss_files(o.out_dir, run.losses(), first_step, plan.batches_per_epoch, run.config().task + ": training loss",
+                         o.token_mean ? "cross-entropy per token" : "loss (d2l: sum of losses / tokens)");
     return result;
 }
 

@@ -160,6 +160,57 @@ TEST_CASE("fused == composed: softmax, log_softmax, layer_norm, cross_entropy ag
     }
 }
 
+TEST_CASE("fused layers == their composed ops, bit for bit in float32: add_layer_norm (AddNorm), linear_relu (FFN), "
+          "embedding_positional (input layer), dropout masks included",
+          "[autograd][functional]") {
+    core::Generator gen(21);
+    auto randn32 = [&](const core::Shape& shape) { return core::randn(shape, gen, DType::float32); };
+    const Tensor x = randn32({3, 4, 8}), y = randn32({3, 4, 8}), w = randn32({8}), b = randn32({8});
+    const Tensor keep = core::dropout_mask({3, 4, 8}, 0.1, gen, DType::float32);
+    const Tensor W1 = randn32({16, 8}), b1 = randn32({16});
+    const Tensor E = randn32({10, 8}), pos = randn32({4, 8});
+    const Tensor id = core::randint({3, 4}, 0, 10, gen);
+    struct Case {
+        std::string name;
+        std::vector<Tensor> inputs;
+        Fn fused, composed;
+    };
+    const std::vector<Case> cases = {
+        {"add_layer_norm with a mask", {x, y, w, b},
+         [&](const std::vector<Variable>& in) { return add_layer_norm(in[0], in[1], keep, in[2], in[3], 1e-5); },
+         [&](const std::vector<Variable>& in) { return layer_norm(add(mul(in[1], Variable(keep)), in[0]), in[2], in[3], 1e-5); }},
+        {"add_layer_norm without a mask", {x, y, w, b},
+         [&](const std::vector<Variable>& in) { return add_layer_norm(in[0], in[1], Tensor(), in[2], in[3], 1e-5); },
+         [&](const std::vector<Variable>& in) { return layer_norm(add(in[1], in[0]), in[2], in[3], 1e-5); }},
+        {"linear_relu", {x, W1, b1},
+         [&](const std::vector<Variable>& in) { return linear_relu(in[0], in[1], in[2]); },
+         [&](const std::vector<Variable>& in) { return relu(linear(in[0], in[1], in[2])); }},
+        {"embedding_positional, scale √8, mask, padding_idx 3", {E},
+         [&](const std::vector<Variable>& in) { return embedding_positional(in[0], id, std::sqrt(8.0), pos, keep, 3); },
+         [&](const std::vector<Variable>& in) {
+             return mul(add(mul(embedding(in[0], id, 3), std::sqrt(8.0)), Variable(pos)), Variable(keep));
+         }},
+    };
+    for (const Case& c : cases) {
+        INFO(c.name);
+        const Tensor up = randn32(c.name.starts_with("linear") ? core::Shape{3, 4, 16} : core::Shape{3, 4, 8});
+        const Evaluated a = evaluate(c.fused, c.inputs, up);
+        const Evaluated e = evaluate(c.composed, c.inputs, up);
+        CHECK(a.value.to_vector() == e.value.to_vector());
+        for (size_t i = 0; i < a.grads.size(); ++i) {
+            INFO("gradient of input " << i);
+            CHECK(a.grads[i].to_vector() == e.grads[i].to_vector());
+        }
+    }
+    // errors name the op and the shapes
+    CHECK_THROWS_WITH(add_layer_norm(Variable(x), Variable(W1), Tensor(), Variable(), Variable(), 1e-5),
+                      Catch::Contains("add_layer_norm: y has shape (16x8), expected (3x4x8)"));
+    CHECK_THROWS_WITH(embedding_positional(Variable(E), core::full({3, 4}, 10, DType::int64), 1.0, pos, Tensor()),
+                      Catch::Contains("embedding_positional") && Catch::Contains("10"));
+    CHECK_THROWS_WITH(embedding_positional(Variable(E), id, 1.0, randn32({5, 8}), Tensor()),
+                      Catch::Contains("embedding_positional: pos (5x8) must be (T, D) = (4, 8)"));
+}
+
 TEST_CASE("composed::softmax(x): subtracting the detached row max changes nothing but the range of exp",
           "[autograd][functional]") {
     // rows of ±1e4 overflow exp() without the shift, and the graph holds no max node

@@ -97,6 +97,22 @@ TEST_CASE("linear(x, weight, bias): gradcheck with and without bias, 1-D, 2-D an
     });
 }
 
+TEST_CASE("linear_relu(x, weight, bias): gradcheck with and without bias, 3-D and transposed input",
+          "[autograd][gradcheck][linalg]") {
+    const Fn with_bias = [](const std::vector<Variable>& in) { return linear_relu(in[0], in[1], in[2]); };
+    const Fn no_bias = [](const std::vector<Variable>& in) { return linear_relu(in[0], in[1], Variable()); };
+    // standard-normal inputs put about half the pre-activations below 0, so both sides of the kink are checked
+    run_table({
+        {"x (2x3), W (4x3), b (4)", {randn({2, 3}, 301), randn({4, 3}, 302), randn({4}, 303)}, with_bias},
+        {"x (2x3), W (4x3), no bias", {randn({2, 3}, 304), randn({4, 3}, 305)}, no_bias},
+        {"x (2x2x3), W (5x3), b (5)", {randn({2, 2, 3}, 306), randn({5, 3}, 307), randn({5}, 308)}, with_bias},
+        {"transposed x (3x2)ᵀ, sliced W (every second column of 4x6)",
+         {leaf_view(randn_t({3, 2}, 309).transpose(0, 1)), leaf_view(randn_t({4, 6}, 310).slice(1, 0, 6, 2)),
+          randn({4}, 311)},
+         with_bias},
+    });
+}
+
 // ============================ softmax family ============================
 
 TEST_CASE("softmax(x), log_softmax(x), composed versions: gradcheck on contiguous and transposed input",
@@ -172,6 +188,49 @@ TEST_CASE("layer_norm(x, weight, bias, eps), composed::layer_norm: gradcheck on 
 }
 
 // ============================ embedding ============================
+
+TEST_CASE("add_layer_norm(x, y, keep, weight, bias, eps): gradcheck with and without a dropout mask and affine, "
+          "transposed inputs",
+          "[autograd][gradcheck][functional]") {
+    core::Generator gen(5);
+    const Tensor keep = core::dropout_mask({2, 3, 5}, 0.3, gen, DType::float64);  // (2, 3, 5), 0 or 1/0.7
+    const Fn with_mask = [keep](const std::vector<Variable>& in) {
+        return add_layer_norm(in[0], in[1], keep, in[2], in[3], 1e-5);
+    };
+    const Fn plain = [](const std::vector<Variable>& in) {
+        return add_layer_norm(in[0], in[1], Tensor(), Variable(), Variable(), 1e-5);
+    };
+    run_table({
+        {"x, y (2x3x5), mask, weight, bias (5)",
+         {randn({2, 3, 5}, 321), randn({2, 3, 5}, 322), randn({5}, 323), randn({5}, 324)},
+         with_mask},
+        {"x, y (2x3x5), no mask, no affine", {randn({2, 3, 5}, 325), randn({2, 3, 5}, 326)}, plain},
+        {"x, y transposed views (4x3)ᵀ, no mask, no affine",
+         {leaf_view(randn_t({4, 3}, 327).transpose(0, 1)), leaf_view(randn_t({4, 3}, 328).transpose(0, 1))},
+         plain},
+    });
+}
+
+TEST_CASE("embedding_positional(weight, ids, scale, pos, keep): gradcheck with respect to the weight, a transposed weight",
+          "[autograd][gradcheck][functional]") {
+    // ids (2, 3) with a repeated id (its row gathers two gradients). The padding
+    // row's Jacobian is 0 by design, not by calculus (the embedding test above
+    // checks it); the bit-for-bit test in test_functional.cpp covers padding_idx.
+    const Tensor id = ids({0, 3, 3, 1, 2, 0}, {2, 3});
+    const Tensor pos = randn_t({3, 4}, 331);  // (T, D)
+    core::Generator gen(6);
+    const Tensor keep = core::dropout_mask({2, 3, 4}, 0.25, gen, DType::float64);
+    run_table({
+        {"weight (5x4), scale 2, mask", {randn({5, 4}, 332)},
+         [=](const std::vector<Variable>& in) { return embedding_positional(in[0], id, 2.0, pos, keep); }},
+        {"weight (5x4), scale 1, no mask, no padding", {randn({5, 4}, 333)},
+         [=](const std::vector<Variable>& in) { return embedding_positional(in[0], id, 1.0, pos, Tensor()); }},
+        {"transposed weight (4x5)ᵀ, sliced pos", {leaf_view(randn_t({4, 5}, 334).transpose(0, 1))},
+         [=](const std::vector<Variable>& in) {
+             return embedding_positional(in[0], id, 0.5, randn_t({3, 8}, 335).slice(1, 0, 8, 2), keep);
+         }},
+    });
+}
 
 TEST_CASE("embedding(weight, ids, padding_idx): gradcheck with respect to the weight", "[autograd][gradcheck][functional]") {
     const Tensor tokens = ids({1, 0, 3, 1, 4, 0}, {2, 3});  // repeats, and id 0 twice

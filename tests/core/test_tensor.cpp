@@ -176,3 +176,19 @@ TEST_CASE("broadcast_shapes(a, b) and broadcasts_to(from, to): NumPy rules, alig
     CHECK_FALSE(broadcasts_to(Shape{3}, Shape{3, 4}));        // 3 against 4 at the right
     CHECK_FALSE(broadcasts_to(Shape{1, 4}, Shape{4, 1}));     // would grow the target's size-1 dim
 }
+
+// GCC 12.2 with AVX-512 stored a broadcast of the first element for inline
+// copies of constants like these (equal elements, then zeros), which is what
+// made logical_or's test fail: its expected {1, 1, 1, 0} became {1, 1, 1, 1}.
+// CMakeLists.txt caps such copies at 16 bytes; this checks the build it made.
+TEST_CASE("build: constant arrays with trailing zeros survive inline copies (the GCC 12 AVX-512 miscompile)",
+          "[core][build]") {
+    const std::vector<double> d{1, 1, 1, 0};
+    CHECK(d[3] == 0);
+    const std::vector<int64_t> l{5, 5, 0, 0, 0, 0, 0, 0};
+    CHECK(l[7] == 0);
+    const std::vector<float> f{2, 2, 2, 2, 2, 2, 0, 0};
+    CHECK(f[6] == 0);
+    const Tensor t = from_vector(std::vector<double>{1, 1, 1, 0}, {4});
+    CHECK(t.at({3}) == 0);
+}

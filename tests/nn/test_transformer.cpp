@@ -60,6 +60,56 @@ TEST_CASE("EncoderDecoder::forward(enc_X, dec_X, valid_lens): logits (B, T, V)",
     CHECK(dec_w[1][0].shape() == core::Shape{6, 4, 5});
 }
 
+TEST_CASE("EncoderDecoder with TransformerOptions::fused: the composed model's logits, gradients and decoding, "
+          "dropout included",
+          "[nn][transformer]") {
+    // the same weights and the same dropout draws twice (each model has its own generator from one seed)
+    core::Generator gen_a(5), gen_b(5);
+    auto make = [](core::Generator& gen, bool fused) {
+        TransformerOptions o = tiny(0.2);
+        o.fused = fused;
+        auto net = std::make_shared<EncoderDecoder>(std::make_shared<TransformerEncoder>(11, o, gen),
+                                                    std::make_shared<TransformerDecoder>(13, o, gen));
+        net->to(DType::float64);
+        return net;
+    };
+    auto composed = make(gen_a, false), fused = make(gen_b, true);
+    core::Generator data(6);
+    const Tensor src = core::randint({3, 5}, 0, 11, data), tgt = core::randint({3, 4}, 0, 13, data);
+    const Tensor lens = core::from_vector(std::vector<int64_t>{5, 3, 1}, {3});
+    auto run = [&](EncoderDecoder& net) {
+        Variable logits = net.forward(src, tgt, lens);  // (B, T, V)
+        autograd::sum(autograd::mul(logits, logits)).backward();
+        std::vector<Tensor> out{logits.value()};
+        for (auto& [name, p] : net.named_parameters()) out.push_back(p.grad());
+        return out;
+    };
+    const auto a = run(*composed), b = run(*fused);
+    REQUIRE(a.size() == b.size());
+    for (size_t i = 0; i < a.size(); ++i) {
+        INFO("tensor " << i << " (0: logits, then the parameters' gradients)");
+        const std::vector<double> va = a[i].to_vector(), vb = b[i].to_vector();
+        REQUIRE(va.size() == vb.size());
+        for (size_t j = 0; j < va.size(); ++j) REQUIRE(va[j] == Approx(vb[j]).margin(1e-12));
+    }
+    // decoding one token at a time (eval mode: no dropout) agrees too
+    composed->eval();
+    fused->eval();
+    autograd::NoGradGuard no_grad;
+    auto decode = [&](EncoderDecoder& net) {
+        DecoderState state = net.decoder->init_state(net.encoder->forward(src, lens), lens);
+        std::vector<double> out;
+        for (int64_t t = 0; t < 3; ++t) {
+            const auto v = net.decoder->forward_step(tgt.slice(1, t, t + 1), state).value().to_vector();
+            out.insert(out.end(), v.begin(), v.end());
+        }
+        return out;
+    };
+    const auto da = decode(*composed), db = decode(*fused);
+    REQUIRE(da.size() == db.size());
+    for (size_t j = 0; j < da.size(); ++j) REQUIRE(da[j] == Approx(db[j]).margin(1e-12));
+}
+
 TEST_CASE("TransformerDecoder::forward_step: the KV cache gives the full pass's logits", "[nn][transformer]") {
     for (DType dtype : {DType::float32, DType::float64}) {
         auto net = tiny_model(11, 13, 3);

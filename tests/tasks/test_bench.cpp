@@ -23,7 +23,7 @@ TEST_CASE("bench_preset(name): the sizes of each preset", "[tasks][bench]") {
         {"small", 8000, 8000, 256, 1024, 8, 3, 0.1, 64, 32},
         {"base", 8000, 8000, 512, 2048, 8, 6, 0.1, 32, 32},
     };
-    REQUIRE(bench_preset_names() == std::vector<std::string>{"d2l", "copy", "small", "base"});
+    REQUIRE(bench_preset_names() == std::vector<std::string>{"d2l", "copy", "small", "base", "translate"});
     for (const Row& r : rows) {
         INFO(r.name);
         const BenchPreset p = bench_preset(r.name);
@@ -42,16 +42,32 @@ TEST_CASE("bench_preset(name): the sizes of each preset", "[tasks][bench]") {
         CHECK(p.batch_size == r.batch);
         CHECK(p.num_steps == r.steps);
         CHECK(p.repeats > 0);
+        CHECK(t.fused);  // the bench measures the fast path
+        CHECK_FALSE(p.corpus);
     }
+    // translate: the default translation model; its vocabulary comes from SentencePiece later
+    const BenchPreset t = bench_preset("translate");
+    CHECK(t.corpus);
+    CHECK(t.config.transformer.num_hiddens == 128);
+    CHECK(t.config.transformer.ffn_num_hiddens == 512);
+    CHECK(t.config.transformer.num_heads == 4);
+    CHECK(t.config.transformer.num_layers == 2);
+    CHECK(t.config.transformer.dropout == 0.0);
+    CHECK(t.config.tie_embeddings);
+    CHECK(t.vocab_size == 8000);
+    CHECK(t.batch_tokens == 2000);
+    CHECK(t.num_steps == 64);
 }
 
 TEST_CASE("bench_preset(name): an unknown name lists the presets", "[tasks][bench]") {
     CHECK_THROWS_AS(bench_preset("huge"), ValueError);
     CHECK_THROWS_WITH(bench_preset("huge"),
-                      Catch::Contains("bench: unknown preset 'huge' (available: d2l, copy, small, base)"));
-    CHECK_THROWS_WITH(run_model_bench("D2L", 1, 1), Catch::Contains("unknown preset 'D2L'"));
-    CHECK_THROWS_WITH(run_model_bench("d2l", -1, 1), Catch::Contains("--threads must be positive"));
-    CHECK_THROWS_WITH(run_model_bench("d2l", 1, -3), Catch::Contains("--repeats must be positive"));
+                      Catch::Contains("bench: unknown preset 'huge' (available: d2l, copy, small, base, translate)"));
+    CHECK_THROWS_WITH(run_model_bench({.preset = "D2L", .threads = 1, .repeats = 1}), Catch::Contains("unknown preset 'D2L'"));
+    CHECK_THROWS_WITH(run_model_bench({.preset = "d2l", .threads = -1, .repeats = 1}), Catch::Contains("--threads must be positive"));
+    CHECK_THROWS_WITH(run_model_bench({.preset = "d2l", .threads = 1, .repeats = -3}), Catch::Contains("--repeats must be positive"));
+    CHECK_THROWS_WITH(run_model_bench({.preset = "copy", .threads = 1, .repeats = 1, .load_batches = "/nonexistent/b.json"}),
+                      Catch::Contains("cannot read batches from /nonexistent/b.json"));
     CHECK_THROWS_WITH(measure_model(bench_preset("copy"), -1), Catch::Contains("repeats must be positive"));
 }
 
@@ -111,13 +127,26 @@ TEST_CASE("measure_model(preset, repeats): every figure, consistent with each ot
     const std::vector<BenchFigure> figures = measure_model(p, 1);
     std::map<std::string, double> by_name;
     for (const BenchFigure& f : figures) by_name[f.figure] = f.value;
-    const std::vector<std::string> expected = {"train_step_ms",    "train_step_cpu_ms",  "forward_eval_ms",
-                                               "greedy_decode_ms", "train_tokens_per_s", "peak_rss_mb"};
+    const std::vector<std::string> expected = {
+        "train_step_ms",          "train_step_cpu_ms",        "forward_eval_ms",    "greedy_decode_ms",
+        "train_tokens_per_s",     "train_step_gflop",         "train_step_gflops",  "train_step_sgemm_gflops",
+        "forward_eval_gflop",     "forward_eval_gflops",      "forward_eval_sgemm_gflops", "greedy_decode_gflop",
+        "greedy_decode_gflops",   "greedy_decode_sgemm_gflops", "peak_rss_mb"};
     REQUIRE(figures.size() == expected.size());
     for (size_t i = 0; i < expected.size(); ++i) {
         CHECK(figures[i].figure == expected[i]);
         CHECK(figures[i].value > 0);
     }
+    // the GEMM work of a copy-task step, counted by hand: per token, each
+    // encoder block has 4 (D x D) projections and the FFN's D x 64 and 64 x D,
+    // each decoder block 8 projections and the FFN (cross-attention's keys and
+    // values over the source), and the output layer D x V; a product costs 2mnk
+    // forward and twice that backward. Attention's own products run in the
+    // fused kernel, not in GEMM.
+    const double N = static_cast<double>(p.batch_size * p.num_steps), D = 32, F = 64, V = 11;
+    const double L = 2, per_token = L * ((4 * D * D + 2 * D * F) + (8 * D * D + 2 * D * F)) + D * V;  // multiply-adds
+    CHECK(by_name["forward_eval_gflop"] == Approx(2 * N * per_token * 1e-9).epsilon(1e-4));
+    CHECK(by_name["train_step_gflop"] == Approx(3 * 2 * N * per_token * 1e-9).epsilon(1e-4));
     // tokens per second = the batch's target tokens / the train step
     const std::vector<int64_t> lens = bench_valid_lengths(p.seed, 2 * p.batch_size, p.num_steps);
     double tokens = 0;
