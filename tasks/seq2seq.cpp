@@ -106,7 +106,9 @@ double state_dict_size(const ModelConfig& c) {
     const nn::TransformerOptions& t = c.transformer;
     const double D = static_cast<double>(t.num_hiddens), F = static_cast<double>(t.ffn_num_hiddens);
     // MultiHeadAttention: W_q, W_k, W_v (query/key/value size -> D) and W_o (D -> D)
-    const double mha = (static_cast<double>(t.query_size + t.key_size + t.value_size) + D) * D + (t.use_bias ? 4 * D : 0);
+    // (each size converted on its own: their int64 sum can overflow for a hostile config)
+    const double qkv = static_cast<double>(t.query_size) + static_cast<double>(t.key_size) + static_cast<double>(t.value_size);
+    const double mha = (qkv + D) * D + (t.use_bias ? 4 * D : 0);
     const double addnorm = 2.0 * static_cast<double>(t.norm_shape);                   // LayerNorm weight and bias
     const double ffn = static_cast<double>(t.ffn_num_input) * F + F + F * D + D;       // dense1, dense2
     const double L = static_cast<double>(t.num_layers);
