@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <spawn.h>
@@ -268,7 +269,9 @@ std::string bleu_line(const std::string& what, const tasks::BleuReport& r) {
 
 // After Ctrl-C or SIGTERM: the checkpoint is saved, the evaluation is skipped; 128 + signal, as shells report it.
 int interrupted_exit(const tasks::TrainResult& r) {
-    fmt::print("stopped by signal {} after {} steps; checkpoint: {}\n", r.interrupted, r.steps, r.checkpoint);
+    fmt::print("stopped by signal {} ({}) after {} steps; checkpoint: {}; to continue, run the same command with "
+               "--resume\n", r.interrupted, r.interrupted == SIGINT ? "SIGINT" : r.interrupted == SIGTERM ? "SIGTERM" : "?",
+               r.steps, r.checkpoint);
     return 128 + r.interrupted;
 }
 

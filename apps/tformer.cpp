@@ -110,7 +110,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
             ->check(non_negative);
         cmd.add_option("--sample-size", a.sample_size, "train on a seeded random sample of this many pairs")->check(positive);
         cmd.add_option("--val-fraction", a.val_fraction, "d2l preset: share of distinct English sentences held out for validation")
-            ->check(CLI::Range(0.0, 0.99));
+            ->check(number_check([](double x) { return x >= 0 && x <= 0.99; }, "in [0, 0.99]", "[0, 0.99]"));
         cmd.add_option("--val-sentences", a.val_sentences,
                        "default/long: English sentences drawn from the whole file for validation (with all their translations)")
             ->check(non_negative);

@@ -2,6 +2,7 @@
 #include "tasks/seq2seq.hpp"
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <chrono>
@@ -217,33 +218,36 @@ TEST_CASE("tformer tutorial: arguments reach the tutorial as they are, never thr
 
 TEST_CASE("tformer train: Ctrl-C ends the run after the current step with a checkpoint to resume from",
           "[apps][cli][slow]") {
-    const std::string dir = temp_dir("interrupt");
     const std::string exe = std::string(TFORMER_BINARY_DIR) + "/apps/tformer";
-    const std::string log = dir + "/log.txt";
-    // a run far longer than the test waits; started directly, so the signal reaches tformer itself
-    std::vector<std::string> args = {exe, "train", "copy", "--epochs", "100000", "--threads", "1", "--quiet", "--out", dir};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t files;
-    posix_spawn_file_actions_init(&files);
-    posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&files, 1, 2);
-    pid_t pid = 0;
-    REQUIRE(posix_spawn(&pid, exe.c_str(), &files, nullptr, argv.data(), environ) == 0);
-    posix_spawn_file_actions_destroy(&files);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-    kill(pid, SIGINT);
-    int status = 0;
-    REQUIRE(waitpid(pid, &status, 0) == pid);
-    std::ifstream in(log);
-    const std::string output((std::istreambuf_iterator<char>(in)), {});
-    INFO(output);
-    CHECK(WIFEXITED(status));
-    CHECK(WEXITSTATUS(status) == 130);
-    CHECK_THAT(output, Catch::Contains("stopped by signal 2 after"));
-    const Run r = run_cli("eval --checkpoint " + dir + "/checkpoint.safetensors --threads 1");
-    CHECK(r.status == 0);
+    for (const int sig : {SIGINT, SIGTERM}) {
+        const std::string dir = temp_dir(sig == SIGINT ? "interrupt" : "terminate");
+        const std::string log = dir + "/log.txt";
+        // a run far longer than the test waits; started directly, so the signal reaches tformer itself
+        std::vector<std::string> args = {exe, "train", "copy", "--epochs", "100000", "--threads", "1", "--quiet", "--out", dir};
+        std::vector<char*> argv;
+        for (auto& a : args) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        posix_spawn_file_actions_t files;
+        posix_spawn_file_actions_init(&files);
+        posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        posix_spawn_file_actions_adddup2(&files, 1, 2);
+        pid_t pid = 0;
+        REQUIRE(posix_spawn(&pid, exe.c_str(), &files, nullptr, argv.data(), environ) == 0);
+        posix_spawn_file_actions_destroy(&files);
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+        kill(pid, sig);
+        int status = 0;
+        REQUIRE(waitpid(pid, &status, 0) == pid);
+        std::ifstream in(log);
+        const std::string output((std::istreambuf_iterator<char>(in)), {});
+        INFO(output);
+        CHECK(WIFEXITED(status));
+        CHECK(WEXITSTATUS(status) == 128 + sig);
+        CHECK_THAT(output, Catch::Contains(fmt::format("stopped by signal {} ({})", sig, sig == SIGINT ? "SIGINT" : "SIGTERM")));
+        CHECK_THAT(output, Catch::Contains("to continue, run the same command with --resume"));
+        const Run r = run_cli("eval --checkpoint " + dir + "/checkpoint.safetensors --threads 1");
+        CHECK(r.status == 0);
+    }
 }
 
 TEST_CASE("tformer: every numeric flag is checked against its range as it is parsed", "[apps][cli]") {
@@ -265,6 +269,12 @@ TEST_CASE("tformer: every numeric flag is checked against its range as it is par
         {"train translate --seed -7", "--seed: must be a whole number from 0"},
         {"train translate --val-sentences -1", "--val-sentences: must be a whole number from 0"},
         {"train translate --sample-size -5", "--sample-size: must be a whole number from 1"},
+        {"train translate --preset d2l --val-fraction -1", "--val-fraction: must be in [0, 0.99], got -1"},
+        {"train translate --preset d2l --num-examples -5", "--num-examples: must be a whole number from 0"},
+        {"train translate --num-layers 0", "--num-layers: must be a whole number from 1"},
+        {"train translate --ffn-num-hiddens 0", "--ffn-num-hiddens: must be a whole number from 1"},
+        {"train translate --warmup -1", "--warmup: must be a whole number from 0"},
+        {"train copy --steps 99999999999999999999", "--steps: must be a whole number from 1"},
         {"train translate --epochs 2 --steps 5", "give --epochs or --steps, not both"},
         {"translate --checkpoint x --beam 0 a", "--beam: must be a whole number from 1 to 64"},
         {"translate --checkpoint x --length-penalty nan a", "--length-penalty: must be a finite number >= 0"},
@@ -500,4 +510,28 @@ TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are c
     CHECK(r.status == 1);
     CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 4);
     CHECK_THAT(r.err, Catch::Contains("translate: line 3:") && Catch::Contains("UTF-8"));
+    // tampered metadata that eval reads to rebuild the data split: named, once a bare "stoll"
+    const std::string checkpoint = dir + "/sample/checkpoint.safetensors";
+    const tformer::nn::SafeTensors good = tformer::nn::load_safetensors(checkpoint);
+    for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+             {"x.num_examples", "stoll"}, {"x.data_seed", "x"}, {"x.num_steps", "99999999999999999999"}}) {
+        tformer::nn::SafeTensors bad = good;
+        bad.metadata[key] = value;
+        tformer::nn::save_safetensors(dir + "/tampered.safetensors", bad);
+        r = run_args({"eval", "--checkpoint", dir + "/tampered.safetensors", "--data", data, "--threads", "1"});
+        INFO(key << " = " << value << "\n" << r.err);
+        CHECK(r.status == 1);
+        CHECK_THAT(r.err, Catch::Contains("checkpoint: metadata '" + key + "' is not an integer: '" + value + "'"));
+    }
+}
+
+TEST_CASE("tformer train: a summary that cannot be written is an error exit, not an empty file", "[apps][cli]") {
+    // the probe's full disk left summary.txt empty and exited 0; here the name is taken by a directory
+    const std::string dir = temp_dir("summary");
+    std::filesystem::create_directories(dir + "/summary.txt/inside");
+    const Run r = run_cli("train copy --epochs 1 --batches-per-epoch 2 --threads 1 --quiet --out " + dir);
+    INFO(r.output);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("tformer: error:") && Catch::Contains("summary.txt"));
+    CHECK(std::filesystem::exists(dir + "/checkpoint.safetensors"));  // the checkpoint before it is kept
 }

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <tuple>
 
 using namespace tformer;
 using namespace tformer::tasks;
@@ -282,5 +283,36 @@ TEST_CASE("load_checkpoint: a config that does not match the stored tensors is r
     const std::string path = temp_path("crafted.safetensors");
     nn::save_safetensors(path, st);
     CHECK_THROWS_WITH(read_checkpoint_info(path), Catch::Contains("stores 0 under 'model.'"));
+    std::filesystem::remove(path);
+}
+
+TEST_CASE("read_checkpoint_info: tampered metadata is refused naming the key and the value", "[tasks][seq2seq]") {
+    // the probe's tampered files once failed with a bare "stoll"
+    core::Generator gen(2);
+    const ModelConfig c = small_config();
+    auto model = build_model(c, gen);
+    CheckpointInfo info;
+    info.config = c;
+    info.step = 3;
+    const std::string path = temp_path("tampered.safetensors");
+    save_checkpoint(path, *model, nullptr, info);
+    const nn::SafeTensors good = nn::load_safetensors(path);
+    REQUIRE(read_checkpoint_info(path).step == 3);
+    const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+        {"step", "abc", "checkpoint: metadata 'step' is not an integer: 'abc'"},
+        {"step", "3x", "checkpoint: metadata 'step' is not an integer: '3x'"},
+        {"epoch", "1e99", "checkpoint: metadata 'epoch' is not an integer: '1e99'"},
+        {"epoch", "99999999999999999999", "checkpoint: metadata 'epoch' is not an integer: '99999999999999999999'"},
+        {"rng", "garbage", "checkpoint: bad generator state 'garbage'"},
+        {"config", "{", "not valid JSON"},
+    };
+    for (const auto& [key, value, message] : cases) {
+        nn::SafeTensors bad = good;
+        bad.metadata[key] = value;
+        nn::save_safetensors(path, bad);
+        INFO(key << " = " << value);
+        CHECK_THROWS_AS(read_checkpoint_info(path), IOError);
+        CHECK_THROWS_WITH(read_checkpoint_info(path), Catch::Contains(message));
+    }
     std::filesystem::remove(path);
 }
