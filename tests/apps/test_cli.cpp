@@ -535,3 +535,26 @@ TEST_CASE("tformer train: a summary that cannot be written is an error exit, not
     CHECK_THAT(r.output, Catch::Contains("tformer: error:") && Catch::Contains("summary.txt"));
     CHECK(std::filesystem::exists(dir + "/checkpoint.safetensors"));  // the checkpoint before it is kept
 }
+
+TEST_CASE("tformer: issue 12's probe, items 3 and 5: sizes and thread counts beyond the machine", "[apps][cli]") {
+    const std::string dir = temp_dir("probe35");
+    const std::string data = corpus_head(dir, 300);
+    // once "std::bad_alloc" and nothing else
+    Run r = run_cli("train copy --num-hiddens 100000 --threads 1 --out " + dir + "/h");
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("the config describes 2.4e+11 parameters, more than any machine holds"));
+    // once grew until the kernel killed it: d2l pads every sequence to --num-steps
+    SplitRun s = run_args({"train", "translate", "--preset", "d2l", "--data", data, "--num-steps", "1000", "--steps", "1",
+                           "--threads", "1", "--out", dir + "/steps"});
+    INFO(s.err);
+    CHECK(s.status == 1);
+    CHECK_THAT(s.err, Catch::Contains("train translate: this model needs about") && Catch::Contains("--max-memory GB"));
+    r = run_cli("translate --checkpoint " + dir + "/none.safetensors --beam 100000 go");
+    CHECK(r.status != 0);
+    CHECK_THAT(r.output, Catch::Contains("--beam: must be a whole number from 1 to 64, got 100000"));
+    // once a segfault: clamped with a word (a run on every core of a busy machine is slow, so this one ends at
+    // the size check; translate's test above runs with a clamped count)
+    r = run_cli("train copy --threads 100000 --num-hiddens 100000 --out " + dir + "/threads");
+    INFO(r.output);
+    CHECK_THAT(r.output, Catch::Contains("--threads 100000 is more than the") && Catch::Contains("more than any machine holds"));
+}
