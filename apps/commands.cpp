@@ -822,10 +822,20 @@ int run_translate(const TranslateArgs& a) {
 
 int run_eval(const EvalArgs& a) {
     set_threads(a.threads);
-    check_decode_flags(a.beam, a.length_penalty, "eval");
+    const int64_t beam = a.beam.value_or(4);
+    const double length_penalty = a.length_penalty.value_or(1.0);
+    check_decode_flags(beam, length_penalty, "eval");
     if (a.max_sentences < 0) fail<ValueError>("eval: --max-sentences must be >= 0 (0: all), got {}", a.max_sentences);
     const nn::SafeTensors checkpoint = nn::load_safetensors(a.checkpoint);
     const tasks::CheckpointInfo info = tasks::read_checkpoint_info(checkpoint, a.checkpoint);
+    const bool corpus = info.extra.count("pipeline") && info.extra.at("pipeline") == "corpus";
+    // a flag that does not apply to this checkpoint is refused, not silently ignored
+    if (info.config.task == "copy" && (!a.data.empty() || a.max_sentences != 0 || a.beam || a.length_penalty))
+        fail<ValueError>("eval: '{}' is a copy checkpoint, evaluated on fresh sequences; --data, --max-sentences, "
+                         "--beam and --length-penalty apply to translation checkpoints", a.checkpoint);
+    if (info.config.task != "copy" && !corpus && (a.beam || a.length_penalty))
+        fail<ValueError>("eval: '{}' is a d2l-preset checkpoint, evaluated greedily as d2l does; --beam and "
+                         "--length-penalty apply to whole-corpus checkpoints", a.checkpoint);
     if (info.config.task == "copy") {
         core::Generator gen(0);
         auto model = tasks::build_model(info.config, gen);
@@ -838,14 +848,14 @@ int run_eval(const EvalArgs& a) {
     const auto t = load_translator(checkpoint, a.checkpoint, "eval");
     const std::string data = a.data.empty() ? default_data_path() : a.data;
     const tasks::TranslateOptions greedy = translate_options(info, {.max_steps = info.config.num_steps});
-    if (info.extra.count("pipeline") && info.extra.at("pipeline") == "corpus") {
-        const tasks::Corpus corpus = tasks::load_corpus(corpus_options_from(info.extra, data));
+    if (corpus) {
+        const tasks::Corpus val = tasks::load_corpus(corpus_options_from(info.extra, data));
         const tasks::BleuReport r = tasks::evaluate_bleu(
-            *t->model, t->tok, corpus.val,
-            {.max_len = info.config.num_steps, .decode = {.beam = a.beam, .length_penalty = a.length_penalty},
+            *t->model, t->tok, val.val,
+            {.max_len = info.config.num_steps, .decode = {.beam = beam, .length_penalty = length_penalty},
              .max_sentences = a.max_sentences});
         fmt::print("{}", bleu_line(fmt::format("validation corpus BLEU-4, {}",
-                                               a.beam > 1 ? fmt::format("beam {}", a.beam) : std::string("greedy")), r));
+                                               beam > 1 ? fmt::format("beam {}", beam) : std::string("greedy")), r));
     } else {
         const tasks::FraEngData d2l = tasks::load_fra_eng(data_options_from(info.extra, data));
         if (!(d2l.src_vocab == *info.src_vocab) || !(d2l.tgt_vocab == *info.tgt_vocab))

@@ -171,8 +171,8 @@ int main(int argc, char** argv) {
     eval->add_option("--checkpoint", ev.checkpoint, "the checkpoint")->required();
     eval->add_option("--data", ev.data, "path of fra.txt for translation checkpoints");
     eval->add_option("--max-sentences", ev.max_sentences, "evaluate on at most this many validation sentences (0: all)")->check(non_negative);
-    eval->add_option("--beam", ev.beam, "beam size for the validation BLEU of whole-corpus models (1: greedy)")->capture_default_str()->check(int_range(1, 64));
-    eval->add_option("--length-penalty", ev.length_penalty, "beam scores are log p / length^alpha")->capture_default_str()->check(non_negative_finite);
+    eval->add_option("--beam", ev.beam, "beam size for the validation BLEU of whole-corpus models (1: greedy; default 4)")->check(int_range(1, 64));
+    eval->add_option("--length-penalty", ev.length_penalty, "beam scores are log p / length^alpha (default 1)")->check(non_negative_finite);
     eval->add_option("--threads", ev.threads, "threads")->check(int_range(1, 1'000'000));
 
     tformer::tasks::BenchOptions bo;

@@ -176,6 +176,8 @@ done
 t translate-beam-0 error -- translate --checkpoint sp/checkpoint.safetensors --beam 0 "Go."
 t translate-length-penalty-nan error -- translate --checkpoint sp/checkpoint.safetensors --length-penalty nan "Go."
 t eval-max-sentences-5 error -- eval --checkpoint sp/checkpoint.safetensors --max-sentences -5
+t eval-copy-with-beam error -- eval --checkpoint copy/checkpoint.safetensors --beam 2
+t eval-d2l-with-beam error -- eval --checkpoint d2l/checkpoint.safetensors --data tiny.txt --beam 4
 
 echo "-- 7. overflow"
 t epochs-overflow-constant error -- train translate --schedule constant --epochs 99999999999999999999 --out o1

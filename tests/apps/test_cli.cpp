@@ -96,6 +96,10 @@ TEST_CASE("tformer train copy: a short run, then eval, translate refuses it, res
     r = run_cli("eval --checkpoint " + dir + "/checkpoint.safetensors --threads 1");
     CHECK(r.status == 0);
     CHECK_THAT(r.output, Catch::Contains("copy task: exact-sequence accuracy"));
+    // flags of translation checkpoints are refused, not silently ignored
+    r = run_cli("eval --checkpoint " + dir + "/checkpoint.safetensors --threads 1 --beam 2");
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("is a copy checkpoint, evaluated on fresh sequences; --data, --max-sentences"));
 
     // a new run does not silently replace it
     r = run_cli("train copy --epochs 1 --batches-per-epoch 5 --threads 1 --quiet --out " + dir);
@@ -510,8 +514,12 @@ TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are c
     CHECK(r.status == 1);
     CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 4);
     CHECK_THAT(r.err, Catch::Contains("translate: line 3:") && Catch::Contains("UTF-8"));
-    // tampered metadata that eval reads to rebuild the data split: named, once a bare "stoll"
+    // a d2l checkpoint is evaluated greedily: --beam is refused, not silently ignored
     const std::string checkpoint = dir + "/sample/checkpoint.safetensors";
+    r = run_args({"eval", "--checkpoint", checkpoint, "--data", data, "--beam", "4", "--threads", "1"});
+    CHECK(r.status == 1);
+    CHECK_THAT(r.err, Catch::Contains("is a d2l-preset checkpoint, evaluated greedily as d2l does"));
+    // tampered metadata that eval reads to rebuild the data split: named, once a bare "stoll"
     const tformer::nn::SafeTensors good = tformer::nn::load_safetensors(checkpoint);
     for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
              {"x.num_examples", "stoll"}, {"x.data_seed", "x"}, {"x.num_steps", "99999999999999999999"}}) {
