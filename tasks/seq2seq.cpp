@@ -142,6 +142,8 @@ void check_config(const ModelConfig& c, const char* op) {
         {"ffn_num_hiddens", t.ffn_num_hiddens}, {"num_heads", t.num_heads},         {"num_layers", t.num_layers}};
     for (const auto& [name, v] : sizes)
         if (v < 1) fail<ValueError>("{}: {} must be at least 1, got {}", op, name, v);
+    // translate() and the decoders need room for a token and the end of the sequence
+    if (c.num_steps < 2) fail<ValueError>("{}: num_steps must be at least 2, got {}", op, c.num_steps);
     if (!(t.dropout >= 0 && t.dropout < 1)) fail<ValueError>("{}: dropout must be in [0, 1), got {}", op, t.dropout);
     if (t.num_hiddens % t.num_heads != 0)
         fail<ValueError>("{}: num_hiddens {} is not divisible by num_heads {}", op, t.num_hiddens, t.num_heads);

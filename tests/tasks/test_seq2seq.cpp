@@ -230,6 +230,11 @@ TEST_CASE("state_dict_size counts what build_model's state dict holds; check_con
     CHECK_THROWS_WITH(check_config(c, "test"), Catch::Contains("num_layers must be at least 1, got 0"));
     core::Generator gen(1);
     CHECK_THROWS_WITH(build_model(c, gen), Catch::Contains("build_model: num_layers must be at least 1"));
+    // fuzz_checkpoint's finding: num_steps 1 loaded, then translate refused max_len 1
+    c = small_config();
+    c.num_steps = 1;
+    CHECK_THROWS_WITH(check_config(c, "test"), Catch::Contains("num_steps must be at least 2, got 1"));
+    CHECK_THROWS_WITH(config_from_json(config_to_json(c)), Catch::Contains("num_steps must be at least 2, got 1"));
     c = small_config();
     c.transformer.num_heads = 3;
     CHECK_THROWS_WITH(check_config(c, "test"), Catch::Contains("not divisible by num_heads 3"));
