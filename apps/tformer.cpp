@@ -183,6 +183,7 @@ int main(int argc, char** argv) {
     bench->add_option("--repeats", bo.repeats, "timed runs per figure, reported as the median (default: the preset's)")
         ->check(int_range(1, 100000));
     bench->add_flag("--profile", bo.profile, "also print where a training step's time goes, op by op (stderr)");
+    bench->add_flag("--train-only", bo.train_only, "time training steps only (no forward pass, decoding or GFLOP/s figures)");
     bench->add_option("--data", bo.data, "fra.txt for --preset translate (default: the bundled corpus)");
     bench->add_option("--save-batches", bo.save_batches, "write the measured batches as JSON (bench/torch_bench.py --batches reads them)");
     bench->add_option("--load-batches", bo.load_batches, "measure the batches of a --save-batches file (skips the tokenizer)");

@@ -62,9 +62,11 @@ LinearCrossEntropy linear_cross_entropy(const Tensor& x_, const Tensor& W_, cons
 
     LinearCrossEntropy out;
     if (grads) {
-        out.dx = zeros({N, D}, x.dtype());
-        out.dW = zeros({V, D}, x.dtype());
-        if (b.defined()) out.db = zeros({V}, x.dtype());
+        out.dx = zeros({N, D}, x.dtype());  // padding rows keep 0
+        // dW and db are overwritten by the first chunk (beta = 0), so they start empty,
+        // or zero when no row counts
+        out.dW = rows.empty() ? zeros({V, D}, x.dtype()) : Tensor::empty({V, D}, x.dtype());
+        if (b.defined()) out.db = rows.empty() ? zeros({V}, x.dtype()) : Tensor::empty({V}, x.dtype());
     }
     visit_floating(x.dtype(), op, [&](auto tag) {
         using T = typename decltype(tag)::type;
@@ -120,8 +122,9 @@ LinearCrossEntropy linear_cross_entropy(const Tensor& x_, const Tensor& W_, cons
             // dx_c = G W (c, D); dW += Gᵀ x_c (V, D); db += Gᵀ 1 (V)
             blas::gemm(false, false, c, D, V, T(1), z.data(), V, Wp, D, T(0), dxc.data(), D);
             for (int64_t i = 0; i < c; ++i) std::copy_n(dxc.data() + i * D, D, out.dx.template data<T>() + rows[begin + i] * D);
-            blas::gemm(true, false, V, D, c, T(1), z.data(), V, xc.data(), D, T(1), out.dW.template data<T>(), D);
-            if (bp) blas::gemm(true, false, V, 1, c, T(1), z.data(), V, ones.data(), 1, T(1), out.db.template data<T>(), 1);
+            const T beta = begin == 0 ? T(0) : T(1);  // the first chunk writes, the others add
+            blas::gemm(true, false, V, D, c, T(1), z.data(), V, xc.data(), D, beta, out.dW.template data<T>(), D);
+            if (bp) blas::gemm(true, false, V, 1, c, T(1), z.data(), V, ones.data(), 1, beta, out.db.template data<T>(), 1);
         }
     });
     return out;

@@ -420,7 +420,12 @@ Tensor ones(const Shape& shape, DType dtype) { return full(shape, 1.0, dtype); }
 Tensor full(const Shape& shape, double value, DType dtype) {
     Tensor t = Tensor::empty(shape, dtype);
     if (value == 0.0 && t.numel() > 0) {
-        std::memset(t.raw_data(), 0, static_cast<size_t>(t.numel() * dtype_size(dtype)));
+        // all-zero bytes are 0 in every dtype; large buffers are cleared by every thread
+        auto* bytes = static_cast<unsigned char*>(t.raw_data());
+        const auto size = static_cast<int64_t>(dtype_size(dtype));
+        parallel_for(0, t.numel(), 1, [&](int64_t first, int64_t last) {
+            std::memset(bytes + first * size, 0, static_cast<size_t>((last - first) * size));
+        });
     } else {
         fill_(t, value);
     }

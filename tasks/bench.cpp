@@ -17,6 +17,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -278,14 +279,23 @@ double gflop_of(const std::vector<core::blas::GemmCall>& calls) {
 // dimensions: what the same products cost with nothing around them.
 double replay_gemm_ms(const std::vector<core::blas::GemmCall>& calls, int64_t replays) {
     int64_t a_max = 1, b_max = 1, c_max = 1;
+    bool any_f32 = false, any_f64 = false;
     for (const auto& c : calls) {
         a_max = std::max(a_max, c.m * c.k);
         b_max = std::max(b_max, c.k * c.n);
         c_max = std::max(c_max, c.m * c.n);
+        (c.f64 ? any_f64 : any_f32) = true;
     }
+    // operands only for the dtypes called: the float64 ones of a float32
+    // model (twice the size of its largest logits) would show in peak RSS
     core::Generator gen(1);
-    const Tensor a32 = core::rand({a_max}, gen), b32 = core::rand({b_max}, gen), c32 = core::zeros({c_max});
-    const Tensor a64 = a32.to(core::DType::float64), b64 = b32.to(core::DType::float64), c64 = c32.to(core::DType::float64);
+    const auto operands = [&](core::DType dtype) {
+        return std::array<Tensor, 3>{core::rand({a_max}, gen, dtype), core::rand({b_max}, gen, dtype),
+                                     core::zeros({c_max}, dtype)};
+    };
+    const std::array<Tensor, 3> f32 = any_f32 ? operands(core::DType::float32) : std::array<Tensor, 3>{};
+    const std::array<Tensor, 3> f64 = any_f64 ? operands(core::DType::float64) : std::array<Tensor, 3>{};
+    const Tensor &a32 = f32[0], &b32 = f32[1], &c32 = f32[2], &a64 = f64[0], &b64 = f64[1], &c64 = f64[2];
     auto replay = [&] {
         for (const auto& c : calls) {
             const int64_t lda = c.trans_a ? c.m : c.k, ldb = c.trans_b ? c.k : c.n;
@@ -368,7 +378,7 @@ Variable step_loss(nn::EncoderDecoder& model, const Batch& batch, const BenchPre
 // figure in order, handing each to `report` as soon as it is known.
 void measure(const BenchPreset& p, int64_t repeats, const std::vector<Batch>& given,
              const std::function<void(int64_t)>& on_model, const std::function<void(const BenchFigure&)>& report,
-             bool profile = false) {
+             bool profile = false, bool train_only = false) {
     if (repeats < 0) fail<ValueError>("bench: repeats must be positive (0: the preset's default), got {}", repeats);
     if (repeats == 0) repeats = p.repeats;
     if (p.corpus && given.empty()) fail<ValueError>("bench: preset {} needs its batches (bench_batches)", p.name);
@@ -407,6 +417,10 @@ void measure(const BenchPreset& p, int64_t repeats, const std::vector<Batch>& gi
         }
         std::fprintf(stderr, "where a training step's time goes (preset %s, %lld steps):\n%s", p.name.c_str(),
                      static_cast<long long>(repeats), autograd::profile_table(repeats).c_str());
+    }
+    if (train_only) {
+        report({"peak_rss_mb", round_to(peak_rss_mb(), 1)});
+        return;
     }
 
     // evaluation forward pass: no dropout, no graph
@@ -493,7 +507,7 @@ int run_model_bench(const BenchOptions& o) {
             j["value"] = f.value;
             print(j);
         },
-        o.profile);
+        o.profile, o.train_only);
     return 0;
 }
 

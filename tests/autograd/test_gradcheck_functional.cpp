@@ -370,3 +370,14 @@ TEST_CASE("linear_cross_entropy equals the composed Σ w · cross_entropy(linear
                       Catch::Contains("must be (N, D) and (V, D)"));
     CHECK_THROWS_WITH(linear_cross_entropy(x, W, Variable(), ids({1, 2}, {2}), w, 1.5), Catch::Contains("label smoothing 1.5"));
 }
+
+TEST_CASE("linear_cross_entropy: a batch of padding only gives loss 0 and zero gradients", "[autograd][functional]") {
+    // no row counts: no chunk runs, so dW and db are never written by a product and must start at 0
+    core::Generator gen(4);
+    Variable x(core::randn({3, 2}, gen), true), W(core::randn({5, 2}, gen), true), b(core::randn({5}, gen), true);
+    Variable loss = linear_cross_entropy(x, W, b, ids({0, 1, 2}, {3}), core::zeros({3}, DType::float32));
+    loss.backward();
+    CHECK(loss.value().item() == 0.0);
+    for (const Variable* v : {&x, &W, &b})
+        for (double g : v->grad().to_vector()) CHECK(g == 0.0);
+}

@@ -2,6 +2,7 @@
 // over every memory layout an operand can arrive in; core::blas::gemm on
 // hand-worked numbers.
 #include "core/blas.hpp"
+#include "core/elementwise.hpp"
 #include "core/matmul.hpp"
 #include "core/parallel.hpp"
 
@@ -367,4 +368,45 @@ TEST_CASE("blas::gemm(...): beta = 0 overwrites C, beta = 1 accumulates, bad lea
                       "blas::gemm: m = 8589934592 is outside the range of 32-bit BLAS integers");
     CHECK_FALSE(blas::core_name().empty());
     CHECK_FALSE(blas::config().empty());
+}
+
+TEST_CASE("blas::gemm(...): products split over 2 threads equal one thread's and the oracle", "[core][matmul][blas]") {
+    // large enough to be split (at least 64³ multiply-adds): C cut by rows
+    // when m >= n, by columns otherwise, with every transpose, leading
+    // dimensions wider than the rows, and beta 0 and 1
+    struct Case {
+        int64_t m, n, k;
+    };
+    const std::vector<Case> cases = {{333, 200, 77}, {70, 1000, 90}, {1140, 128, 128}, {40, 40, 2000}, {640, 64, 32}};
+    const int saved = get_num_threads();
+    Generator gen(9);
+    for (const Case& c : cases)
+        for (int trans = 0; trans < 4; ++trans)
+            for (double beta : {0.0, 1.0}) {
+                const bool ta = (trans & 1) != 0, tb = (trans & 2) != 0;
+                // stored A is (m, k) or, transposed, (k, m); 3 columns of padding on every row
+                const int64_t a_rows = ta ? c.k : c.m, a_cols = ta ? c.m : c.k;
+                const int64_t b_rows = tb ? c.n : c.k, b_cols = tb ? c.k : c.n;
+                const Tensor a = uniform({a_rows, a_cols + 3}, -1, 1, gen), b = uniform({b_rows, b_cols + 3}, -1, 1, gen);
+                const Tensor c0 = uniform({c.m, c.n + 3}, -1, 1, gen);
+                const auto run = [&](int threads) {
+                    set_num_threads(threads);
+                    Tensor out = c0.clone();
+                    blas::gemm(ta, tb, c.m, c.n, c.k, 1.0f, a.data<float>(), a_cols + 3, b.data<float>(), b_cols + 3,
+                               static_cast<float>(beta), out.data<float>(), c.n + 3);
+                    set_num_threads(saved);
+                    return out;
+                };
+                const Tensor one = run(1), two = run(2);
+                // the oracle: op(A) @ op(B) + beta C on the unpadded views
+                const Tensor opa = ta ? a.slice(1, 0, a_cols).transpose(0, 1) : a.slice(1, 0, a_cols);
+                const Tensor opb = tb ? b.slice(1, 0, b_cols).transpose(0, 1) : b.slice(1, 0, b_cols);
+                Tensor want = reference::matmul(opa, opb);
+                if (beta == 1.0) want = add(want, c0.slice(1, 0, c.n));
+                INFO(c.m << "x" << c.n << "x" << c.k << " trans_a " << ta << " trans_b " << tb << " beta " << beta);
+                CHECK(max_abs_error(two.slice(1, 0, c.n), want) <= tolerance(DType::float32, c.k) + 1e-6);
+                CHECK(max_abs_error(two.slice(1, 0, c.n), one.slice(1, 0, c.n)) <= tolerance(DType::float32, c.k));
+                // the padding columns of C are never written
+                CHECK(max_abs_error(two.slice(1, c.n, c.n + 3), c0.slice(1, c.n, c.n + 3)) == 0.0);
+            }
 }
