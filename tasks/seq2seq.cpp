@@ -3,6 +3,7 @@
 #include "autograd/autograd.hpp"
 #include "core/core.hpp"
 #include "nn/init.hpp"
+#include "nn/layers.hpp"
 #include "nn/safetensors.hpp"
 
 #include <nlohmann/json.hpp>
@@ -144,6 +145,10 @@ void check_config(const ModelConfig& c, const char* op) {
         if (v < 1) fail<ValueError>("{}: {} must be at least 1, got {}", op, name, v);
     // translate() and the decoders need room for a token and the end of the sequence
     if (c.num_steps < 2) fail<ValueError>("{}: num_steps must be at least 2, got {}", op, c.num_steps);
+    // ... and the positional encoding has a row for each of the num_steps positions
+    if (const int64_t positions = nn::PositionalEncoding::Options{}.max_len; c.num_steps > positions)
+        fail<ValueError>("{}: num_steps {} exceeds the {} positions of the positional encoding", op, c.num_steps,
+                         positions);
     if (!(t.dropout >= 0 && t.dropout < 1)) fail<ValueError>("{}: dropout must be in [0, 1), got {}", op, t.dropout);
     if (t.num_hiddens % t.num_heads != 0)
         fail<ValueError>("{}: num_hiddens {} is not divisible by num_heads {}", op, t.num_hiddens, t.num_heads);

@@ -235,6 +235,12 @@ TEST_CASE("state_dict_size counts what build_model's state dict holds; check_con
     c.num_steps = 1;
     CHECK_THROWS_WITH(check_config(c, "test"), Catch::Contains("num_steps must be at least 2, got 1"));
     CHECK_THROWS_WITH(config_from_json(config_to_json(c)), Catch::Contains("num_steps must be at least 2, got 1"));
+    // and its second: num_steps 1001 loaded, then the positional encoding's 1000 rows ran out
+    c.num_steps = 1001;
+    CHECK_THROWS_WITH(config_from_json(config_to_json(c)),
+                      Catch::Contains("num_steps 1001 exceeds the 1000 positions of the positional encoding"));
+    c.num_steps = 1000;
+    CHECK_NOTHROW(check_config(c, "test"));
     c = small_config();
     c.transformer.num_heads = 3;
     CHECK_THROWS_WITH(check_config(c, "test"), Catch::Contains("not divisible by num_heads 3"));
