@@ -13,9 +13,11 @@
 #include <chrono>
 #include <cerrno>
 #include <cmath>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <spawn.h>
+#include <unistd.h>
 #include <sys/wait.h>
 #include <filesystem>
 #include <fstream>
@@ -221,7 +223,7 @@ tasks::TranslateOptions translate_options(const tasks::CheckpointInfo& info, con
 
 std::string meta(const std::map<std::string, std::string>& extra, const char* key) {
     auto it = extra.find(key);
-    if (it == extra.end()) fail<IOError>("checkpoint: metadata 'x.{}' is missing (was it made by tformer train translate?)", key);
+    if (it == extra.end()) fail<IOError>("checkpoint: metadata 'extra.{}' is missing (was it made by tformer train translate?)", key);
     return it->second;
 }
 
@@ -233,7 +235,7 @@ int64_t meta_int(const std::map<std::string, std::string>& extra, const char* ke
         if (used == v.size()) return x;
     } catch (const std::exception&) {
     }
-    fail<IOError>("checkpoint: metadata 'x.{}' is not an integer: '{}'", key, v);
+    fail<IOError>("checkpoint: metadata 'extra.{}' is not an integer: '{}'", key, v);
 }
 
 tasks::FraEngOptions data_options_from(const std::map<std::string, std::string>& extra, const std::string& path) {
@@ -241,7 +243,7 @@ tasks::FraEngOptions data_options_from(const std::map<std::string, std::string>&
     try {
         val_fraction = std::stod(meta(extra, "val_fraction"));
     } catch (const std::logic_error&) {
-        fail<IOError>("checkpoint: metadata 'x.val_fraction' is not a number: '{}'", meta(extra, "val_fraction"));
+        fail<IOError>("checkpoint: metadata 'extra.val_fraction' is not a number: '{}'", meta(extra, "val_fraction"));
     }
     return {.path = path,
             .num_examples = meta_int(extra, "num_examples"),
@@ -286,7 +288,9 @@ std::string bleu_line(const std::string& what, const tasks::BleuReport& r) {
 
 // After Ctrl-C or SIGTERM: the checkpoint is saved, the evaluation is skipped; 128 + signal, as shells report it.
 int interrupted_exit(const tasks::TrainResult& r) {
-    fmt::print("stopped by signal {} after {} steps; checkpoint: {}\n", r.interrupted, r.steps, r.checkpoint);
+    fmt::print("stopped by signal {} ({}) after {} steps; checkpoint: {}; to continue, run the same command with "
+               "--resume\n", r.interrupted, r.interrupted == SIGINT ? "SIGINT" : r.interrupted == SIGTERM ? "SIGTERM" : "?",
+               r.steps, r.checkpoint);
     return 128 + r.interrupted;
 }
 
@@ -341,6 +345,10 @@ void check_flags_fit(const TrainArgs& a, const Preset& p) {
         refuse(a.num_examples.has_value(), "--num-examples", hint);
         refuse(a.val_fraction.has_value(), "--val-fraction", "use --val-sentences");
         refuse(a.batch_size.has_value(), "--batch-size", "batches hold --batch-tokens tokens (source + target, padding included)");
+        if (!a.tokenizer.empty() && a.tokenizer != "sentencepiece" && a.tokenizer != "word")
+            fail<ValueError>("train translate: unknown tokenizer '{}' (expected sentencepiece or word)", a.tokenizer);
+        if (!a.batching.empty() && a.batching != "buckets" && a.batching != "random")
+            fail<ValueError>("train translate: --batching must be buckets or random, got '{}'", a.batching);
     } else {
         const char* hint = "it belongs to the whole-corpus presets (default, long)";
         refuse(!a.tokenizer.empty(), "--tokenizer", hint);
@@ -395,6 +403,12 @@ tasks::TrainOptions train_options(const TrainArgs& a, const Preset& p, uint64_t 
                           .detect_anomaly = a.detect_anomaly,
                           .plot_format = tasks::parse_picture_format(a.plot_format, "train"),
                           .extra = {}};
+    if (o.schedule != "constant" && o.schedule != "noam" && o.schedule != "cosine")
+        fail<ValueError>("train: unknown --schedule '{}' (expected constant, noam or cosine)", o.schedule);
+    if (a.warmup && o.schedule == "constant")
+        fail<ValueError>("train: --warmup applies to --schedule noam or cosine, not constant");
+    if (!p.corpus) o.extra["batch_size"] = std::to_string(o.batch_size);  // a --resume must batch as the run did
+    if (a.task == "copy") o.extra["batches_per_epoch"] = std::to_string(o.batches_per_epoch);
     if (a.epochs) o.total_steps = 0;  // --epochs replaces a preset's step count
     if (a.steps) o.total_steps = *a.steps;
     if (a.epochs && a.steps) fail<ValueError>("train: give --epochs or --steps, not both");
@@ -426,6 +440,14 @@ TrainSetup parse_train_args(const TrainArgs& a) {
     if (!a.resume && !a.overwrite && fs::exists(existing) && dist::is_root())  // only rank 0 writes into --out
         fail<ValueError>("train: {} already holds a checkpoint; continue it with --resume, replace it with --overwrite, "
                          "or choose another --out", out);
+    // --out is made and checked before the data is read and the model trained
+    std::error_code ec;
+    fs::create_directories(out, ec);
+    if (ec || !fs::is_directory(out))
+        fail<IOError>("train: cannot use --out '{}' as the output directory: {}", out,
+                      ec ? ec.message() : std::string("it is not a directory"));
+    if (access(out.c_str(), W_OK | X_OK) != 0)
+        fail<IOError>("train: cannot write into --out '{}': {}", out, std::strerror(errno));
     tasks::ModelConfig config = model_config(a, p);
     return {.preset = p, .seed = seed, .out = out, .config = config, .options = train_options(a, p, seed, out)};
 }
@@ -518,7 +540,10 @@ tasks::FraEngData load_d2l_data(const TrainArgs& a, TrainSetup& s) {
                                    .val_fraction = pick(a.val_fraction, p.val_fraction),
                                    .num_steps = s.config.num_steps,
                                    .min_freq = 2};
-    if (data_opts.num_examples > 0) data_opts.sample_size = 0;
+    if (a.num_examples && a.sample_size)
+        fail<ValueError>("train translate: give --num-examples (d2l's prefix of the file) or --sample-size (a random "
+                         "sample of it), not both");
+    if (a.sample_size) data_opts.num_examples = 0;  // a sample of the whole file instead of the preset's prefix
     tasks::FraEngData data = tasks::load_fra_eng(data_opts);
     const auto& rep = data.report;
     fmt::print("fra-eng: {} pairs read, {} skipped (no single tab {}, empty side {}, invalid UTF-8 {}); "
@@ -776,13 +801,15 @@ void warn_if_not_finite(const nn::Module& model, const std::string& path, const 
                    op, path, bad.size(), bad.front());
 }
 
-std::unique_ptr<LoadedTranslator> load_translator(const std::string& path, const char* op) {
+// `checkpoint`: the file at `path`, read once for the info and the weights
+std::unique_ptr<LoadedTranslator> load_translator(const nn::SafeTensors& checkpoint, const std::string& path,
+                                                  const char* op) {
     auto t = std::make_unique<LoadedTranslator>();
-    t->info = tasks::read_checkpoint_info(path);
+    t->info = tasks::read_checkpoint_info(checkpoint, path);
     if (t->info.config.task != "translate")
         fail<ValueError>("{}: '{}' is a {} checkpoint, not a translation model", op, path, t->info.config.task);
     t->model = tasks::build_model(t->info.config, t->gen);
-    tasks::load_checkpoint(path, *t->model, nullptr);
+    tasks::load_checkpoint(checkpoint, path, *t->model, nullptr);
     warn_if_not_finite(*t->model, path, op);
     t->tok = tasks::tokenizers_of(t->info);
     return t;
@@ -798,7 +825,9 @@ void check_decode_flags(int64_t beam, double length_penalty, const char* op) {
 int run_translate(const TranslateArgs& a) {
     set_threads(a.threads);
     check_decode_flags(a.beam, a.length_penalty, "translate");
-    const auto t = load_translator(a.checkpoint, "translate");
+    if (!a.show_attention.empty() && a.beam > 1)
+        fail<ValueError>("translate: --show-attention draws the attention of greedy decoding; add --beam 1");
+    const auto t = load_translator(nn::load_safetensors(a.checkpoint), a.checkpoint, "translate");
     const tasks::TranslateOptions o = translate_options(
         t->info, {.beam = a.beam, .length_penalty = a.length_penalty, .keep_attention = !a.show_attention.empty()});
     // One line in, one line out: a blank line gives a blank line and a line
@@ -816,7 +845,7 @@ int run_translate(const TranslateArgs& a) {
                 fmt::print(stderr, "translate: line {} is longer than the model's limit of {} tokens; "
                                    "only its first {} were translated\n", number, o.max_len, o.max_len);
             fmt::print("{}\n", tr.text);
-            if (!a.show_attention.empty() && a.beam <= 1) {
+            if (!a.show_attention.empty()) {
                 const auto pictures = tasks::plot_attention(a.show_attention, fmt::format("sentence-{}", number), *t->model,
                                                             tr, tasks::parse_picture_format(a.plot_format, "translate"));
                 fmt::print(stderr, "attention: {}\n", fmt::join(pictures, ", "));
@@ -827,8 +856,6 @@ int run_translate(const TranslateArgs& a) {
             status = 1;
         }
     };
-    if (!a.show_attention.empty() && a.beam > 1)
-        fmt::print(stderr, "translate: --show-attention draws greedy decoding only; add --beam 1\n");
     if (!a.sentences.empty()) {
         for (size_t i = 0; i < a.sentences.size(); ++i) one(a.sentences[i], static_cast<int64_t>(i) + 1);
     } else {
@@ -842,29 +869,40 @@ int run_translate(const TranslateArgs& a) {
 
 int run_eval(const EvalArgs& a) {
     set_threads(a.threads);
-    check_decode_flags(a.beam, a.length_penalty, "eval");
+    const int64_t beam = a.beam.value_or(4);
+    const double length_penalty = a.length_penalty.value_or(1.0);
+    check_decode_flags(beam, length_penalty, "eval");
     if (a.max_sentences < 0) fail<ValueError>("eval: --max-sentences must be >= 0 (0: all), got {}", a.max_sentences);
-    const tasks::CheckpointInfo info = tasks::read_checkpoint_info(a.checkpoint);
+    const nn::SafeTensors checkpoint = nn::load_safetensors(a.checkpoint);
+    const tasks::CheckpointInfo info = tasks::read_checkpoint_info(checkpoint, a.checkpoint);
+    const bool corpus = info.extra.count("pipeline") && info.extra.at("pipeline") == "corpus";
+    // a flag that does not apply to this checkpoint is refused, not silently ignored
+    if (info.config.task == "copy" && (!a.data.empty() || a.max_sentences != 0 || a.beam || a.length_penalty))
+        fail<ValueError>("eval: '{}' is a copy checkpoint, evaluated on fresh sequences; --data, --max-sentences, "
+                         "--beam and --length-penalty apply to translation checkpoints", a.checkpoint);
+    if (info.config.task != "copy" && !corpus && (a.beam || a.length_penalty))
+        fail<ValueError>("eval: '{}' is a d2l-preset checkpoint, evaluated greedily as d2l does; --beam and "
+                         "--length-penalty apply to whole-corpus checkpoints", a.checkpoint);
     if (info.config.task == "copy") {
         core::Generator gen(0);
         auto model = tasks::build_model(info.config, gen);
-        tasks::load_checkpoint(a.checkpoint, *model, nullptr);
+        tasks::load_checkpoint(checkpoint, a.checkpoint, *model, nullptr);
         warn_if_not_finite(*model, a.checkpoint, "eval");
         const double acc = copy_accuracy(*model, 1000, info.config.num_steps, 20240601);
         fmt::print("copy task: exact-sequence accuracy {:.1f}% on 1000 fresh sequences\n", 100 * acc);
         return 0;
     }
-    const auto t = load_translator(a.checkpoint, "eval");
+    const auto t = load_translator(checkpoint, a.checkpoint, "eval");
     const std::string data = a.data.empty() ? default_data_path() : a.data;
     const tasks::TranslateOptions greedy = translate_options(info, {.max_steps = info.config.num_steps});
-    if (info.extra.count("pipeline") && info.extra.at("pipeline") == "corpus") {
-        const tasks::Corpus corpus = tasks::load_corpus(corpus_options_from(info.extra, data));
+    if (corpus) {
+        const tasks::Corpus val = tasks::load_corpus(corpus_options_from(info.extra, data));
         const tasks::BleuReport r = tasks::evaluate_bleu(
-            *t->model, t->tok, corpus.val,
-            {.max_len = info.config.num_steps, .decode = {.beam = a.beam, .length_penalty = a.length_penalty},
+            *t->model, t->tok, val.val,
+            {.max_len = info.config.num_steps, .decode = {.beam = beam, .length_penalty = length_penalty},
              .max_sentences = a.max_sentences});
         fmt::print("{}", bleu_line(fmt::format("validation corpus BLEU-4, {}",
-                                               a.beam > 1 ? fmt::format("beam {}", a.beam) : std::string("greedy")), r));
+                                               beam > 1 ? fmt::format("beam {}", beam) : std::string("greedy")), r));
     } else {
         const tasks::FraEngData d2l = tasks::load_fra_eng(data_options_from(info.extra, data));
         if (!(d2l.src_vocab == *info.src_vocab) || !(d2l.tgt_vocab == *info.tgt_vocab))

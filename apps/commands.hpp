@@ -51,8 +51,10 @@ struct EvalArgs {
     std::string checkpoint;
     std::string data;
     int64_t max_sentences = 0;  ///< 0: the whole validation split
-    int64_t beam = 4;
-    double length_penalty = 1.0;
+    /// beam search of whole-corpus models (default 4, length penalty 1); a
+    /// d2l or copy checkpoint, evaluated greedily, refuses them when given
+    std::optional<int64_t> beam;
+    std::optional<double> length_penalty;
     int threads = 0;
 };
 

@@ -14,12 +14,15 @@
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <malloc.h>
+#include <vector>
+#include <string_view>
 
 using namespace tformer::apps;
 
@@ -110,7 +113,7 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
             ->check(non_negative);
         cmd.add_option("--sample-size", a.sample_size, "train on a seeded random sample of this many pairs")->check(positive);
         cmd.add_option("--val-fraction", a.val_fraction, "d2l preset: share of distinct English sentences held out for validation")
-            ->check(CLI::Range(0.0, 0.99));
+            ->check(number_check([](double x) { return x >= 0 && x <= 0.99; }, "in [0, 0.99]", "[0, 0.99]"));
         cmd.add_option("--val-sentences", a.val_sentences,
                        "default/long: English sentences drawn from the whole file for validation (with all their translations)")
             ->check(non_negative);
@@ -177,8 +180,8 @@ int main(int argc, char** argv) {
     eval->add_option("--checkpoint", ev.checkpoint, "the checkpoint")->required();
     eval->add_option("--data", ev.data, "path of fra.txt for translation checkpoints");
     eval->add_option("--max-sentences", ev.max_sentences, "evaluate on at most this many validation sentences (0: all)")->check(non_negative);
-    eval->add_option("--beam", ev.beam, "beam size for the validation BLEU of whole-corpus models (1: greedy)")->capture_default_str()->check(int_range(1, 64));
-    eval->add_option("--length-penalty", ev.length_penalty, "beam scores are log p / length^alpha")->capture_default_str()->check(non_negative_finite);
+    eval->add_option("--beam", ev.beam, "beam size for the validation BLEU of whole-corpus models (1: greedy; default 4)")->check(int_range(1, 64));
+    eval->add_option("--length-penalty", ev.length_penalty, "beam scores are log p / length^alpha (default 1)")->check(non_negative_finite);
     eval->add_option("--threads", ev.threads, "threads")->check(int_range(1, 1'000'000));
 
     tformer::tasks::BenchOptions bo;
@@ -204,6 +207,19 @@ int main(int argc, char** argv) {
     tutorial->add_option("--plot-format", tut.plot_format, "pictures as png or svg")
         ->capture_default_str()->check(CLI::IsMember({"png", "svg"}));
 
+    // CLI11 answers a mistyped command with "A subcommand is required"; name it instead
+    auto unknown = [&](int i, const std::vector<std::string_view>& known, const char* what) {
+        if (argc <= i || argv[i][0] == '-') return false;
+        for (std::string_view k : known)
+            if (argv[i] == k) return false;
+        const std::vector<std::string_view> all_but_last(known.begin(), known.end() - 1);
+        fmt::print(stderr, "tformer: error: {} '{}' (expected {} or {}); see tformer --help\n", what, argv[i],
+                   fmt::join(all_but_last, ", "), known.back());
+        return true;
+    };
+    if (unknown(1, {"train", "translate", "eval", "bench", "tutorial"}, "unknown command")) return 1;
+    if (argc > 1 && std::string_view(argv[1]) == "train" && unknown(2, {"copy", "translate"}, "train: unknown task"))
+        return 1;
     CLI11_PARSE(app, argc, argv);
     try {
         if (*train_copy) return run_train(copy_args);

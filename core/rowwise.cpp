@@ -637,8 +637,10 @@ Tensor cross_entropy_rows(const Tensor& logits, const Tensor& targets, double la
                 return;
             }
             const T* x = xp + n * V;
-            const auto [m, log_sum] = max_and_log_sum(x, V);
-            Acc l = log_sum;
+            // not a structured binding: clang 14 (the fuzz build) cannot capture one in the lambda below
+            const std::pair<Acc, Acc> max_log_sum = max_and_log_sum(x, V);
+            const Acc m = max_log_sum.first;
+            Acc l = max_log_sum.second;
             // each term only when its weight is non-zero, so a -inf logit with
             // weight 0 never makes 0 · inf = NaN
             if (eps < 1) l -= (1 - eps) * (x[t] - m);

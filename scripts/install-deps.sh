@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what a fresh Debian 12 machine lacks to build and test tformer.
 # Idempotent: packages already present are skipped, and the script says what it installs.
+#   --fuzz: also what the fuzz targets need (clang 14, libFuzzer, LLVM's OpenMP: fuzz/README.md)
 set -euo pipefail
 
 packages=(
@@ -18,6 +19,13 @@ packages=(
   clang-format-14                    # the code's layout, .clang-format (scripts/format.sh --check)
   libopenmpi-dev openmpi-bin         # data-parallel training over MPI (mpirun -np N tformer train ...)
 )
+if [ "${1:-}" = "--fuzz" ]; then
+  packages+=(
+    clang-14                         # the fuzz preset compiles everything with clang ...
+    libfuzzer-14-dev                 # ... and links libFuzzer (-fsanitize=fuzzer)
+    libomp-14-dev                    # OpenMP for clang
+  )
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -24,6 +24,7 @@ Corpus load_corpus(const CorpusOptions& o) {
     Corpus corpus;
     CorpusReport& report = corpus.report;
     const std::vector<RawPair> raw = read_valid_lines(text, 0, report.lines);
+    check_corpus_lines(report.lines, o.path, "load_corpus");
     const auto n = static_cast<int64_t>(raw.size());
 
     // Sentences count as the same when d2l's normalisation makes them equal

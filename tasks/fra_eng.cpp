@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <sstream>
@@ -43,6 +44,13 @@ bool is_blank(std::string_view side) { return side.find_first_not_of(' ') == std
 }  // namespace
 
 std::string read_text_file(const std::string& path, const char* op) {
+    // a directory opens and reads as empty, a device or a pipe may never end
+    std::error_code ec;
+    const auto status = std::filesystem::status(path, ec);
+    if (!ec && std::filesystem::is_directory(status))
+        fail<IOError>("{}: '{}' is a directory; give the path of a text file", op, path);
+    if (!ec && !std::filesystem::is_regular_file(status))
+        fail<IOError>("{}: '{}' is not a regular file (a device, a pipe or a socket)", op, path);
     std::ifstream in(path, std::ios::binary);
     if (!in) fail<IOError>("{}: cannot open '{}': {}", op, path, std::strerror(errno));
     std::ostringstream buffer;
@@ -74,6 +82,7 @@ std::vector<RawPair> read_valid_lines(std::string_view text, int64_t num_example
             skipped = &report.skipped_empty;
         if (skipped != nullptr) {
             ++*skipped;
+            report.blank_lines += line.empty();
             if (report.first_skipped.size() < 10) report.first_skipped.push_back(i + 1);
             continue;
         }
@@ -81,6 +90,19 @@ std::vector<RawPair> read_valid_lines(std::string_view text, int64_t num_example
     }
     report.valid_pairs = static_cast<int64_t>(pairs.size());
     return pairs;
+}
+
+void check_corpus_lines(const FraEngReport& r, const std::string& path, const char* op) {
+    const int64_t lines = r.lines_read - r.blank_lines;  // non-blank
+    if (r.valid_pairs > 0 && 10 * r.valid_pairs >= lines) return;  // at least one line in ten is a pair
+    if (lines == 0) fail<ValueError>("{}: '{}' is empty: it holds no 'English<TAB>French' line", op, path);
+    std::string first;
+    for (int64_t line : r.first_skipped) first += fmt::format("{}{}", first.empty() ? "" : ", ", line);
+    fail<ValueError>("{}: '{}' is not a corpus of 'English<TAB>French' lines: only {} of its {} non-blank lines are "
+                     "such pairs ({} without exactly one tab, {} with an empty side, {} not UTF-8; the first skipped "
+                     "lines: {})",
+                     op, path, r.valid_pairs, lines, r.skipped_columns - r.blank_lines, r.skipped_empty,
+                     r.skipped_utf8, first);
 }
 
 namespace {
@@ -123,6 +145,7 @@ FraEngData load_fra_eng(const FraEngOptions& options) {
 
     // 1-2: checked lines, then the prefix / sample / whole file.
     std::vector<RawPair> raw = read_valid_lines(text, options.num_examples, report);
+    check_corpus_lines(report, options.path, "load_fra_eng");
     if (options.sample_size > 0) {
         if (options.sample_size > report.valid_pairs)
             fail<ValueError>("load_fra_eng: sample_size {} exceeds the {} valid pairs in '{}'", options.sample_size,

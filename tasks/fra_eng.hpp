@@ -42,6 +42,7 @@ struct FraEngOptions {
 struct FraEngReport {
     int64_t lines_read = 0;         ///< lines looked at (the prefix only, in prefix mode)
     int64_t skipped_columns = 0;    ///< lines without exactly one tab (blank lines included)
+    int64_t blank_lines = 0;        ///< of those, the empty ones
     int64_t skipped_empty = 0;      ///< lines with a side that is empty or only spaces
     int64_t skipped_utf8 = 0;       ///< lines that are not valid UTF-8
     std::vector<int64_t> first_skipped;  ///< 1-based numbers of the first (up to 10) skipped lines
@@ -77,7 +78,8 @@ struct FraEngData {
     FraEngReport report;
 };
 
-/// The whole file as text; IOError naming `op` and the path when it cannot be read.
+/// The whole file as text; IOError naming `op` and the path when it cannot
+/// be read, or is a directory, a device or a pipe rather than a file.
 std::string read_text_file(const std::string& path, const char* op);
 
 /// The raw (English, French) sides of one accepted line, viewing the file text.
@@ -90,6 +92,12 @@ struct RawPair {
 /// dropped first); the others are counted in `report`. With num_examples > 0
 /// only lines 0..num_examples are looked at (d2l's tokenize_nmt).
 std::vector<RawPair> read_valid_lines(std::string_view text, int64_t num_examples, FraEngReport& report);
+
+/// Throws ValueError naming `op`, the path and the counts when the lines
+/// read_valid_lines looked at hold no pair, or fewer than one pair per ten
+/// non-blank lines: a binary or a file of another format is refused instead
+/// of training on the odd line that happens to hold a tab.
+void check_corpus_lines(const FraEngReport& report, const std::string& path, const char* op);
 
 /// Reads `options.path` and builds vocabularies and arrays:
 ///  1. every line is checked: exactly one tab, two non-blank sides, valid

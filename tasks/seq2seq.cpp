@@ -3,12 +3,14 @@
 #include "autograd/autograd.hpp"
 #include "core/core.hpp"
 #include "nn/init.hpp"
+#include "nn/layers.hpp"
 #include "nn/safetensors.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <sstream>
 
@@ -54,6 +56,11 @@ T field(const json& j, const char* name) {
 }
 
 int64_t positive(const json& j, const char* name) {
+    // an integer in the JSON, not 1e300 (converting that to int64 is undefined
+    // behaviour: found by fuzz_checkpoint) nor 2^64 - 1
+    if (j.contains(name) && (!j.at(name).is_number_integer() ||
+                             (j.at(name).is_number_unsigned() && j.at(name).get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))))
+        fail<IOError>("checkpoint config: field '{}' must be a positive whole number, got {}", name, j.at(name).dump());
     const int64_t v = field<int64_t>(j, name);
     if (v <= 0) fail<IOError>("checkpoint config: field '{}' must be positive, got {}", name, v);
     return v;
@@ -101,7 +108,9 @@ double state_dict_size(const ModelConfig& c) {
     const nn::TransformerOptions& t = c.transformer;
     const double D = static_cast<double>(t.num_hiddens), F = static_cast<double>(t.ffn_num_hiddens);
     // MultiHeadAttention: W_q, W_k, W_v (query/key/value size -> D) and W_o (D -> D)
-    const double mha = (static_cast<double>(t.query_size + t.key_size + t.value_size) + D) * D + (t.use_bias ? 4 * D : 0);
+    // (each size converted on its own: their int64 sum can overflow for a hostile config)
+    const double qkv = static_cast<double>(t.query_size) + static_cast<double>(t.key_size) + static_cast<double>(t.value_size);
+    const double mha = (qkv + D) * D + (t.use_bias ? 4 * D : 0);
     const double addnorm = 2.0 * static_cast<double>(t.norm_shape);                   // LayerNorm weight and bias
     const double ffn = static_cast<double>(t.ffn_num_input) * F + F + F * D + D;       // dense1, dense2
     const double L = static_cast<double>(t.num_layers);
@@ -135,6 +144,12 @@ void check_config(const ModelConfig& c, const char* op) {
         {"ffn_num_hiddens", t.ffn_num_hiddens}, {"num_heads", t.num_heads},         {"num_layers", t.num_layers}};
     for (const auto& [name, v] : sizes)
         if (v < 1) fail<ValueError>("{}: {} must be at least 1, got {}", op, name, v);
+    // translate() and the decoders need room for a token and the end of the sequence
+    if (c.num_steps < 2) fail<ValueError>("{}: num_steps must be at least 2, got {}", op, c.num_steps);
+    // ... and the positional encoding has a row for each of the num_steps positions
+    if (const int64_t positions = nn::PositionalEncoding::Options{}.max_len; c.num_steps > positions)
+        fail<ValueError>("{}: num_steps {} exceeds the {} positions of the positional encoding", op, c.num_steps,
+                         positions);
     if (!(t.dropout >= 0 && t.dropout < 1)) fail<ValueError>("{}: dropout must be in [0, 1), got {}", op, t.dropout);
     if (t.num_hiddens % t.num_heads != 0)
         fail<ValueError>("{}: num_hiddens {} is not divisible by num_heads {}", op, t.num_hiddens, t.num_heads);
@@ -392,8 +407,14 @@ TokenizerPair tokenizers_of(const CheckpointInfo& info) {
 
 CheckpointInfo read_checkpoint_info(const std::string& path) { return info_from(nn::load_safetensors(path), path); }
 
+CheckpointInfo read_checkpoint_info(const nn::SafeTensors& st, const std::string& path) { return info_from(st, path); }
+
 CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer* optimizer) {
-    const nn::SafeTensors st = nn::load_safetensors(path);
+    return load_checkpoint(nn::load_safetensors(path), path, model, optimizer);
+}
+
+CheckpointInfo load_checkpoint(const nn::SafeTensors& st, const std::string& path, nn::Module& model,
+                               optim::Optimizer* optimizer) {
     CheckpointInfo info = info_from(st, path);
     nn::StateDict weights, optim_state;
     for (const auto& [name, t] : st.tensors) {

@@ -6,6 +6,7 @@
 // Letters: B batch, S source steps, T target steps, V target vocabulary, K beam size.
 #pragma once
 
+#include "nn/safetensors.hpp"
 #include "nn/transformer.hpp"
 #include "optim/optimizer.hpp"
 #include "tasks/text.hpp"
@@ -112,6 +113,12 @@ CheckpointInfo read_checkpoint_info(const std::string& path);
 /// returns the info. Throws IOError for a missing or corrupt file, ValueError
 /// when the weights do not fit the model.
 CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, optim::Optimizer* optimizer);
+
+/// The same two for a checkpoint already read (nn::load_safetensors), so
+/// that one read of the file serves both; `path` names it in errors.
+CheckpointInfo read_checkpoint_info(const nn::SafeTensors& checkpoint, const std::string& path);
+CheckpointInfo load_checkpoint(const nn::SafeTensors& checkpoint, const std::string& path, nn::Module& model,
+                               optim::Optimizer* optimizer);
 
 /// A decoded sequence and, per generated token, the attention weights that
 /// produced it (for heatmaps).

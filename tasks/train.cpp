@@ -10,6 +10,8 @@
 #include "tasks/plot.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <chrono>
@@ -116,10 +118,35 @@ std::unique_ptr<optim::LRSchedule> make_schedule(const TrainOptions& o, int64_t 
         return std::make_unique<optim::NoamLR>(
             optim::NoamOptions{.d_model = d_model, .warmup = std::max<int64_t>(o.warmup, 1), .factor = factor});
     }
-    if (o.schedule == "cosine")
+    if (o.schedule == "cosine") {
+        if (o.warmup > total_steps)
+            fail<ValueError>("train: the warm-up (--warmup {}) is longer than the whole run ({} steps); give a smaller "
+                             "--warmup, or more --steps or --epochs", o.warmup, total_steps);
         return std::make_unique<optim::CosineLR>(optim::CosineOptions{
             .base_lr = o.lr, .warmup_steps = o.warmup, .total_steps = total_steps, .min_lr = o.lr * 0.05});
+    }
     fail<ValueError>("train: unknown learning-rate schedule '{}' (expected constant, noam or cosine)", o.schedule);
+}
+
+// A resumed run must be the run that stopped: the same model, and the same
+// data in the same order (the step count says where in the data it was), so
+// a config or a data setting (batch size, sample, seed, ...) that differs is
+// refused instead of silently training on other batches.
+void check_resume(const CheckpointInfo& saved, const CheckpointInfo& now, const TrainOptions& o, const std::string& path) {
+    std::vector<std::string> differences;
+    const nlohmann::json before = nlohmann::json::parse(config_to_json(saved.config));
+    const nlohmann::json after = nlohmann::json::parse(config_to_json(now.config));
+    for (const auto& [key, value] : after.items())
+        if (!before.contains(key) || before[key] != value)
+            differences.push_back(fmt::format("{} {} (the checkpoint's: {})", key, value.dump(),
+                                              before.contains(key) ? before[key].dump() : "none"));
+    for (const auto& [key, value] : o.extra)
+        if (auto it = saved.extra.find(key); it != saved.extra.end() && it->second != value)
+            differences.push_back(fmt::format("{} {} (the checkpoint's: {})", key, value, it->second));
+    if (!differences.empty())
+        fail<ValueError>("train: --resume continues the run saved in '{}' where it stopped, but this run differs: {}; "
+                         "give the flags of that run, or --overwrite to start a new one", path,
+                         fmt::join(differences, ", "));
 }
 }  // namespace
 
@@ -363,7 +390,9 @@ public:
             if (!root()) return;
             const std::string& ckpt = plan_.checkpoint;
             if (ckpt.empty() || !fs::exists(ckpt)) fail<IOError>("train: --resume needs a checkpoint at '{}'", ckpt);
-            const CheckpointInfo saved = load_checkpoint(ckpt, model_, &optimizer_);
+            const nn::SafeTensors file = nn::load_safetensors(ckpt);  // read once
+            check_resume(read_checkpoint_info(file, ckpt), info_, o_, ckpt);
+            const CheckpointInfo saved = load_checkpoint(file, ckpt, model_, &optimizer_);
             step_ = saved.step;
             gen_.set_state(saved.rng);
             losses_.epoch_loss = saved.losses.epochs;

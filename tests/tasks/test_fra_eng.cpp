@@ -185,7 +185,21 @@ TEST_CASE("load_fra_eng(options): missing file, empty file and bad options throw
                         "load_fra_eng: cannot open '/nonexistent/fra.txt': No such file or directory");
     const TempFile empty("empty.txt", "");
     REQUIRE_THROWS_WITH(load_fra_eng({.path = empty.path.string()}),
-                        "load_fra_eng: no training pair left (0 valid pairs, 0 English sentences, val_fraction 0)");
+                        "load_fra_eng: '" + empty.path.string() + "' is empty: it holds no 'English<TAB>French' line");
+    // issue 12's probe: a file without tabs, or a binary, gave "no training pair left (0 valid pairs ...)" or
+    // trained on the one line of /bin/ls that held a tab
+    const TempFile no_tabs("no_tabs.txt", "hello world\nno tabs on this line\n\nnor on this one\n");
+    REQUIRE_THROWS_WITH(load_fra_eng({.path = no_tabs.path.string()}),
+                        "load_fra_eng: '" + no_tabs.path.string() + "' is not a corpus of 'English<TAB>French' lines: "
+                        "only 0 of its 3 non-blank lines are such pairs (3 without exactly one tab, 0 with an empty "
+                        "side, 0 not UTF-8; the first skipped lines: 1, 2, 3, 4)");
+    std::string binary = "Go.\tVa !\n";
+    for (int i = 0; i < 20; ++i) binary += "\x7f" "ELF\x02\x01\xff\xfe\n";
+    const TempFile elf("binary.txt", binary);
+    REQUIRE_THROWS_WITH(load_fra_eng({.path = elf.path.string()}), Catch::Contains("only 1 of its 21 non-blank lines"));
+    REQUIRE_THROWS_WITH(load_fra_eng({.path = std::filesystem::temp_directory_path().string()}),
+                        Catch::Contains("is a directory; give the path of a text file"));
+    REQUIRE_THROWS_WITH(load_fra_eng({.path = "/dev/zero"}), Catch::Contains("'/dev/zero' is not a regular file"));
     const TempFile one("one.txt", "Go.\tVa !\nGo.\tMarche.\n");  // one English sentence, two translations
     REQUIRE_THROWS_AS(load_fra_eng({.path = one.path.string(), .val_fraction = 0.6}), ValueError);
 

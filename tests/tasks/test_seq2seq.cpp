@@ -11,6 +11,8 @@
 #include <filesystem>
 #include <unistd.h>
 #include <fstream>
+#include <limits>
+#include <tuple>
 
 using namespace tformer;
 using namespace tformer::tasks;
@@ -45,6 +47,15 @@ TEST_CASE("config_to_json / config_from_json: round trip and validation", "[task
     std::string bad = config_to_json(c);
     bad.replace(bad.find("\"copy\""), 6, "\"poem\"");
     CHECK_THROWS_WITH(config_from_json(bad), Catch::Contains("unknown task 'poem'"));
+    // found by fuzz_checkpoint: a size of 1e300 was converted to int64 (undefined behaviour)
+    for (const char* value : {"1e300", "2.5", "18446744073709551615", "\"8\"", "true"}) {
+        nlohmann::json j = nlohmann::json::parse(config_to_json(c));
+        j["num_hiddens"] = nlohmann::json::parse(value);
+        INFO(value);
+        CHECK_THROWS_AS(config_from_json(j.dump()), IOError);
+        CHECK_THROWS_WITH(config_from_json(j.dump()),
+                          Catch::Contains("checkpoint config: field 'num_hiddens' must be a positive whole number, got "));
+    }
 }
 
 TEST_CASE("save_checkpoint / load_checkpoint: weights, optimizer state and info survive", "[tasks][seq2seq]") {
@@ -277,6 +288,17 @@ TEST_CASE("state_dict_size counts what build_model's state dict holds; check_con
     CHECK_THROWS_WITH(check_config(c, "test"), Catch::Contains("num_layers must be at least 1, got 0"));
     core::Generator gen(1);
     CHECK_THROWS_WITH(build_model(c, gen), Catch::Contains("build_model: num_layers must be at least 1"));
+    // fuzz_checkpoint's finding: num_steps 1 loaded, then translate refused max_len 1
+    c = small_config();
+    c.num_steps = 1;
+    CHECK_THROWS_WITH(check_config(c, "test"), Catch::Contains("num_steps must be at least 2, got 1"));
+    CHECK_THROWS_WITH(config_from_json(config_to_json(c)), Catch::Contains("num_steps must be at least 2, got 1"));
+    // and its second: num_steps 1001 loaded, then the positional encoding's 1000 rows ran out
+    c.num_steps = 1001;
+    CHECK_THROWS_WITH(config_from_json(config_to_json(c)),
+                      Catch::Contains("num_steps 1001 exceeds the 1000 positions of the positional encoding"));
+    c.num_steps = 1000;
+    CHECK_NOTHROW(check_config(c, "test"));
     c = small_config();
     c.transformer.num_heads = 3;
     CHECK_THROWS_WITH(check_config(c, "test"), Catch::Contains("not divisible by num_heads 3"));
@@ -286,6 +308,12 @@ TEST_CASE("state_dict_size counts what build_model's state dict holds; check_con
     c = small_config();
     c.transformer.num_hiddens = c.transformer.key_size = c.transformer.query_size = c.transformer.value_size = 1 << 20;
     c.transformer.norm_shape = c.transformer.ffn_num_input = 1 << 20;
+    CHECK_THROWS_WITH(check_config(c, "test"), Catch::Contains("more than any machine holds"));
+    // fuzz_checkpoint's finding: sizes whose int64 sum overflows (undefined
+    // behaviour, which the asan preset's UBSan reports) are counted as doubles
+    c = small_config();
+    c.transformer.query_size = c.transformer.key_size = std::numeric_limits<int64_t>::max();
+    CHECK(state_dict_size(c) > 1e30);
     CHECK_THROWS_WITH(check_config(c, "test"), Catch::Contains("more than any machine holds"));
 }
 
@@ -324,5 +352,36 @@ TEST_CASE("load_checkpoint: a config that does not match the stored tensors is r
     const std::string path = temp_path("crafted.safetensors");
     nn::save_safetensors(path, st);
     CHECK_THROWS_WITH(read_checkpoint_info(path), Catch::Contains("stores 0 under 'model.'"));
+    std::filesystem::remove(path);
+}
+
+TEST_CASE("read_checkpoint_info: tampered metadata is refused naming the key and the value", "[tasks][seq2seq]") {
+    // the probe's tampered files once failed with a bare "stoll"
+    core::Generator gen(2);
+    const ModelConfig c = small_config();
+    auto model = build_model(c, gen);
+    CheckpointInfo info;
+    info.config = c;
+    info.step = 3;
+    const std::string path = temp_path("tampered.safetensors");
+    save_checkpoint(path, *model, nullptr, info);
+    const nn::SafeTensors good = nn::load_safetensors(path);
+    REQUIRE(read_checkpoint_info(path).step == 3);
+    const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+        {"step", "abc", "checkpoint: metadata 'step' is not an integer: 'abc'"},
+        {"step", "3x", "checkpoint: metadata 'step' is not an integer: '3x'"},
+        {"epoch", "1e99", "checkpoint: metadata 'epoch' is not an integer: '1e99'"},
+        {"epoch", "99999999999999999999", "checkpoint: metadata 'epoch' is not an integer: '99999999999999999999'"},
+        {"rng", "garbage", "checkpoint: bad generator state 'garbage'"},
+        {"config", "{", "not valid JSON"},
+    };
+    for (const auto& [key, value, message] : cases) {
+        nn::SafeTensors bad = good;
+        bad.metadata[key] = value;
+        nn::save_safetensors(path, bad);
+        INFO(key << " = " << value);
+        CHECK_THROWS_AS(read_checkpoint_info(path), IOError);
+        CHECK_THROWS_WITH(read_checkpoint_info(path), Catch::Contains(message));
+    }
     std::filesystem::remove(path);
 }

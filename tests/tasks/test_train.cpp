@@ -88,6 +88,43 @@ TEST_CASE("train(): a resumed run gives the same losses as an uninterrupted one"
     CHECK(rest.epoch_loss == full.epoch_loss);
 }
 
+TEST_CASE("train(): --resume refuses a run that differs from the saved one; a warm-up longer than the run names --warmup",
+          "[tasks][train]") {
+    // issue 12's probe: --resume with another --batch-size was accepted, and trained on other batches
+    ModelConfig c = copy_config(0.0);
+    c.transformer = {.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .norm_shape = 8,
+                     .ffn_num_input = 8, .ffn_num_hiddens = 16, .num_heads = 2, .num_layers = 1, .dropout = 0.0};
+    const BatchSource source = copy_source(4, 10, 11, 2, 1);
+    TrainOptions o{.epochs = 1, .batch_size = 4, .lr = 0.003, .seed = 1, .out_dir = fresh_dir("resume-differs"),
+                   .quiet = true};
+    o.extra = {{"batch_size", "4"}, {"seed", "1"}};
+    core::Generator gen(1);
+    auto model = build_model(c, gen);
+    train(*model, gen, source, o, info_for(c));
+
+    TrainOptions again = o;
+    again.epochs = 2;
+    again.resume = true;
+    again.extra["batch_size"] = "8";
+    REQUIRE_THROWS_WITH(train(*model, gen, source, again, info_for(c)),
+                        Catch::Contains("train: --resume continues the run saved in '" + o.out_dir) &&
+                            Catch::Contains("but this run differs: batch_size 8 (the checkpoint's: 4)"));
+    again.extra["batch_size"] = "4";
+    ModelConfig other = c;
+    other.transformer.dropout = 0.1;
+    REQUIRE_THROWS_WITH(train(*model, gen, source, again, info_for(other)),
+                        Catch::Contains("this run differs: dropout 0.1 (the checkpoint's: 0.0)"));
+    CHECK(train(*model, gen, source, again, info_for(c)).steps == 4);  // the same run continues
+
+    TrainOptions cosine = o;
+    cosine.out_dir = fresh_dir("warmup");
+    cosine.schedule = "cosine";
+    cosine.warmup = 50;
+    REQUIRE_THROWS_WITH(train(*model, gen, source, cosine, info_for(c)),
+                        "train: the warm-up (--warmup 50) is longer than the whole run (2 steps); give a smaller "
+                        "--warmup, or more --steps or --epochs");
+}
+
 TEST_CASE("train(): the copy task reaches 100% exact-sequence accuracy", "[tasks][train][slow]") {
     // one thread: the model is tiny, and ctest runs other tests beside this one
     const int saved_threads = core::get_num_threads();

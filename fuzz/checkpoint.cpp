@@ -1,0 +1,118 @@
+// Fuzz target (b): a checkpoint file -> a model, as the tformer program
+// loads one. Each input is a whole checkpoint (a safetensors file), and
+// goes through the three commands that read checkpoints:
+//  - `tformer translate --checkpoint FILE "Go." "i'm home ."` (apps'
+//    run_translate itself: the config, the vocabularies or the SentencePiece
+//    model, the tensors, decoding with the model's limits; greedy or beam 2);
+//  - `tformer eval --checkpoint FILE --data <40 lines of fra.txt>` for
+//    translation checkpoints (the "x." metadata that recreates the data
+//    split: sample size, seed, validation share, ...);
+//  - what `--resume` reads: the model and Adam's state, the generator state;
+//    and the copy task's evaluation, decoding fresh sequences.
+// Refusals must be tformer::Error; anything else is a finding (fuzz_util.hpp).
+// So is a checkpoint that loads but then cannot translate "Go." (or decode
+// the copy task): the loader should have refused it with a clear message.
+// The seeds (fuzz/corpus/checkpoint) are real checkpoints of tiny models made
+// by fuzz_make_seeds, so that most mutants get past the framing and the config.
+#include "fuzz/fuzz_util.hpp"
+#include "fuzz/safetensors_mutator.hpp"
+
+#include "apps/commands.hpp"
+#include "core/core.hpp"
+#include "optim/adam.hpp"
+#include "tasks/seq2seq.hpp"
+#include "tasks/train.hpp"
+
+#include <cstdio>
+#include <cstdlib>
+#include <optional>
+#include <string>
+
+namespace {
+// d2l's and the corpus pipeline's eval read their data split from this file
+// (the seeds were trained on it, so their vocabularies match it)
+const std::string kTinyCorpus = std::string(TFORMER_SOURCE_DIR) + "/fuzz/data/fra-40.txt";
+constexpr int64_t kCopyVocab = 11;  // the copy task's vocabulary in `tformer train copy` and `tformer eval`
+
+[[noreturn]] void finding(const std::string& what) {
+    std::fprintf(stderr, "fuzz_checkpoint: %s\n", what.c_str());
+    std::abort();
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+    tformer::fuzz::one_thread();
+    return 0;
+}
+
+extern "C" size_t LLVMFuzzerCustomMutator(uint8_t* data, size_t size, size_t max_size, unsigned seed) {
+    return tformer::fuzz::mutate_safetensors(data, size, max_size, seed, true);
+}
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+    using namespace tformer;
+    const std::string& path = fuzz::write_input(data, size, "checkpoint");
+
+    // Loading as translate and eval do. A checkpoint the loader accepts must then
+    // work: a short sentence translates, the copy task's sequences decode.
+    // An error there means the loader let through a model that cannot run.
+    bool translation = false;
+    std::optional<nn::SafeTensors> file;
+    std::optional<tasks::CheckpointInfo> info;
+    std::shared_ptr<nn::EncoderDecoder> model;
+    core::Generator gen(0);
+    tasks::TokenizerPair tok;
+    try {
+        file = nn::load_safetensors(path);
+        info = tasks::read_checkpoint_info(*file, path);
+        translation = info->config.task == "translate";
+        model = tasks::build_model(info->config, gen);
+        tasks::load_checkpoint(*file, path, *model, nullptr);
+        if (translation) tok = tasks::tokenizers_of(*info);
+    } catch (const Error&) {
+        model = nullptr;
+    }
+    if (model) {
+        const int64_t steps = info->config.num_steps;
+        try {
+            if (translation) {
+                const bool d2l = !info->extra.count("pipeline") || info->extra.at("pipeline") == "d2l";
+                (void)tasks::translate(*model, tok, "Go.",
+                                       {.max_len = steps, .pad_to = d2l ? steps : 0, .decode = {.max_steps = 3}});
+            } else if (info->config.src_vocab_size == kCopyVocab && info->config.tgt_vocab_size == kCopyVocab) {
+                // as `tformer eval` does for the copy task (apps' copy_accuracy), on 2 sequences instead of 1,000
+                const tasks::Batch batch = tasks::copy_batch(2, steps, kCopyVocab, gen);
+                (void)tasks::greedy_decode(*model, batch.enc_X, batch.enc_valid,
+                                           {.bos = 1, .eos = -1, .max_steps = steps - 1});
+            }
+        } catch (const Error& e) {
+            finding(std::string("a checkpoint that loads cannot run: ") + e.what());
+        }
+        // what --resume reads besides: Adam's state and the generator's
+        try {
+            optim::Adam adam(model->named_parameters(), {});
+            tasks::load_checkpoint(*file, path, *model, &adam);
+            gen.set_state(info->rng);
+            (void)gen.uniform();
+        } catch (const Error&) {
+        }
+    }
+
+    // tformer translate, and tformer eval for translation models
+    try {
+        apps::TranslateArgs args{.checkpoint = path, .sentences = {"Go.", "i'm home ."}, .beam = size % 2 ? 2 : 1};
+        (void)apps::run_translate(args);
+    } catch (const Error&) {
+    }
+    if (translation) {
+        try {
+            // --beam applies to whole-corpus checkpoints only (eval refuses it for d2l's)
+            const bool corpus = info && info->extra.count("pipeline") && info->extra.at("pipeline") == "corpus";
+            apps::EvalArgs args{.checkpoint = path, .data = kTinyCorpus, .max_sentences = 2,
+                                .beam = corpus ? std::optional<int64_t>(size % 2 ? 2 : 1) : std::nullopt};
+            (void)apps::run_eval(args);
+        } catch (const Error&) {
+        }
+    }
+    return 0;
+}

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Runs a libFuzzer target of fuzz/ (fuzz/README.md).
+#
+#   scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]
+#       TARGET: safetensors | checkpoint | corpus | translate | all (each in turn)
+#       SECONDS: how long to fuzz each target (0: no time limit, e.g. with -runs=N)
+#   scripts/fuzz.sh seeds      rewrites the committed seeds fuzz/corpus/<target>/seed-*
+#
+# Builds the fuzz preset first (clang 14, ASan + UBSan; installs clang-14 and
+# libFuzzer when missing). Inputs the fuzzer finds interesting go to
+# build/fuzz/corpus/TARGET (the committed seeds in fuzz/corpus/TARGET are read,
+# never written); a crash, a hang (an input taking over 120 s), a leak, UB or an
+# allocation above 2 GB is a finding: the input is written to
+# build/fuzz/findings/TARGET/ and the script exits non-zero.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+targets=(safetensors checkpoint corpus translate)
+usage() {
+    echo "usage: scripts/fuzz.sh {safetensors|checkpoint|corpus|translate|all} SECONDS [libFuzzer flags...] | scripts/fuzz.sh seeds" >&2
+    exit 2
+}
+[ $# -ge 1 ] || usage
+target=$1
+shift
+
+if ! command -v clang++-14 >/dev/null || [ ! -f /usr/lib/llvm-14/lib/libFuzzer.a ]; then
+    bash scripts/install-deps.sh --fuzz
+fi
+if [ ! -f build/fuzz/CMakeCache.txt ]; then
+    cmake --preset fuzz >/dev/null
+fi
+cmake --build --preset fuzz -j"${FUZZ_BUILD_JOBS:-2}" >/dev/null
+
+if [ "$target" = seeds ]; then
+    for t in "${targets[@]}"; do rm -f fuzz/corpus/"$t"/seed-*; done
+    build/fuzz/fuzz/fuzz_make_seeds fuzz/corpus
+    exit 0
+fi
+
+[ $# -ge 1 ] || usage
+seconds=$1
+shift
+case "$seconds" in '' | *[!0-9]*) usage ;; esac
+
+run() {
+    local t=$1
+    shift
+    local work=build/fuzz/corpus/$t findings=build/fuzz/findings/$t
+    mkdir -p "$work" "$findings"
+    local flags=(
+        -rss_limit_mb=2048 -malloc_limit_mb=2048  # a loader must refuse absurd sizes, not try them
+        -timeout=120                              # an input that takes longer is a hang (inputs take milliseconds;
+                                                  # the margin is for a shared machine that may pause us)
+        -max_total_time="$seconds"
+        -print_final_stats=1
+        -close_fd_mask=1                          # the translations the targets print
+        -dict=fuzz/dict/"$t".dict
+        -artifact_prefix="$findings"/
+    )
+    case $t in  # room to grow beyond the largest seed
+        checkpoint) flags+=(-max_len=65536) ;;  # checkpoints of 6-23 KB
+        safetensors) flags+=(-max_len=16384) ;;
+        translate) flags+=(-max_len=4096) ;;  # lines longer than the model's limit
+    esac
+    echo "== fuzz_$t for $([ "$seconds" = 0 ] && echo "as long as the flags say" || echo "${seconds}s"): build/fuzz/fuzz/fuzz_$t ${flags[*]} $* $work fuzz/corpus/$t"
+    # malloc_context_size=0: no stack trace recorded per allocation (a tenth of the time); a report
+    # still shows where the bad access happened, and replaying the input with the default shows the rest
+    # a copy of the binary runs, so that a rebuild during a long run does not touch it
+    mkdir -p build/fuzz/run
+    local binary=build/fuzz/run/fuzz_$t.$$
+    cp build/fuzz/fuzz/fuzz_"$t" "$binary"
+    local status=0
+    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:malloc_context_size=0} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+        "$binary" "${flags[@]}" "$@" "$work" fuzz/corpus/"$t" || status=$?
+    rm -f "$binary"
+    return $status
+}
+
+if [ "$target" = all ]; then
+    status=0
+    for t in "${targets[@]}"; do
+        run "$t" "$@" || { status=$?; echo "fuzz_$t: FINDING (exit $status), see build/fuzz/findings/$t/"; }
+    done
+    exit $status
+fi
+for t in "${targets[@]}"; do
+    if [ "$t" = "$target" ]; then
+        run "$t" "$@" || { status=$?; echo "fuzz_$t: FINDING (exit $status), see build/fuzz/findings/$t/"; exit $status; }
+        exit 0
+    fi
+done
+usage
