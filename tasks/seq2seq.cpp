@@ -250,16 +250,35 @@ CheckpointInfo info_from_json(const std::string& text, const std::string& path) 
     if (!j.contains("config")) bad_checkpoint(path, "metadata 'tformer' has no 'config'");
     CheckpointInfo info;
     info.config = config_from_json(j["config"].dump());
+    // nlohmann converts a float to an integer with a plain cast (undefined for
+    // 1e99) and a negative number to an unsigned one by wrapping: integer
+    // fields take JSON integers only, the generator state unsigned ones
+    auto integers = [](const json& v, bool is_unsigned) {
+        auto ok = [&](const json& x) { return is_unsigned ? x.is_number_unsigned() : x.is_number_integer(); };
+        if (!v.is_array()) return ok(v);
+        return std::all_of(v.begin(), v.end(), ok);
+    };
     auto get = [&]<class T>(const char* key, T& out) {
         if (!j.contains(key)) return;
+        auto wrong = [&] {
+            bad_checkpoint(path, fmt::format("metadata field '{}' has the wrong type ({})", key, j[key].dump().substr(0, 80)));
+        };
+        if constexpr (std::is_integral_v<T>) {
+            if (!integers(j[key], false)) wrong();
+        } else if constexpr (std::is_same_v<T, core::Generator::State>) {
+            if (!j[key].is_array() || j[key].size() != out.size() || !integers(j[key], true)) wrong();
+        }
         try {
             out = j[key].get<T>();
         } catch (const json::exception&) {
-            bad_checkpoint(path, fmt::format("metadata field '{}' has the wrong type ({})", key, j[key].dump().substr(0, 80)));
+            wrong();
         }
     };
     get("step", info.step);
     get("epoch", info.epoch);
+    if (info.step < 0 || info.epoch < 0)  // also 2^63 and above, which the conversion wraps
+        bad_checkpoint(path, fmt::format("metadata fields 'step' and 'epoch' must be counts from 0 to 2^63-1, got {} and {}",
+                                         j.value("step", json(0)).dump(), j.value("epoch", json(0)).dump()));
     get("rng", info.rng);
     get("extra", info.extra);
     if (j.contains("loss")) {

@@ -367,21 +367,34 @@ TEST_CASE("read_checkpoint_info: tampered metadata is refused naming the key and
     save_checkpoint(path, *model, nullptr, info);
     const nn::SafeTensors good = nn::load_safetensors(path);
     REQUIRE(read_checkpoint_info(path).step == 3);
+    const nlohmann::json meta = nlohmann::json::parse(good.metadata.at("tformer"));
+    // a field and the JSON it is given; the message names the field
     const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
-        {"step", "abc", "checkpoint: metadata 'step' is not an integer: 'abc'"},
-        {"step", "3x", "checkpoint: metadata 'step' is not an integer: '3x'"},
-        {"epoch", "1e99", "checkpoint: metadata 'epoch' is not an integer: '1e99'"},
-        {"epoch", "99999999999999999999", "checkpoint: metadata 'epoch' is not an integer: '99999999999999999999'"},
-        {"rng", "garbage", "checkpoint: bad generator state 'garbage'"},
-        {"config", "{", "not valid JSON"},
+        {"step", R"("abc")", "metadata field 'step' has the wrong type (\"abc\")"},
+        {"step", "3.5", "metadata field 'step' has the wrong type (3.5)"},
+        {"epoch", "1e99", "metadata field 'epoch' has the wrong type (1e+99)"},
+        {"epoch", "99999999999999999999", "metadata field 'epoch' has the wrong type"},
+        {"rng", R"("garbage")", "metadata field 'rng' has the wrong type"},
+        {"rng", "[1, 2, 3]", "metadata field 'rng' has the wrong type"},
+        {"rng", "[1, 2, 3, -4]", "metadata field 'rng' has the wrong type"},
+        {"rng", "[1, 2, 3, 4.5]", "metadata field 'rng' has the wrong type"},
+        {"step", "-3", "metadata fields 'step' and 'epoch' must be counts from 0 to 2^63-1, got -3 and 0"},
+        {"epoch", "9223372036854775808", "must be counts from 0 to 2^63-1"},
+        {"config", "{}", "config"},
     };
     for (const auto& [key, value, message] : cases) {
+        nlohmann::json tampered = meta;
+        tampered[key] = nlohmann::json::parse(value);
         nn::SafeTensors bad = good;
-        bad.metadata[key] = value;
+        bad.metadata["tformer"] = tampered.dump();
         nn::save_safetensors(path, bad);
         INFO(key << " = " << value);
         CHECK_THROWS_AS(read_checkpoint_info(path), IOError);
         CHECK_THROWS_WITH(read_checkpoint_info(path), Catch::Contains(message));
     }
+    nn::SafeTensors bad = good;  // not JSON at all
+    bad.metadata["tformer"] = "{";
+    nn::save_safetensors(path, bad);
+    CHECK_THROWS_WITH(read_checkpoint_info(path), Catch::Contains("metadata 'tformer' is not valid JSON"));
     std::filesystem::remove(path);
 }
