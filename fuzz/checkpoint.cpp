@@ -34,10 +34,7 @@ namespace {
 const std::string kTinyCorpus = std::string(TFORMER_SOURCE_DIR) + "/fuzz/data/fra-40.txt";
 constexpr int64_t kCopyVocab = 11;  // the copy task's vocabulary in `tformer train copy` and `tformer eval`
 
-[[noreturn]] void finding(const std::string& what) {
-    std::fprintf(stderr, "fuzz_checkpoint: %s\n", what.c_str());
-    std::abort();
-}
+[[noreturn]] void finding(const std::string& what) { tformer::fuzz::finding("fuzz_checkpoint", what); }
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {

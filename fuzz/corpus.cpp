@@ -26,10 +26,7 @@
 namespace {
 using namespace tformer;
 
-[[noreturn]] void finding(const std::string& what) {
-    std::fprintf(stderr, "fuzz_corpus: %s\n", what.c_str());
-    std::abort();
-}
+[[noreturn]] void finding(const std::string& what) { tformer::fuzz::finding("fuzz_corpus", what); }
 
 void check(bool ok, const char* what) {
     if (!ok) finding(what);

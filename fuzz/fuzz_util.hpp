@@ -40,4 +40,11 @@ inline const std::string& write_input(const uint8_t* data, size_t size, const ch
 /// cheap, and libFuzzer's timing is per input.
 inline void one_thread() { core::set_num_threads(1); }
 
+/// A finding: says what broke, as `target: what`, and aborts, which libFuzzer
+/// reports as a crash with the input that caused it.
+[[noreturn]] inline void finding(const char* target, const std::string& what) {
+    std::fprintf(stderr, "%s: %s\n", target, what.c_str());
+    std::abort();
+}
+
 }  // namespace tformer::fuzz

@@ -12,7 +12,6 @@
 #include "tasks/seq2seq.hpp"
 #include "tasks/train.hpp"
 
-#include <sentencepiece_trainer.h>
 
 #include <fmt/format.h>
 
@@ -69,35 +68,13 @@ void train_seed(const fs::path& seed, const tasks::ModelConfig& config, const ta
     write(seed, read(path));
 }
 
-// Feeds sentences to SentencePiece's trainer.
-class Sentences : public sentencepiece::SentenceIterator {
-public:
-    explicit Sentences(const std::vector<std::string>& s) : s_(s) {}
-    bool done() const override { return i_ >= s_.size(); }
-    void Next() override { ++i_; }
-    const std::string& value() const override { return s_[i_]; }
-    sentencepiece::util::Status status() const override { return {}; }
-
-private:
-    const std::vector<std::string>& s_;
-    size_t i_ = 0;
-};
-
 // A SentencePiece model as tformer trains one, but without the NFKC
 // normalisation table (about 240 KB), which would make the seed 200 times larger.
 std::shared_ptr<tasks::SentencePieceTokenizer> small_sentencepiece(const std::vector<tasks::TextPair>& pairs) {
     std::vector<std::string> sentences;
     for (const auto& p : pairs) sentences.push_back(p.src), sentences.push_back(p.tgt);
-    const std::unordered_map<std::string, std::string> args = {
-        {"model_type", "bpe"}, {"vocab_size", "80"}, {"character_coverage", "1.0"},
-        {"normalization_rule_name", "identity"}, {"num_threads", "1"}, {"minloglevel", "2"},
-        {"unk_id", "0"}, {"pad_id", "1"}, {"bos_id", "2"}, {"eos_id", "3"},
-        {"unk_piece", "<unk>"}, {"pad_piece", "<pad>"}, {"bos_piece", "<bos>"}, {"eos_piece", "<eos>"}};
-    Sentences it(sentences);
-    std::string model;
-    const auto status = sentencepiece::SentencePieceTrainer::Train(args, &it, &model);
-    if (!status.ok()) fail<ValueError>("fuzz_make_seeds: SentencePiece says {}", status.ToString());
-    return tasks::SentencePieceTokenizer::from_serialized(model);
+    return tasks::SentencePieceTokenizer::train(
+        sentences, {.vocab_size = 80, .seed = 0, .threads = 1, .normalization = "identity"});
 }
 
 void checkpoint_seeds(const fs::path& out, const fs::path& work) {

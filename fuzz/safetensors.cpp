@@ -31,10 +31,7 @@ bool same(const SafeTensors& a, const SafeTensors& b) {
     return true;
 }
 
-[[noreturn]] void finding(const char* what) {
-    std::fprintf(stderr, "fuzz_safetensors: %s\n", what);
-    std::abort();
-}
+[[noreturn]] void finding(const std::string& what) { tformer::fuzz::finding("fuzz_safetensors", what); }
 }  // namespace
 
 extern "C" int LLVMFuzzerInitialize(int*, char***) {

@@ -36,10 +36,7 @@ struct Translator {
 
 std::unique_ptr<Translator> words, pieces;
 
-[[noreturn]] void finding(const std::string& what) {
-    std::fprintf(stderr, "fuzz_translate: %s\n", what.c_str());
-    std::abort();
-}
+[[noreturn]] void finding(const std::string& what) { tformer::fuzz::finding("fuzz_translate", what); }
 
 std::unique_ptr<Translator> make_translator(tasks::TokenizerPair tok, int64_t max_len, bool d2l) {
     auto t = std::make_unique<Translator>();

@@ -180,7 +180,7 @@ Translation translate(nn::EncoderDecoder& model, const Vocab& src_vocab, const V
 struct TranslateOptions {
     int64_t max_len = 10;
     int64_t pad_to = 0;
-    DecodeOptions decode;
+    DecodeOptions decode{};
 };
 Translation translate(nn::EncoderDecoder& model, const TokenizerPair& tokenizers, const std::string& sentence,
                       const TranslateOptions& options);

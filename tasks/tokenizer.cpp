@@ -73,6 +73,9 @@ std::shared_ptr<SentencePieceTokenizer> SentencePieceTokenizer::train(const std:
     if (o.vocab_size < 8) fail<ValueError>("SentencePieceTokenizer::train: vocab_size must be at least 8, got {}", o.vocab_size);
     if (o.model_type != "bpe" && o.model_type != "unigram")
         fail<ValueError>("SentencePieceTokenizer::train: model_type must be bpe or unigram, got '{}'", o.model_type);
+    if (o.normalization != "nmt_nfkc" && o.normalization != "identity")
+        fail<ValueError>("SentencePieceTokenizer::train: normalization must be nmt_nfkc or identity, got '{}'",
+                         o.normalization);
     if (sentences.empty()) fail<ValueError>("SentencePieceTokenizer::train: no sentences to train on");
     if (o.max_sentences < 0 || o.threads < 1)
         fail<ValueError>("SentencePieceTokenizer::train: max_sentences {} and threads {} must be >= 0 and >= 1",
@@ -84,6 +87,7 @@ std::shared_ptr<SentencePieceTokenizer> SentencePieceTokenizer::train(const std:
         {"model_type", o.model_type},
         {"vocab_size", std::to_string(o.vocab_size)},
         {"character_coverage", "1.0"},  // Latin scripts: keep every character the corpus has
+        {"normalization_rule_name", o.normalization},
         {"input_sentence_size", std::to_string(o.max_sentences)},
         {"shuffle_input_sentence", "true"},
         {"num_threads", std::to_string(o.threads)},

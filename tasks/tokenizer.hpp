@@ -70,6 +70,9 @@ struct SentencePieceOptions {
     uint32_t seed = 0;               ///< SentencePiece's sampling of input sentences
     int64_t max_sentences = 0;       ///< train on a sample of at most this many sentences (0: all)
     int threads = 2;
+    /// SentencePiece's normalisation: nmt_nfkc (its default) or identity, which leaves the text as it is and keeps
+    /// the NFKC table (about 240 KB) out of the model, as the fuzzers' small seed checkpoints want
+    std::string normalization = "nmt_nfkc";
 };
 
 /// A SentencePiece model; the serialized model (a protobuf of a few hundred

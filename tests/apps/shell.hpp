@@ -4,9 +4,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <unistd.h>
+
 #include <cstdio>
 #include <string>
 #include <sys/wait.h>
+#include <vector>
 
 namespace tformer::testing {
 
@@ -24,6 +29,23 @@ inline ShellResult run_shell(const std::string& command) {
     while (size_t n = fread(buffer, 1, sizeof buffer, pipe)) out.append(buffer, n);
     const int status = pclose(pipe);
     return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+/// Starts `args` (argv[0] is the program, looked up in PATH) without a shell, with stdout and stderr into the file
+/// `log` ("/dev/null" to drop them); returns its pid, for the tests that signal or kill it.
+inline pid_t spawn_logged(std::vector<std::string> args, const std::string& log) {
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t files;
+    posix_spawn_file_actions_init(&files);
+    posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&files, 1, 2);
+    pid_t pid = 0;
+    const int error = posix_spawnp(&pid, args[0].c_str(), &files, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&files);
+    REQUIRE(error == 0);
+    return pid;
 }
 
 }  // namespace tformer::testing

@@ -233,17 +233,8 @@ TEST_CASE("tformer train: Ctrl-C ends the run after the current step with a chec
         const std::string dir = temp_dir(sig == SIGINT ? "interrupt" : "terminate");
         const std::string log = dir + "/log.txt";
         // a run far longer than the test waits; started directly, so the signal reaches tformer itself
-        std::vector<std::string> args = {exe, "train", "copy", "--epochs", "100000", "--threads", "1", "--quiet", "--out", dir};
-        std::vector<char*> argv;
-        for (auto& a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        posix_spawn_file_actions_t files;
-        posix_spawn_file_actions_init(&files);
-        posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-        posix_spawn_file_actions_adddup2(&files, 1, 2);
-        pid_t pid = 0;
-        REQUIRE(posix_spawn(&pid, exe.c_str(), &files, nullptr, argv.data(), environ) == 0);
-        posix_spawn_file_actions_destroy(&files);
+        const pid_t pid = tformer::testing::spawn_logged(
+            {exe, "train", "copy", "--epochs", "100000", "--threads", "1", "--quiet", "--out", dir}, log);
         std::this_thread::sleep_for(std::chrono::milliseconds(1500));
         kill(pid, sig);
         int status = 0;
@@ -366,11 +357,8 @@ TEST_CASE("tformer train: killed (SIGKILL) at random moments while saving, the c
     const std::string exe = std::string(TFORMER_BINARY_DIR) + "/apps/tformer";
     const std::string path = dir + "/checkpoint.safetensors";
     // a save after every step, so that most moments fall inside one
-    std::vector<std::string> args = {exe,     "train", "copy", "--epochs", "100000", "--checkpoint-every", "1",
-                                     "--threads", "1", "--quiet", "--overwrite", "--out", dir};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
+    const std::vector<std::string> args = {exe,         "train", "copy", "--epochs", "100000", "--checkpoint-every", "1",
+                                           "--threads", "1",     "--quiet", "--overwrite", "--out", dir};
     std::mt19937 rng(20261125);
     // At least the issue's 50 kills; how many of them land inside a save depends on the machine's load (4 of 50
     // under ASan on a busy CI machine), so the kills go on until 5 saves were cut short, 400 kills at most.
@@ -378,13 +366,7 @@ TEST_CASE("tformer train: killed (SIGKILL) at random moments while saving, the c
     std::set<std::string> previous_temporaries;
     for (; rounds < 50 || (in_save < 5 && rounds < 400); ++rounds) {
         const int round = rounds;
-        pid_t pid = 0;
-        posix_spawn_file_actions_t files;
-        posix_spawn_file_actions_init(&files);
-        posix_spawn_file_actions_addopen(&files, 1, "/dev/null", O_WRONLY, 0);
-        posix_spawn_file_actions_adddup2(&files, 1, 2);
-        REQUIRE(posix_spawn(&pid, exe.c_str(), &files, nullptr, argv.data(), environ) == 0);
-        posix_spawn_file_actions_destroy(&files);
+        const pid_t pid = tformer::testing::spawn_logged(args, "/dev/null");
         std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(150, 600)(rng)));
         kill(pid, SIGKILL);
         int status = 0;

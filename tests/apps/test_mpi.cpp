@@ -4,6 +4,7 @@
 // a rank without data, a killed rank and Ctrl-C stop the job cleanly.
 // Without MPI (a build with TFORMER_MPI=OFF, or no mpirun) every test says
 // so and passes: Catch2 v2 has no SKIP.
+#include "apps/shell.hpp"
 #include "nn/safetensors.hpp"
 #include "tasks/seq2seq.hpp"
 
@@ -298,20 +299,6 @@ TEST_CASE("tformer train under mpirun: a rank that cannot read its data stops ev
 }
 
 namespace {
-// Starts `args` (argv[0] is the program) with stdout and stderr into `log`; returns the pid.
-pid_t spawn(std::vector<std::string> args, const std::string& log) {
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t files;
-    posix_spawn_file_actions_init(&files);
-    posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&files, 1, 2);
-    pid_t pid = 0;
-    REQUIRE(posix_spawnp(&pid, args[0].c_str(), &files, nullptr, argv.data(), environ) == 0);
-    posix_spawn_file_actions_destroy(&files);
-    return pid;
-}
 
 std::vector<std::string> mpirun_argv(int ranks, const std::vector<std::string>& args) {
     std::vector<std::string> out = {TFORMER_MPIEXEC, "-np", std::to_string(ranks)};
@@ -358,7 +345,7 @@ TEST_CASE("tformer train under mpirun: a killed rank ends the job and the last c
         return;
     }
     const std::string dir = temp_dir("killed"), log = dir + "/log.txt";
-    const pid_t launcher = spawn(mpirun_argv(2, {"train", "copy", "--epochs", "100000", "--checkpoint-every", "20",
+    const pid_t launcher = tformer::testing::spawn_logged(mpirun_argv(2, {"train", "copy", "--epochs", "100000", "--checkpoint-every", "20",
                                                  "--threads", "1", "--quiet", "--out", dir}),
                                  log);
     const std::string ckpt = dir + "/checkpoint.safetensors";
@@ -388,7 +375,7 @@ TEST_CASE("tformer train under mpirun: Ctrl-C stops every rank after the same st
     // (only here: mpirun waits that long too before it ends a job in which a rank failed)
     setenv("OMPI_MCA_odls_base_sigkill_timeout", "30", 1);
     const std::string dir = temp_dir("interrupt"), log = dir + "/log.txt";
-    const pid_t launcher = spawn(mpirun_argv(2, {"train", "copy", "--epochs", "100000", "--checkpoint-every", "50",
+    const pid_t launcher = tformer::testing::spawn_logged(mpirun_argv(2, {"train", "copy", "--epochs", "100000", "--checkpoint-every", "50",
                                                  "--threads", "1", "--quiet", "--out", dir}),
                                  log);
     const std::string ckpt = dir + "/checkpoint.safetensors";

@@ -14,6 +14,8 @@
 #include "tasks/seq2seq.hpp"
 #include "tasks/train.hpp"
 
+#include "tasks/small_model.hpp"
+
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -25,16 +27,7 @@ using core::Tensor;
 namespace dist = tformer::tasks::dist;
 
 namespace {
-std::shared_ptr<nn::EncoderDecoder> small_model(uint64_t seed) {
-    tasks::ModelConfig config;
-    config.task = "copy";
-    config.src_vocab_size = config.tgt_vocab_size = 11;
-    config.num_steps = 8;
-    config.transformer = {.key_size = 16, .query_size = 16, .value_size = 16, .num_hiddens = 16, .norm_shape = 16,
-                          .ffn_num_input = 16, .ffn_num_hiddens = 32, .num_heads = 2, .num_layers = 2, .dropout = 0.0};
-    core::Generator gen(seed);
-    return tasks::build_model(config, gen);
-}
+std::shared_ptr<nn::EncoderDecoder> small_model(uint64_t seed) { return tformer::testing::small_copy_model(seed); }
 
 // Rows [begin, end) of a batch.
 tasks::Batch rows_of(const tasks::Batch& b, int64_t begin, int64_t end) {
