@@ -131,8 +131,10 @@ Tensor attention_values(const Tensor& P_, const Tensor& V_) {
     expect_3d(V_, "values", op);
     const int64_t B = P_.size(0), H = P_.size(1), T = P_.size(2), S = P_.size(3), D = V_.size(2);
     if (V_.size(0) != B || V_.size(1) != S || D % H != 0 || V_.dtype() != P_.dtype())
-        fail<ShapeError>("{}: weights {} and values {} do not fit (values must be (B, S, D) with D divisible by H, of "
-                         "the weights' dtype)", op, shape_str(P_.shape()), shape_str(V_.shape()));
+        fail<ShapeError>(
+            "{}: weights {} and values {} do not fit (values must be (B, S, D) with D divisible by H, of "
+            "the weights' dtype)",
+            op, shape_str(P_.shape()), shape_str(V_.shape()));
     const int64_t d = D / H;
     const Tensor P = P_.contiguous(), V = V_.contiguous();
     Tensor O = zeros({B, T, D}, V.dtype());  // (B, T, D)
@@ -171,7 +173,8 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
                          shape_str(P_.shape()), keep_.defined() ? shape_str(keep_.shape()) : "none");
     const Tensor dO = dO_.contiguous(), Q = Q_.contiguous(), K = K_.contiguous(), V = V_.contiguous();
     const Tensor P = P_.contiguous(), keep = keep_.defined() ? keep_.contiguous() : Tensor();
-    AttentionGrads g{.dQ = zeros(Q.shape(), Q.dtype()), .dK = zeros(K.shape(), K.dtype()), .dV = zeros(V.shape(), V.dtype())};
+    AttentionGrads g{
+        .dQ = zeros(Q.shape(), Q.dtype()), .dK = zeros(K.shape(), K.dtype()), .dV = zeros(V.shape(), V.dtype())};
     visit_floating(Q.dtype(), op, [&](auto tag) {
         using T = typename decltype(tag)::type;
         const T *q = Q.data<T>(), *k = K.data<T>(), *v = V.data<T>(), *p = P.data<T>(), *dout = dO.data<T>();

@@ -113,11 +113,11 @@ std::vector<BenchFigure> measure_model(const BenchPreset& preset, int64_t repeat
 /// What `tformer bench` was asked.
 struct BenchOptions {
     std::string preset = "d2l";
-    int threads = 0;           ///< 0: leave the default
-    int64_t repeats = 0;       ///< 0: the preset's
-    bool profile = false;      ///< also print a per-op table of training steps to stderr
-    bool train_only = false;   ///< only the train step's times and peak RSS (for profiling runs)
-    std::string data{};        ///< fra.txt for the corpus preset (empty: default_fra_eng_path())
+    int threads = 0;             ///< 0: leave the default
+    int64_t repeats = 0;         ///< 0: the preset's
+    bool profile = false;        ///< also print a per-op table of training steps to stderr
+    bool train_only = false;     ///< only the train step's times and peak RSS (for profiling runs)
+    std::string data{};          ///< fra.txt for the corpus preset (empty: default_fra_eng_path())
     std::string save_batches{};  ///< write the batches measured here as JSON (save_bench_batches)
     std::string load_batches{};  ///< measure the batches of a file save_batches wrote
 };

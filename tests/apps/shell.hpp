@@ -8,9 +8,9 @@
 #include <spawn.h>
 #include <unistd.h>
 
+#include <sys/wait.h>
 #include <cstdio>
 #include <string>
-#include <sys/wait.h>
 #include <vector>
 
 namespace tformer::testing {

@@ -189,7 +189,8 @@ TEST_CASE("dist::GradientReducer: the ranks' shares add up to the gradient of th
                 for (size_t i = 0; i < params.size(); ++i) {
                     CHECK(params[i].grad().defined());
                     if (params[i].grad().defined())
-                        worst = std::max(worst, max_abs_diff(params[i].grad(), expected[i]) / (1e-3 + max_abs(expected[i])));
+                        worst = std::max(worst,
+                                         max_abs_diff(params[i].grad(), expected[i]) / (1e-3 + max_abs(expected[i])));
                 }
                 CHECK(worst < 1e-5);  // float32 sums in another order
                 // with overlap, the buckets of the last layers left during backward (none on a rank without rows)
