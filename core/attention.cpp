@@ -4,11 +4,13 @@
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "core/fast_exp.hpp"
 #include "core/parallel.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace tformer::core {
@@ -68,16 +70,81 @@ Lengths lengths_of(const Tensor& valid_lens, const HeadDims& s, const char* op) 
     return l;
 }
 
+// The per-head loops below run with d, the head size, known at compile time
+// for the usual sizes (with_head_size), so a row of one head (4 to 64
+// numbers) is a few whole vector operations instead of a loop.
+template <class F>
+void with_head_size(int64_t d, F&& f) {
+    switch (d) {
+        case 4: return f(std::integral_constant<int64_t, 4>{});
+        case 8: return f(std::integral_constant<int64_t, 8>{});
+        case 16: return f(std::integral_constant<int64_t, 16>{});
+        case 32: return f(std::integral_constant<int64_t, 32>{});
+        case 64: return f(std::integral_constant<int64_t, 64>{});
+        default: return f(std::integral_constant<int64_t, 0>{});  // 0: d only known at run time
+    }
+}
+
+// Keys are handled kChunk at a time: one vector register of floats.
+constexpr int64_t kChunk = 8;
+
+// Keys per head rounded up to whole chunks, so the loops over keys run
+// without a remainder.
+int64_t padded(int64_t S) { return (S + kChunk - 1) / kChunk * kChunk; }
+
+// xt (d, Sp) = one head of X (S rows of d, D apart) transposed, zero past S:
+// xt[i, j] = x[j·D + i]. Dot products of one query with every key then run
+// along a row of xt, kChunk keys per vector operation.
 template <class T>
-T dot(const T* a, const T* b, int64_t n) {
-    T acc = 0;
-    for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
-    return acc;
+void transpose_head(const T* x, int64_t S, int64_t D, int64_t d, int64_t Sp, T* xt) {
+    for (int64_t i = 0; i < d; ++i) {
+        for (int64_t j = 0; j < S; ++j) xt[i * Sp + j] = x[j * D + i];
+        std::fill(xt + i * Sp + S, xt + (i + 1) * Sp, T(0));
+    }
+}
+
+// row[j] = a · x_j for all Sp columns of xt, summed over i in the order of a
+// plain dot product, Σ_i a_i xt[i, j]; kChunk sums at a time stay in registers.
+template <class T>
+void dot_rows(const T* a, const T* xt, int64_t d, int64_t Sp, T* row) {
+    for (int64_t j0 = 0; j0 < Sp; j0 += kChunk) {
+        T acc[kChunk] = {};
+        for (int64_t i = 0; i < d; ++i)
+            for (int64_t j = 0; j < kChunk; ++j) acc[j] += a[i] * xt[i * Sp + j0 + j];
+        for (int64_t j = 0; j < kChunk; ++j) row[j0 + j] = acc[j];
+    }
+}
+
+// z[j] = softmax_{j < L}(scale · z)[j] for j < L, over a row of Sp scores;
+// entries from L on become 0, and L = 0 gives a row of zeros. Every loop
+// runs over whole chunks: the masked entries are -inf, whose exp is 0.
+template <class T>
+void softmax_prefix(T* z, T scale, int64_t L, int64_t Sp) {
+    if (L == 0) {
+        std::fill(z, z + Sp, T(0));
+        return;
+    }
+    T m = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : m)
+    for (int64_t j = 0; j < Sp; ++j) {
+        z[j] = j < L ? scale * z[j] : -std::numeric_limits<T>::infinity();
+        m = std::max(m, z[j]);
+    }
+    T sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < Sp; ++j) {
+        z[j] = exp_of(z[j] - m);  // as core::masked_softmax
+        sum += z[j];
+    }
+    const T inv = T(1) / sum;
+#pragma omp simd
+    for (int64_t j = 0; j < Sp; ++j) z[j] *= inv;
 }
 
 // y += a · x
 template <class T>
 void axpy(T a, const T* x, T* y, int64_t n) {
+#pragma omp simd
     for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
@@ -92,40 +159,35 @@ Tensor attention_probs(const Tensor& Q_, const Tensor& K_, const Tensor& valid_l
     const Lengths lens = lengths_of(valid_lens, s, op);
     const Tensor Q = Q_.contiguous(), K = K_.contiguous();
     Tensor P = Tensor::empty({s.B, s.H, s.T, s.S}, Q.dtype());  // (B, H, T, S)
+    const int64_t Sp = padded(s.S);
     visit_floating(Q.dtype(), op, [&](auto tag) {
         using T = typename decltype(tag)::type;
         const T* q = Q.data<T>();
         const T* k = K.data<T>();
         T* p = P.data<T>();
-        parallel_for(0, s.B * s.H, s.T * s.S * s.d, [&](int64_t begin, int64_t end) {
-            for (int64_t bh = begin; bh < end; ++bh) {
-                const int64_t b = bh / s.H, h = bh % s.H;
-                for (int64_t t = 0; t < s.T; ++t) {
-                    T* row = p + (bh * s.T + t) * s.S;
-                    const int64_t L = lens.at(b, t);
-                    const T* qt = q + (b * s.T + t) * s.D + h * s.d;
-                    T m = -std::numeric_limits<T>::infinity();
-                    for (int64_t j = 0; j < L; ++j) {
-                        row[j] = static_cast<T>(scale) * dot(qt, k + (b * s.S + j) * s.D + h * s.d, s.d);
-                        m = std::max(m, row[j]);
+        with_head_size(s.d, [&](auto head_size) {
+            const int64_t d = head_size() > 0 ? head_size() : s.d;
+            parallel_for(0, s.B * s.H, s.T * s.S * d, [&](int64_t begin, int64_t end) {
+                std::vector<T> kt(static_cast<size_t>(d * Sp)), scores(static_cast<size_t>(Sp));  // (d, Sp), (Sp)
+                for (int64_t bh = begin; bh < end; ++bh) {
+                    const int64_t b = bh / s.H, h = bh % s.H;
+                    transpose_head(k + b * s.S * s.D + h * d, s.S, s.D, d, Sp, kt.data());
+                    for (int64_t t = 0; t < s.T; ++t) {
+                        T* row = p + (bh * s.T + t) * s.S;
+                        const int64_t L = lens.at(b, t);
+                        dot_rows(q + (b * s.T + t) * s.D + h * d, kt.data(), d, Sp, scores.data());
+                        softmax_prefix(scores.data(), static_cast<T>(scale), L, Sp);
+                        std::copy(scores.data(), scores.data() + s.S, row);
                     }
-                    double sum = 0;
-                    for (int64_t j = 0; j < L; ++j) {
-                        row[j] = std::exp(row[j] - m);
-                        sum += row[j];
-                    }
-                    const T inv = static_cast<T>(1.0 / sum);
-                    for (int64_t j = 0; j < L; ++j) row[j] *= inv;
-                    std::fill(row + L, row + s.S, T(0));
                 }
-            }
+            });
         });
     });
     return P;
 }
 
-// O[b, t, h·d:(h+1)·d] = Σ_s P_bh[t, s] v_s
-Tensor attention_values(const Tensor& P_, const Tensor& V_) {
+// O[b, t, h·d:(h+1)·d] = Σ_s P_bh[t, s] keep_bh[t, s] v_s
+Tensor attention_values(const Tensor& P_, const Tensor& V_, const Tensor& keep_) {
     const char* op = "attention_values";
     if (!P_.defined() || P_.dim() != 4) fail<ShapeError>("{}: weights must be (batch, heads, T, S)", op);
     expect_3d(V_, "values", op);
@@ -133,24 +195,32 @@ Tensor attention_values(const Tensor& P_, const Tensor& V_) {
     if (V_.size(0) != B || V_.size(1) != S || D % H != 0 || V_.dtype() != P_.dtype())
         fail<ShapeError>("{}: weights {} and values {} do not fit (values must be (B, S, D) with D divisible by H, of "
                          "the weights' dtype)", op, shape_str(P_.shape()), shape_str(V_.shape()));
-    const int64_t d = D / H;
-    const Tensor P = P_.contiguous(), V = V_.contiguous();
+    if (keep_.defined() && (!(keep_.shape() == P_.shape()) || keep_.dtype() != P_.dtype()))
+        fail<ShapeError>("{}: dropout mask {} for weights {}", op, shape_str(keep_.shape()), shape_str(P_.shape()));
+    const Tensor P = P_.contiguous(), V = V_.contiguous(), keep = keep_.defined() ? keep_.contiguous() : Tensor();
     Tensor O = zeros({B, T, D}, V.dtype());  // (B, T, D)
     visit_floating(V.dtype(), op, [&](auto tag) {
         using Ty = typename decltype(tag)::type;
         const Ty* p = P.data<Ty>();
+        const Ty* kp = keep.defined() ? keep.data<Ty>() : nullptr;
         const Ty* v = V.data<Ty>();
         Ty* o = O.data<Ty>();
-        parallel_for(0, B * H, T * S * d, [&](int64_t begin, int64_t end) {
-            for (int64_t bh = begin; bh < end; ++bh) {
-                const int64_t b = bh / H, h = bh % H;
-                for (int64_t t = 0; t < T; ++t) {
-                    Ty* ot = o + (b * T + t) * D + h * d;
-                    const Ty* row = p + (bh * T + t) * S;
-                    for (int64_t j = 0; j < S; ++j)
-                        if (row[j] != Ty(0)) axpy(row[j], v + (b * S + j) * D + h * d, ot, d);
+        with_head_size(D / H, [&](auto head_size) {
+            const int64_t d = head_size() > 0 ? head_size() : D / H;
+            parallel_for(0, B * H, T * S * d, [&](int64_t begin, int64_t end) {
+                for (int64_t bh = begin; bh < end; ++bh) {
+                    const int64_t b = bh / H, h = bh % H;
+                    for (int64_t t = 0; t < T; ++t) {
+                        Ty* ot = o + (b * T + t) * D + h * d;
+                        const Ty* row = p + (bh * T + t) * S;
+                        const Ty* keep_t = kp ? kp + (bh * T + t) * S : nullptr;
+                        for (int64_t j = 0; j < S; ++j) {
+                            const Ty w = keep_t ? row[j] * keep_t[j] : row[j];  // as mul(P, keep), then the product
+                            if (w != Ty(0)) axpy(w, v + (b * S + j) * D + h * d, ot, d);
+                        }
+                    }
                 }
-            }
+            });
         });
     });
     return O;
@@ -172,43 +242,47 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
     const Tensor dO = dO_.contiguous(), Q = Q_.contiguous(), K = K_.contiguous(), V = V_.contiguous();
     const Tensor P = P_.contiguous(), keep = keep_.defined() ? keep_.contiguous() : Tensor();
     AttentionGrads g{.dQ = zeros(Q.shape(), Q.dtype()), .dK = zeros(K.shape(), K.dtype()), .dV = zeros(V.shape(), V.dtype())};
+    const int64_t Sp = padded(s.S);
     visit_floating(Q.dtype(), op, [&](auto tag) {
         using T = typename decltype(tag)::type;
         const T *q = Q.data<T>(), *k = K.data<T>(), *v = V.data<T>(), *p = P.data<T>(), *dout = dO.data<T>();
         const T* kp = keep.defined() ? keep.data<T>() : nullptr;
         T *dq = g.dQ.data<T>(), *dk = g.dK.data<T>(), *dv = g.dV.data<T>();
         const T sc = static_cast<T>(scale);
-        parallel_for(0, s.B * s.H, 3 * s.T * s.S * s.d, [&](int64_t begin, int64_t end) {
-            std::vector<T> dP(static_cast<size_t>(s.S));
-            for (int64_t bh = begin; bh < end; ++bh) {
-                const int64_t b = bh / s.H, h = bh % s.H;
-                for (int64_t t = 0; t < s.T; ++t) {
-                    const T* Pt = p + (bh * s.T + t) * s.S;
-                    const T* keep_t = kp ? kp + (bh * s.T + t) * s.S : nullptr;
-                    const T* dOt = dout + (b * s.T + t) * s.D + h * s.d;
-                    const T* qt = q + (b * s.T + t) * s.D + h * s.d;
-                    // keys past the last weight above zero got no attention: nothing flows back to them
-                    int64_t L = s.S;
-                    while (L > 0 && Pt[L - 1] == T(0)) --L;
-                    double c = 0;  // Σ_s P dP
-                    for (int64_t j = 0; j < L; ++j) {
-                        const int64_t row = (b * s.S + j) * s.D + h * s.d;
-                        const T used = keep_t ? Pt[j] * keep_t[j] : Pt[j];  // the weight the sum used
-                        axpy(used, dOt, dv + row, s.d);                     // dV_s += Pu[t, s] dO_t
-                        const T dPu = dot(dOt, v + row, s.d);               // d(Pu)[t, s] = dO_t · v_s
-                        dP[j] = keep_t ? dPu * keep_t[j] : dPu;
-                        c += static_cast<double>(Pt[j]) * static_cast<double>(dP[j]);
-                    }
-                    T* dqt = dq + (b * s.T + t) * s.D + h * s.d;
-                    for (int64_t j = 0; j < L; ++j) {
-                        const T dS = Pt[j] * (dP[j] - static_cast<T>(c));  // softmax backward
-                        if (dS == T(0)) continue;
-                        const int64_t row = (b * s.S + j) * s.D + h * s.d;
-                        axpy(sc * dS, k + row, dqt, s.d);  // dQ_t += scale dS k_s
-                        axpy(sc * dS, qt, dk + row, s.d);  // dK_s += scale dS q_t
+        with_head_size(s.d, [&](auto head_size) {
+            const int64_t d = head_size() > 0 ? head_size() : s.d;
+            parallel_for(0, s.B * s.H, 3 * s.T * s.S * d, [&](int64_t begin, int64_t end) {
+                std::vector<T> vt(static_cast<size_t>(d * Sp)), dP(static_cast<size_t>(Sp));  // (d, Sp), (Sp)
+                for (int64_t bh = begin; bh < end; ++bh) {
+                    const int64_t b = bh / s.H, h = bh % s.H;
+                    transpose_head(v + b * s.S * s.D + h * d, s.S, s.D, d, Sp, vt.data());
+                    for (int64_t t = 0; t < s.T; ++t) {
+                        const T* Pt = p + (bh * s.T + t) * s.S;
+                        const T* keep_t = kp ? kp + (bh * s.T + t) * s.S : nullptr;
+                        const T* dOt = dout + (b * s.T + t) * s.D + h * d;
+                        const T* qt = q + (b * s.T + t) * s.D + h * d;
+                        // keys past the last weight above zero got no attention: nothing flows back to them
+                        int64_t L = s.S;
+                        while (L > 0 && Pt[L - 1] == T(0)) --L;
+                        dot_rows(dOt, vt.data(), d, Sp, dP.data());  // d(Pu)[t, s] = dO_t · v_s, every s at once
+                        double c = 0;                                 // Σ_s P dP
+                        for (int64_t j = 0; j < L; ++j) {
+                            const T used = keep_t ? Pt[j] * keep_t[j] : Pt[j];  // the weight the sum used
+                            axpy(used, dOt, dv + (b * s.S + j) * s.D + h * d, d);  // dV_s += Pu[t, s] dO_t
+                            if (keep_t) dP[j] *= keep_t[j];
+                            c += static_cast<double>(Pt[j]) * static_cast<double>(dP[j]);
+                        }
+                        T* dqt = dq + (b * s.T + t) * s.D + h * d;
+                        for (int64_t j = 0; j < L; ++j) {
+                            const T dS = Pt[j] * (dP[j] - static_cast<T>(c));  // softmax backward
+                            if (dS == T(0)) continue;
+                            const int64_t row = (b * s.S + j) * s.D + h * d;
+                            axpy(sc * dS, k + row, dqt, d);  // dQ_t += scale dS k_s
+                            axpy(sc * dS, qt, dk + row, d);  // dK_s += scale dS q_t
+                        }
                     }
                 }
-            }
+            });
         });
     });
     return g;
