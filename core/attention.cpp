@@ -1,5 +1,6 @@
 // Fused multi-head attention (see attention.hpp): one task per (batch, head),
-// the heads read in place from the (B, T, D) projections.
+// the heads read in place from the (B, T, D) projections or the (B·H, S, d)
+// cache of decoding.
 #include "core/attention.hpp"
 
 #include "core/dtype.hpp"
@@ -92,13 +93,13 @@ constexpr int64_t kChunk = 8;
 // without a remainder.
 int64_t padded(int64_t S) { return (S + kChunk - 1) / kChunk * kChunk; }
 
-// xt (d, Sp) = one head of X (S rows of d, D apart) transposed, zero past S:
-// xt[i, j] = x[j·D + i]. Dot products of one query with every key then run
+// xt (d, Sp) = one head of X (S rows of d, `row` apart) transposed, zero past
+// S: xt[i, j] = x[j·row + i]. Dot products of one query with every key then run
 // along a row of xt, kChunk keys per vector operation.
 template <class T>
-void transpose_head(const T* x, int64_t S, int64_t D, int64_t d, int64_t Sp, T* xt) {
+void transpose_head(const T* x, int64_t S, int64_t row, int64_t d, int64_t Sp, T* xt) {
     for (int64_t i = 0; i < d; ++i) {
-        for (int64_t j = 0; j < S; ++j) xt[i * Sp + j] = x[j * D + i];
+        for (int64_t j = 0; j < S; ++j) xt[i * Sp + j] = x[j * row + i];
         std::fill(xt + i * Sp + S, xt + (i + 1) * Sp, T(0));
     }
 }
@@ -115,31 +116,67 @@ void dot_rows(const T* a, const T* xt, int64_t d, int64_t Sp, T* row) {
     }
 }
 
-// z[j] = softmax_{j < L}(scale · z)[j] for j < L, over a row of Sp scores;
-// entries from L on become 0, and L = 0 gives a row of zeros. Every loop
-// runs over whole chunks: the masked entries are -inf, whose exp is 0.
-template <class T>
-void softmax_prefix(T* z, T scale, int64_t L, int64_t Sp) {
-    if (L == 0) {
-        std::fill(z, z + Sp, T(0));
-        return;
+// Masked softmax of the rows of one head's scores, z (rows, Sp) scaled by
+// `scale`: row t becomes softmax_{j < L_t}(scale · z_t) over its first
+// L_t = len(t) entries and 0 from there on (all zeros when L_t = 0). Each
+// pass runs over every row before the next starts, so the rows' exps (a
+// long chain of dependent operations each) overlap instead of waiting for
+// one another; the loops run over whole chunks, the masked entries being
+// -inf, whose exp is 0, with one running max and sum per lane.
+template <class T, class Len>
+void softmax_rows(T* z, int64_t rows, int64_t Sp, T scale, Len&& len, T* row_max) {  // row_max: (rows) scratch
+    constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+    for (int64_t t = 0; t < rows; ++t) {  // mask and scale; each row's max
+        T* zt = z + t * Sp;
+        const int64_t L = len(t);
+        T lane_max[kChunk];
+        std::fill(lane_max, lane_max + kChunk, kNegInf);
+        for (int64_t j0 = 0; j0 < Sp; j0 += kChunk)
+            for (int64_t l = 0; l < kChunk; ++l) {
+                zt[j0 + l] = j0 + l < L ? scale * zt[j0 + l] : kNegInf;
+                lane_max[l] = std::max(lane_max[l], zt[j0 + l]);
+            }
+        row_max[t] = *std::max_element(lane_max, lane_max + kChunk);
     }
-    T m = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : m)
-    for (int64_t j = 0; j < Sp; ++j) {
-        z[j] = j < L ? scale * z[j] : -std::numeric_limits<T>::infinity();
-        m = std::max(m, z[j]);
+    for (int64_t t = 0; t < rows; ++t) {  // exp(z - max): exp(-inf - max) is 0; a row of only -inf shifts by 0
+        T* zt = z + t * Sp;
+        const T m = row_max[t] == kNegInf ? T(0) : row_max[t];
+        for (int64_t j = 0; j < Sp; ++j) zt[j] = exp_of(zt[j] - m);  // as core::masked_softmax
     }
-    T sum = 0;
-#pragma omp simd reduction(+ : sum)
-    for (int64_t j = 0; j < Sp; ++j) {
-        z[j] = exp_of(z[j] - m);  // as core::masked_softmax
-        sum += z[j];
+    for (int64_t t = 0; t < rows; ++t) {  // divide by each row's sum
+        T* zt = z + t * Sp;
+        T lane_sum[kChunk] = {};
+        for (int64_t j0 = 0; j0 < Sp; j0 += kChunk)
+            for (int64_t l = 0; l < kChunk; ++l) lane_sum[l] += zt[j0 + l];
+        T sum = 0;
+        for (int64_t l = 0; l < kChunk; ++l) sum += lane_sum[l];
+        // a sum of 0 (L = 0, or every kept score -inf): no mass to share, a row of zeros; NaN stays NaN
+        const T inv = sum == T(0) ? T(0) : T(1) / sum;
+        for (int64_t j = 0; j < Sp; ++j) zt[j] *= inv;
     }
-    const T inv = T(1) / sum;
-#pragma omp simd
-    for (int64_t j = 0; j < Sp; ++j) z[j] *= inv;
 }
+
+// One row of a head (d numbers) being summed: a local array when d is known
+// at compile time (kD > 0), which the compiler keeps in registers, else a
+// heap buffer. Summing there and storing once avoids reloading the
+// destination after every added term.
+template <class T, int64_t kD>
+class HeadRow {
+public:
+    explicit HeadRow(int64_t d) : d_(d), spill_(kD > 0 ? 0 : static_cast<size_t>(d)) {}
+    T* data() {
+        if constexpr (kD > 0) return fixed_;
+        return spill_.data();
+    }
+    int64_t size() const { return kD > 0 ? kD : d_; }
+    void zero() { std::fill(data(), data() + size(), T(0)); }
+    void store(T* out) { std::copy(data(), data() + size(), out); }
+
+private:
+    int64_t d_;
+    T fixed_[kD > 0 ? kD : 1];
+    std::vector<T> spill_;
+};
 
 // y += a · x
 template <class T>
@@ -152,41 +189,90 @@ void axpy(T a, const T* x, T* y, int64_t n) {
 
 // ---- forward ------------------------------------------------------------------------------
 
-// P_bh[t, s] = softmax_{s < L(b,t)}(scale · q_t · k_s), 0 for s ≥ L
+namespace {
+
+// Where the rows of one head of keys or values live: row j of head h of
+// batch element b starts at b·batch + h·head + j·row. The projections
+// (B, S, D) hold the heads side by side in each row (transpose_qkv read in
+// place): batch = S·D, head = d, row = D. nn::KVCache holds them one after
+// the other, (B·H, S, d): batch = H·S·d, head = S·d, row = d.
+struct HeadLayout {
+    int64_t batch, head, row;
+    int64_t at(int64_t b, int64_t h) const { return b * batch + h * head; }
+};
+
+HeadLayout projection_layout(const HeadDims& s) { return {.batch = s.S * s.D, .head = s.d, .row = s.D}; }
+HeadLayout cache_layout(const HeadDims& s) { return {.batch = s.H * s.S * s.d, .head = s.S * s.d, .row = s.d}; }
+
+// P_bh[t, s] = softmax_{s < L(b,t)}(scale · q_t · k_s), 0 for s ≥ L; Q (B, T, D), keys as `kl` says
+template <class T>
+void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, const Lengths& lens, double scale, T* p) {
+    const int64_t Sp = padded(s.S);
+    with_head_size(s.d, [&](auto head_size) {
+        constexpr int64_t kD = decltype(head_size)::value;
+        const int64_t d = kD > 0 ? kD : s.d;
+        parallel_for(0, s.B * s.H, s.T * s.S * d, [&](int64_t begin, int64_t end) {
+            std::vector<T> kt(static_cast<size_t>(d * Sp));              // (d, Sp)
+            std::vector<T> scores(static_cast<size_t>(s.T * Sp)), row_max(static_cast<size_t>(s.T));  // (T, Sp), (T)
+            for (int64_t bh = begin; bh < end; ++bh) {
+                const int64_t b = bh / s.H, h = bh % s.H;
+                transpose_head(k + kl.at(b, h), s.S, kl.row, d, Sp, kt.data());
+                for (int64_t t = 0; t < s.T; ++t)
+                    dot_rows(q + (b * s.T + t) * s.D + h * d, kt.data(), d, Sp, scores.data() + t * Sp);
+                softmax_rows(scores.data(), s.T, Sp, static_cast<T>(scale), [&](int64_t t) { return lens.at(b, t); },
+                             row_max.data());
+                for (int64_t t = 0; t < s.T; ++t)
+                    std::copy(scores.data() + t * Sp, scores.data() + t * Sp + s.S, p + (bh * s.T + t) * s.S);
+            }
+        });
+    });
+}
+
+// O[b, t, h·d:(h+1)·d] = Σ_s P_bh[t, s] keep_bh[t, s] v_s; values as `vl` says, O (B, T, D)
+template <class T>
+void values_kernel(const T* p, const T* kp, const T* v, HeadLayout vl, const HeadDims& s, T* o) {
+    with_head_size(s.d, [&](auto head_size) {
+        constexpr int64_t kD = decltype(head_size)::value;
+        const int64_t d = kD > 0 ? kD : s.d;
+        parallel_for(0, s.B * s.H, s.T * s.S * d, [&](int64_t begin, int64_t end) {
+            HeadRow<T, kD> acc(d);  // O_t of one head, summed in registers
+            for (int64_t bh = begin; bh < end; ++bh) {
+                const int64_t b = bh / s.H, h = bh % s.H;
+                const T* vh = v + vl.at(b, h);
+                for (int64_t t = 0; t < s.T; ++t) {
+                    const T* row = p + (bh * s.T + t) * s.S;
+                    const T* keep_t = kp ? kp + (bh * s.T + t) * s.S : nullptr;
+                    acc.zero();
+                    // zero weights (masked keys, dropped ones) are added too: a branch on
+                    // them would be mispredicted more often than it saves work
+                    for (int64_t j = 0; j < s.S; ++j) {
+                        const T w = keep_t ? row[j] * keep_t[j] : row[j];  // as mul(P, keep), then the product
+                        axpy(w, vh + j * vl.row, acc.data(), d);
+                    }
+                    acc.store(o + (b * s.T + t) * s.D + h * d);
+                }
+            }
+        });
+    });
+}
+
+}  // namespace
+
+// P_bh[t, s] = softmax_{s < L(b,t)}(scale · q_t · k_s), heads read from the (B, S, D) projections
 Tensor attention_probs(const Tensor& Q_, const Tensor& K_, const Tensor& valid_lens, int64_t num_heads, double scale) {
     const char* op = "attention_probs";
     const HeadDims s = dims_of(Q_, K_, num_heads, op);
     const Lengths lens = lengths_of(valid_lens, s, op);
     const Tensor Q = Q_.contiguous(), K = K_.contiguous();
     Tensor P = Tensor::empty({s.B, s.H, s.T, s.S}, Q.dtype());  // (B, H, T, S)
-    const int64_t Sp = padded(s.S);
     visit_floating(Q.dtype(), op, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        const T* q = Q.data<T>();
-        const T* k = K.data<T>();
-        T* p = P.data<T>();
-        with_head_size(s.d, [&](auto head_size) {
-            const int64_t d = head_size() > 0 ? head_size() : s.d;
-            parallel_for(0, s.B * s.H, s.T * s.S * d, [&](int64_t begin, int64_t end) {
-                std::vector<T> kt(static_cast<size_t>(d * Sp)), scores(static_cast<size_t>(Sp));  // (d, Sp), (Sp)
-                for (int64_t bh = begin; bh < end; ++bh) {
-                    const int64_t b = bh / s.H, h = bh % s.H;
-                    transpose_head(k + b * s.S * s.D + h * d, s.S, s.D, d, Sp, kt.data());
-                    for (int64_t t = 0; t < s.T; ++t) {
-                        T* row = p + (bh * s.T + t) * s.S;
-                        const int64_t L = lens.at(b, t);
-                        dot_rows(q + (b * s.T + t) * s.D + h * d, kt.data(), d, Sp, scores.data());
-                        softmax_prefix(scores.data(), static_cast<T>(scale), L, Sp);
-                        std::copy(scores.data(), scores.data() + s.S, row);
-                    }
-                }
-            });
-        });
+        probs_kernel(Q.data<T>(), K.data<T>(), projection_layout(s), s, lens, scale, P.data<T>());
     });
     return P;
 }
 
-// O[b, t, h·d:(h+1)·d] = Σ_s P_bh[t, s] keep_bh[t, s] v_s
+// O[b, t, h·d:(h+1)·d] = Σ_s P_bh[t, s] keep_bh[t, s] v_s, v_s from the (B, S, D) projection
 Tensor attention_values(const Tensor& P_, const Tensor& V_, const Tensor& keep_) {
     const char* op = "attention_values";
     if (!P_.defined() || P_.dim() != 4) fail<ShapeError>("{}: weights must be (batch, heads, T, S)", op);
@@ -198,32 +284,39 @@ Tensor attention_values(const Tensor& P_, const Tensor& V_, const Tensor& keep_)
     if (keep_.defined() && (!(keep_.shape() == P_.shape()) || keep_.dtype() != P_.dtype()))
         fail<ShapeError>("{}: dropout mask {} for weights {}", op, shape_str(keep_.shape()), shape_str(P_.shape()));
     const Tensor P = P_.contiguous(), V = V_.contiguous(), keep = keep_.defined() ? keep_.contiguous() : Tensor();
-    Tensor O = zeros({B, T, D}, V.dtype());  // (B, T, D)
+    const HeadDims s{.B = B, .T = T, .S = S, .D = D, .H = H, .d = D / H};
+    Tensor O = Tensor::empty({B, T, D}, V.dtype());  // (B, T, D), every row of every head written once
     visit_floating(V.dtype(), op, [&](auto tag) {
         using Ty = typename decltype(tag)::type;
-        const Ty* p = P.data<Ty>();
-        const Ty* kp = keep.defined() ? keep.data<Ty>() : nullptr;
-        const Ty* v = V.data<Ty>();
-        Ty* o = O.data<Ty>();
-        with_head_size(D / H, [&](auto head_size) {
-            const int64_t d = head_size() > 0 ? head_size() : D / H;
-            parallel_for(0, B * H, T * S * d, [&](int64_t begin, int64_t end) {
-                for (int64_t bh = begin; bh < end; ++bh) {
-                    const int64_t b = bh / H, h = bh % H;
-                    for (int64_t t = 0; t < T; ++t) {
-                        Ty* ot = o + (b * T + t) * D + h * d;
-                        const Ty* row = p + (bh * T + t) * S;
-                        const Ty* keep_t = kp ? kp + (bh * T + t) * S : nullptr;
-                        for (int64_t j = 0; j < S; ++j) {
-                            const Ty w = keep_t ? row[j] * keep_t[j] : row[j];  // as mul(P, keep), then the product
-                            if (w != Ty(0)) axpy(w, v + (b * S + j) * D + h * d, ot, d);
-                        }
-                    }
-                }
-            });
-        });
+        values_kernel(P.data<Ty>(), keep.defined() ? keep.data<Ty>() : nullptr, V.data<Ty>(), projection_layout(s), s,
+                      O.data<Ty>());
     });
     return O;
+}
+
+// both of the above, keys and values read from the (B·H, S, d) cache
+CachedAttention cached_attention(const Tensor& Q_, const Tensor& K_, const Tensor& V_, const Tensor& valid_lens,
+                                 int64_t num_heads, double scale) {
+    const char* op = "cached_attention";
+    expect_3d(Q_, "queries", op);
+    const int64_t B = Q_.size(0), T = Q_.size(1), D = Q_.size(2), H = num_heads;
+    if (H < 1 || D % H != 0) fail<ValueError>("{}: num_hiddens {} is not divisible by num_heads {}", op, D, H);
+    if (!K_.defined() || K_.dim() != 3 || K_.size(0) != B * H || K_.size(2) != D / H || !V_.defined() ||
+        !(V_.shape() == K_.shape()) || K_.dtype() != Q_.dtype() || V_.dtype() != Q_.dtype() || !is_floating(Q_.dtype()))
+        fail<ShapeError>("{}: cached keys {} and values {} must be (B·H = {}, S, d = {}), of the queries' float dtype",
+                         op, K_.defined() ? shape_str(K_.shape()) : "undefined",
+                         V_.defined() ? shape_str(V_.shape()) : "undefined", B * H, D / H);
+    const HeadDims s{.B = B, .T = T, .S = K_.size(1), .D = D, .H = H, .d = D / H};
+    const Lengths lens = lengths_of(valid_lens, s, op);
+    const Tensor Q = Q_.contiguous(), K = K_.contiguous(), V = V_.contiguous();
+    CachedAttention a{.out = Tensor::empty({B, T, D}, Q.dtype()), .weights = Tensor::empty({B, H, T, s.S}, Q.dtype())};
+    visit_floating(Q.dtype(), op, [&](auto tag) {
+        using Ty = typename decltype(tag)::type;
+        probs_kernel(Q.data<Ty>(), K.data<Ty>(), cache_layout(s), s, lens, scale, a.weights.data<Ty>());
+        values_kernel(a.weights.data<Ty>(), static_cast<const Ty*>(nullptr), V.data<Ty>(), cache_layout(s), s,
+                      a.out.data<Ty>());
+    });
+    return a;
 }
 
 // ---- backward -----------------------------------------------------------------------------
@@ -241,7 +334,10 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
                          shape_str(P_.shape()), keep_.defined() ? shape_str(keep_.shape()) : "none");
     const Tensor dO = dO_.contiguous(), Q = Q_.contiguous(), K = K_.contiguous(), V = V_.contiguous();
     const Tensor P = P_.contiguous(), keep = keep_.defined() ? keep_.contiguous() : Tensor();
-    AttentionGrads g{.dQ = zeros(Q.shape(), Q.dtype()), .dK = zeros(K.shape(), K.dtype()), .dV = zeros(V.shape(), V.dtype())};
+    // dQ_t of a head is summed in one go (every row written once); dK and dV
+    // gather from every query, so they start at zero
+    AttentionGrads g{.dQ = Tensor::empty(Q.shape(), Q.dtype()), .dK = zeros(K.shape(), K.dtype()),
+                     .dV = zeros(V.shape(), V.dtype())};
     const int64_t Sp = padded(s.S);
     visit_floating(Q.dtype(), op, [&](auto tag) {
         using T = typename decltype(tag)::type;
@@ -250,9 +346,11 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
         T *dq = g.dQ.data<T>(), *dk = g.dK.data<T>(), *dv = g.dV.data<T>();
         const T sc = static_cast<T>(scale);
         with_head_size(s.d, [&](auto head_size) {
-            const int64_t d = head_size() > 0 ? head_size() : s.d;
+            constexpr int64_t kD = decltype(head_size)::value;
+            const int64_t d = kD > 0 ? kD : s.d;
             parallel_for(0, s.B * s.H, 3 * s.T * s.S * d, [&](int64_t begin, int64_t end) {
                 std::vector<T> vt(static_cast<size_t>(d * Sp)), dP(static_cast<size_t>(Sp));  // (d, Sp), (Sp)
+                HeadRow<T, kD> dq_t(d);                                                          // dQ_t of one head
                 for (int64_t bh = begin; bh < end; ++bh) {
                     const int64_t b = bh / s.H, h = bh % s.H;
                     transpose_head(v + b * s.S * s.D + h * d, s.S, s.D, d, Sp, vt.data());
@@ -272,14 +370,14 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
                             if (keep_t) dP[j] *= keep_t[j];
                             c += static_cast<double>(Pt[j]) * static_cast<double>(dP[j]);
                         }
-                        T* dqt = dq + (b * s.T + t) * s.D + h * d;
+                        dq_t.zero();
                         for (int64_t j = 0; j < L; ++j) {
                             const T dS = Pt[j] * (dP[j] - static_cast<T>(c));  // softmax backward
-                            if (dS == T(0)) continue;
                             const int64_t row = (b * s.S + j) * s.D + h * d;
-                            axpy(sc * dS, k + row, dqt, d);  // dQ_t += scale dS k_s
-                            axpy(sc * dS, qt, dk + row, d);  // dK_s += scale dS q_t
+                            axpy(sc * dS, k + row, dq_t.data(), d);  // dQ_t += scale dS k_s
+                            axpy(sc * dS, qt, dk + row, d);         // dK_s += scale dS q_t
                         }
+                        dq_t.store(dq + (b * s.T + t) * s.D + h * d);
                     }
                 }
             });

@@ -30,6 +30,17 @@ Tensor attention_probs(const Tensor& Q, const Tensor& K, const Tensor& valid_len
 /// O (B, T, D).
 Tensor attention_values(const Tensor& P, const Tensor& V, const Tensor& keep = Tensor());
 
+/// Both steps for decoding with a KV cache (no backward): queries Q (B, T, D)
+/// as above, keys and values cached per head, (B·H, S, d) as nn::KVCache
+/// keeps them (row b·H + h is head h of batch element b), valid_lens as for
+/// attention_probs. Gives O (B, T, D) and the weights P (B, H, T, S), the
+/// numbers attention_probs and attention_values give on the same heads.
+struct CachedAttention {
+    Tensor out, weights;  ///< (B, T, D), (B, H, T, S)
+};
+CachedAttention cached_attention(const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& valid_lens,
+                                 int64_t num_heads, double scale);
+
 /// Gradients of both steps at once. P is the softmax output, keep the
 /// dropout mask with its 1/(1-p) scale applied to P before the weighted sum
 /// (undefined: none), dO (B, T, D) the gradient of O:

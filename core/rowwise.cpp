@@ -389,6 +389,25 @@ Tensor affine_param(const Tensor& p, const char* name, const Tensor& x, const ch
     return p.contiguous();
 }
 
+// Σ_{i < n} f(i) in Acc, as kLanes running sums (lane l takes every i with
+// i mod kLanes = l) added together at the end, then the last n mod kLanes
+// terms. The compiler keeps the lanes in vector registers; the order of the
+// additions is fixed here, not by the vector width, so results do not
+// depend on the machine. (A plain running sum is one long chain of
+// dependent additions: on layer norm's rows of 32 it was most of the time.)
+template <class F>
+Acc lane_sum(int64_t n, F&& f) {
+    constexpr int64_t kLanes = 8;
+    Acc lane[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+        for (int64_t l = 0; l < kLanes; ++l) lane[l] += f(i + l);
+    Acc total = 0;
+    for (int64_t l = 0; l < kLanes; ++l) total += lane[l];
+    for (; i < n; ++i) total += f(i);
+    return total;
+}
+
 // One row of layer norm: y = (x - mean) * rstd * w + b, with the row's mean
 // and rstd written out. layer_norm and add_layer_norm both call it, so the
 // fused AddNorm rounds exactly as the composed one.
@@ -397,14 +416,11 @@ void layer_norm_row(const T* xr, T* yr, int64_t D, const T* wp, const T* bp, dou
     // Two passes: the mean first, then the squared deviations from it.
     // The one-pass E[x²] - E[x]² cancels catastrophically when |mean|
     // is large against the spread (x = 1e4 + small noise in float32).
-    Acc sum = 0;
-    for (int64_t i = 0; i < D; ++i) sum += xr[i];
-    const Acc mean = sum / static_cast<Acc>(D);
-    Acc squares = 0;
-    for (int64_t i = 0; i < D; ++i) {
+    const Acc mean = lane_sum(D, [&](int64_t i) { return static_cast<Acc>(xr[i]); }) / static_cast<Acc>(D);
+    const Acc squares = lane_sum(D, [&](int64_t i) {
         const Acc c = xr[i] - mean;
-        squares += c * c;
-    }
+        return c * c;
+    });
     const Acc rstd = 1.0 / std::sqrt(squares / static_cast<Acc>(D) + eps);  // biased variance, like PyTorch
     for (int64_t i = 0; i < D; ++i) {
         Acc v = (xr[i] - mean) * rstd;  // x̂_i
@@ -531,12 +547,9 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const 
             const T* dyr = dyp + r * D;
             T* dxr = dxp + r * D;
             const Acc m = mp[r], rstd_r = rp[r];
-            Acc sum_g = 0, sum_gx = 0;  // Σ g, Σ g x̂
-            for (int64_t i = 0; i < D; ++i) {
-                const Acc g = wp ? static_cast<Acc>(dyr[i]) * wp[i] : static_cast<Acc>(dyr[i]);
-                sum_g += g;
-                sum_gx += g * ((xr[i] - m) * rstd_r);
-            }
+            const auto g_at = [&](int64_t i) { return wp ? static_cast<Acc>(dyr[i]) * wp[i] : static_cast<Acc>(dyr[i]); };
+            const Acc sum_g = lane_sum(D, g_at);                                                     // Σ g
+            const Acc sum_gx = lane_sum(D, [&](int64_t i) { return g_at(i) * ((xr[i] - m) * rstd_r); });  // Σ g x̂
             const Acc mean_g = sum_g / static_cast<Acc>(D), mean_gx = sum_gx / static_cast<Acc>(D);
             for (int64_t i = 0; i < D; ++i) {
                 const Acc g = wp ? static_cast<Acc>(dyr[i]) * wp[i] : static_cast<Acc>(dyr[i]);
