@@ -156,25 +156,39 @@ void softmax_rows(T* z, int64_t rows, int64_t Sp, T scale, Len&& len, T* row_max
     }
 }
 
-// One row of a head (d numbers) being summed: a local array when d is known
-// at compile time (kD > 0), which the compiler keeps in registers, else a
-// heap buffer. Summing there and storing once avoids reloading the
+// Calls f(rows, first) over [0, n) in blocks of kBlock rows, then one block
+// of the last n mod kBlock; rows is the block's size as a compile-time
+// constant (std::integral_constant).
+constexpr int64_t kBlock = 4;
+template <class F>
+void for_row_blocks(int64_t n, F&& f) {
+    int64_t r = 0;
+    for (; r + kBlock <= n; r += kBlock) f(std::integral_constant<int64_t, kBlock>{}, r);
+    switch (n - r) {
+        case 3: return f(std::integral_constant<int64_t, 3>{}, r);
+        case 2: return f(std::integral_constant<int64_t, 2>{}, r);
+        case 1: return f(std::integral_constant<int64_t, 1>{}, r);
+        default: return;
+    }
+}
+
+// kBlock rows of a head (d numbers each) being summed: local arrays when d is
+// known at compile time (kD > 0), which the compiler keeps in registers,
+// else a heap buffer. Summing there and storing once avoids reloading the
 // destination after every added term.
 template <class T, int64_t kD>
-class HeadRow {
+class HeadRows {
 public:
-    explicit HeadRow(int64_t d) : d_(d), spill_(kD > 0 ? 0 : static_cast<size_t>(d)) {}
-    T* data() {
-        if constexpr (kD > 0) return fixed_;
-        return spill_.data();
+    explicit HeadRows(int64_t d) : d_(d), spill_(kD > 0 ? 0 : static_cast<size_t>(kBlock * d)) {}
+    T* row(int64_t r) {
+        if constexpr (kD > 0) return fixed_[r];
+        return spill_.data() + r * d_;
     }
     int64_t size() const { return kD > 0 ? kD : d_; }
-    void zero() { std::fill(data(), data() + size(), T(0)); }
-    void store(T* out) { std::copy(data(), data() + size(), out); }
 
 private:
     int64_t d_;
-    T fixed_[kD > 0 ? kD : 1];
+    T fixed_[kBlock][kD > 0 ? kD : 1];
     std::vector<T> spill_;
 };
 
@@ -183,6 +197,22 @@ template <class T>
 void axpy(T a, const T* x, T* y, int64_t n) {
 #pragma omp simd
     for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+// out(r) = Σ_{j < n} w(r, j) x_j for the first R = rows() rows r of `acc` at once, where
+// x_j, one row of a head, is at x + j·x_row. Every attention product with a
+// head row as output is this: O_t = Σ_s Pu[t, s] v_s, dV_s = Σ_t Pu[t, s] dO_t,
+// dQ_t = Σ_s scale dS[t, s] k_s, dK_s = Σ_t scale dS[t, s] q_t. Each row is
+// summed in j order, as a plain loop would; the R rows share each load of
+// x_j and are R independent chains of additions the processor overlaps.
+template <class T, int64_t kD, class Rows, class W, class Out>
+void weighted_rows(HeadRows<T, kD>& acc, Rows rows, int64_t n, const T* x, int64_t x_row, W&& w, Out&& out) {
+    constexpr int64_t R = decltype(rows)::value;
+    const int64_t d = acc.size();
+    for (int64_t r = 0; r < R; ++r) std::fill(acc.row(r), acc.row(r) + d, T(0));
+    for (int64_t j = 0; j < n; ++j)
+        for (int64_t r = 0; r < R; ++r) axpy(w(r, j), x + j * x_row, acc.row(r), d);
+    for (int64_t r = 0; r < R; ++r) std::copy(acc.row(r), acc.row(r) + d, out(r));
 }
 
 }  // namespace
@@ -235,22 +265,20 @@ void values_kernel(const T* p, const T* kp, const T* v, HeadLayout vl, const Hea
         constexpr int64_t kD = decltype(head_size)::value;
         const int64_t d = kD > 0 ? kD : s.d;
         parallel_for(0, s.B * s.H, s.T * s.S * d, [&](int64_t begin, int64_t end) {
-            HeadRow<T, kD> acc(d);  // O_t of one head, summed in registers
+            HeadRows<T, kD> acc(d);  // O_t of up to kBlock queries
             for (int64_t bh = begin; bh < end; ++bh) {
                 const int64_t b = bh / s.H, h = bh % s.H;
-                const T* vh = v + vl.at(b, h);
-                for (int64_t t = 0; t < s.T; ++t) {
-                    const T* row = p + (bh * s.T + t) * s.S;
-                    const T* keep_t = kp ? kp + (bh * s.T + t) * s.S : nullptr;
-                    acc.zero();
-                    // zero weights (masked keys, dropped ones) are added too: a branch on
-                    // them would be mispredicted more often than it saves work
-                    for (int64_t j = 0; j < s.S; ++j) {
-                        const T w = keep_t ? row[j] * keep_t[j] : row[j];  // as mul(P, keep), then the product
-                        axpy(w, vh + j * vl.row, acc.data(), d);
-                    }
-                    acc.store(o + (b * s.T + t) * s.D + h * d);
-                }
+                for_row_blocks(s.T, [&](auto rows, int64_t t0) {
+                    // weights as mul(P, keep), then the product; zero weights (masked keys,
+                    // dropped ones) are added too: a branch on them would be mispredicted
+                    // more often than it saves work
+                    const auto w = [&](int64_t r, int64_t j) {
+                        const int64_t at = (bh * s.T + t0 + r) * s.S + j;
+                        return kp ? p[at] * kp[at] : p[at];
+                    };
+                    const auto out = [&](int64_t r) { return o + (b * s.T + t0 + r) * s.D + h * d; };
+                    weighted_rows(acc, rows, s.S, v + vl.at(b, h), vl.row, w, out);
+                });
             }
         });
     });
@@ -334,10 +362,9 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
                          shape_str(P_.shape()), keep_.defined() ? shape_str(keep_.shape()) : "none");
     const Tensor dO = dO_.contiguous(), Q = Q_.contiguous(), K = K_.contiguous(), V = V_.contiguous();
     const Tensor P = P_.contiguous(), keep = keep_.defined() ? keep_.contiguous() : Tensor();
-    // dQ_t of a head is summed in one go (every row written once); dK and dV
-    // gather from every query, so they start at zero
-    AttentionGrads g{.dQ = Tensor::empty(Q.shape(), Q.dtype()), .dK = zeros(K.shape(), K.dtype()),
-                     .dV = zeros(V.shape(), V.dtype())};
+    // every head row of dQ, dK and dV is summed in registers and written once
+    AttentionGrads g{.dQ = Tensor::empty(Q.shape(), Q.dtype()), .dK = Tensor::empty(K.shape(), K.dtype()),
+                     .dV = Tensor::empty(V.shape(), V.dtype())};
     const int64_t Sp = padded(s.S);
     visit_floating(Q.dtype(), op, [&](auto tag) {
         using T = typename decltype(tag)::type;
@@ -349,36 +376,50 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
             constexpr int64_t kD = decltype(head_size)::value;
             const int64_t d = kD > 0 ? kD : s.d;
             parallel_for(0, s.B * s.H, 3 * s.T * s.S * d, [&](int64_t begin, int64_t end) {
-                std::vector<T> vt(static_cast<size_t>(d * Sp)), dP(static_cast<size_t>(Sp));  // (d, Sp), (Sp)
-                HeadRow<T, kD> dq_t(d);                                                          // dQ_t of one head
+                std::vector<T> vt(static_cast<size_t>(d * Sp));     // (d, Sp): V_bh transposed
+                std::vector<T> dP(static_cast<size_t>(s.T * Sp));   // (T, Sp)
+                std::vector<T> dS(static_cast<size_t>(s.T * s.S));  // (T, S), times scale
+                std::vector<T> Pu(static_cast<size_t>(s.T * s.S));  // (T, S): P ⊙ keep, the weights the forward used
+                HeadRows<T, kD> acc(d);
                 for (int64_t bh = begin; bh < end; ++bh) {
                     const int64_t b = bh / s.H, h = bh % s.H;
-                    transpose_head(v + b * s.S * s.D + h * d, s.S, s.D, d, Sp, vt.data());
+                    const T* Pbh = p + bh * s.T * s.S;                      // (T, S)
+                    const T* keep_bh = kp ? kp + bh * s.T * s.S : nullptr;  // (T, S)
+                    const int64_t q_head = b * s.T * s.D + h * d, k_head = b * s.S * s.D + h * d;  // row 0 of the head
+                    // d(Pu)[t, s] = dO_t · v_s, every s at once
+                    transpose_head(v + k_head, s.S, s.D, d, Sp, vt.data());
+                    for (int64_t t = 0; t < s.T; ++t) dot_rows(dout + q_head + t * s.D, vt.data(), d, Sp, dP.data() + t * Sp);
+                    // dP = d(Pu) ⊙ keep, then the softmax backward dS = P ⊙ (dP - Σ_s P dP), row by row
                     for (int64_t t = 0; t < s.T; ++t) {
-                        const T* Pt = p + (bh * s.T + t) * s.S;
-                        const T* keep_t = kp ? kp + (bh * s.T + t) * s.S : nullptr;
-                        const T* dOt = dout + (b * s.T + t) * s.D + h * d;
-                        const T* qt = q + (b * s.T + t) * s.D + h * d;
+                        const T* Pt = Pbh + t * s.S;
+                        T* dPt = dP.data() + t * Sp;
                         // keys past the last weight above zero got no attention: nothing flows back to them
                         int64_t L = s.S;
                         while (L > 0 && Pt[L - 1] == T(0)) --L;
-                        dot_rows(dOt, vt.data(), d, Sp, dP.data());  // d(Pu)[t, s] = dO_t · v_s, every s at once
-                        double c = 0;                                 // Σ_s P dP
+                        double c = 0;  // Σ_s P dP
                         for (int64_t j = 0; j < L; ++j) {
-                            const T used = keep_t ? Pt[j] * keep_t[j] : Pt[j];  // the weight the sum used
-                            axpy(used, dOt, dv + (b * s.S + j) * s.D + h * d, d);  // dV_s += Pu[t, s] dO_t
-                            if (keep_t) dP[j] *= keep_t[j];
-                            c += static_cast<double>(Pt[j]) * static_cast<double>(dP[j]);
+                            if (keep_bh) dPt[j] *= keep_bh[t * s.S + j];
+                            c += static_cast<double>(Pt[j]) * static_cast<double>(dPt[j]);
                         }
-                        dq_t.zero();
-                        for (int64_t j = 0; j < L; ++j) {
-                            const T dS = Pt[j] * (dP[j] - static_cast<T>(c));  // softmax backward
-                            const int64_t row = (b * s.S + j) * s.D + h * d;
-                            axpy(sc * dS, k + row, dq_t.data(), d);  // dQ_t += scale dS k_s
-                            axpy(sc * dS, qt, dk + row, d);         // dK_s += scale dS q_t
-                        }
-                        dq_t.store(dq + (b * s.T + t) * s.D + h * d);
+                        for (int64_t j = 0; j < s.S; ++j)
+                            dS[t * s.S + j] = j < L ? sc * (Pt[j] * (dPt[j] - static_cast<T>(c))) : T(0);
                     }
+                    for (int64_t i = 0; i < s.T * s.S; ++i) Pu[i] = keep_bh ? Pbh[i] * keep_bh[i] : Pbh[i];
+                    // dV_s = Σ_t Pu[t, s] dO_t,  dK_s = Σ_t scale dS[t, s] q_t   (rows s of the head)
+                    for_row_blocks(s.S, [&](auto rows, int64_t j0) {
+                        weighted_rows(acc, rows, s.T, dout + q_head, s.D,
+                                      [&](int64_t r, int64_t t) { return Pu[t * s.S + j0 + r]; },
+                                      [&](int64_t r) { return dv + k_head + (j0 + r) * s.D; });
+                        weighted_rows(acc, rows, s.T, q + q_head, s.D,
+                                      [&](int64_t r, int64_t t) { return dS[t * s.S + j0 + r]; },
+                                      [&](int64_t r) { return dk + k_head + (j0 + r) * s.D; });
+                    });
+                    // dQ_t = Σ_s scale dS[t, s] k_s   (rows t of the head)
+                    for_row_blocks(s.T, [&](auto rows, int64_t t0) {
+                        weighted_rows(acc, rows, s.S, k + k_head, s.D,
+                                      [&](int64_t r, int64_t j) { return dS[(t0 + r) * s.S + j]; },
+                                      [&](int64_t r) { return dq + q_head + (t0 + r) * s.D; });
+                    });
                 }
             });
         });

@@ -3,6 +3,7 @@
 #include "core/parallel.hpp"
 #include "core/strided.hpp"
 
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -528,7 +529,14 @@ Tensor dropout_mask(const Shape& shape, double p, Generator& gen, DType dtype) {
             // probability ⌈keep · 2^16⌉ / 2^16, within 2^-16 of keep (p = 0
             // keeps all). One draw per element was 11% of a d2l training step.
             const auto threshold = static_cast<uint64_t>(std::ceil(std::ldexp(keep, 16)));
-            const auto mask = [&](uint64_t bits) { return (bits & 0xffff) < threshold ? scale : T(0); };
+            // The mask is the bits of scale ANDed with all ones (keep) or all
+            // zeros (drop): no branch, which a drop (p of the time) would mispredict.
+            using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+            const Bits scale_bits = std::bit_cast<Bits>(scale);
+            const auto mask = [&](uint64_t bits) {
+                const Bits all = Bits(0) - static_cast<Bits>((bits & 0xffff) < threshold);  // ~0 or 0
+                return std::bit_cast<T>(static_cast<Bits>(scale_bits & all));
+            };
             int64_t i = 0;
             for (; i + 4 <= n; i += 4) {
                 const uint64_t bits = gen.next_u64();
