@@ -541,20 +541,24 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const 
         const T* wp = w.defined() ? w.data<T>() : nullptr;
         T* dxp = grads.dx.data<T>();
 
-        // dx, row by row
-        for_each_row(R, D, [&](int64_t r) {
-            const T* xr = xp + r * D;
-            const T* dyr = dyp + r * D;
-            T* dxr = dxp + r * D;
-            const Acc m = mp[r], rstd_r = rp[r];
-            const auto g_at = [&](int64_t i) { return wp ? static_cast<Acc>(dyr[i]) * wp[i] : static_cast<Acc>(dyr[i]); };
-            const Acc sum_g = lane_sum(D, g_at);                                                     // Σ g
-            const Acc sum_gx = lane_sum(D, [&](int64_t i) { return g_at(i) * ((xr[i] - m) * rstd_r); });  // Σ g x̂
-            const Acc mean_g = sum_g / static_cast<Acc>(D), mean_gx = sum_gx / static_cast<Acc>(D);
-            for (int64_t i = 0; i < D; ++i) {
-                const Acc g = wp ? static_cast<Acc>(dyr[i]) * wp[i] : static_cast<Acc>(dyr[i]);
-                const Acc xhat = (xr[i] - m) * rstd_r;
-                dxr[i] = static_cast<T>(rstd_r * (g - mean_g - xhat * mean_gx));
+        // dx, row by row; g and x̂ of a row go to scratch rows first, so that
+        // every loop below is a plain vector loop
+        parallel_for(0, R, D, [&](int64_t first, int64_t last) {
+            std::vector<Acc> g(static_cast<size_t>(D)), xhat(static_cast<size_t>(D));  // (D), (D)
+            for (int64_t r = first; r < last; ++r) {
+                const T* xr = xp + r * D;
+                const T* dyr = dyp + r * D;
+                T* dxr = dxp + r * D;
+                const Acc m = mp[r], rstd_r = rp[r];
+                if (wp)
+                    for (int64_t i = 0; i < D; ++i) g[i] = static_cast<Acc>(dyr[i]) * wp[i];
+                else
+                    for (int64_t i = 0; i < D; ++i) g[i] = dyr[i];
+                for (int64_t i = 0; i < D; ++i) xhat[i] = (xr[i] - m) * rstd_r;
+                const Acc mean_g = lane_sum(D, [&](int64_t i) { return g[i]; }) / static_cast<Acc>(D);  // mean(g)
+                const Acc mean_gx =
+                    lane_sum(D, [&](int64_t i) { return g[i] * xhat[i]; }) / static_cast<Acc>(D);  // mean(g ⊙ x̂)
+                for (int64_t i = 0; i < D; ++i) dxr[i] = static_cast<T>(rstd_r * (g[i] - mean_g - xhat[i] * mean_gx));
             }
         });
 
