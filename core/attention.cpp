@@ -104,6 +104,18 @@ void transpose_head(const T* x, int64_t S, int64_t row, int64_t d, int64_t Sp, T
     }
 }
 
+// Below this many queries per head, probs_kernel takes one dot product per
+// key instead of transposing the keys first.
+constexpr int64_t kTransposeRows = 4;
+
+// a · b, summed in order
+template <class T>
+T dot(const T* a, const T* b, int64_t n) {
+    T acc = 0;
+    for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
+    return acc;
+}
+
 // row[j] = a · x_j for all Sp columns of xt, summed over i in the order of a
 // plain dot product, Σ_i a_i xt[i, j]; kChunk sums at a time stay in registers.
 template <class T>
@@ -246,9 +258,18 @@ void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, cons
             std::vector<T> scores(static_cast<size_t>(s.T * Sp)), row_max(static_cast<size_t>(s.T));  // (T, Sp), (T)
             for (int64_t bh = begin; bh < end; ++bh) {
                 const int64_t b = bh / s.H, h = bh % s.H;
-                transpose_head(k + kl.at(b, h), s.S, kl.row, d, Sp, kt.data());
-                for (int64_t t = 0; t < s.T; ++t)
-                    dot_rows(q + (b * s.T + t) * s.D + h * d, kt.data(), d, Sp, scores.data() + t * Sp);
+                const T* kh = k + kl.at(b, h);
+                if (s.T >= kTransposeRows) {  // transpose the keys once, then a chunk of keys per vector op
+                    transpose_head(kh, s.S, kl.row, d, Sp, kt.data());
+                    for (int64_t t = 0; t < s.T; ++t)
+                        dot_rows(q + (b * s.T + t) * s.D + h * d, kt.data(), d, Sp, scores.data() + t * Sp);
+                } else {  // a query or two (decoding): one dot product per key costs less than the transpose
+                    for (int64_t t = 0; t < s.T; ++t) {
+                        T* row = scores.data() + t * Sp;
+                        for (int64_t j = 0; j < s.S; ++j) row[j] = dot(q + (b * s.T + t) * s.D + h * d, kh + j * kl.row, d);
+                        std::fill(row + s.S, row + Sp, T(0));
+                    }
+                }
                 softmax_rows(scores.data(), s.T, Sp, static_cast<T>(scale), [&](int64_t t) { return lens.at(b, t); },
                              row_max.data());
                 for (int64_t t = 0; t < s.T; ++t)
