@@ -253,27 +253,34 @@ void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, cons
     with_head_size(s.d, [&](auto head_size) {
         constexpr int64_t kD = decltype(head_size)::value;
         const int64_t d = kD > 0 ? kD : s.d;
-        parallel_for(0, s.B * s.H, s.T * s.S * d, [&](int64_t begin, int64_t end) {
-            std::vector<T> kt(static_cast<size_t>(d * Sp));              // (d, Sp)
-            std::vector<T> scores(static_cast<size_t>(s.T * Sp)), row_max(static_cast<size_t>(s.T));  // (T, Sp), (T)
-            for (int64_t bh = begin; bh < end; ++bh) {
-                const int64_t b = bh / s.H, h = bh % s.H;
-                const T* kh = k + kl.at(b, h);
-                if (s.T >= kTransposeRows) {  // transpose the keys once, then a chunk of keys per vector op
-                    transpose_head(kh, s.S, kl.row, d, Sp, kt.data());
-                    for (int64_t t = 0; t < s.T; ++t)
-                        dot_rows(q + (b * s.T + t) * s.D + h * d, kt.data(), d, Sp, scores.data() + t * Sp);
-                } else {  // a query or two (decoding): one dot product per key costs less than the transpose
-                    for (int64_t t = 0; t < s.T; ++t) {
-                        T* row = scores.data() + t * Sp;
-                        for (int64_t j = 0; j < s.S; ++j) row[j] = dot(q + (b * s.T + t) * s.D + h * d, kh + j * kl.row, d);
-                        std::fill(row + s.S, row + Sp, T(0));
+        // one task per batch element: the scores of all its heads, (H·T, Sp),
+        // then the softmax over all those rows at once (a decoding step has
+        // one row per head, too few to overlap on their own)
+        const int64_t rows = s.H * s.T;
+        parallel_for(0, s.B, rows * s.S * d, [&](int64_t begin, int64_t end) {
+            std::vector<T> kt(static_cast<size_t>(d * Sp));                                           // (d, Sp)
+            std::vector<T> scores(static_cast<size_t>(rows * Sp)), row_max(static_cast<size_t>(rows));  // (H·T, Sp), (H·T)
+            for (int64_t b = begin; b < end; ++b) {
+                for (int64_t h = 0; h < s.H; ++h) {
+                    const T* kh = k + kl.at(b, h);
+                    T* head_scores = scores.data() + h * s.T * Sp;  // (T, Sp)
+                    if (s.T >= kTransposeRows) {  // transpose the keys once, then a chunk of keys per vector op
+                        transpose_head(kh, s.S, kl.row, d, Sp, kt.data());
+                        for (int64_t t = 0; t < s.T; ++t)
+                            dot_rows(q + (b * s.T + t) * s.D + h * d, kt.data(), d, Sp, head_scores + t * Sp);
+                    } else {  // a query or two (decoding): one dot product per key costs less than the transpose
+                        for (int64_t t = 0; t < s.T; ++t) {
+                            T* row = head_scores + t * Sp;
+                            for (int64_t j = 0; j < s.S; ++j) row[j] = dot(q + (b * s.T + t) * s.D + h * d, kh + j * kl.row, d);
+                            std::fill(row + s.S, row + Sp, T(0));
+                        }
                     }
                 }
-                softmax_rows(scores.data(), s.T, Sp, static_cast<T>(scale), [&](int64_t t) { return lens.at(b, t); },
-                             row_max.data());
-                for (int64_t t = 0; t < s.T; ++t)
-                    std::copy(scores.data() + t * Sp, scores.data() + t * Sp + s.S, p + (bh * s.T + t) * s.S);
+                softmax_rows(scores.data(), rows, Sp, static_cast<T>(scale),
+                             [&](int64_t row) { return lens.at(b, row % s.T); }, row_max.data());
+                T* pb = p + b * rows * s.S;  // (H, T, S) of batch element b: its rows in the same order
+                for (int64_t row = 0; row < rows; ++row)
+                    std::copy(scores.data() + row * Sp, scores.data() + row * Sp + s.S, pb + row * s.S);
             }
         });
     });
