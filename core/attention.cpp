@@ -135,7 +135,7 @@ void dot_rows(const T* a, const T* xt, int64_t d, int64_t Sp, T* row) {
 // pass runs over every row before the next starts, so the rows' exps (a
 // long chain of dependent operations each) overlap instead of waiting for
 // one another; the loops run over whole chunks, the masked entries being
-// -inf, whose exp is 0, with one running max and sum per lane.
+// -inf, whose exp is 0, with one running max per lane.
 template <class T, class Len>
 void softmax_rows(T* z, int64_t rows, int64_t Sp, T scale, Len&& len, T* row_max) {  // row_max: (rows) scratch
     constexpr T kNegInf = -std::numeric_limits<T>::infinity();
@@ -158,13 +158,13 @@ void softmax_rows(T* z, int64_t rows, int64_t Sp, T scale, Len&& len, T* row_max
     }
     for (int64_t t = 0; t < rows; ++t) {  // divide by each row's sum
         T* zt = z + t * Sp;
-        T lane_sum[kChunk] = {};
-        for (int64_t j0 = 0; j0 < Sp; j0 += kChunk)
-            for (int64_t l = 0; l < kChunk; ++l) lane_sum[l] += zt[j0 + l];
-        T sum = 0;
-        for (int64_t l = 0; l < kChunk; ++l) sum += lane_sum[l];
+        // in double and in key order, as core::masked_softmax. (With float sums
+        // over lanes, the 2-rank translate run of tests/apps/test_mpi.cpp drifted
+        // past 1e-4 from the 1-process one on 2 seeds of 12; with this, on none of 5.)
+        double sum = 0;
+        for (int64_t j = 0; j < Sp; ++j) sum += zt[j];
         // a sum of 0 (L = 0, or every kept score -inf): no mass to share, a row of zeros; NaN stays NaN
-        const T inv = sum == T(0) ? T(0) : T(1) / sum;
+        const T inv = sum == 0.0 ? T(0) : static_cast<T>(1.0 / sum);
         for (int64_t j = 0; j < Sp; ++j) zt[j] *= inv;
     }
 }
