@@ -10,15 +10,15 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
-#include <spawn.h>
-#include <unistd.h>
-#include <sys/wait.h>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -63,13 +63,27 @@ struct Preset {
 // seed 000's training cell, exactly: num_hiddens 32, 2 layers, dropout 0.1,
 // batch 64, num_steps 10, lr 0.005, 200 epochs, ffn 64, 4 heads, the first
 // 600 examples, Adam, gradient clipping at norm 1 (d2l.train_seq2seq).
-const Preset kD2l{.epochs = 200, .batch_size = 64, .num_steps = 10, .num_hiddens = 32, .ffn_num_hiddens = 64,
-                  .num_heads = 4, .num_layers = 2, .num_examples = 600, .sample_size = 0, .warmup = 0,
-                  .batches_per_epoch = 0, .lr = 0.005, .dropout = 0.1, .val_fraction = 0.0,
-                  .label_smoothing = 0.0, .clip = 1.0, .schedule = "constant",
+const Preset kD2l{.epochs = 200,
+                  .batch_size = 64,
+                  .num_steps = 10,
+                  .num_hiddens = 32,
+                  .ffn_num_hiddens = 64,
+                  .num_heads = 4,
+                  .num_layers = 2,
+                  .num_examples = 600,
+                  .sample_size = 0,
+                  .warmup = 0,
+                  .batches_per_epoch = 0,
+                  .lr = 0.005,
+                  .dropout = 0.1,
+                  .val_fraction = 0.0,
+                  .label_smoothing = 0.0,
+                  .clip = 1.0,
+                  .schedule = "constant",
                   // Seed 0 lands on "j’ai perdu ." (the corpus also has the typographic
                   // apostrophe) and scores 2 of 4; seeds 1-3 score 4, 3 and 3 of 4 (README).
-                  .seed = 1, .threads = 1};
+                  .seed = 1,
+                  .threads = 1};
 
 // The default translation run: the whole corpus, a joint SentencePiece
 // vocabulary of 8,000 pieces, length buckets of 2,000 tokens, tied
@@ -80,12 +94,31 @@ const Preset kD2l{.epochs = 200, .batch_size = 64, .num_steps = 10, .num_hiddens
 // by less than a change of seed does (--average N turns it on).
 // 1,800 steps (1.06 epochs): about 4.5 minutes on 2 idle cores. Chosen by
 // validation BLEU on the whole-corpus sample (README: what each choice bought).
-const Preset kTranslate{.epochs = 1, .batch_size = 0, .num_steps = 64, .num_hiddens = 128, .ffn_num_hiddens = 512,
-                        .num_heads = 4, .num_layers = 2, .num_examples = 0, .sample_size = 0, .warmup = 200,
-                        .batches_per_epoch = 0, .lr = 0.003, .dropout = 0.0, .val_fraction = 0,
-                        .label_smoothing = 0.1, .clip = 1.0, .schedule = "cosine", .corpus = true,
-                        .tokenizer = "sentencepiece", .vocab_size = 8000, .batch_tokens = 2000, .val_sentences = 1500,
-                        .total_steps = 1800, .average = 0, .tie_embeddings = true};
+const Preset kTranslate{.epochs = 1,
+                        .batch_size = 0,
+                        .num_steps = 64,
+                        .num_hiddens = 128,
+                        .ffn_num_hiddens = 512,
+                        .num_heads = 4,
+                        .num_layers = 2,
+                        .num_examples = 0,
+                        .sample_size = 0,
+                        .warmup = 200,
+                        .batches_per_epoch = 0,
+                        .lr = 0.003,
+                        .dropout = 0.0,
+                        .val_fraction = 0,
+                        .label_smoothing = 0.1,
+                        .clip = 1.0,
+                        .schedule = "cosine",
+                        .corpus = true,
+                        .tokenizer = "sentencepiece",
+                        .vocab_size = 8000,
+                        .batch_tokens = 2000,
+                        .val_sentences = 1500,
+                        .total_steps = 1800,
+                        .average = 0,
+                        .tie_embeddings = true};
 
 // --preset long: the same model and recipe for 5,400 steps (3.2 epochs, about
 // 12.5 minutes on 2 idle cores).
@@ -96,10 +129,24 @@ const Preset kLong = [] {
 }();
 
 // Seed 004's copy task: vocabulary 11, sequences of 10 starting with 1.
-const Preset kCopy{.epochs = 80, .batch_size = 30, .num_steps = 10, .num_hiddens = 32, .ffn_num_hiddens = 64,
-                   .num_heads = 4, .num_layers = 2, .num_examples = 0, .sample_size = 0, .warmup = 100,
-                   .batches_per_epoch = 20, .lr = 0.005, .dropout = 0.0, .val_fraction = 0.0,
-                   .label_smoothing = 0.0, .clip = 1.0, .schedule = "noam", .threads = 1};
+const Preset kCopy{.epochs = 80,
+                   .batch_size = 30,
+                   .num_steps = 10,
+                   .num_hiddens = 32,
+                   .ffn_num_hiddens = 64,
+                   .num_heads = 4,
+                   .num_layers = 2,
+                   .num_examples = 0,
+                   .sample_size = 0,
+                   .warmup = 100,
+                   .batches_per_epoch = 20,
+                   .lr = 0.005,
+                   .dropout = 0.0,
+                   .val_fraction = 0.0,
+                   .label_smoothing = 0.0,
+                   .clip = 1.0,
+                   .schedule = "noam",
+                   .threads = 1};
 
 constexpr int64_t kCopyVocab = 11;
 
@@ -124,7 +171,8 @@ void set_threads(int threads) {
     // More threads than processors only makes OpenMP's threads wait for each other.
     const int procs = omp_get_num_procs();
     if (threads > procs) {
-        fmt::print(stderr, "tformer: --threads {} is more than the {} processors here; using {}\n", threads, procs, procs);
+        fmt::print(stderr, "tformer: --threads {} is more than the {} processors here; using {}\n", threads, procs,
+                   procs);
         threads = procs;
     }
     // Several ranks of an mpirun job on this machine, not bound to their own
@@ -154,8 +202,10 @@ auto on_every_rank(Load&& load) {
 // seed 000's four test sentences and d2l's references; a model with a cased
 // subword vocabulary reads them as a person types them ("Go."), and BLEU
 // compares them lowercased either way (bleu_tokens)
-const std::vector<std::pair<std::string, std::string>> kSeedSentences = {
-    {"go .", "va !"}, {"i lost .", "j'ai perdu ."}, {"he's calm .", "il est calme ."}, {"i'm home .", "je suis chez moi ."}};
+const std::vector<std::pair<std::string, std::string>> kSeedSentences = {{"go .", "va !"},
+                                                                         {"i lost .", "j'ai perdu ."},
+                                                                         {"he's calm .", "il est calme ."},
+                                                                         {"i'm home .", "je suis chez moi ."}};
 const std::vector<std::string> kSeedSentencesCased = {"Go.", "I lost.", "He's calm.", "I'm home."};
 
 // Corpus BLEU-4 of greedy translations of the validation split: every
@@ -177,7 +227,8 @@ tasks::CorpusBleu validation_bleu(nn::EncoderDecoder& model, const tasks::NmtSpl
     std::vector<tasks::TokenLine> preds;
     std::vector<std::vector<tasks::TokenLine>> all_refs;
     const int64_t T = val.src.size(1);
-    const tasks::DecodeOptions o{.bos = tgt_vocab.to_index("<bos>"), .eos = tgt_vocab.to_index("<eos>"), .max_steps = T};
+    const tasks::DecodeOptions o{
+        .bos = tgt_vocab.to_index("<bos>"), .eos = tgt_vocab.to_index("<eos>"), .max_steps = T};
     for (size_t begin = 0; begin < order.size(); begin += 256) {
         const size_t end = std::min(order.size(), begin + 256);
         std::vector<int64_t> rows;
@@ -223,7 +274,8 @@ tasks::TranslateOptions translate_options(const tasks::CheckpointInfo& info, con
 
 std::string meta(const std::map<std::string, std::string>& extra, const char* key) {
     auto it = extra.find(key);
-    if (it == extra.end()) fail<IOError>("checkpoint: metadata 'extra.{}' is missing (was it made by tformer train translate?)", key);
+    if (it == extra.end())
+        fail<IOError>("checkpoint: metadata 'extra.{}' is missing (was it made by tformer train translate?)", key);
     return it->second;
 }
 
@@ -265,8 +317,8 @@ tasks::CorpusOptions corpus_options_from(const std::map<std::string, std::string
 double copy_accuracy(nn::EncoderDecoder& model, int64_t n, int64_t length, uint64_t seed) {
     core::Generator gen(seed);
     const tasks::Batch batch = tasks::copy_batch(n, length, kCopyVocab, gen);
-    const auto decoded = tasks::greedy_decode(model, batch.enc_X, batch.enc_valid,
-                                              {.bos = 1, .eos = -1, .max_steps = length - 1});
+    const auto decoded =
+        tasks::greedy_decode(model, batch.enc_X, batch.enc_valid, {.bos = 1, .eos = -1, .max_steps = length - 1});
     int64_t correct = 0;
     for (int64_t b = 0; b < n; ++b) {
         bool same = static_cast<int64_t>(decoded[b].tokens.size()) == length - 1;
@@ -276,9 +328,7 @@ double copy_accuracy(nn::EncoderDecoder& model, int64_t n, int64_t length, uint6
     return static_cast<double>(correct) / static_cast<double>(n);
 }
 
-std::string join(const std::vector<int64_t>& ids) {
-    return fmt::format("{}", fmt::join(ids, " "));
-}
+std::string join(const std::vector<int64_t>& ids) { return fmt::format("{}", fmt::join(ids, " ")); }
 
 std::string bleu_line(const std::string& what, const tasks::BleuReport& r) {
     return fmt::format("{}: {:.2f} on {} sentences (precisions {:.3f}, brevity penalty {:.3f}){}\n", what,
@@ -288,9 +338,14 @@ std::string bleu_line(const std::string& what, const tasks::BleuReport& r) {
 
 // After Ctrl-C or SIGTERM: the checkpoint is saved, the evaluation is skipped; 128 + signal, as shells report it.
 int interrupted_exit(const tasks::TrainResult& r) {
-    fmt::print("stopped by signal {} ({}) after {} steps; checkpoint: {}; to continue, run the same command with "
-               "--resume\n", r.interrupted, r.interrupted == SIGINT ? "SIGINT" : r.interrupted == SIGTERM ? "SIGTERM" : "?",
-               r.steps, r.checkpoint);
+    fmt::print(
+        "stopped by signal {} ({}) after {} steps; checkpoint: {}; to continue, run the same command with "
+        "--resume\n",
+        r.interrupted,
+        r.interrupted == SIGINT    ? "SIGINT"
+        : r.interrupted == SIGTERM ? "SIGTERM"
+                                   : "?",
+        r.steps, r.checkpoint);
     return 128 + r.interrupted;
 }
 
@@ -325,26 +380,29 @@ void check_memory(const tasks::ModelConfig& config, const TrainArgs& a, double r
     const tasks::MemoryEstimate m = tasks::estimate_training_memory(config, rows, length, length);
     const double limit = a.max_memory ? *a.max_memory * 1e9 : available_memory();
     if (limit <= 0 || m.total() <= limit) return;
-    fail<ValueError>("train {}: this model needs about {:.3g} GB to train ({:.3g} GB of weights, {:.3g} GB of gradients "
-                     "and Adam's state, {:.3g} GB for one batch of {:.0f} sequences of up to {:.0f} tokens), more than "
-                     "the {:.3g} GB {}. Use a smaller --num-hiddens, --ffn-num-hiddens, --num-layers or batch, or "
-                     "--max-memory GB to set the limit yourself",
-                     a.task, m.total() / 1e9, m.parameters / 1e9, m.optimizer / 1e9, m.activations / 1e9, rows, length,
-                     limit / 1e9, a.max_memory ? "that --max-memory allows" : "available on this machine");
+    fail<ValueError>(
+        "train {}: this model needs about {:.3g} GB to train ({:.3g} GB of weights, {:.3g} GB of gradients "
+        "and Adam's state, {:.3g} GB for one batch of {:.0f} sequences of up to {:.0f} tokens), more than "
+        "the {:.3g} GB {}. Use a smaller --num-hiddens, --ffn-num-hiddens, --num-layers or batch, or "
+        "--max-memory GB to set the limit yourself",
+        a.task, m.total() / 1e9, m.parameters / 1e9, m.optimizer / 1e9, m.activations / 1e9, rows, length, limit / 1e9,
+        a.max_memory ? "that --max-memory allows" : "available on this machine");
 }
 
 // Flags that belong to one kind of preset only, refused on the other with a pointer to the right one.
 void check_flags_fit(const TrainArgs& a, const Preset& p) {
     if (a.task != "translate") return;
     auto refuse = [&](bool given, const char* flag, const char* hint) {
-        if (given) fail<ValueError>("train translate: {} does not apply to the {} preset; {}", flag,
-                                    a.preset.empty() ? "default" : a.preset, hint);
+        if (given)
+            fail<ValueError>("train translate: {} does not apply to the {} preset; {}", flag,
+                             a.preset.empty() ? "default" : a.preset, hint);
     };
     if (p.corpus) {
         const char* hint = "it belongs to --preset d2l (d2l's fixed batches of a prefix of the file)";
         refuse(a.num_examples.has_value(), "--num-examples", hint);
         refuse(a.val_fraction.has_value(), "--val-fraction", "use --val-sentences");
-        refuse(a.batch_size.has_value(), "--batch-size", "batches hold --batch-tokens tokens (source + target, padding included)");
+        refuse(a.batch_size.has_value(), "--batch-size",
+               "batches hold --batch-tokens tokens (source + target, padding included)");
         if (!a.tokenizer.empty() && a.tokenizer != "sentencepiece" && a.tokenizer != "word")
             fail<ValueError>("train translate: unknown tokenizer '{}' (expected sentencepiece or word)", a.tokenizer);
         if (!a.batching.empty() && a.batching != "buckets" && a.batching != "random")
@@ -365,15 +423,21 @@ tasks::ModelConfig model_config(const TrainArgs& a, const Preset& p) {
     config.task = a.task;
     config.num_steps = pick(a.num_steps, p.num_steps);
     const int64_t d = pick(a.num_hiddens, p.num_hiddens);
-    config.transformer = {.key_size = d, .query_size = d, .value_size = d, .num_hiddens = d, .norm_shape = d,
-                          .ffn_num_input = d, .ffn_num_hiddens = pick(a.ffn_num_hiddens, p.ffn_num_hiddens),
-                          .num_heads = pick(a.num_heads, p.num_heads), .num_layers = pick(a.num_layers, p.num_layers),
+    config.transformer = {.key_size = d,
+                          .query_size = d,
+                          .value_size = d,
+                          .num_hiddens = d,
+                          .norm_shape = d,
+                          .ffn_num_input = d,
+                          .ffn_num_hiddens = pick(a.ffn_num_hiddens, p.ffn_num_hiddens),
+                          .num_heads = pick(a.num_heads, p.num_heads),
+                          .num_layers = pick(a.num_layers, p.num_layers),
                           .dropout = pick(a.dropout, p.dropout)};
     // tying needs one vocabulary for both languages: on by default with SentencePiece's joint one only
     const bool joint = (a.tokenizer.empty() ? p.tokenizer : a.tokenizer) == "sentencepiece";
     config.tie_embeddings = a.tie_embeddings == 0 ? p.tie_embeddings && joint : a.tie_embeddings > 0;
     config.scaled_embedding_init = p.corpus;  // d2l and copy keep their documents' initialisation
-    config.transformer.fused = p.corpus;  // d2l and copy keep the composed ops they teach
+    config.transformer.fused = p.corpus;      // d2l and copy keep the composed ops they teach
     tasks::ModelConfig sizes_known = config;  // the vocabulary sizes come later, from the data
     sizes_known.src_vocab_size = sizes_known.tgt_vocab_size = 1;
     tasks::check_config(sizes_known, "train");
@@ -436,10 +500,13 @@ TrainSetup parse_train_args(const TrainArgs& a) {
     const uint64_t seed = a.seed ? static_cast<uint64_t>(*a.seed) : p.seed;
     const std::string out = a.out.empty() ? "runs/" + a.task : a.out;
     const fs::path existing = fs::path(out) / "checkpoint.safetensors";
-    if (a.resume && a.overwrite) fail<ValueError>("train: --resume continues {}, --overwrite replaces it: give one", existing.string());
+    if (a.resume && a.overwrite)
+        fail<ValueError>("train: --resume continues {}, --overwrite replaces it: give one", existing.string());
     if (!a.resume && !a.overwrite && fs::exists(existing) && dist::is_root())  // only rank 0 writes into --out
-        fail<ValueError>("train: {} already holds a checkpoint; continue it with --resume, replace it with --overwrite, "
-                         "or choose another --out", out);
+        fail<ValueError>(
+            "train: {} already holds a checkpoint; continue it with --resume, replace it with --overwrite, "
+            "or choose another --out",
+            out);
     // --out is made and checked before the data is read and the model trained
     std::error_code ec;
     fs::create_directories(out, ec);
@@ -504,8 +571,8 @@ int train_copy(const TrainArgs& a, TrainSetup& s) {
     auto model = tasks::build_model(s.config, gen);
     fmt::print("copy task (seed 004): vocabulary {}, sequences of {}, {} parameters\n", kCopyVocab, s.config.num_steps,
                model->num_parameters());
-    const auto source = tasks::copy_source(s.options.batch_size, s.config.num_steps, kCopyVocab,
-                                           s.options.batches_per_epoch, s.seed);
+    const auto source =
+        tasks::copy_source(s.options.batch_size, s.config.num_steps, kCopyVocab, s.options.batches_per_epoch, s.seed);
     const tasks::TrainResult r = tasks::train(*model, gen, source, s.options, {.config = s.config});
     if (r.interrupted) return interrupted_exit(r);
     if (!dist::is_root()) return 0;  // rank 0 evaluates and reports
@@ -541,16 +608,18 @@ tasks::FraEngData load_d2l_data(const TrainArgs& a, TrainSetup& s) {
                                    .num_steps = s.config.num_steps,
                                    .min_freq = 2};
     if (a.num_examples && a.sample_size)
-        fail<ValueError>("train translate: give --num-examples (d2l's prefix of the file) or --sample-size (a random "
-                         "sample of it), not both");
+        fail<ValueError>(
+            "train translate: give --num-examples (d2l's prefix of the file) or --sample-size (a random "
+            "sample of it), not both");
     if (a.sample_size) data_opts.num_examples = 0;  // a sample of the whole file instead of the preset's prefix
     tasks::FraEngData data = tasks::load_fra_eng(data_opts);
     const auto& rep = data.report;
-    fmt::print("fra-eng: {} pairs read, {} skipped (no single tab {}, empty side {}, invalid UTF-8 {}); "
-               "train {} pairs, validation {} pairs ({} sentences); vocabularies {} / {}\n",
-               rep.lines_read, rep.skipped_columns + rep.skipped_empty + rep.skipped_utf8, rep.skipped_columns,
-               rep.skipped_empty, rep.skipped_utf8, rep.train_pairs, rep.val_pairs, rep.val_sentences,
-               data.src_vocab.size(), data.tgt_vocab.size());
+    fmt::print(
+        "fra-eng: {} pairs read, {} skipped (no single tab {}, empty side {}, invalid UTF-8 {}); "
+        "train {} pairs, validation {} pairs ({} sentences); vocabularies {} / {}\n",
+        rep.lines_read, rep.skipped_columns + rep.skipped_empty + rep.skipped_utf8, rep.skipped_columns,
+        rep.skipped_empty, rep.skipped_utf8, rep.train_pairs, rep.val_pairs, rep.val_sentences, data.src_vocab.size(),
+        data.tgt_vocab.size());
     auto& extra = s.options.extra;
     extra["pipeline"] = "d2l";
     extra["num_examples"] = std::to_string(data_opts.num_examples);
@@ -565,15 +634,17 @@ tasks::FraEngData load_d2l_data(const TrainArgs& a, TrainSetup& s) {
 std::string d2l_report(nn::EncoderDecoder& model, const tasks::FraEngData& data, const tasks::TokenizerPair& tok,
                        const tasks::TranslateOptions& greedy, const tasks::TrainResult& r) {
     int perfect = 0;
-    std::string summary = fmt::format("trained {} steps in {:.1f} s ({:.0f} tokens/s), final loss {:.4f} (d2l's measure)\n",
-                                      r.steps, r.seconds, r.tokens_per_second, r.final_loss);
+    std::string summary =
+        fmt::format("trained {} steps in {:.1f} s ({:.0f} tokens/s), final loss {:.4f} (d2l's measure)\n", r.steps,
+                    r.seconds, r.tokens_per_second, r.final_loss);
     summary += "seed 000's sentences (greedy):\n" + seed_sentences_report(model, tok, greedy, &perfect);
     summary += fmt::format("  {} of 4 at BLEU 1.000\n", perfect);
     if (data.val.src.size(0) > 0) {
         int64_t n = 0;
         const tasks::CorpusBleu b = validation_bleu(model, data.val, data.tgt_vocab, 0, &n);
-        summary += fmt::format("validation corpus BLEU-4: {:.2f} on {} sentences (precisions {:.3f}, brevity penalty {:.3f})\n",
-                               100 * b.score, n, fmt::join(b.precisions, "/"), b.brevity_penalty);
+        summary += fmt::format(
+            "validation corpus BLEU-4: {:.2f} on {} sentences (precisions {:.3f}, brevity penalty {:.3f})\n",
+            100 * b.score, n, fmt::join(b.precisions, "/"), b.brevity_penalty);
     }
     return summary;
 }
@@ -587,15 +658,15 @@ int train_translate_d2l(const TrainArgs& a, TrainSetup& s) {
     core::Generator gen(s.seed);
     auto model = build_and_announce(config, gen);
     const auto source = tasks::translation_source(data.train, s.options.batch_size, tasks::Tokenizer::kBos, s.seed);
-    const tasks::TrainResult r = tasks::train(*model, gen, source, s.options,
-                                              {.config = config, .src_vocab = data.src_vocab, .tgt_vocab = data.tgt_vocab});
+    const tasks::TrainResult r = tasks::train(
+        *model, gen, source, s.options, {.config = config, .src_vocab = data.src_vocab, .tgt_vocab = data.tgt_vocab});
     if (r.interrupted) return interrupted_exit(r);
     if (!dist::is_root()) return 0;  // rank 0 evaluates and reports
 
     const tasks::TokenizerPair tok{std::make_shared<tasks::WordTokenizer>(data.src_vocab),
                                    std::make_shared<tasks::WordTokenizer>(data.tgt_vocab)};
-    const tasks::TranslateOptions greedy{.max_len = config.num_steps, .pad_to = config.num_steps,
-                                         .decode = {.max_steps = config.num_steps}};
+    const tasks::TranslateOptions greedy{
+        .max_len = config.num_steps, .pad_to = config.num_steps, .decode = {.max_steps = config.num_steps}};
     std::string summary = d2l_report(*model, data, tok, greedy, r);
     summary += pictures_report(*model, tok, "i'm home .", greedy, r, s);
     return finish(s.out, summary);
@@ -606,16 +677,17 @@ int train_translate_d2l(const TrainArgs& a, TrainSetup& s) {
 // from the training split, batches from length buckets.
 
 // The tokenizers of a whole-corpus run, learnt from the training pairs only.
-tasks::TokenizerPair make_tokenizers(const std::string& kind, const std::vector<tasks::TextPair>& train, int64_t vocab_size,
-                                     uint64_t seed) {
+tasks::TokenizerPair make_tokenizers(const std::string& kind, const std::vector<tasks::TextPair>& train,
+                                     int64_t vocab_size, uint64_t seed) {
     if (kind == "sentencepiece") {
         std::vector<std::string> sentences;
         sentences.reserve(2 * train.size());
         for (const auto& p : train) sentences.push_back(p.src);
         for (const auto& p : train) sentences.push_back(p.tgt);
-        auto sp = tasks::SentencePieceTokenizer::train(
-            sentences, {.vocab_size = vocab_size, .model_type = "bpe", .seed = static_cast<uint32_t>(seed),
-                        .threads = std::max(1, core::get_num_threads())});
+        auto sp = tasks::SentencePieceTokenizer::train(sentences, {.vocab_size = vocab_size,
+                                                                   .model_type = "bpe",
+                                                                   .seed = static_cast<uint32_t>(seed),
+                                                                   .threads = std::max(1, core::get_num_threads())});
         return {sp, sp};
     }
     if (kind == "word") {  // d2l's vocabularies: lowercased words, min_freq 2, one per language
@@ -655,7 +727,7 @@ struct CorpusData {
     tasks::Corpus corpus;  ///< the training pairs and the validation sentences with their references
     tasks::TokenizerPair tok;
     std::shared_ptr<const tasks::BucketBatcher> batcher;
-    bool buckets = true;   ///< batches from length buckets (else random batches)
+    bool buckets = true;  ///< batches from length buckets (else random batches)
     int64_t batch_tokens = 0;
 };
 
@@ -670,26 +742,29 @@ CorpusData load_corpus_data(const TrainArgs& a, TrainSetup& s) {
     CorpusData d;
     d.corpus = on_every_rank([&] { return tasks::load_corpus(corpus_opts); });
     const auto& rep = d.corpus.report;
-    fmt::print("fra-eng: {} lines, {} skipped; validation: {} English sentences drawn from the whole file with {} "
-               "references; training: {} pairs ({} more left out for sharing a sentence with validation)\n",
-               rep.lines.lines_read, rep.lines.lines_read - rep.lines.valid_pairs, rep.val_sentences, rep.val_pairs,
-               rep.train_pairs, rep.dropped_overlap);
+    fmt::print(
+        "fra-eng: {} lines, {} skipped; validation: {} English sentences drawn from the whole file with {} "
+        "references; training: {} pairs ({} more left out for sharing a sentence with validation)\n",
+        rep.lines.lines_read, rep.lines.lines_read - rep.lines.valid_pairs, rep.val_sentences, rep.val_pairs,
+        rep.train_pairs, rep.dropped_overlap);
 
     const std::string kind = a.tokenizer.empty() ? p.tokenizer : a.tokenizer;
     d.tok = shared_tokenizers(kind, d.corpus.train, pick(a.vocab_size, p.vocab_size), s.seed);
-    auto encoded = std::make_shared<tasks::EncodedPairs>(tasks::encode_pairs(d.corpus.train, d.tok, s.config.num_steps));
+    auto encoded =
+        std::make_shared<tasks::EncodedPairs>(tasks::encode_pairs(d.corpus.train, d.tok, s.config.num_steps));
     d.batch_tokens = pick(a.batch_tokens, p.batch_tokens);
     const std::string batching = a.batching.empty() ? "buckets" : a.batching;
     if (batching != "buckets" && batching != "random")
         fail<ValueError>("train translate: --batching must be buckets or random, got '{}'", batching);
     d.buckets = batching == "buckets";
     d.batcher = std::make_shared<const tasks::BucketBatcher>(encoded, d.batch_tokens, s.seed, d.buckets);
-    fmt::print("tokenizer: {}, vocabularies {} / {}; {} training pairs, {} longer than {} tokens left out; "
-               "{} batches{} ({}-{} pairs, {:.1f}% padding)\n",
-               kind, d.tok.src->size(), d.tok.tgt->size(), encoded->size(), encoded->dropped, s.config.num_steps - 1,
-               d.batcher->batches_per_epoch(),
-               d.buckets ? fmt::format(" of up to {} tokens", d.batch_tokens) : std::string(" in random order"),
-               d.batcher->min_batch(), d.batcher->max_batch(), 100 * d.batcher->padding_fraction());
+    fmt::print(
+        "tokenizer: {}, vocabularies {} / {}; {} training pairs, {} longer than {} tokens left out; "
+        "{} batches{} ({}-{} pairs, {:.1f}% padding)\n",
+        kind, d.tok.src->size(), d.tok.tgt->size(), encoded->size(), encoded->dropped, s.config.num_steps - 1,
+        d.batcher->batches_per_epoch(),
+        d.buckets ? fmt::format(" of up to {} tokens", d.batch_tokens) : std::string(" in random order"),
+        d.batcher->min_batch(), d.batcher->max_batch(), 100 * d.batcher->padding_fraction());
     auto& extra = s.options.extra;
     extra["pipeline"] = "corpus";
     extra["data_seed"] = std::to_string(s.seed);
@@ -746,8 +821,9 @@ int train_translate_corpus(const TrainArgs& a, TrainSetup& s) {
     config.src_vocab_size = d.tok.src->size();
     config.tgt_vocab_size = d.tok.tgt->size();
     if (config.tie_embeddings && !d.tok.joint())
-        fail<ValueError>("train translate: --tie-embeddings needs one vocabulary for both languages "
-                         "(--tokenizer sentencepiece); use --no-tie-embeddings with --tokenizer word");
+        fail<ValueError>(
+            "train translate: --tie-embeddings needs one vocabulary for both languages "
+            "(--tokenizer sentencepiece); use --no-tie-embeddings with --tokenizer word");
     // buckets: rows × length stays within the token budget, the longest rows being the worst case
     const double longest = static_cast<double>(config.num_steps);
     check_memory(config, a,
@@ -797,8 +873,9 @@ void warn_if_not_finite(const nn::Module& model, const std::string& path, const 
         if (!finite) bad.push_back(name);
     }
     if (!bad.empty())
-        fmt::print(stderr, "{}: warning: '{}' holds NaN or Inf in {} weight tensor(s) (first: {}); its output is garbage\n",
-                   op, path, bad.size(), bad.front());
+        fmt::print(stderr,
+                   "{}: warning: '{}' holds NaN or Inf in {} weight tensor(s) (first: {}); its output is garbage\n", op,
+                   path, bad.size(), bad.front());
 }
 
 // `checkpoint`: the file at `path`, read once for the info and the weights
@@ -842,12 +919,15 @@ int run_translate(const TranslateArgs& a) {
         try {
             const tasks::Translation tr = tasks::translate(*t->model, t->tok, sentence, o);
             if (tr.truncated)
-                fmt::print(stderr, "translate: line {} is longer than the model's limit of {} tokens; "
-                                   "only its first {} were translated\n", number, o.max_len, o.max_len);
+                fmt::print(stderr,
+                           "translate: line {} is longer than the model's limit of {} tokens; "
+                           "only its first {} were translated\n",
+                           number, o.max_len, o.max_len);
             fmt::print("{}\n", tr.text);
             if (!a.show_attention.empty()) {
-                const auto pictures = tasks::plot_attention(a.show_attention, fmt::format("sentence-{}", number), *t->model,
-                                                            tr, tasks::parse_picture_format(a.plot_format, "translate"));
+                const auto pictures =
+                    tasks::plot_attention(a.show_attention, fmt::format("sentence-{}", number), *t->model, tr,
+                                          tasks::parse_picture_format(a.plot_format, "translate"));
                 fmt::print(stderr, "attention: {}\n", fmt::join(pictures, ", "));
             }
         } catch (const ValueError& e) {
@@ -878,11 +958,15 @@ int run_eval(const EvalArgs& a) {
     const bool corpus = info.extra.count("pipeline") && info.extra.at("pipeline") == "corpus";
     // a flag that does not apply to this checkpoint is refused, not silently ignored
     if (info.config.task == "copy" && (!a.data.empty() || a.max_sentences != 0 || a.beam || a.length_penalty))
-        fail<ValueError>("eval: '{}' is a copy checkpoint, evaluated on fresh sequences; --data, --max-sentences, "
-                         "--beam and --length-penalty apply to translation checkpoints", a.checkpoint);
+        fail<ValueError>(
+            "eval: '{}' is a copy checkpoint, evaluated on fresh sequences; --data, --max-sentences, "
+            "--beam and --length-penalty apply to translation checkpoints",
+            a.checkpoint);
     if (info.config.task != "copy" && !corpus && (a.beam || a.length_penalty))
-        fail<ValueError>("eval: '{}' is a d2l-preset checkpoint, evaluated greedily as d2l does; --beam and "
-                         "--length-penalty apply to whole-corpus checkpoints", a.checkpoint);
+        fail<ValueError>(
+            "eval: '{}' is a d2l-preset checkpoint, evaluated greedily as d2l does; --beam and "
+            "--length-penalty apply to whole-corpus checkpoints",
+            a.checkpoint);
     if (info.config.task == "copy") {
         core::Generator gen(0);
         auto model = tasks::build_model(info.config, gen);
@@ -897,21 +981,25 @@ int run_eval(const EvalArgs& a) {
     const tasks::TranslateOptions greedy = translate_options(info, {.max_steps = info.config.num_steps});
     if (corpus) {
         const tasks::Corpus val = tasks::load_corpus(corpus_options_from(info.extra, data));
-        const tasks::BleuReport r = tasks::evaluate_bleu(
-            *t->model, t->tok, val.val,
-            {.max_len = info.config.num_steps, .decode = {.beam = beam, .length_penalty = length_penalty},
-             .max_sentences = a.max_sentences});
+        const tasks::BleuReport r = tasks::evaluate_bleu(*t->model, t->tok, val.val,
+                                                         {.max_len = info.config.num_steps,
+                                                          .decode = {.beam = beam, .length_penalty = length_penalty},
+                                                          .max_sentences = a.max_sentences});
         fmt::print("{}", bleu_line(fmt::format("validation corpus BLEU-4, {}",
-                                               beam > 1 ? fmt::format("beam {}", beam) : std::string("greedy")), r));
+                                               beam > 1 ? fmt::format("beam {}", beam) : std::string("greedy")),
+                                   r));
     } else {
         const tasks::FraEngData d2l = tasks::load_fra_eng(data_options_from(info.extra, data));
         if (!(d2l.src_vocab == *info.src_vocab) || !(d2l.tgt_vocab == *info.tgt_vocab))
-            fail<IOError>("eval: the data at hand gives other vocabularies than the checkpoint's (a different fra.txt?)");
+            fail<IOError>(
+                "eval: the data at hand gives other vocabularies than the checkpoint's (a different fra.txt?)");
         if (d2l.val.src.size(0) > 0) {
             int64_t n = 0;
             const tasks::CorpusBleu b = validation_bleu(*t->model, d2l.val, *info.tgt_vocab, a.max_sentences, &n);
-            fmt::print("validation corpus BLEU-4 (greedy): {:.2f} on {} sentences (precisions {:.3f}, brevity penalty {:.3f})\n",
-                       100 * b.score, n, fmt::join(b.precisions, "/"), b.brevity_penalty);
+            fmt::print(
+                "validation corpus BLEU-4 (greedy): {:.2f} on {} sentences (precisions {:.3f}, brevity penalty "
+                "{:.3f})\n",
+                100 * b.score, n, fmt::join(b.precisions, "/"), b.brevity_penalty);
         } else {
             fmt::print("no validation split in this run (trained with --val-fraction 0)\n");
         }
@@ -932,18 +1020,22 @@ int run_tutorial(const TutorialArgs& a) {
     if (fs::exists(dir))
         for (const auto& e : fs::directory_iterator(dir)) {
             const std::string n = e.path().filename().string();
-            if (n.starts_with("tutorial_") && e.is_regular_file() && (fs::status(e).permissions() & fs::perms::owner_exec) != fs::perms::none)
+            if (n.starts_with("tutorial_") && e.is_regular_file() &&
+                (fs::status(e).permissions() & fs::perms::owner_exec) != fs::perms::none)
                 names.push_back(n.substr(9));
         }
     std::sort(names.begin(), names.end());
     if (which.empty()) {
-        fmt::print("tutorials (run one with: tformer tutorial N [--step] [--exercise], or N --literal for 12 and 13); see tutorials/README.md\n");
+        fmt::print(
+            "tutorials (run one with: tformer tutorial N [--step] [--exercise], or N --literal for 12 and 13); see "
+            "tutorials/README.md\n");
         for (const auto& n : names) fmt::print("  {}\n", n);
         if (names.empty()) fmt::print("  (none built yet: build the tutorials target)\n");
         return 0;
     }
     for (const auto& n : names) {
-        const bool match = n == which || n.substr(0, 2) == which || (which.size() == 1 && n.substr(0, 2) == "0" + which);
+        const bool match =
+            n == which || n.substr(0, 2) == which || (which.size() == 1 && n.substr(0, 2) == "0" + which);
         if (!match) continue;
         // Started directly, with its arguments as they are: no shell reads them,
         // so a directory called "x'; rm -rf ~; '" is just a directory name.

@@ -13,24 +13,24 @@ namespace tformer::apps {
 /// an empty optional and takes the preset's value; tformer.cpp checks each
 /// given value's range as it parses.
 struct TrainArgs {
-    std::string task;              ///< copy | translate
-    std::string preset;            ///< copy: copy; translate: default | long | d2l
-    std::string out = "";          ///< output directory (default runs/<task>)
-    std::string data;              ///< fra.txt (translate)
+    std::string task;      ///< copy | translate
+    std::string preset;    ///< copy: copy; translate: default | long | d2l
+    std::string out = "";  ///< output directory (default runs/<task>)
+    std::string data;      ///< fra.txt (translate)
     std::optional<int64_t> epochs, batch_size, num_steps, num_hiddens, ffn_num_hiddens;
     std::optional<int64_t> num_heads, num_layers, num_examples, sample_size, warmup, batches_per_epoch;
     int64_t checkpoint_every = 0, stop_after_steps = 0;
     std::optional<double> lr, dropout, val_fraction, label_smoothing, clip;
     std::optional<double> max_memory;  ///< GB a run may take (default: what the machine has available)
     std::string schedule;
-    std::string tokenizer;         ///< sentencepiece | word (whole-corpus presets)
-    std::string batching;          ///< buckets | random (whole-corpus presets)
+    std::string tokenizer;  ///< sentencepiece | word (whole-corpus presets)
+    std::string batching;   ///< buckets | random (whole-corpus presets)
     std::optional<int64_t> vocab_size, batch_tokens, val_sentences, average, steps;
-    int tie_embeddings = 0;        ///< 1: --tie-embeddings, -1: --no-tie-embeddings, 0: the preset's
+    int tie_embeddings = 0;  ///< 1: --tie-embeddings, -1: --no-tie-embeddings, 0: the preset's
     std::optional<int64_t> seed;
-    int threads = 0;               ///< 0: the preset's
+    int threads = 0;  ///< 0: the preset's
     bool resume = false;
-    bool overwrite = false;        ///< replace a checkpoint already in --out
+    bool overwrite = false;  ///< replace a checkpoint already in --out
     bool quiet = false;
     bool profile = false;
     bool detect_anomaly = false;
@@ -42,7 +42,7 @@ struct TranslateArgs {
     std::vector<std::string> sentences;  ///< empty: read lines from stdin
     int64_t beam = 4;
     double length_penalty = 1.0;
-    std::string show_attention;  ///< directory for heatmaps (empty: none)
+    std::string show_attention;       ///< directory for heatmaps (empty: none)
     std::string plot_format = "png";  ///< png | svg
     int threads = 0;
 };
@@ -63,11 +63,11 @@ int run_translate(const TranslateArgs& args);
 int run_eval(const EvalArgs& args);
 /// `tformer tutorial`: the list, or one tutorial program started with the flags given.
 struct TutorialArgs {
-    std::string which;     ///< number ("5") or name ("05_attention_scoring"); empty: list them
-    std::string out;       ///< --out DIR, passed on
-    bool step = false;     ///< --step
-    bool exercise = false; ///< --exercise
-    bool literal = false;  ///< --literal
+    std::string which;                ///< number ("5") or name ("05_attention_scoring"); empty: list them
+    std::string out;                  ///< --out DIR, passed on
+    bool step = false;                ///< --step
+    bool exercise = false;            ///< --exercise
+    bool literal = false;             ///< --literal
     std::string plot_format = "png";  ///< --plot-format png|svg, passed on
 };
 int run_tutorial(const TutorialArgs& a);

@@ -12,17 +12,17 @@
 #include "tasks/distributed.hpp"
 #include "tasks/fra_eng.hpp"
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <CLI/CLI.hpp>
 
+#include <malloc.h>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <malloc.h>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 using namespace tformer::apps;
 
@@ -43,7 +43,8 @@ CLI::Validator number_check(bool (*ok)(double), const char* what, const char* na
         },
         name);
 }
-const CLI::Validator positive_finite = number_check([](double x) { return std::isfinite(x) && x > 0; }, "a finite number > 0", "POSITIVE");
+const CLI::Validator positive_finite =
+    number_check([](double x) { return std::isfinite(x) && x > 0; }, "a finite number > 0", "POSITIVE");
 const CLI::Validator non_negative_finite =
     number_check([](double x) { return std::isfinite(x) && x >= 0; }, "a finite number >= 0", "NON-NEGATIVE");
 const CLI::Validator probability = number_check([](double x) { return x >= 0 && x < 1; }, "in [0, 1)", "[0, 1)");
@@ -68,13 +69,16 @@ const CLI::Validator non_negative = int_range(0, kHuge);
 
 void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
     cmd.add_option("--preset", a.preset,
-                   translation ? "default (the whole corpus, subwords, about 5 minutes on 2 cores), long (about 15 minutes) "
-                                 "or d2l (seed 000 exactly)"
-                               : "copy");
+                   translation
+                       ? "default (the whole corpus, subwords, about 5 minutes on 2 cores), long (about 15 minutes) "
+                         "or d2l (seed 000 exactly)"
+                       : "copy");
     cmd.add_option("--out", a.out, "output directory (default runs/<task>)");
     cmd.add_option("--epochs", a.epochs, "number of epochs")->check(int_range(1, 1'000'000));
-    cmd.add_option("--steps", a.steps, "train this many steps in all instead of whole epochs (the schedule spans them)")->check(positive);
-    cmd.add_option("--batch-size", a.batch_size, translation ? "sequences per batch (d2l preset)" : "sequences per batch")
+    cmd.add_option("--steps", a.steps, "train this many steps in all instead of whole epochs (the schedule spans them)")
+        ->check(positive);
+    cmd.add_option("--batch-size", a.batch_size,
+                   translation ? "sequences per batch (d2l preset)" : "sequences per batch")
         ->check(positive);
     cmd.add_option("--num-steps", a.num_steps,
                    translation ? "d2l: sequence length (padded/truncated); default and long: the longest sequence kept "
@@ -92,41 +96,58 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
     cmd.add_option("--clip", a.clip, "gradient-norm clipping threshold (0: off)")->check(non_negative_finite);
     cmd.add_option("--label-smoothing", a.label_smoothing, "label smoothing epsilon")->check(probability);
     cmd.add_option("--seed", a.seed, "seed of every random choice (weights, dropout, data)")->check(non_negative);
-    cmd.add_option("--threads", a.threads, "threads for kernels and BLAS (default: all cores, shared among the ranks on a machine under mpirun; 1 for the small d2l and copy presets)")
+    cmd.add_option("--threads", a.threads,
+                   "threads for kernels and BLAS (default: all cores, shared among the ranks on a machine under "
+                   "mpirun; 1 for the small d2l and copy presets)")
         ->check(int_range(1, 1'000'000));
-    cmd.add_option("--checkpoint-every", a.checkpoint_every, "also save a checkpoint every N steps")->check(non_negative);
+    cmd.add_option("--checkpoint-every", a.checkpoint_every, "also save a checkpoint every N steps")
+        ->check(non_negative);
     cmd.add_flag("--resume", a.resume, "continue from <out>/checkpoint.safetensors exactly where it stopped");
-    cmd.add_flag("--overwrite", a.overwrite, "replace the checkpoint already in <out> (without it, a new run refuses to)");
-    cmd.add_option("--stop-after-steps", a.stop_after_steps, "stop after this many steps in total (to test --resume)")->check(non_negative);
+    cmd.add_flag("--overwrite", a.overwrite,
+                 "replace the checkpoint already in <out> (without it, a new run refuses to)");
+    cmd.add_option("--stop-after-steps", a.stop_after_steps, "stop after this many steps in total (to test --resume)")
+        ->check(non_negative);
     cmd.add_flag("--quiet", a.quiet, "no progress line");
     cmd.add_option("--plot-format", a.plot_format, "pictures as png or svg")
-        ->capture_default_str()->check(CLI::IsMember({"png", "svg"}));
+        ->capture_default_str()
+        ->check(CLI::IsMember({"png", "svg"}));
     cmd.add_option("--max-memory", a.max_memory,
                    "GB the run may take (default: the memory available now); a model estimated above it is refused")
         ->check(positive_finite);
     cmd.add_flag("--detect-anomaly", a.detect_anomaly,
                  "check every op's output and gradient for NaN and name the first op that makes one (slow)");
-    cmd.add_flag("--profile", a.profile, "print where the time went, op by op (also TFORMER_PROFILE=1); written to <out>/profile.txt");
+    cmd.add_flag("--profile", a.profile,
+                 "print where the time went, op by op (also TFORMER_PROFILE=1); written to <out>/profile.txt");
     if (translation) {
         cmd.add_option("--data", a.data, "path of fra.txt (default: data/fra-eng/fra.txt of this repository)");
-        cmd.add_option("--num-examples", a.num_examples, "d2l preset: use d2l's prefix of the file (600 reproduces seed 000; 0: all)")
+        cmd.add_option("--num-examples", a.num_examples,
+                       "d2l preset: use d2l's prefix of the file (600 reproduces seed 000; 0: all)")
             ->check(non_negative);
-        cmd.add_option("--sample-size", a.sample_size, "train on a seeded random sample of this many pairs")->check(positive);
-        cmd.add_option("--val-fraction", a.val_fraction, "d2l preset: share of distinct English sentences held out for validation")
+        cmd.add_option("--sample-size", a.sample_size, "train on a seeded random sample of this many pairs")
+            ->check(positive);
+        cmd.add_option("--val-fraction", a.val_fraction,
+                       "d2l preset: share of distinct English sentences held out for validation")
             ->check(number_check([](double x) { return x >= 0 && x <= 0.99; }, "in [0, 0.99]", "[0, 0.99]"));
-        cmd.add_option("--val-sentences", a.val_sentences,
-                       "default/long: English sentences drawn from the whole file for validation (with all their translations)")
+        cmd.add_option(
+               "--val-sentences", a.val_sentences,
+               "default/long: English sentences drawn from the whole file for validation (with all their translations)")
             ->check(non_negative);
-        cmd.add_option("--tokenizer", a.tokenizer, "default/long: sentencepiece (joint subword vocabulary) or word (d2l's)");
-        cmd.add_option("--vocab-size", a.vocab_size, "default/long: size of the SentencePiece vocabulary")->check(int_range(8, 1000000));
-        cmd.add_option("--batch-tokens", a.batch_tokens,
-                       "default/long: tokens per batch (source + target, padding included); batches come from length buckets")
+        cmd.add_option("--tokenizer", a.tokenizer,
+                       "default/long: sentencepiece (joint subword vocabulary) or word (d2l's)");
+        cmd.add_option("--vocab-size", a.vocab_size, "default/long: size of the SentencePiece vocabulary")
+            ->check(int_range(8, 1000000));
+        cmd.add_option(
+               "--batch-tokens", a.batch_tokens,
+               "default/long: tokens per batch (source + target, padding included); batches come from length buckets")
             ->check(int_range(16, 10000000));
-        cmd.add_option("--batching", a.batching,
-                       "default/long: buckets (pairs of similar length together, the default) or random (for comparison)");
-        cmd.add_flag("--tie-embeddings,!--no-tie-embeddings", a.tie_embeddings,
-                     "default/long: one matrix for both embeddings and the output layer (needs --tokenizer sentencepiece)");
-        cmd.add_option("--average", a.average, "average the final weights over this many snapshots (0 or 1: off)")->check(int_range(0, 20));
+        cmd.add_option(
+            "--batching", a.batching,
+            "default/long: buckets (pairs of similar length together, the default) or random (for comparison)");
+        cmd.add_flag(
+            "--tie-embeddings,!--no-tie-embeddings", a.tie_embeddings,
+            "default/long: one matrix for both embeddings and the output layer (needs --tokenizer sentencepiece)");
+        cmd.add_option("--average", a.average, "average the final weights over this many snapshots (0 or 1: off)")
+            ->check(int_range(0, 20));
     } else {
         cmd.add_option("--batches-per-epoch", a.batches_per_epoch, "fresh random batches per epoch")->check(positive);
     }
@@ -161,41 +182,58 @@ int main(int argc, char** argv) {
     train->require_subcommand(1);
     CLI::App* train_copy = train->add_subcommand("copy", "the copy task of seed 004");
     add_train_options(*train_copy, copy_args, false);
-    CLI::App* train_translate = train->add_subcommand("translate", "English -> French on the bundled corpus (seed 000)");
+    CLI::App* train_translate =
+        train->add_subcommand("translate", "English -> French on the bundled corpus (seed 000)");
     add_train_options(*train_translate, translate_train_args, true);
 
     TranslateArgs tr;
     CLI::App* translate = app.add_subcommand("translate", "translate English sentences (arguments, or lines on stdin)");
-    translate->add_option("--checkpoint", tr.checkpoint, "a checkpoint written by 'tformer train translate'")->required();
+    translate->add_option("--checkpoint", tr.checkpoint, "a checkpoint written by 'tformer train translate'")
+        ->required();
     translate->add_option("sentences", tr.sentences, "sentences to translate; none: read lines from stdin");
     translate->add_option("--beam", tr.beam, "beam size (1: greedy)")->capture_default_str()->check(int_range(1, 64));
-    translate->add_option("--length-penalty", tr.length_penalty, "beam scores are log p / length^alpha")->capture_default_str()->check(non_negative_finite);
+    translate->add_option("--length-penalty", tr.length_penalty, "beam scores are log p / length^alpha")
+        ->capture_default_str()
+        ->check(non_negative_finite);
     translate->add_option("--show-attention", tr.show_attention, "write attention heatmaps into this directory");
     translate->add_option("--plot-format", tr.plot_format, "heatmaps as png or svg")
-        ->capture_default_str()->check(CLI::IsMember({"png", "svg"}));
+        ->capture_default_str()
+        ->check(CLI::IsMember({"png", "svg"}));
     translate->add_option("--threads", tr.threads, "threads")->check(int_range(1, 1'000'000));
 
     EvalArgs ev;
     CLI::App* eval = app.add_subcommand("eval", "evaluate a checkpoint (copy: accuracy; translate: BLEU)");
     eval->add_option("--checkpoint", ev.checkpoint, "the checkpoint")->required();
     eval->add_option("--data", ev.data, "path of fra.txt for translation checkpoints");
-    eval->add_option("--max-sentences", ev.max_sentences, "evaluate on at most this many validation sentences (0: all)")->check(non_negative);
-    eval->add_option("--beam", ev.beam, "beam size for the validation BLEU of whole-corpus models (1: greedy; default 4)")->check(int_range(1, 64));
-    eval->add_option("--length-penalty", ev.length_penalty, "beam scores are log p / length^alpha (default 1)")->check(non_negative_finite);
+    eval->add_option("--max-sentences", ev.max_sentences, "evaluate on at most this many validation sentences (0: all)")
+        ->check(non_negative);
+    eval->add_option("--beam", ev.beam,
+                     "beam size for the validation BLEU of whole-corpus models (1: greedy; default 4)")
+        ->check(int_range(1, 64));
+    eval->add_option("--length-penalty", ev.length_penalty, "beam scores are log p / length^alpha (default 1)")
+        ->check(non_negative_finite);
     eval->add_option("--threads", ev.threads, "threads")->check(int_range(1, 1'000'000));
 
     tformer::tasks::BenchOptions bo;
-    CLI::App* bench = app.add_subcommand("bench", "time a training step, a forward pass and greedy decoding (JSON lines)");
-    bench->add_option("--preset", bo.preset, "model and batch: d2l, copy, small, base or translate (the default "
-                                             "translation model on real batches of the corpus)")->capture_default_str();
-    bench->add_option("--threads", bo.threads, "threads for kernels and BLAS (default: all cores)")->check(int_range(1, 1'000'000));
+    CLI::App* bench =
+        app.add_subcommand("bench", "time a training step, a forward pass and greedy decoding (JSON lines)");
+    bench
+        ->add_option("--preset", bo.preset,
+                     "model and batch: d2l, copy, small, base or translate (the default "
+                     "translation model on real batches of the corpus)")
+        ->capture_default_str();
+    bench->add_option("--threads", bo.threads, "threads for kernels and BLAS (default: all cores)")
+        ->check(int_range(1, 1'000'000));
     bench->add_option("--repeats", bo.repeats, "timed runs per figure, reported as the median (default: the preset's)")
         ->check(int_range(1, 100000));
     bench->add_flag("--profile", bo.profile, "also print where a training step's time goes, op by op (stderr)");
-    bench->add_flag("--train-only", bo.train_only, "time training steps only (no forward pass, decoding or GFLOP/s figures)");
+    bench->add_flag("--train-only", bo.train_only,
+                    "time training steps only (no forward pass, decoding or GFLOP/s figures)");
     bench->add_option("--data", bo.data, "fra.txt for --preset translate (default: the bundled corpus)");
-    bench->add_option("--save-batches", bo.save_batches, "write the measured batches as JSON (bench/torch_bench.py --batches reads them)");
-    bench->add_option("--load-batches", bo.load_batches, "measure the batches of a --save-batches file (skips the tokenizer)");
+    bench->add_option("--save-batches", bo.save_batches,
+                      "write the measured batches as JSON (bench/torch_bench.py --batches reads them)");
+    bench->add_option("--load-batches", bo.load_batches,
+                      "measure the batches of a --save-batches file (skips the tokenizer)");
 
     TutorialArgs tut;
     CLI::App* tutorial = app.add_subcommand("tutorial", "list the tutorials, or run one");
@@ -205,7 +243,8 @@ int main(int argc, char** argv) {
     tutorial->add_flag("--exercise", tut.exercise, "run the tutorial's exercise (edit its exercise.cpp to solve it)");
     tutorial->add_flag("--literal", tut.literal, "run the document's recipe exactly as written (tutorials 12 and 13)");
     tutorial->add_option("--plot-format", tut.plot_format, "pictures as png or svg")
-        ->capture_default_str()->check(CLI::IsMember({"png", "svg"}));
+        ->capture_default_str()
+        ->check(CLI::IsMember({"png", "svg"}));
 
     // CLI11 answers a mistyped command with "A subcommand is required"; name it instead
     auto unknown = [&](int i, const std::vector<std::string_view>& known, const char* what) {
@@ -229,12 +268,14 @@ int main(int argc, char** argv) {
         if (*bench) {
             if (bo.data.empty()) {  // as train's default: $TFORMER_DATA_DIR, else the bundled corpus
                 const std::string env = tformer::tasks::default_fra_eng_path();
-                bo.data = std::filesystem::exists(env) ? env : std::string(TFORMER_SOURCE_DIR) + "/data/fra-eng/fra.txt";
+                bo.data =
+                    std::filesystem::exists(env) ? env : std::string(TFORMER_SOURCE_DIR) + "/data/fra-eng/fra.txt";
             }
             return tformer::tasks::run_model_bench(bo);
         }
         if (*tutorial) return run_tutorial(tut);
-    } catch (const std::exception& e) {  // tformer::Error and the rest: "tformer: error: ..." (with ranks: see report_error)
+    } catch (
+        const std::exception& e) {  // tformer::Error and the rest: "tformer: error: ..." (with ranks: see report_error)
         return tformer::tasks::dist::report_error(e.what());
     }
     return 0;

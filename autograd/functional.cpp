@@ -13,8 +13,8 @@
 #include "autograd/reduce.hpp"
 #include "core/attention.hpp"
 #include "core/elementwise.hpp"
-#include "core/output_loss.hpp"
 #include "core/index.hpp"
+#include "core/output_loss.hpp"
 #include "core/reduce.hpp"
 #include "core/rowwise.hpp"
 
@@ -78,17 +78,17 @@ Variable layer_norm(const Variable& x, const Variable& weight, const Variable& b
     // x̂ = (x - mean) * rstd without a second pass of statistics, and weight,
     // which scales dy before it reaches x̂. (Recovering x̂ from y instead would
     // divide by weight, which fails where a weight is 0.)
-    return record("layer_norm", out.y, {x, weight, bias},
-                  [xv = x.value(), mean = out.mean, rstd = out.rstd, w, has_bias = bias.defined()](
-                      const Tensor& dy, Grads& g) {
-                      // y = x̂ ⊙ weight + bias with x̂ depending on x through mean and rstd too:
-                      //   dx = rstd (g - mean(g) - x̂ mean(g ⊙ x̂)),  g = dy ⊙ weight
-                      //   dweight = Σ_rows dy ⊙ x̂,  dbias = Σ_rows dy
-                      c::LayerNormGrads grads = c::layer_norm_backward(dy, xv, mean, rstd, w, has_bias);
-                      if (g.wanted(0)) g[0] = std::move(grads.dx);
-                      if (g.wanted(1)) g[1] = std::move(grads.dweight);
-                      if (g.wanted(2)) g[2] = std::move(grads.dbias);
-                  });
+    return record(
+        "layer_norm", out.y, {x, weight, bias},
+        [xv = x.value(), mean = out.mean, rstd = out.rstd, w, has_bias = bias.defined()](const Tensor& dy, Grads& g) {
+            // y = x̂ ⊙ weight + bias with x̂ depending on x through mean and rstd too:
+            //   dx = rstd (g - mean(g) - x̂ mean(g ⊙ x̂)),  g = dy ⊙ weight
+            //   dweight = Σ_rows dy ⊙ x̂,  dbias = Σ_rows dy
+            c::LayerNormGrads grads = c::layer_norm_backward(dy, xv, mean, rstd, w, has_bias);
+            if (g.wanted(0)) g[0] = std::move(grads.dx);
+            if (g.wanted(1)) g[1] = std::move(grads.dweight);
+            if (g.wanted(2)) g[2] = std::move(grads.dbias);
+        });
 }
 
 // y = layer_norm(x + y_in ⊙ keep)                  x, y_in, keep, y (..., D); weight, bias (D)
@@ -96,12 +96,13 @@ Variable add_layer_norm(const Variable& x, const Variable& y, const Tensor& keep
                         const Variable& bias, double eps) {
     if (!x.defined() || !y.defined()) fail<ValueError>("add_layer_norm: x and y must be defined");
     const Tensor w = weight.defined() ? weight.value() : Tensor();
-    c::AddLayerNormOut out = c::add_layer_norm(x.value(), y.value(), keep, w, bias.defined() ? bias.value() : Tensor(), eps);
+    c::AddLayerNormOut out =
+        c::add_layer_norm(x.value(), y.value(), keep, w, bias.defined() ? bias.value() : Tensor(), eps);
     // Saved: the sum s with its row mean and rstd (layer_norm's saved input),
     // weight, and the mask, which is all dropout's backward needs.
     return record("add_layer_norm", out.y, {x, y, weight, bias},
-                  [s = out.sum, mean = out.mean, rstd = out.rstd, w, keep, has_bias = bias.defined()](
-                      const Tensor& dy, Grads& g) {
+                  [s = out.sum, mean = out.mean, rstd = out.rstd, w, keep, has_bias = bias.defined()](const Tensor& dy,
+                                                                                                      Grads& g) {
                       // ds from layer norm's backward; s = x + y ⊙ keep, so dx = ds and dy_in = ds ⊙ keep
                       c::LayerNormGrads grads = c::layer_norm_backward(dy, s, mean, rstd, w, has_bias);
                       if (g.wanted(1)) g[1] = keep.defined() ? c::mul(grads.dx, keep) : grads.dx;
@@ -119,8 +120,8 @@ Variable embedding(const Variable& weight, const Tensor& ids, int64_t padding_id
     const int64_t V = weight.size(0);
     // checked here, at the call that made the mistake, not later in backward
     if (padding_idx != -1 && (padding_idx < 0 || padding_idx >= V))
-        fail<IndexError>("embedding: padding_idx {} out of range for vocabulary of {} (use -1 for none)",
-                         padding_idx, V);
+        fail<IndexError>("embedding: padding_idx {} out of range for vocabulary of {} (use -1 for none)", padding_idx,
+                         V);
     // Saved: the ids (a constant: no gradient flows to them), which say which
     // weight row each dy row came from.
     return record("embedding", std::move(y), {weight}, [ids, V, padding_idx](const Tensor& dy, Grads& g) {
@@ -165,8 +166,7 @@ int64_t check_cross_entropy(const Tensor& logits, const Tensor& targets, const C
     expected.erase(expected.size() - 1);
     if (!(targets.shape() == expected))
         fail<ShapeError>("cross_entropy: targets of shape {} do not match logits of shape {} (expected {})",
-                         core::shape_str(targets.shape()), core::shape_str(logits.shape()),
-                         core::shape_str(expected));
+                         core::shape_str(targets.shape()), core::shape_str(logits.shape()), core::shape_str(expected));
     if (!(options.label_smoothing >= 0 && options.label_smoothing <= 1))
         fail<ValueError>("cross_entropy: label_smoothing must be in [0, 1], got {}", options.label_smoothing);
     return targets.numel();
@@ -188,29 +188,28 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets, const Cros
     const int64_t N = check_cross_entropy(logits.value(), targets, options);
     const int64_t V = logits.size(-1);
     const Tensor logits2 = logits.value().reshape({N, V});  // (N, V): every leading dim is a row
-    const Tensor targets1 = targets.reshape({N});          // (N)
+    const Tensor targets1 = targets.reshape({N});           // (N)
     const double eps = options.label_smoothing;
     const int64_t ignore = options.ignore_index;
     const Tensor rows = c::cross_entropy_rows(logits2, targets1, eps, ignore);  // (N), 0 where ignored
 
     const Reduction reduction = options.reduction;
     const double divisor = reduction == Reduction::mean ? mean_divisor(targets1, ignore) : 1.0;
-    Tensor loss = reduction == Reduction::none ? rows.view(targets.shape())  // (...)
-                  : reduction == Reduction::sum ? c::sum(rows)               // ()
+    Tensor loss = reduction == Reduction::none  ? rows.view(targets.shape())  // (...)
+                  : reduction == Reduction::sum ? c::sum(rows)                // ()
                                                 : c::div(c::sum(rows), divisor);
     // Saved: the logits as rows and the targets, from which the kernel
     // recomputes softmax (one pass, cheaper to redo than to keep (N, V)).
-    return record("cross_entropy", std::move(loss), {logits},
-                  [logits2, targets1, eps, ignore, reduction, divisor, N, shape = logits.shape()](
-                      const Tensor& dy, Grads& g) {
-                      // the upstream gradient of each row's loss: dy itself for none,
-                      // the scalar dy for every row after a sum, dy / count after a mean
-                      const Tensor grad_rows = reduction == Reduction::none
-                                                   ? dy.reshape({N})
-                                                   : c::full({N}, dy.item() / divisor, dy.dtype());
-                      // ∂loss_n/∂logits_n = softmax(logits_n) - q_n, and 0 for ignored rows
-                      g[0] = c::cross_entropy_rows_backward(grad_rows, logits2, targets1, eps, ignore).view(shape);
-                  });
+    return record(
+        "cross_entropy", std::move(loss), {logits},
+        [logits2, targets1, eps, ignore, reduction, divisor, N, shape = logits.shape()](const Tensor& dy, Grads& g) {
+            // the upstream gradient of each row's loss: dy itself for none,
+            // the scalar dy for every row after a sum, dy / count after a mean
+            const Tensor grad_rows =
+                reduction == Reduction::none ? dy.reshape({N}) : c::full({N}, dy.item() / divisor, dy.dtype());
+            // ∂loss_n/∂logits_n = softmax(logits_n) - q_n, and 0 for ignored rows
+            g[0] = c::cross_entropy_rows_backward(grad_rows, logits2, targets1, eps, ignore).view(shape);
+        });
 }
 
 // ============================ composed versions ============================
@@ -233,23 +232,23 @@ Variable row_max(const Variable& x) { return max(x.detach(), {-1}, /*keepdim=*/t
 
 // y = exp(x - max) / Σ exp(x - max)
 Variable softmax(const Variable& x) {
-    const Variable e = exp(x - row_max(x));           // (..., D), every entry in (0, 1]
-    return e / sum(e, {-1}, /*keepdim=*/true);         // (..., D) / (..., 1)
+    const Variable e = exp(x - row_max(x));     // (..., D), every entry in (0, 1]
+    return e / sum(e, {-1}, /*keepdim=*/true);  // (..., D) / (..., 1)
 }
 
 // y = (x - max) - log Σ exp(x - max)
 Variable log_softmax(const Variable& x) {
-    const Variable z = x - row_max(x);                 // (..., D)
+    const Variable z = x - row_max(x);                    // (..., D)
     return z - log(sum(exp(z), {-1}, /*keepdim=*/true));  // the log of a sum ≥ 1: never log 0
 }
 
 // y = (x - mean) / √(var + eps) * weight + bias, var biased (÷D, as PyTorch's LayerNorm)
 Variable layer_norm(const Variable& x, const Variable& weight, const Variable& bias, double eps) {
     if (!(eps >= 0)) fail<ValueError>("layer_norm: eps must be >= 0, got {}", eps);
-    const Variable mu = mean(x, {-1}, /*keepdim=*/true);                       // (..., 1)
+    const Variable mu = mean(x, {-1}, /*keepdim=*/true);                        // (..., 1)
     const Variable var_b = var(x, {-1}, /*unbiased=*/false, /*keepdim=*/true);  // (..., 1)
     Variable y = (x - mu) / sqrt(var_b + eps);                                  // x̂ (..., D)
-    if (weight.defined()) y = y * weight;  // (..., D) ⊙ (D)
+    if (weight.defined()) y = y * weight;                                       // (..., D) ⊙ (D)
     if (bias.defined()) y = y + bias;
     return y;
 }
@@ -288,7 +287,8 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets, const Cros
 // out = concat_h( dropout(masked_softmax(q_h k_hᵀ / √d)) v_h )
 Variable multi_head_attention(const Variable& q, const Variable& k, const Variable& v, int64_t num_heads,
                               const Tensor& valid_lens, const Tensor& keep, Tensor* weights) {
-    if (!q.defined() || !k.defined() || !v.defined()) fail<ValueError>("multi_head_attention: q, k and v must be defined");
+    if (!q.defined() || !k.defined() || !v.defined())
+        fail<ValueError>("multi_head_attention: q, k and v must be defined");
     if (!(k.shape() == v.shape()))
         fail<ShapeError>("multi_head_attention: keys {} and values {} must have one shape", core::shape_str(k.shape()),
                          core::shape_str(v.shape()));

@@ -49,7 +49,8 @@ Variable add_layer_norm(const Variable& x, const Variable& y, const core::Tensor
 /// `weights` receives the attention weights P (B, H, T, S), before dropout,
 /// for heatmaps.
 Variable multi_head_attention(const Variable& q, const Variable& k, const Variable& v, int64_t num_heads,
-                              const core::Tensor& valid_lens, const core::Tensor& keep, core::Tensor* weights = nullptr);
+                              const core::Tensor& valid_lens, const core::Tensor& keep,
+                              core::Tensor* weights = nullptr);
 
 /// The output layer and its loss in one (core/output_loss.hpp): Σ_n w_n ℓ_n
 /// where ℓ_n is the label-smoothed cross-entropy of logits x_n Wᵀ + b
@@ -86,8 +87,8 @@ enum class Reduction {
 };
 
 struct CrossEntropyOptions {
-    int64_t ignore_index = -100;  ///< targets equal to this contribute nothing (loss 0, gradient 0)
-    double label_smoothing = 0.0; ///< ε in [0, 1]: target distribution (1-ε)·onehot + ε/V
+    int64_t ignore_index = -100;            ///< targets equal to this contribute nothing (loss 0, gradient 0)
+    double label_smoothing = 0.0;           ///< ε in [0, 1]: target distribution (1-ε)·onehot + ε/V
     Reduction reduction = Reduction::mean;  ///< see Reduction
 };
 

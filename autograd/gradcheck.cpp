@@ -18,9 +18,7 @@ core::Dims unravel(int64_t flat, const core::Shape& shape) {
     return index;
 }
 
-std::string index_str(int64_t flat, const core::Shape& shape) {
-    return core::dims_list_str(unravel(flat, shape));
-}
+std::string index_str(int64_t flat, const core::Shape& shape) { return core::dims_list_str(unravel(flat, shape)); }
 
 void check_inputs(const std::vector<Variable>& inputs) {
     for (size_t k = 0; k < inputs.size(); ++k) {
@@ -32,9 +30,10 @@ void check_inputs(const std::vector<Variable>& inputs) {
         const Tensor& t = v.value();
         for (int d = 0; d < t.dim(); ++d)
             if (t.shape()[d] > 1 && t.strides()[d] == 0)
-                fail<ValueError>("gradcheck: input {} (shape {}) has overlapping memory (an expanded view); "
-                                 "pass a contiguous copy",
-                                 k, core::shape_str(t.shape()));
+                fail<ValueError>(
+                    "gradcheck: input {} (shape {}) has overlapping memory (an expanded view); "
+                    "pass a contiguous copy",
+                    k, core::shape_str(t.shape()));
     }
 }
 
@@ -114,8 +113,9 @@ GradcheckResult gradcheck(const std::function<Variable(const std::vector<Variabl
                         "gradcheck failed for input {} (shape {}) at element {}, output element {} (output shape "
                         "{}):\n  analytical (backward) d out / d in = {:.8g}\n  numerical (central differences) = "
                         "{:.8g}\n  |difference| {:.3g} > atol + rtol * |numerical| = {:.3g}",
-                        k, core::shape_str(x.shape()), index_str(j, x.shape()), index_str(i, out_shape), out_shape.empty() ? "()" : core::shape_str(out_shape), a,
-                        numerical, std::abs(a - numerical), options.atol + options.rtol * std::abs(numerical));
+                        k, core::shape_str(x.shape()), index_str(j, x.shape()), index_str(i, out_shape),
+                        out_shape.empty() ? "()" : core::shape_str(out_shape), a, numerical, std::abs(a - numerical),
+                        options.atol + options.rtol * std::abs(numerical));
                 }
             }
         }

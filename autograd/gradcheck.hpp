@@ -29,8 +29,8 @@ struct GradcheckOptions {
 /// a failure in words a student can act on.
 struct GradcheckResult {
     bool passed = true;
-    std::string report;      ///< empty when passed
-    int input = -1;          ///< first failing input
+    std::string report;           ///< empty when passed
+    int input = -1;               ///< first failing input
     int64_t input_element = -1;   ///< its flat (row-major) element index
     int64_t output_element = -1;  ///< the output element whose derivative disagrees
     double analytical = 0, numerical = 0;

@@ -57,7 +57,7 @@ Variable matmul(const Variable& a, const Variable& b) {
                               // b is one matrix shared by all batches (x @ W on (B, T, D)):
                               // Σ_batches a_iᵀ dy_i is a single product of the stacked rows,
                               // (N, k)ᵀ @ (N, m), instead of B products summed afterwards.
-                              const Tensor a_rows = a2.reshape({-1, k});  // (N, k)
+                              const Tensor a_rows = a2.reshape({-1, k});   // (N, k)
                               const Tensor dy_rows = dy.reshape({-1, m});  // (N, m)
                               g[1] = c::matmul(mT(a_rows), dy_rows).reshape(sb);
                           } else {
@@ -71,8 +71,8 @@ Variable matmul(const Variable& a, const Variable& b) {
 
 namespace {
 // The gradients of y = x Wᵀ + b given dy (..., out), for linear and linear_relu.
-void linear_backward(const Tensor& dy, const Tensor& xv, const Tensor& wv, const core::Shape& sx,
-                     const core::Shape& sw, Grads& g) {
+void linear_backward(const Tensor& dy, const Tensor& xv, const Tensor& wv, const core::Shape& sx, const core::Shape& sw,
+                     Grads& g) {
     const int64_t out = sw[0], in = sw[1];
     // y = x Wᵀ + b  ->  dx = dy W   (..., out) @ (out, in) = (..., in)
     if (g.wanted(0)) g[0] = c::matmul(dy, wv).reshape(sx);
@@ -81,7 +81,7 @@ void linear_backward(const Tensor& dy, const Tensor& xv, const Tensor& wv, const
     if (g.wanted(1)) {
         const Tensor dy_rows = dy.reshape({-1, out});  // (N, out)
         const Tensor x_rows = xv.reshape({-1, in});    // (N, in)
-        g[1] = c::matmul(mT(dy_rows), x_rows);        // (out, in)
+        g[1] = c::matmul(mT(dy_rows), x_rows);         // (out, in)
     }
     // the bias is added to every row: dbias = Σ_rows dy   (out)
     if (g.wanted(2)) g[2] = c::sum_to_shape(dy, {out});

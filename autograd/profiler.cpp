@@ -76,11 +76,12 @@ std::string profile_table(int64_t steps) {
     std::string out = fmt::format("{:<28} {:>8} {:>11} {:>11} {:>11} {:>7}\n", "op", "calls", "forward ms",
                                   "backward ms", "total ms", "share");
     for (const OpProfile& op : ops)
-        out += fmt::format("{:<28} {:>8} {:>11.1f} {:>11.1f} {:>11.1f} {:>6.1f}%\n", op.name, op.calls,
-                           1e3 * op.forward_s, 1e3 * op.backward_s, 1e3 * op.total(),
-                           all > 0 ? 100 * op.total() / all : 0.0);
+        out +=
+            fmt::format("{:<28} {:>8} {:>11.1f} {:>11.1f} {:>11.1f} {:>6.1f}%\n", op.name, op.calls, 1e3 * op.forward_s,
+                        1e3 * op.backward_s, 1e3 * op.total(), all > 0 ? 100 * op.total() / all : 0.0);
     out += fmt::format("{:<28} {:>8} {:>11} {:>11} {:>11.1f} {:>6.1f}%\n", "all ops", "", "", "", 1e3 * all, 100.0);
-    if (steps > 0) out += fmt::format("per step: {:.2f} ms in {} steps\n", 1e3 * all / static_cast<double>(steps), steps);
+    if (steps > 0)
+        out += fmt::format("per step: {:.2f} ms in {} steps\n", 1e3 * all / static_cast<double>(steps), steps);
     return out;
 }
 

@@ -24,10 +24,10 @@ namespace tformer::autograd {
 /// One op's totals since the last profile_reset().
 struct OpProfile {
     std::string name;
-    int64_t calls = 0;        ///< forward calls recorded
-    double forward_s = 0;     ///< seconds in its forwards
+    int64_t calls = 0;     ///< forward calls recorded
+    double forward_s = 0;  ///< seconds in its forwards
     int64_t backward_calls = 0;
-    double backward_s = 0;    ///< seconds in its backward functions
+    double backward_s = 0;  ///< seconds in its backward functions
     double total() const { return forward_s + backward_s; }
 };
 

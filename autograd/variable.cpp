@@ -64,7 +64,8 @@ int64_t live_node_count() { return g_live_nodes.load(std::memory_order_relaxed);
 Variable::Variable(Tensor value, bool requires_grad) : impl_(std::make_shared<VariableImpl>()) {
     if (!value.defined()) fail<ValueError>("Variable: value tensor is undefined");
     if (requires_grad && !core::is_floating(value.dtype()))
-        fail<ValueError>("Variable: only floating tensors can require gradients, got {}", core::dtype_name(value.dtype()));
+        fail<ValueError>("Variable: only floating tensors can require gradients, got {}",
+                         core::dtype_name(value.dtype()));
     impl_->value = std::move(value);
     impl_->requires_grad = requires_grad;
 }
@@ -87,8 +88,10 @@ bool Variable::requires_grad() const { return checked(impl_, "requires_grad")->r
 const Variable& Variable::requires_grad_(bool on) const {
     checked(impl_, "requires_grad_");
     if (impl_->grad_fn)
-        fail<ValueError>("requires_grad_: only leaves can change requires_grad; this Variable was made by '{}' "
-                         "(use detach() first)", impl_->grad_fn->name());
+        fail<ValueError>(
+            "requires_grad_: only leaves can change requires_grad; this Variable was made by '{}' "
+            "(use detach() first)",
+            impl_->grad_fn->name());
     if (on && !core::is_floating(impl_->value.dtype()))
         fail<ValueError>("requires_grad_: only floating tensors can require gradients, got {}",
                          core::dtype_name(impl_->value.dtype()));
@@ -219,8 +222,9 @@ void accumulate(Tensor& into, const Tensor& g) {
 void Variable::backward(const Tensor& grad_out, BackwardOptions options) const {
     checked(impl_, "backward");
     if (!impl_->requires_grad)
-        fail<ValueError>("backward: this Variable does not require a gradient (no input of the ops that made it "
-                         "requires one, or it was made under NoGradGuard)");
+        fail<ValueError>(
+            "backward: this Variable does not require a gradient (no input of the ops that made it "
+            "requires one, or it was made under NoGradGuard)");
     Tensor seed = grad_out;
     if (!seed.defined()) {
         if (impl_->value.numel() != 1)
@@ -261,9 +265,10 @@ void Variable::backward(const Tensor& grad_out, BackwardOptions options) const {
             }
             if (v->retains_grad) accumulate(v->grad, g);
             if (node->released())
-                fail<ValueError>("backward: the graph through '{}' was already freed by an earlier backward; "
-                                 "pass BackwardOptions{{.retain_graph = true}} to the first call to backward twice",
-                                 node->name());
+                fail<ValueError>(
+                    "backward: the graph through '{}' was already freed by an earlier backward; "
+                    "pass BackwardOptions{{.retain_graph = true}} to the first call to backward twice",
+                    node->name());
             const auto& inputs = node->inputs();
             slots.assign(inputs.size(), Tensor());
             wanted.assign(inputs.size(), 0);
@@ -272,7 +277,8 @@ void Variable::backward(const Tensor& grad_out, BackwardOptions options) const {
             if (profiling()) {
                 const auto start = std::chrono::steady_clock::now();
                 node->backward(g, grads);
-                detail::profile_backward(node->name(), std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+                detail::profile_backward(
+                    node->name(), std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
             } else {
                 node->backward(g, grads);
             }
@@ -280,11 +286,11 @@ void Variable::backward(const Tensor& grad_out, BackwardOptions options) const {
                 if (!inputs[i] || !slots[i].defined()) continue;
                 const Tensor& want = inputs[i]->value;
                 if (!(slots[i].shape() == want.shape()) || slots[i].dtype() != want.dtype())
-                    fail<ValueError>("backward of '{}': gradient for input {} has shape {} and dtype {}, but the "
-                                     "input has shape {} and dtype {}",
-                                     node->name(), i, core::shape_str(slots[i].shape()),
-                                     core::dtype_name(slots[i].dtype()), core::shape_str(want.shape()),
-                                     core::dtype_name(want.dtype()));
+                    fail<ValueError>(
+                        "backward of '{}': gradient for input {} has shape {} and dtype {}, but the "
+                        "input has shape {} and dtype {}",
+                        node->name(), i, core::shape_str(slots[i].shape()), core::dtype_name(slots[i].dtype()),
+                        core::shape_str(want.shape()), core::dtype_name(want.dtype()));
                 if (anomaly) check_finite(slots[i], *node, i);
                 accumulate(inputs[i]->pending_grad, slots[i]);
                 slots[i] = Tensor();  // the sum holds it now (or the input's slot shares it)

@@ -97,10 +97,10 @@ private:
 /// What a Variable handle points to.
 struct VariableImpl {
     Tensor value;
-    Tensor grad;                      ///< accumulated gradient (leaves, or retain_grad)
-    std::shared_ptr<Node> grad_fn;    ///< the op that made this value; null for leaves
+    Tensor grad;                    ///< accumulated gradient (leaves, or retain_grad)
+    std::shared_ptr<Node> grad_fn;  ///< the op that made this value; null for leaves
     bool requires_grad = false;
-    bool retains_grad = false;        ///< keep grad() on a non-leaf too
+    bool retains_grad = false;  ///< keep grad() on a non-leaf too
     std::vector<std::function<void(const Tensor&)>> hooks;
     // bookkeeping for backward(): which pass visited this node last, and the
     // gradient collected so far during that pass

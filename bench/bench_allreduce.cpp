@@ -39,8 +39,16 @@ tasks::ModelConfig default_translation() {
     tasks::ModelConfig c;
     c.src_vocab_size = c.tgt_vocab_size = 8000;
     c.num_steps = 64;
-    c.transformer = {.key_size = 128, .query_size = 128, .value_size = 128, .num_hiddens = 128, .norm_shape = 128,
-                     .ffn_num_input = 128, .ffn_num_hiddens = 512, .num_heads = 4, .num_layers = 2, .dropout = 0.0};
+    c.transformer = {.key_size = 128,
+                     .query_size = 128,
+                     .value_size = 128,
+                     .num_hiddens = 128,
+                     .norm_shape = 128,
+                     .ffn_num_input = 128,
+                     .ffn_num_hiddens = 512,
+                     .num_heads = 4,
+                     .num_layers = 2,
+                     .dropout = 0.0};
     c.tie_embeddings = true;
     c.scaled_embedding_init = true;
     return c;
@@ -72,10 +80,13 @@ int main(int argc, char** argv) {
     std::string models = "d2l,copy,default,small,base";
     for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
-        if (arg == "--repeats" && i + 1 < argc) repeats = std::max(1, std::atoi(argv[++i]));
-        else if (arg == "--models" && i + 1 < argc) models = argv[++i];
+        if (arg == "--repeats" && i + 1 < argc)
+            repeats = std::max(1, std::atoi(argv[++i]));
+        else if (arg == "--models" && i + 1 < argc)
+            models = argv[++i];
         else {
-            fmt::print(stderr, "usage: mpirun -np N bench_allreduce [--repeats N] [--models d2l,copy,default,small,base]\n");
+            fmt::print(stderr,
+                       "usage: mpirun -np N bench_allreduce [--repeats N] [--models d2l,copy,default,small,base]\n");
             return 2;
         }
     }
@@ -92,9 +103,10 @@ int main(int argc, char** argv) {
                 for (const auto& p : params) p.set_grad(core::full(p.shape(), 1.0));
             };
             auto line = [&](const char* figure, double value) {
-                fmt::print("{{\"bench\":\"allreduce\",\"model\":\"{}\",\"ranks\":{},\"params\":{},\"mb\":{:.2f},"
-                           "\"figure\":\"{}\",\"value\":{:.4g}}}\n",
-                           name, dist::size(), numel, 4.0 * static_cast<double>(numel) / 1e6, figure, value);
+                fmt::print(
+                    "{{\"bench\":\"allreduce\",\"model\":\"{}\",\"ranks\":{},\"params\":{},\"mb\":{:.2f},"
+                    "\"figure\":\"{}\",\"value\":{:.4g}}}\n",
+                    name, dist::size(), numel, 4.0 * static_cast<double>(numel) / 1e6, figure, value);
             };
 
             const core::Tensor flat = core::full({numel}, 1.0);

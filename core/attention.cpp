@@ -259,8 +259,9 @@ void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, cons
         // one row per head, too few to overlap on their own)
         const int64_t rows = s.H * s.T;
         parallel_for(0, s.B, rows * s.S * d, [&](int64_t begin, int64_t end) {
-            std::vector<T> kt(static_cast<size_t>(d * Sp));                                           // (d, Sp)
-            std::vector<T> scores(static_cast<size_t>(rows * Sp)), row_max(static_cast<size_t>(rows));  // (H·T, Sp), (H·T)
+            std::vector<T> kt(static_cast<size_t>(d * Sp));  // (d, Sp)
+            std::vector<T> scores(static_cast<size_t>(rows * Sp)),
+                row_max(static_cast<size_t>(rows));  // (H·T, Sp), (H·T)
             for (int64_t b = begin; b < end; ++b) {
                 for (int64_t h = 0; h < s.H; ++h) {
                     const T* kh = k + kl.at(b, h);
@@ -272,13 +273,15 @@ void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, cons
                     } else {  // a query or two (decoding): one dot product per key costs less than the transpose
                         for (int64_t t = 0; t < s.T; ++t) {
                             T* row = head_scores + t * Sp;
-                            for (int64_t j = 0; j < s.S; ++j) row[j] = dot(q + (b * s.T + t) * s.D + h * d, kh + j * kl.row, d);
+                            for (int64_t j = 0; j < s.S; ++j)
+                                row[j] = dot(q + (b * s.T + t) * s.D + h * d, kh + j * kl.row, d);
                             std::fill(row + s.S, row + Sp, T(0));
                         }
                     }
                 }
-                softmax_rows(scores.data(), rows, Sp, static_cast<T>(scale),
-                             [&](int64_t row) { return lens.at(b, row % s.T); }, row_max.data());
+                softmax_rows(
+                    scores.data(), rows, Sp, static_cast<T>(scale), [&](int64_t row) { return lens.at(b, row % s.T); },
+                    row_max.data());
                 T* pb = p + b * rows * s.S;  // (H, T, S) of batch element b: its rows in the same order
                 for (int64_t row = 0; row < rows; ++row)
                     std::copy(scores.data() + row * Sp, scores.data() + row * Sp + s.S, pb + row * s.S);
@@ -336,8 +339,10 @@ Tensor attention_values(const Tensor& P_, const Tensor& V_, const Tensor& keep_)
     expect_3d(V_, "values", op);
     const int64_t B = P_.size(0), H = P_.size(1), T = P_.size(2), S = P_.size(3), D = V_.size(2);
     if (V_.size(0) != B || V_.size(1) != S || D % H != 0 || V_.dtype() != P_.dtype())
-        fail<ShapeError>("{}: weights {} and values {} do not fit (values must be (B, S, D) with D divisible by H, of "
-                         "the weights' dtype)", op, shape_str(P_.shape()), shape_str(V_.shape()));
+        fail<ShapeError>(
+            "{}: weights {} and values {} do not fit (values must be (B, S, D) with D divisible by H, of "
+            "the weights' dtype)",
+            op, shape_str(P_.shape()), shape_str(V_.shape()));
     if (keep_.defined() && (!(keep_.shape() == P_.shape()) || keep_.dtype() != P_.dtype()))
         fail<ShapeError>("{}: dropout mask {} for weights {}", op, shape_str(keep_.shape()), shape_str(P_.shape()));
     const Tensor P = P_.contiguous(), V = V_.contiguous(), keep = keep_.defined() ? keep_.contiguous() : Tensor();
@@ -392,7 +397,8 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
     const Tensor dO = dO_.contiguous(), Q = Q_.contiguous(), K = K_.contiguous(), V = V_.contiguous();
     const Tensor P = P_.contiguous(), keep = keep_.defined() ? keep_.contiguous() : Tensor();
     // every head row of dQ, dK and dV is summed in registers and written once
-    AttentionGrads g{.dQ = Tensor::empty(Q.shape(), Q.dtype()), .dK = Tensor::empty(K.shape(), K.dtype()),
+    AttentionGrads g{.dQ = Tensor::empty(Q.shape(), Q.dtype()),
+                     .dK = Tensor::empty(K.shape(), K.dtype()),
                      .dV = Tensor::empty(V.shape(), V.dtype())};
     const int64_t Sp = padded(s.S);
     visit_floating(Q.dtype(), op, [&](auto tag) {
@@ -412,12 +418,13 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
                 HeadRows<T, kD> acc(d);
                 for (int64_t bh = begin; bh < end; ++bh) {
                     const int64_t b = bh / s.H, h = bh % s.H;
-                    const T* Pbh = p + bh * s.T * s.S;                      // (T, S)
-                    const T* keep_bh = kp ? kp + bh * s.T * s.S : nullptr;  // (T, S)
+                    const T* Pbh = p + bh * s.T * s.S;                                             // (T, S)
+                    const T* keep_bh = kp ? kp + bh * s.T * s.S : nullptr;                         // (T, S)
                     const int64_t q_head = b * s.T * s.D + h * d, k_head = b * s.S * s.D + h * d;  // row 0 of the head
                     // d(Pu)[t, s] = dO_t · v_s, every s at once
                     transpose_head(v + k_head, s.S, s.D, d, Sp, vt.data());
-                    for (int64_t t = 0; t < s.T; ++t) dot_rows(dout + q_head + t * s.D, vt.data(), d, Sp, dP.data() + t * Sp);
+                    for (int64_t t = 0; t < s.T; ++t)
+                        dot_rows(dout + q_head + t * s.D, vt.data(), d, Sp, dP.data() + t * Sp);
                     // dP = d(Pu) ⊙ keep, then the softmax backward dS = P ⊙ (dP - Σ_s P dP), row by row
                     for (int64_t t = 0; t < s.T; ++t) {
                         const T* Pt = Pbh + t * s.S;
@@ -436,18 +443,20 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
                     for (int64_t i = 0; i < s.T * s.S; ++i) Pu[i] = keep_bh ? Pbh[i] * keep_bh[i] : Pbh[i];
                     // dV_s = Σ_t Pu[t, s] dO_t,  dK_s = Σ_t scale dS[t, s] q_t   (rows s of the head)
                     for_row_blocks(s.S, [&](auto rows, int64_t j0) {
-                        weighted_rows(acc, rows, s.T, dout + q_head, s.D,
-                                      [&](int64_t r, int64_t t) { return Pu[t * s.S + j0 + r]; },
-                                      [&](int64_t r) { return dv + k_head + (j0 + r) * s.D; });
-                        weighted_rows(acc, rows, s.T, q + q_head, s.D,
-                                      [&](int64_t r, int64_t t) { return dS[t * s.S + j0 + r]; },
-                                      [&](int64_t r) { return dk + k_head + (j0 + r) * s.D; });
+                        weighted_rows(
+                            acc, rows, s.T, dout + q_head, s.D,
+                            [&](int64_t r, int64_t t) { return Pu[t * s.S + j0 + r]; },
+                            [&](int64_t r) { return dv + k_head + (j0 + r) * s.D; });
+                        weighted_rows(
+                            acc, rows, s.T, q + q_head, s.D, [&](int64_t r, int64_t t) { return dS[t * s.S + j0 + r]; },
+                            [&](int64_t r) { return dk + k_head + (j0 + r) * s.D; });
                     });
                     // dQ_t = Σ_s scale dS[t, s] k_s   (rows t of the head)
                     for_row_blocks(s.T, [&](auto rows, int64_t t0) {
-                        weighted_rows(acc, rows, s.S, k + k_head, s.D,
-                                      [&](int64_t r, int64_t j) { return dS[(t0 + r) * s.S + j]; },
-                                      [&](int64_t r) { return dq + q_head + (t0 + r) * s.D; });
+                        weighted_rows(
+                            acc, rows, s.S, k + k_head, s.D,
+                            [&](int64_t r, int64_t j) { return dS[(t0 + r) * s.S + j]; },
+                            [&](int64_t r) { return dq + q_head + (t0 + r) * s.D; });
                     });
                 }
             });

@@ -59,8 +59,7 @@ void log_call(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, bool 
 
 // The checks shared by the float and double entry points. Returns false when
 // C is empty, in which case BLAS has nothing to do.
-bool check_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb,
-                int64_t ldc) {
+bool check_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda, int64_t ldb, int64_t ldc) {
     to_blas_int(m, "m");
     to_blas_int(n, "n");
     to_blas_int(k, "k");
@@ -78,8 +77,8 @@ void call_blas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
                 static_cast<blasint>(ldc));
 }
 
-void call_blas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a,
-               int64_t lda, const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
+void call_blas(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
+               const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
     cblas_dgemm(CblasRowMajor, flag(trans_a), flag(trans_b), static_cast<blasint>(m), static_cast<blasint>(n),
                 static_cast<blasint>(k), alpha, a, static_cast<blasint>(lda), b, static_cast<blasint>(ldb), beta, c,
                 static_cast<blasint>(ldc));
@@ -138,8 +137,8 @@ void split_gemm(int parts, bool trans_a, bool trans_b, int64_t m, int64_t n, int
 }
 
 template <class T>
-void gemm_any(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
-              const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+void gemm_any(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
+              int64_t ldb, T beta, T* c, int64_t ldc) {
     if (!check_gemm(trans_a, trans_b, m, n, k, lda, ldb, ldc)) return;
     log_call(trans_a, trans_b, m, n, k, std::is_same_v<T, double>);
     const int parts = split_parts(m, n, k);

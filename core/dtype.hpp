@@ -35,12 +35,26 @@ constexpr std::string_view dtype_name(DType t) {
 constexpr bool is_floating(DType t) { return t == DType::float32 || t == DType::float64; }
 
 /// The C++ type stored for each dtype (bool masks are one byte each).
-template <class T> struct dtype_of;
-template <> struct dtype_of<float> { static constexpr DType value = DType::float32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::float64; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = DType::int64; };
-template <> struct dtype_of<bool> { static constexpr DType value = DType::boolean; };
-template <class T> inline constexpr DType dtype_v = dtype_of<T>::value;
+template <class T>
+struct dtype_of;
+template <>
+struct dtype_of<float> {
+    static constexpr DType value = DType::float32;
+};
+template <>
+struct dtype_of<double> {
+    static constexpr DType value = DType::float64;
+};
+template <>
+struct dtype_of<int64_t> {
+    static constexpr DType value = DType::int64;
+};
+template <>
+struct dtype_of<bool> {
+    static constexpr DType value = DType::boolean;
+};
+template <class T>
+inline constexpr DType dtype_v = dtype_of<T>::value;
 
 /// Calls f(std::type_identity<T>{}) with the C++ type T of dtype `t`, so a
 /// kernel template is written once and instantiated per dtype:

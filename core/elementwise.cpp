@@ -118,7 +118,8 @@ struct Kernel {
     void part(int64_t begin, int64_t end, const std::array<int64_t, N>& off) const {
         [&]<size_t... k>(std::index_sequence<k...>) {
             run(begin, end, f, Acc::at(std::get<k>(base), off[k], stride[k])...);
-        }(std::make_index_sequence<N>{});
+        }
+        (std::make_index_sequence<N>{});
     }
     static void elements(const void* ctx, int64_t begin, int64_t end) {
         static_cast<const Kernel*>(ctx)->part(begin, end, {});
@@ -167,8 +168,7 @@ struct Operand {
     Strides strides(const Shape& shape) const {
         Strides st = Dims::filled(shape.size(), 0);
         const int lead = shape.size() - tensor->dim();
-        for (int d = 0; d < tensor->dim(); ++d)
-            st[lead + d] = tensor->shape()[d] == 1 ? 0 : tensor->strides()[d];
+        for (int d = 0; d < tensor->dim(); ++d) st[lead + d] = tensor->shape()[d] == 1 ? 0 : tensor->strides()[d];
         return st;
     }
 };
@@ -272,8 +272,8 @@ DType common_dtype(const char* op, const Tensor& a, const Tensor& b) {
 void require_writable(const char* op, const Tensor& dst) {
     for (int d = 0; d < dst.dim(); ++d)
         if (dst.strides()[d] == 0 && dst.shape()[d] > 1)
-            fail<ValueError>("{}: dst of shape {} repeats elements (stride 0 in dimension {}); write into a copy",
-                             op, shape_str(dst.shape()), d);
+            fail<ValueError>("{}: dst of shape {} repeats elements (stride 0 in dimension {}); write into a copy", op,
+                             shape_str(dst.shape()), d);
 }
 
 // y = f(x) for a floating x.
@@ -379,43 +379,65 @@ Tensor logical(const char* op, const Tensor& a, const Tensor& b, const F& f) {
 namespace {
 // y = -x
 struct Neg {
-    template <class T> T operator()(T x) const { return -x; }
+    template <class T>
+    T operator()(T x) const {
+        return -x;
+    }
 };
 
 // y = e^x
 struct Exp {
-    template <class T> T operator()(T x) const { return std::exp(x); }
+    template <class T>
+    T operator()(T x) const {
+        return std::exp(x);
+    }
 };
 
 // y = ln x
 struct Log {
-    template <class T> T operator()(T x) const { return std::log(x); }
+    template <class T>
+    T operator()(T x) const {
+        return std::log(x);
+    }
 };
 
 // y = √x
 struct Sqrt {
-    template <class T> T operator()(T x) const { return std::sqrt(x); }
+    template <class T>
+    T operator()(T x) const {
+        return std::sqrt(x);
+    }
 };
 
 // y = 1/√x
 struct Rsqrt {
-    template <class T> T operator()(T x) const { return T(1) / std::sqrt(x); }
+    template <class T>
+    T operator()(T x) const {
+        return T(1) / std::sqrt(x);
+    }
 };
 
 // y = tanh x
 struct Tanh {
-    template <class T> T operator()(T x) const { return std::tanh(x); }
+    template <class T>
+    T operator()(T x) const {
+        return std::tanh(x);
+    }
 };
 
 // y = max(x, 0), written so that NaN stays NaN
 struct Relu {
-    template <class T> T operator()(T x) const { return x < T(0) ? T(0) : x; }
+    template <class T>
+    T operator()(T x) const {
+        return x < T(0) ? T(0) : x;
+    }
 };
 
 // y = 1/(1+e^-x) = e^x/(1+e^x); with e = e^-|x| ≤ 1 picking the form whose
 // exponent is never positive, nothing overflows: x = ±1e4 gives exactly 1 or 0
 struct Sigmoid {
-    template <class T> T operator()(T x) const {
+    template <class T>
+    T operator()(T x) const {
         const T e = std::exp(-std::abs(x));
         return x >= T(0) ? T(1) / (T(1) + e) : e / (T(1) + e);
     }
@@ -423,28 +445,43 @@ struct Sigmoid {
 
 // y = |x|
 struct Abs {
-    template <class T> T operator()(T x) const { return std::abs(x); }
+    template <class T>
+    T operator()(T x) const {
+        return std::abs(x);
+    }
 };
 
 // y = 1 if x > 0, -1 if x < 0, else x (so ±0 and NaN pass through)
 struct Sign {
-    template <class T> T operator()(T x) const { return x > T(0) ? T(1) : x < T(0) ? T(-1) : x; }
+    template <class T>
+    T operator()(T x) const {
+        return x > T(0) ? T(1) : x < T(0) ? T(-1) : x;
+    }
 };
 
 // y = x²
 struct Square {
-    template <class T> T operator()(T x) const { return x * x; }
+    template <class T>
+    T operator()(T x) const {
+        return x * x;
+    }
 };
 
 // y = 1/x
 struct Reciprocal {
-    template <class T> T operator()(T x) const { return T(1) / x; }
+    template <class T>
+    T operator()(T x) const {
+        return T(1) / x;
+    }
 };
 
 // y = x^p (std::pow handles negative x with an integer p: (-2)³ = -8)
 struct Pow {
     double p;
-    template <class T> T operator()(T x) const { return std::pow(x, static_cast<T>(p)); }
+    template <class T>
+    T operator()(T x) const {
+        return std::pow(x, static_cast<T>(p));
+    }
 };
 
 }  // namespace
@@ -472,47 +509,74 @@ Tensor pow(const Tensor& x, double exponent) {
 namespace {
 // y = a + b
 struct Add {
-    template <class T> T operator()(T a, T b) const { return a + b; }
+    template <class T>
+    T operator()(T a, T b) const {
+        return a + b;
+    }
 };
 
 // y = a - b
 struct Sub {
-    template <class T> T operator()(T a, T b) const { return a - b; }
+    template <class T>
+    T operator()(T a, T b) const {
+        return a - b;
+    }
 };
 
 // y = s - a (the number comes second in the kernel, so the formula swaps)
 struct SubFrom {
-    template <class T> T operator()(T a, T s) const { return s - a; }
+    template <class T>
+    T operator()(T a, T s) const {
+        return s - a;
+    }
 };
 
 // y = a · b
 struct Mul {
-    template <class T> T operator()(T a, T b) const { return a * b; }
+    template <class T>
+    T operator()(T a, T b) const {
+        return a * b;
+    }
 };
 
 // y = a / b
 struct Div {
-    template <class T> T operator()(T a, T b) const { return a / b; }
+    template <class T>
+    T operator()(T a, T b) const {
+        return a / b;
+    }
 };
 
 // y = s / a
 struct DivInto {
-    template <class T> T operator()(T a, T s) const { return s / a; }
+    template <class T>
+    T operator()(T a, T s) const {
+        return s / a;
+    }
 };
 
 // y = max(a, b), NaN if either is (a NaN a is kept; a NaN b fails a > b and is returned)
 struct Maximum {
-    template <class T> T operator()(T a, T b) const { return (a > b || std::isnan(a)) ? a : b; }
+    template <class T>
+    T operator()(T a, T b) const {
+        return (a > b || std::isnan(a)) ? a : b;
+    }
 };
 
 // y = min(a, b), NaN if either is
 struct Minimum {
-    template <class T> T operator()(T a, T b) const { return (a < b || std::isnan(a)) ? a : b; }
+    template <class T>
+    T operator()(T a, T b) const {
+        return (a < b || std::isnan(a)) ? a : b;
+    }
 };
 
 // dx = dy · [y > 0]: the slope of relu is 1 where it passed x through, 0 elsewhere
 struct ReluGrad {
-    template <class T> T operator()(T dy, T y) const { return y > T(0) ? dy : T(0); }
+    template <class T>
+    T operator()(T dy, T y) const {
+        return y > T(0) ? dy : T(0);
+    }
 };
 }  // namespace
 
@@ -536,32 +600,50 @@ Tensor relu_backward(const Tensor& dy, const Tensor& y) { return binary_math("re
 namespace {
 // m = a == b
 struct Eq {
-    template <class X, class Y> bool operator()(X a, Y b) const { return a == b; }
+    template <class X, class Y>
+    bool operator()(X a, Y b) const {
+        return a == b;
+    }
 };
 
 // m = a != b
 struct Ne {
-    template <class X, class Y> bool operator()(X a, Y b) const { return a != b; }
+    template <class X, class Y>
+    bool operator()(X a, Y b) const {
+        return a != b;
+    }
 };
 
 // m = a < b
 struct Lt {
-    template <class X, class Y> bool operator()(X a, Y b) const { return a < b; }
+    template <class X, class Y>
+    bool operator()(X a, Y b) const {
+        return a < b;
+    }
 };
 
 // m = a <= b
 struct Le {
-    template <class X, class Y> bool operator()(X a, Y b) const { return a <= b; }
+    template <class X, class Y>
+    bool operator()(X a, Y b) const {
+        return a <= b;
+    }
 };
 
 // m = a > b
 struct Gt {
-    template <class X, class Y> bool operator()(X a, Y b) const { return a > b; }
+    template <class X, class Y>
+    bool operator()(X a, Y b) const {
+        return a > b;
+    }
 };
 
 // m = a >= b
 struct Ge {
-    template <class X, class Y> bool operator()(X a, Y b) const { return a >= b; }
+    template <class X, class Y>
+    bool operator()(X a, Y b) const {
+        return a >= b;
+    }
 };
 }  // namespace
 
@@ -611,7 +693,10 @@ Tensor logical_or(const Tensor& a, const Tensor& b) { return logical("logical_or
 namespace {
 // y = c ? a : b
 struct Select {
-    template <class T> T operator()(bool c, T a, T b) const { return c ? a : b; }
+    template <class T>
+    T operator()(bool c, T a, T b) const {
+        return c ? a : b;
+    }
 };
 
 // y = m ? v : x
@@ -632,8 +717,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
     const int64_t n = out.numel();
     visit_dtype(dtype, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        map_elements(shape, n, Select{}, operand<T>(out, n), operand<const bool>(cond, n),
-                     operand<const T>(a, n), operand<const T>(b, n));
+        map_elements(shape, n, Select{}, operand<T>(out, n), operand<const bool>(cond, n), operand<const T>(a, n),
+                     operand<const T>(b, n));
     });
     return out;
 }
@@ -654,8 +739,8 @@ Tensor masked_fill(const Tensor& x, const Tensor& mask, double value) {
     const int64_t n = out.numel();
     visit_dtype(x.dtype(), [&](auto tag) {
         using T = typename decltype(tag)::type;
-        map_binary(shape, n, FillWhere<T>{static_cast<T>(value)}, operand<T>(out, n),
-                   operand<const T>(x, n), operand<const bool>(mask, n));
+        map_binary(shape, n, FillWhere<T>{static_cast<T>(value)}, operand<T>(out, n), operand<const T>(x, n),
+                   operand<const bool>(mask, n));
     });
     return out;
 }
@@ -683,8 +768,8 @@ void add_(const Tensor& dst, const Tensor& src, double alpha) {
     visit_floating(dtype, "add_", [&](auto tag) {
         using T = typename decltype(tag)::type;
         // dst is both the output and the first input: each element is read, then written, by one iteration
-        map_binary(shape, n, AddScaled<T>{static_cast<T>(alpha)}, operand<T>(dst, n),
-                   operand<const T>(dst, n), operand<const T>(src, n));
+        map_binary(shape, n, AddScaled<T>{static_cast<T>(alpha)}, operand<T>(dst, n), operand<const T>(dst, n),
+                   operand<const T>(src, n));
     });
 }
 

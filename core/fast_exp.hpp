@@ -36,7 +36,8 @@ inline float exp_fast(float x) {
     p = p * r + 1.6666665459e-1f;
     p = p * r + 5.0000001201e-1f;
     p = p * r * r + r + 1.0f;
-    const float scale = std::bit_cast<float>(static_cast<uint32_t>(n + 127) << 23);  // 2^n (unsigned: no shift UB for NaN input)
+    const float scale =
+        std::bit_cast<float>(static_cast<uint32_t>(n + 127) << 23);  // 2^n (unsigned: no shift UB for NaN input)
     const float y = p * scale;
     return x < lo ? 0.0f : (x > hi ? INFINITY : y);
 }

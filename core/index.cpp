@@ -49,7 +49,8 @@ void for_each_index(const Tensor& index, F&& f) {
 // Every index must lie in [0, size): "gather: index 7 out of range for dimension 1 of size 5".
 void check_index_range(const Tensor& index, int64_t size, int dim, const char* op) {
     for_each_index(index, [&](int64_t i) {
-        if (i < 0 || i >= size) fail<IndexError>("{}: index {} out of range for dimension {} of size {}", op, i, dim, size);
+        if (i < 0 || i >= size)
+            fail<IndexError>("{}: index {} out of range for dimension {} of size {}", op, i, dim, size);
     });
 }
 
@@ -114,8 +115,7 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
     check_defined(x, "index_select", "x");
     check_index_dtype(index, "index_select", "index");
     const int d = normalize_dim(dim, x.dim(), "index_select");
-    if (index.dim() != 1)
-        fail<ShapeError>("index_select: index must be 1-D, got shape {}", shape_str(index.shape()));
+    if (index.dim() != 1) fail<ShapeError>("index_select: index must be 1-D, got shape {}", shape_str(index.shape()));
     check_index_range(index, x.shape()[d], d, "index_select");
     const Tensor idx = index.contiguous();
     return lookup(x, d, idx.data<int64_t>(), idx.numel());
@@ -131,7 +131,7 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
         fail<ShapeError>("embedding: weight must be 2-D (V, D), got shape {}", shape_str(weight.shape()));
     const int64_t V = weight.shape()[0], D = weight.shape()[1];
     check_token_ids(ids, V, "embedding");
-    const Tensor flat = ids.contiguous();  // (N) with N = ids.numel()
+    const Tensor flat = ids.contiguous();                                 // (N) with N = ids.numel()
     Tensor rows = lookup(weight, 0, flat.data<int64_t>(), flat.numel());  // (N, D)
     Shape out_shape = ids.shape();
     out_shape.push_back(D);
@@ -139,7 +139,8 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
 }
 
 // out[b, t, :] = (weight[ids[b, t], :] · scale + pos[t, :]) ⊙ keep[b, t, :]
-Tensor embedding_positional(const Tensor& weight, const Tensor& ids, double scale, const Tensor& pos, const Tensor& keep) {
+Tensor embedding_positional(const Tensor& weight, const Tensor& ids, double scale, const Tensor& pos,
+                            const Tensor& keep) {
     const char* op = "embedding_positional";
     check_defined(weight, op, "weight");
     check_defined(pos, op, "pos");
@@ -149,7 +150,8 @@ Tensor embedding_positional(const Tensor& weight, const Tensor& ids, double scal
                          shape_str(ids.shape()));
     const int64_t V = weight.size(0), D = weight.size(1), B = ids.size(0), T = ids.size(1);
     if (!(pos.shape() == Shape{T, D}) || pos.dtype() != weight.dtype() || !is_floating(weight.dtype()))
-        fail<ShapeError>("{}: pos {} must be (T, D) = ({}, {}) of weight's floating dtype", op, shape_str(pos.shape()), T, D);
+        fail<ShapeError>("{}: pos {} must be (T, D) = ({}, {}) of weight's floating dtype", op, shape_str(pos.shape()),
+                         T, D);
     if (keep.defined() && (!(keep.shape() == Shape{B, T, D}) || keep.dtype() != weight.dtype()))
         fail<ShapeError>("{}: dropout mask {} must be (B, T, D) = ({}, {}, {}) of weight's dtype", op,
                          shape_str(keep.shape()), B, T, D);
@@ -207,8 +209,8 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& ids, int64_t num_emb
     check_token_ids(ids, num_embeddings, "embedding_backward");
 
     const int64_t N = ids.numel(), D = grad.shape().back();
-    const Tensor flat = ids.contiguous();       // (N)
-    const Tensor g = grad.reshape({N, D});      // (N, D), a view whenever the layout allows
+    const Tensor flat = ids.contiguous();                   // (N)
+    const Tensor g = grad.reshape({N, D});                  // (N, D), a view whenever the layout allows
     Tensor out = zeros({num_embeddings, D}, grad.dtype());  // (V, D)
     const int64_t* id = flat.data<int64_t>();
     const int64_t g_row = g.strides()[0], g_col = g.strides()[1];
@@ -219,8 +221,8 @@ Tensor embedding_backward(const Tensor& grad, const Tensor& ids, int64_t num_emb
         const T* gp = g.data<T>();
         for (int64_t i = 0; i < N; ++i) {
             if (id[i] == padding_idx) continue;  // the padding row gets no gradient
-            T* dst = dw + id[i] * D;              // dweight[ids[i], :]
-            const T* src = gp + i * g_row;        // grad[i, :]
+            T* dst = dw + id[i] * D;             // dweight[ids[i], :]
+            const T* src = gp + i * g_row;       // grad[i, :]
             if (g_col == 1) {
                 for (int64_t c = 0; c < D; ++c) dst[c] += src[c];
             } else {
@@ -239,8 +241,8 @@ namespace {
 // x's number of dimensions and is no larger than x except along dim.
 void check_index_fits(const Tensor& x, int d, const Tensor& index, const char* op) {
     if (index.dim() != x.dim())
-        fail<ShapeError>("{}: index shape {} must have as many dimensions as x shape {}", op,
-                         shape_str(index.shape()), shape_str(x.shape()));
+        fail<ShapeError>("{}: index shape {} must have as many dimensions as x shape {}", op, shape_str(index.shape()),
+                         shape_str(x.shape()));
     for (int k = 0; k < x.dim(); ++k)
         if (k != d && index.shape()[k] > x.shape()[k])
             fail<ShapeError>("{}: index shape {} is larger than x shape {} at dimension {}", op,
@@ -358,8 +360,9 @@ Tensor concat(const std::vector<Tensor>& tensors, int64_t dim) {
         for (int k = 0; match && k < first.dim(); ++k)
             if (k != d && s[k] != first.shape()[k]) match = false;
         if (!match)
-            fail<ShapeError>("concat: tensor {} has shape {} but tensor 0 has {}; sizes must match except in dimension {}",
-                             i, shape_str(s), shape_str(first.shape()), d);
+            fail<ShapeError>(
+                "concat: tensor {} has shape {} but tensor 0 has {}; sizes must match except in dimension {}", i,
+                shape_str(s), shape_str(first.shape()), d);
         out_shape[d] += s[d];
     }
     Tensor out = Tensor::empty(out_shape, first.dtype());
@@ -414,8 +417,8 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
         total += s;
     }
     if (total != x.shape()[d])
-        fail<ShapeError>("split: sizes {} add up to {} but dimension {} of {} has size {}", sizes_str(sizes),
-                         total, d, shape_str(x.shape()), x.shape()[d]);
+        fail<ShapeError>("split: sizes {} add up to {} but dimension {} of {} has size {}", sizes_str(sizes), total, d,
+                         shape_str(x.shape()), x.shape()[d]);
     std::vector<Tensor> pieces;
     int64_t start = 0;
     for (int64_t s : sizes) {

@@ -27,7 +27,8 @@ Tensor embedding(const Tensor& weight, const Tensor& ids);
 /// mask with its 1/(1-p) scale, or undefined for none. Rounds exactly as
 /// embedding, mul, add and mul one after the other. Throws IndexError for an
 /// id outside [0, V), ShapeError naming the shapes that do not fit.
-Tensor embedding_positional(const Tensor& weight, const Tensor& ids, double scale, const Tensor& pos, const Tensor& keep);
+Tensor embedding_positional(const Tensor& weight, const Tensor& ids, double scale, const Tensor& pos,
+                            const Tensor& keep);
 /// Gradient of embedding: a (V, D) tensor whose row v is the sum of
 /// grad rows at positions where ids == v; rows at padding_idx stay zero
 /// (pass -1 for no padding index). grad is float32/float64 of shape

@@ -112,8 +112,7 @@ Strides batch_strides(const Tensor& t, const Shape& batch) {
 // When a's batches are blocks of rows at one common stride, e.g. a
 // contiguous (B, n, k), they stack into a single (B*n, k) matrix: returns
 // that stride, the leading dimension of the stacked matrix.
-std::optional<int64_t> stacked_rows_ld(const Operand& a, const Shape& batch, const Strides& sa, int64_t n,
-                                       int64_t k) {
+std::optional<int64_t> stacked_rows_ld(const Operand& a, const Shape& batch, const Strides& sa, int64_t n, int64_t k) {
     if (a.layout.trans) return std::nullopt;
     // from the rows outwards, each dimension of size > 1 must step exactly
     // over the rows that the dimensions inside it cover

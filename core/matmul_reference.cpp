@@ -15,7 +15,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
         fail<ValueError>("reference::matmul: dtypes {} and {} not supported", dtype_name(a.dtype()),
                          dtype_name(b.dtype()));
     if (a.dim() == 0 || b.dim() == 0)
-        fail<ShapeError>("reference::matmul: 0-d operand, shapes {} and {}", shape_str(a.shape()), shape_str(b.shape()));
+        fail<ShapeError>("reference::matmul: 0-d operand, shapes {} and {}", shape_str(a.shape()),
+                         shape_str(b.shape()));
 
     const Tensor a2 = a.dim() == 1 ? a.unsqueeze(0) : a;  // (..., n, k)
     const Tensor b2 = b.dim() == 1 ? b.unsqueeze(1) : b;  // (..., k, m)

@@ -20,7 +20,8 @@ constexpr int64_t kChunk = 256;  // rows per chunk: C·V logits stay in the cach
 void check_inputs(const Tensor& x, const Tensor& W, const Tensor& b, const Tensor& targets, const Tensor& weights) {
     const char* op = "linear_cross_entropy";
     if (!x.defined() || !W.defined() || x.dim() != 2 || W.dim() != 2 || x.size(1) != W.size(1))
-        fail<ShapeError>("{}: x {} and W {} must be (N, D) and (V, D)", op, x.defined() ? shape_str(x.shape()) : "undefined",
+        fail<ShapeError>("{}: x {} and W {} must be (N, D) and (V, D)", op,
+                         x.defined() ? shape_str(x.shape()) : "undefined",
                          W.defined() ? shape_str(W.shape()) : "undefined");
     const int64_t N = x.size(0), V = W.size(0);
     if (b.defined() && !(b.shape() == Shape{V}))
@@ -121,10 +122,12 @@ LinearCrossEntropy linear_cross_entropy(const Tensor& x_, const Tensor& W_, cons
             if (!grads) continue;
             // dx_c = G W (c, D); dW += Gᵀ x_c (V, D); db += Gᵀ 1 (V)
             blas::gemm(false, false, c, D, V, T(1), z.data(), V, Wp, D, T(0), dxc.data(), D);
-            for (int64_t i = 0; i < c; ++i) std::copy_n(dxc.data() + i * D, D, out.dx.template data<T>() + rows[begin + i] * D);
+            for (int64_t i = 0; i < c; ++i)
+                std::copy_n(dxc.data() + i * D, D, out.dx.template data<T>() + rows[begin + i] * D);
             const T beta = begin == 0 ? T(0) : T(1);  // the first chunk writes, the others add
             blas::gemm(true, false, V, D, c, T(1), z.data(), V, xc.data(), D, beta, out.dW.template data<T>(), D);
-            if (bp) blas::gemm(true, false, V, 1, c, T(1), z.data(), V, ones.data(), 1, beta, out.db.template data<T>(), 1);
+            if (bp)
+                blas::gemm(true, false, V, 1, c, T(1), z.data(), V, ones.data(), 1, beta, out.db.template data<T>(), 1);
         }
     });
     return out;

@@ -15,7 +15,7 @@
 namespace tformer::core {
 
 struct LinearCrossEntropy {
-    double loss = 0;   ///< Σ_n w_n ℓ_n
+    double loss = 0;    ///< Σ_n w_n ℓ_n
     Tensor dx, dW, db;  ///< its gradients (N, D), (V, D), (V); undefined unless asked for
 };
 

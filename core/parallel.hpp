@@ -39,7 +39,7 @@ void parallel_for(int64_t begin, int64_t end, int64_t cost, Body&& body) {
         return;
     }
     const int64_t chunks = std::min<int64_t>(threads, n);
-#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static)
+#pragma omp parallel for num_threads(static_cast <int>(chunks)) schedule(static)
     for (int64_t c = 0; c < chunks; ++c) {
         const int64_t b = begin + n * c / chunks;
         const int64_t e = begin + n * (c + 1) / chunks;

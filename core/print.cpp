@@ -140,8 +140,7 @@ private:
         std::string out = "[";
         if (d + 1 == t_.dim()) {
             // innermost: as many elements per line as fit after the margin
-            const int64_t per_line =
-                std::max<int64_t>(1, (line_width_ - indent) / static_cast<int64_t>(width_ + 2));
+            const int64_t per_line = std::max<int64_t>(1, (line_width_ - indent) / static_cast<int64_t>(width_ + 2));
             for (size_t k = 0; k < items.size(); ++k) {
                 if (k > 0) out += static_cast<int64_t>(k) % per_line == 0 ? ",\n" + margin : ", ";
                 out += items[k];

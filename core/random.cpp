@@ -35,7 +35,9 @@ int64_t Generator::randint(int64_t n) {
     const uint64_t un = static_cast<uint64_t>(n);
     const uint64_t limit = UINT64_MAX - UINT64_MAX % un;
     uint64_t r;
-    do { r = next_u64(); } while (r >= limit);
+    do {
+        r = next_u64();
+    } while (r >= limit);
     return static_cast<int64_t>(r % un);
 }
 

@@ -144,10 +144,10 @@ private:
 
 // Everything about one reduction that does not depend on the dtype.
 struct Plan {
-    Shape out_shape;           // the result's shape (keepdim or not)
-    int64_t outputs = 1;       // M: elements of the result
-    int64_t count = 1;         // n: elements folded into each output
-    int empty_dim = -1;        // a reduced dimension of size 0, if any
+    Shape out_shape;      // the result's shape (keepdim or not)
+    int64_t outputs = 1;  // M: elements of the result
+    int64_t count = 1;    // n: elements folded into each output
+    int empty_dim = -1;   // a reduced dimension of size 0, if any
     Walk kept, reduced;
 };
 

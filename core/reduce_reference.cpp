@@ -52,14 +52,11 @@ void for_each_element(const Tensor& x, const DimMask& mask, Visit&& visit) {
 }
 
 // The per-output values as a tensor of x's dtype and the requested shape.
-Tensor make_output(const std::vector<double>& values, const Tensor& x, const DimMask& mask, bool keepdim,
-                   DType dtype) {
+Tensor make_output(const std::vector<double>& values, const Tensor& x, const DimMask& mask, bool keepdim, DType dtype) {
     return tensor(values, reduced_shape(x.shape(), mask, keepdim), dtype);
 }
 
-int64_t output_count(const Tensor& x, const DimMask& mask) {
-    return shape_numel(reduced_shape(x.shape(), mask, true));
-}
+int64_t output_count(const Tensor& x, const DimMask& mask) { return shape_numel(reduced_shape(x.shape(), mask, true)); }
 
 // max and min: `better(v, best)` says when v replaces the current best.
 // A NaN replaces anything and is never replaced, so it propagates.

@@ -215,7 +215,7 @@ template <class RowFn>
 Tensor backward_rows(const Tensor& grad_y, const Tensor& y, const char* op, RowFn&& row_fn) {
     const Rows rows = as_rows(y, op, "y");
     const Tensor dy = expect(grad_y, "grad_y", y.shape(), y.dtype(), op);  // (..., L)
-    Tensor dx = Tensor::empty(y.shape(), y.dtype());                        // (..., L)
+    Tensor dx = Tensor::empty(y.shape(), y.dtype());                       // (..., L)
     visit_floating(y.dtype(), op, [&](auto tag) {
         using T = typename decltype(tag)::type;
         const T* yp = rows.data.data<T>();
@@ -283,16 +283,18 @@ ValidLengths valid_lengths(const Tensor& valid_lens, const Shape& x_shape, int64
         // torch.repeat_interleave(valid_lens, T)
         out.rows_per_len = x_shape[0] == 0 ? 1 : rows / x_shape[0];
     } else if (x_shape.size() >= 2) {
-        fail<ShapeError>("{}: valid_lens of shape {} fits neither one length per batch element ({}) nor one per row {} "
-                         "for x of shape {}",
-                         op, shape_str(valid_lens.shape()), x_shape[0], shape_str(per_row), shape_str(x_shape));
+        fail<ShapeError>(
+            "{}: valid_lens of shape {} fits neither one length per batch element ({}) nor one per row {} "
+            "for x of shape {}",
+            op, shape_str(valid_lens.shape()), x_shape[0], shape_str(per_row), shape_str(x_shape));
     } else {
         fail<ShapeError>("{}: valid_lens of shape {} must have shape {} for x of shape {}", op,
                          shape_str(valid_lens.shape()), shape_str(per_row), shape_str(x_shape));
     }
 
     auto check_range = [&](auto v) {
-        if (v < 0 || v > S) fail<ValueError>("{}: valid length {} out of range [0, {}] for rows of S = {}", op, v, S, S);
+        if (v < 0 || v > S)
+            fail<ValueError>("{}: valid length {} out of range [0, {}] for rows of S = {}", op, v, S, S);
     };
     out.lens.reserve(static_cast<size_t>(valid_lens.numel()));
     if (valid_lens.dtype() == DType::int64) {
@@ -308,7 +310,8 @@ ValidLengths valid_lengths(const Tensor& valid_lens, const Shape& x_shape, int64
             out.lens.push_back(static_cast<int64_t>(v));
         }
     } else {
-        fail<ValueError>("{}: valid_lens must be int64, float32 or float64, got {}", op, dtype_name(valid_lens.dtype()));
+        fail<ValueError>("{}: valid_lens must be int64, float32 or float64, got {}", op,
+                         dtype_name(valid_lens.dtype()));
     }
     return out;
 }
@@ -487,8 +490,8 @@ LayerNormOut layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bia
 AddLayerNormOut add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& keep, const Tensor& weight,
                                const Tensor& bias, double eps) {
     const char* op = "add_layer_norm";
-    const Rows xs = as_rows(x, op, "x");  // (..., D) as (R, D)
-    const Tensor yc = expect(y, "y", x.shape(), x.dtype(), op);                             // (..., D)
+    const Rows xs = as_rows(x, op, "x");                                                           // (..., D) as (R, D)
+    const Tensor yc = expect(y, "y", x.shape(), x.dtype(), op);                                    // (..., D)
     const Tensor kc = keep.defined() ? expect(keep, "keep", x.shape(), x.dtype(), op) : Tensor();  // (..., D)
     if (xs.length == 0) fail<ValueError>("{}: x of shape {} has empty rows", op, shape_str(x.shape()));
     if (!(eps >= 0)) fail<ValueError>("{}: eps must be >= 0, got {}", op, eps);
@@ -645,7 +648,8 @@ CrossEntropyInputs cross_entropy_inputs(const Tensor& logits, const Tensor& targ
                          shape_str(targets.shape()), shape_str(logits.shape()), N);
     in.target = targets.to_vector<int64_t>();
     for (int64_t t : in.target)
-        if (t != ignore_index && (t < 0 || t >= V)) fail<IndexError>("{}: target {} out of range for {} classes", op, t, V);
+        if (t != ignore_index && (t < 0 || t >= V))
+            fail<IndexError>("{}: target {} out of range for {} classes", op, t, V);
     return in;
 }
 

@@ -78,7 +78,8 @@ Tensor per_row(const Tensor& x, RowFn&& row_fn) {
 }  // namespace
 
 Tensor softmax(const Tensor& x) {
-    return per_row(x, [](int64_t, const Values& row) { return softmax_kept(row, std::vector<bool>(row.size(), true)); });
+    return per_row(x,
+                   [](int64_t, const Values& row) { return softmax_kept(row, std::vector<bool>(row.size(), true)); });
 }
 
 Tensor log_softmax(const Tensor& x) {

@@ -23,13 +23,9 @@ Strides contiguous_strides(const Shape& shape) {
     return strides;
 }
 
-std::string shape_str(const Shape& shape) {
-    return fmt::format("({})", fmt::join(shape, "x"));
-}
+std::string shape_str(const Shape& shape) { return fmt::format("({})", fmt::join(shape, "x")); }
 
-std::string dims_list_str(const Dims& dims) {
-    return fmt::format("[{}]", fmt::join(dims, ", "));
-}
+std::string dims_list_str(const Dims& dims) { return fmt::format("[{}]", fmt::join(dims, ", ")); }
 
 int normalize_dim(int64_t dim, int ndim, const char* op) {
     const int64_t lo = -static_cast<int64_t>(ndim), hi = ndim - 1;

@@ -40,8 +40,9 @@ Tensor::Tensor(std::shared_ptr<Storage> storage, const Shape& shape, const Strid
     }
     const int64_t capacity = storage_->nbytes() / dtype_size(dtype);
     if (lo < 0 || hi >= capacity)
-        fail<IndexError>("Tensor: view of shape {} with strides {} and offset {} reaches outside a storage of {} elements",
-                         shape_str(shape), dims_list_str(strides), offset, capacity);
+        fail<IndexError>(
+            "Tensor: view of shape {} with strides {} and offset {} reaches outside a storage of {} elements",
+            shape_str(shape), dims_list_str(strides), offset, capacity);
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
@@ -70,7 +71,8 @@ void* Tensor::raw_data() const {
 
 void Tensor::check_dtype(DType expected, const char* op) const {
     if (!defined()) fail<ValueError>("{}: tensor is undefined", op);
-    if (dtype_ != expected) fail<ValueError>("{}: expected dtype {}, got {}", op, dtype_name(expected), dtype_name(dtype_));
+    if (dtype_ != expected)
+        fail<ValueError>("{}: expected dtype {}, got {}", op, dtype_name(expected), dtype_name(dtype_));
 }
 
 // ---- element access ---------------------------------------------------------------------
@@ -164,7 +166,8 @@ Shape infer_shape(const Shape& shape, int64_t numel, const char* op, const Shape
     }
     if (infer >= 0) {
         if (known == 0 || numel % known != 0)
-            fail<ShapeError>("{}: cannot reshape {} ({} elements) into {}", op, shape_str(from), numel, dims_list_str(shape));
+            fail<ShapeError>("{}: cannot reshape {} ({} elements) into {}", op, shape_str(from), numel,
+                             dims_list_str(shape));
         out[infer] = numel / known;
     } else if (known != numel) {
         fail<ShapeError>("{}: cannot reshape {} ({} elements) into {}", op, shape_str(from), numel, shape_str(shape));
@@ -188,8 +191,8 @@ bool view_strides(const Shape& old_shape, const Strides& old_strides, const Shap
     for (int tensor_d = old_shape.size() - 1; tensor_d >= 0; --tensor_d) {
         tensor_numel *= old_shape[tensor_d];
         // end of a contiguous chunk?
-        if (tensor_d == 0 || (old_shape[tensor_d - 1] != 1 &&
-                               old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
+        if (tensor_d == 0 ||
+            (old_shape[tensor_d - 1] != 1 && old_strides[tensor_d - 1] != tensor_numel * chunk_base_stride)) {
             while (view_d >= 0 && (view_numel < tensor_numel || new_shape[view_d] == 1)) {
                 out[view_d] = view_numel * chunk_base_stride;
                 view_numel *= new_shape[view_d];
@@ -225,7 +228,8 @@ Tensor Tensor::reshape(const Shape& shape) const {
 
 Tensor Tensor::permute(const Dims& dims) const {
     if (dims.size() != dim())
-        fail<ShapeError>("permute: {} dimensions given for a tensor of shape {}", dims_list_str(dims), shape_str(shape_));
+        fail<ShapeError>("permute: {} dimensions given for a tensor of shape {}", dims_list_str(dims),
+                         shape_str(shape_));
     Shape shape;
     Strides strides;
     std::array<bool, kMaxDims> seen{};
@@ -462,7 +466,8 @@ template <class T>
 Tensor from_values(const std::vector<T>& values, const Shape& shape) {
     const int64_t n = shape_numel(shape);
     if (static_cast<int64_t>(values.size()) != n)
-        fail<ShapeError>("from_vector: {} values do not fill shape {} ({} elements)", values.size(), shape_str(shape), n);
+        fail<ShapeError>("from_vector: {} values do not fill shape {} ({} elements)", values.size(), shape_str(shape),
+                         n);
     Tensor t = Tensor::empty(shape, dtype_v<T>);
     T* out = t.data<T>();
     for (int64_t i = 0; i < n; ++i) out[i] = values[i];
@@ -540,7 +545,8 @@ Tensor dropout_mask(const Shape& shape, double p, Generator& gen, DType dtype) {
             int64_t i = 0;
             for (; i + 4 <= n; i += 4) {
                 const uint64_t bits = gen.next_u64();
-                out[i] = mask(bits), out[i + 1] = mask(bits >> 16), out[i + 2] = mask(bits >> 32), out[i + 3] = mask(bits >> 48);
+                out[i] = mask(bits), out[i + 1] = mask(bits >> 16), out[i + 2] = mask(bits >> 32),
+                out[i + 3] = mask(bits >> 48);
             }
             if (i < n)  // the last 1 to 3 elements take the lowest quarters of one more draw
                 for (uint64_t bits = gen.next_u64(); i < n; ++i, bits >>= 16) out[i] = mask(bits);

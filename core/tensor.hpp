@@ -43,8 +43,7 @@ public:
     Tensor() = default;
 
     /// A view of `storage`; throws IndexError if it would reach outside it.
-    Tensor(std::shared_ptr<Storage> storage, const Shape& shape, const Strides& strides, int64_t offset,
-           DType dtype);
+    Tensor(std::shared_ptr<Storage> storage, const Shape& shape, const Strides& strides, int64_t offset, DType dtype);
 
     /// Uninitialised row-major tensor.
     static Tensor empty(const Shape& shape, DType dtype = DType::float32);
@@ -160,8 +159,7 @@ Tensor randn(const Shape& shape, Generator& gen = default_generator(), DType dty
 Tensor uniform(const Shape& shape, double low, double high, Generator& gen = default_generator(),
                DType dtype = DType::float32);
 /// 1 with probability p, else 0 (in `dtype`; bool gives a mask).
-Tensor bernoulli(const Shape& shape, double p, Generator& gen = default_generator(),
-                 DType dtype = DType::float32);
+Tensor bernoulli(const Shape& shape, double p, Generator& gen = default_generator(), DType dtype = DType::float32);
 /// Inverted dropout's mask: 1/(1 - p) with probability 1 - p, else 0. Four
 /// elements per 64-bit draw: element i keeps when the 16-bit quarter i % 4
 /// (lowest first) of draw i / 4 is below ⌈(1 - p) · 2^16⌉, so the keep

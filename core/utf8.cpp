@@ -39,18 +39,32 @@ void append(std::string& out, int32_t cp) {
 // WordBreakProperty.txt, which utf8proc does not carry).
 bool is_case_ignorable(int32_t cp) {
     switch (utf8proc_category(cp)) {
-    case UTF8PROC_CATEGORY_MN:
-    case UTF8PROC_CATEGORY_ME:
-    case UTF8PROC_CATEGORY_CF:
-    case UTF8PROC_CATEGORY_LM:
-    case UTF8PROC_CATEGORY_SK: return true;
-    default: break;
+        case UTF8PROC_CATEGORY_MN:
+        case UTF8PROC_CATEGORY_ME:
+        case UTF8PROC_CATEGORY_CF:
+        case UTF8PROC_CATEGORY_LM:
+        case UTF8PROC_CATEGORY_SK: return true;
+        default: break;
     }
     switch (cp) {
-    case 0x0027: case 0x002E: case 0x003A: case 0x00B7: case 0x0387: case 0x055F: case 0x05F4:
-    case 0x2018: case 0x2019: case 0x2024: case 0x2027: case 0xFE13: case 0xFE52: case 0xFE55:
-    case 0xFF07: case 0xFF0E: case 0xFF1A: return true;
-    default: return false;
+        case 0x0027:
+        case 0x002E:
+        case 0x003A:
+        case 0x00B7:
+        case 0x0387:
+        case 0x055F:
+        case 0x05F4:
+        case 0x2018:
+        case 0x2019:
+        case 0x2024:
+        case 0x2027:
+        case 0xFE13:
+        case 0xFE52:
+        case 0xFE55:
+        case 0xFF07:
+        case 0xFF0E:
+        case 0xFF1A: return true;
+        default: return false;
     }
 }
 

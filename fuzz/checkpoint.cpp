@@ -108,7 +108,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         try {
             // --beam applies to whole-corpus checkpoints only (eval refuses it for d2l's)
             const bool corpus = info && info->extra.count("pipeline") && info->extra.at("pipeline") == "corpus";
-            apps::EvalArgs args{.checkpoint = path, .data = kTinyCorpus, .max_sentences = 2,
+            apps::EvalArgs args{.checkpoint = path,
+                                .data = kTinyCorpus,
+                                .max_sentences = 2,
                                 .beam = corpus ? std::optional<int64_t>(size % 2 ? 2 : 1) : std::nullopt};
             (void)apps::run_eval(args);
         } catch (const Error&) {

@@ -44,14 +44,18 @@ void check_report(const tasks::FraEngReport& r) {
 
 void d2l_pipeline(const std::string& path, int64_t num_examples, int64_t sample_size, double val_fraction) {
     try {
-        const tasks::FraEngData d = tasks::load_fra_eng({.path = path, .num_examples = num_examples,
-                                                         .sample_size = sample_size, .seed = 1,
-                                                         .val_fraction = val_fraction, .num_steps = 6, .min_freq = 2});
+        const tasks::FraEngData d = tasks::load_fra_eng({.path = path,
+                                                         .num_examples = num_examples,
+                                                         .sample_size = sample_size,
+                                                         .seed = 1,
+                                                         .val_fraction = val_fraction,
+                                                         .num_steps = 6,
+                                                         .min_freq = 2});
         check_report(d.report);
-        check(d.report.train_pairs + d.report.val_pairs ==
-                  (sample_size > 0 ? sample_size : d.report.valid_pairs),
+        check(d.report.train_pairs + d.report.val_pairs == (sample_size > 0 ? sample_size : d.report.valid_pairs),
               "load_fra_eng: train + validation pairs != the pairs chosen");
-        check(d.train.src.size(0) == d.report.train_pairs && d.train.src.size(1) == 6, "load_fra_eng: train array shape");
+        check(d.train.src.size(0) == d.report.train_pairs && d.train.src.size(1) == 6,
+              "load_fra_eng: train array shape");
         const tasks::BatchSource source = tasks::translation_source(d.train, 4, tasks::Tokenizer::kBos, 1);
         for (int64_t i = 0; i < std::min<int64_t>(2, source.batches_per_epoch); ++i) {
             const tasks::Batch b = source.get(1, source.batches_per_epoch - 1 - i);
@@ -74,7 +78,8 @@ void check_plan(const tasks::BucketBatcher& batcher, int64_t pairs, int64_t epoc
 
 void corpus_pipeline(const std::string& path, int64_t sample_size) {
     try {
-        const tasks::Corpus c = tasks::load_corpus({.path = path, .val_sentences = 1, .seed = 2, .sample_size = sample_size});
+        const tasks::Corpus c =
+            tasks::load_corpus({.path = path, .val_sentences = 1, .seed = 2, .sample_size = sample_size});
         check_report(c.report.lines);
         check(static_cast<int64_t>(c.train.size()) == c.report.train_pairs && c.val.size() == 1,
               "load_corpus: sizes differ from the report");
@@ -99,8 +104,8 @@ void corpus_pipeline(const std::string& path, int64_t sample_size) {
                     check_plan(batcher, encoded->size(), 0);
                     const auto plan = batcher.epoch_plan(1);
                     const tasks::Batch b = batcher.batch(plan.front());
-                    check(b.enc_X.size(0) == static_cast<int64_t>(plan.front().size()) &&
-                              b.enc_X.size(1) <= 8 && b.label.size(1) <= 8,
+                    check(b.enc_X.size(0) == static_cast<int64_t>(plan.front().size()) && b.enc_X.size(1) <= 8 &&
+                              b.label.size(1) <= 8,
                           "BucketBatcher: batch shapes");
                 }
             } catch (const Error&) {
@@ -132,8 +137,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // mutation that adds or removes a byte moves it to another, so all
     // are fuzzed, at a third of the cost of running each on every input
     switch (size % 3) {
-        case 0: d2l_pipeline(path, 0, 0, 0.3); break;  // the whole file, a validation split
-        case 1: d2l_pipeline(path, 3, 0, 0.0); break;  // d2l's prefix (lines 0..3)
+        case 0: d2l_pipeline(path, 0, 0, 0.3); break;   // the whole file, a validation split
+        case 1: d2l_pipeline(path, 3, 0, 0.0); break;   // d2l's prefix (lines 0..3)
         default: d2l_pipeline(path, 0, 2, 0.0); break;  // a sample of 2 pairs
     }
     corpus_pipeline(path, size % 2 ? 2 : 0);  // all the training pairs, or a sample of 2

@@ -10,12 +10,12 @@
 
 #include "core/parallel.hpp"
 
+#include <unistd.h>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
-#include <unistd.h>
 
 namespace tformer::fuzz {
 

@@ -43,8 +43,16 @@ tasks::ModelConfig tiny_config(const std::string& task, int64_t src_vocab, int64
     c.src_vocab_size = src_vocab;
     c.tgt_vocab_size = tgt_vocab;
     c.num_steps = num_steps;
-    c.transformer = {.key_size = 4, .query_size = 4, .value_size = 4, .num_hiddens = 4, .norm_shape = 4,
-                     .ffn_num_input = 4, .ffn_num_hiddens = 8, .num_heads = 2, .num_layers = 1, .dropout = 0.1};
+    c.transformer = {.key_size = 4,
+                     .query_size = 4,
+                     .value_size = 4,
+                     .num_hiddens = 4,
+                     .norm_shape = 4,
+                     .ffn_num_input = 4,
+                     .ffn_num_hiddens = 8,
+                     .num_heads = 2,
+                     .num_layers = 1,
+                     .dropout = 0.1};
     return c;
 }
 
@@ -58,7 +66,8 @@ void train_seed(const fs::path& seed, const tasks::ModelConfig& config, const ta
     core::Generator gen(1);
     auto model = tasks::build_model(config, gen);
     info.config = config;
-    tasks::TrainOptions o{.epochs = 1, .total_steps = 2, .lr = 0.01, .seed = 1, .out_dir = work.string(), .quiet = true};
+    tasks::TrainOptions o{
+        .epochs = 1, .total_steps = 2, .lr = 0.01, .seed = 1, .out_dir = work.string(), .quiet = true};
     o.token_mean = extra.count("pipeline") && extra["pipeline"] == "corpus";
     o.extra = std::move(extra);
     tasks::train(*model, gen, source, o, info);
@@ -88,11 +97,20 @@ private:
 std::shared_ptr<tasks::SentencePieceTokenizer> small_sentencepiece(const std::vector<tasks::TextPair>& pairs) {
     std::vector<std::string> sentences;
     for (const auto& p : pairs) sentences.push_back(p.src), sentences.push_back(p.tgt);
-    const std::unordered_map<std::string, std::string> args = {
-        {"model_type", "bpe"}, {"vocab_size", "80"}, {"character_coverage", "1.0"},
-        {"normalization_rule_name", "identity"}, {"num_threads", "1"}, {"minloglevel", "2"},
-        {"unk_id", "0"}, {"pad_id", "1"}, {"bos_id", "2"}, {"eos_id", "3"},
-        {"unk_piece", "<unk>"}, {"pad_piece", "<pad>"}, {"bos_piece", "<bos>"}, {"eos_piece", "<eos>"}};
+    const std::unordered_map<std::string, std::string> args = {{"model_type", "bpe"},
+                                                               {"vocab_size", "80"},
+                                                               {"character_coverage", "1.0"},
+                                                               {"normalization_rule_name", "identity"},
+                                                               {"num_threads", "1"},
+                                                               {"minloglevel", "2"},
+                                                               {"unk_id", "0"},
+                                                               {"pad_id", "1"},
+                                                               {"bos_id", "2"},
+                                                               {"eos_id", "3"},
+                                                               {"unk_piece", "<unk>"},
+                                                               {"pad_piece", "<pad>"},
+                                                               {"bos_piece", "<bos>"},
+                                                               {"eos_piece", "<eos>"}};
     Sentences it(sentences);
     std::string model;
     const auto status = sentencepiece::SentencePieceTrainer::Train(args, &it, &model);
@@ -114,17 +132,22 @@ void checkpoint_seeds(const fs::path& out, const fs::path& work) {
     train_seed(out / "seed-d2l", tiny_config("translate", d.src_vocab.size(), d.tgt_vocab.size(), 6),
                tasks::translation_source(d.train, 4, tasks::Tokenizer::kBos, 1),
                {.src_vocab = d.src_vocab, .tgt_vocab = d.tgt_vocab},
-               {{"pipeline", "d2l"}, {"num_examples", "0"}, {"sample_size", "0"}, {"data_seed", "1"},
-                {"val_fraction", "0.20000000000000001"}, {"num_steps", "6"}, {"preset", "d2l"}, {"seed", "1"},
+               {{"pipeline", "d2l"},
+                {"num_examples", "0"},
+                {"sample_size", "0"},
+                {"data_seed", "1"},
+                {"val_fraction", "0.20000000000000001"},
+                {"num_steps", "6"},
+                {"preset", "d2l"},
+                {"seed", "1"},
                 {"batch_size", "4"}},
                work);
 
     // the whole-corpus pipeline: word tokenizers, then a joint SentencePiece model with tied embeddings
     const tasks::Corpus c = tasks::load_corpus({.path = kTinyCorpus, .val_sentences = 2, .seed = 1});
-    const std::map<std::string, std::string> corpus_extra = {{"pipeline", "corpus"}, {"data_seed", "1"},
-                                                             {"val_sentences", "2"}, {"sample_size", "0"},
-                                                             {"batch_tokens", "40"}, {"preset", "default"},
-                                                             {"seed", "1"}};
+    const std::map<std::string, std::string> corpus_extra = {
+        {"pipeline", "corpus"}, {"data_seed", "1"},    {"val_sentences", "2"}, {"sample_size", "0"},
+        {"batch_tokens", "40"}, {"preset", "default"}, {"seed", "1"}};
     tasks::TokenLines src, tgt;
     for (const auto& p : c.train) {
         src.push_back(tasks::tokenize(tasks::preprocess_nmt(p.src)));
@@ -176,8 +199,9 @@ void corpus_seeds(const fs::path& out) {
     write(out / "seed-fra-40", read(kTinyCorpus));
     write(out / "seed-crlf", "Go.\tVa !\r\nHi.\tSalut !\r\nRun!\tCours\u202f!\r\nWho?\tQui ?\r\n");
     // lines the reader must skip and count: no tab, two tabs, a blank side, invalid UTF-8, blank lines
-    write(out / "seed-bad-lines", "Go.\tVa !\nno tab here\nA\tB\tC\n \tvide\nbad \xff byte\tmauvais\n\n"
-                                  "I lost.\tJ'ai perdu.\nHe's calm.\tIl est calme.\nGo.\tMarche.\n");
+    write(out / "seed-bad-lines",
+          "Go.\tVa !\nno tab here\nA\tB\tC\n \tvide\nbad \xff byte\tmauvais\n\n"
+          "I lost.\tJ'ai perdu.\nHe's calm.\tIl est calme.\nGo.\tMarche.\n");
     write(out / "seed-spaces", "Go .  \tVa\u00a0!\nWait!\tAttendez\u202f!\n\u00c9t\u00e9.\t\u00c9T\u00c9 !\n");
 }
 

@@ -53,9 +53,35 @@ inline std::string tweak_config(const std::string& text, std::minstd_rand& rng) 
     if (!j.is_object() || j.empty()) return text;
     auto it = j.begin();
     std::advance(it, static_cast<long>(rng() % j.size()));
-    static const nlohmann::json values[] = {0, 1, 2, 3, 4, 7, 8, 16, 63, 64, 999, 1000, 1001, 65536, -1, -2,
-                                            2147483647, 2147483648LL, 9223372036854775807LL, 18446744073709551615ULL,
-                                            0.5, 1e300, -0.0, true, false, nullptr, "copy", "translate", "",
+    static const nlohmann::json values[] = {0,
+                                            1,
+                                            2,
+                                            3,
+                                            4,
+                                            7,
+                                            8,
+                                            16,
+                                            63,
+                                            64,
+                                            999,
+                                            1000,
+                                            1001,
+                                            65536,
+                                            -1,
+                                            -2,
+                                            2147483647,
+                                            2147483648LL,
+                                            9223372036854775807LL,
+                                            18446744073709551615ULL,
+                                            0.5,
+                                            1e300,
+                                            -0.0,
+                                            true,
+                                            false,
+                                            nullptr,
+                                            "copy",
+                                            "translate",
+                                            "",
                                             nlohmann::json::array({1, 2})};
     if (rng() % 16 == 0)
         j.erase(it);

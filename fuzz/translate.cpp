@@ -48,8 +48,16 @@ std::unique_ptr<Translator> make_translator(tasks::TokenizerPair tok, int64_t ma
     config.src_vocab_size = t->tok.src->size();
     config.tgt_vocab_size = t->tok.tgt->size();
     config.num_steps = max_len;
-    config.transformer = {.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .norm_shape = 8,
-                          .ffn_num_input = 8, .ffn_num_hiddens = 16, .num_heads = 2, .num_layers = 1, .dropout = 0};
+    config.transformer = {.key_size = 8,
+                          .query_size = 8,
+                          .value_size = 8,
+                          .num_hiddens = 8,
+                          .norm_shape = 8,
+                          .ffn_num_input = 8,
+                          .ffn_num_hiddens = 16,
+                          .num_heads = 2,
+                          .num_layers = 1,
+                          .dropout = 0};
     config.tie_embeddings = t->tok.joint();
     config.scaled_embedding_init = !d2l;
     t->model = tasks::build_model(config, t->gen);
@@ -70,8 +78,10 @@ void translate_line(Translator& t, const std::string& line, int64_t beam) {
         o.decode.max_steps = 3;
         const tasks::Translation tr = tasks::translate(*t.model, t.tok, line, o);
         if (!tasks::is_valid_utf8(tr.text)) finding("the translation is not valid UTF-8");
-        if (static_cast<int64_t>(tr.decoded.tokens.size()) > o.decode.max_steps) finding("decoding went past max_steps");
-        if (static_cast<int64_t>(tr.src_tokens.size()) > o.max_len) finding("the source was not cut at the model's limit");
+        if (static_cast<int64_t>(tr.decoded.tokens.size()) > o.decode.max_steps)
+            finding("decoding went past max_steps");
+        if (static_cast<int64_t>(tr.src_tokens.size()) > o.max_len)
+            finding("the source was not cut at the model's limit");
     } catch (const ValueError&) {
         // run_translate: an empty line out, a message with the line number, the next line
     }
@@ -82,9 +92,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     fuzz::one_thread();
     const std::string path = std::string(TFORMER_SOURCE_DIR) + "/fuzz/data/fra-40.txt";
     const tasks::FraEngData d = tasks::load_fra_eng({.path = path, .num_steps = 10});
-    words = make_translator({std::make_shared<tasks::WordTokenizer>(d.src_vocab),
-                             std::make_shared<tasks::WordTokenizer>(d.tgt_vocab)},
-                            10, true);
+    words = make_translator(
+        {std::make_shared<tasks::WordTokenizer>(d.src_vocab), std::make_shared<tasks::WordTokenizer>(d.tgt_vocab)}, 10,
+        true);
     const std::string text = tasks::read_text_file(path, "fuzz_translate");
     tasks::FraEngReport report;
     std::vector<std::string> sentences;

@@ -32,7 +32,7 @@ core::Tensor causal_valid_lens(int64_t batch_size, int64_t num_steps) {
         fail<ValueError>("causal_valid_lens: batch_size {} and num_steps {} must be >= 0", batch_size, num_steps);
     // row b = [1, 2, ..., num_steps]: query t sees keys 0..t
     const Tensor row = core::arange(1, static_cast<double>(num_steps) + 1, 1, DType::int64);  // (T)
-    return row.unsqueeze(0).expand({batch_size, num_steps}).contiguous();                    // (B, T)
+    return row.unsqueeze(0).expand({batch_size, num_steps}).contiguous();                     // (B, T)
 }
 
 // ---- scaled dot-product attention ------------------------------------------------------
@@ -85,9 +85,9 @@ AdditiveAttention::AdditiveAttention(Options options_, core::Generator& gen)
         fail<ValueError>("AdditiveAttention: key_size={}, query_size={} and num_hiddens={} must be positive",
                          options.key_size, options.query_size, options.num_hiddens);
     W_k = register_module(
-        "W_k", std::make_shared<Linear>(
-                   Linear::Options{.in_features = options.key_size, .out_features = options.num_hiddens, .bias = false},
-                   gen));
+        "W_k",
+        std::make_shared<Linear>(
+            Linear::Options{.in_features = options.key_size, .out_features = options.num_hiddens, .bias = false}, gen));
     W_q = register_module("W_q", std::make_shared<Linear>(Linear::Options{.in_features = options.query_size,
                                                                           .out_features = options.num_hiddens,
                                                                           .bias = false},
@@ -114,7 +114,7 @@ Variable AdditiveAttention::forward(const Variable& queries, const Variable& key
     Variable features = autograd::tanh(autograd::unsqueeze(q, 2) + autograd::unsqueeze(k, 1));  // (B, T, S, h)
     // a(q, k) = w_vᵀ features: w_v has one output, which squeeze removes
     Variable scores = autograd::squeeze((*w_v)(features), 3);  // (B, T, S)
-    Variable weights = nn::masked_softmax(scores, mask);            // (B, T, S)
+    Variable weights = nn::masked_softmax(scores, mask);       // (B, T, S)
     attention_weights = weights.value();
     return autograd::matmul((*dropout_)(weights), values);  // (B, T, v)
 }
@@ -124,7 +124,8 @@ Variable AdditiveAttention::forward(const Variable& queries, const Variable& key
 Variable transpose_qkv(const Variable& X, int64_t num_heads) {
     ShapeCheck("transpose_qkv").arg("X", X, "B T num_hiddens");
     check(num_heads > 0 && X.size(2) % num_heads == 0,
-          "transpose_qkv: num_hiddens={} (X of shape {}) is not divisible by num_heads={}", X.size(2), X.shape(), num_heads);
+          "transpose_qkv: num_hiddens={} (X of shape {}) is not divisible by num_heads={}", X.size(2), X.shape(),
+          num_heads);
     const int64_t B = X.size(0), T = X.size(1), d = X.size(2) / num_heads;
     Variable x = autograd::reshape(X, {B, T, num_heads, d});  // (B, T, H, d): head h owns columns h·d ..
     x = autograd::permute(x, {0, 2, 1, 3});                   // (B, H, T, d)
@@ -209,21 +210,21 @@ Variable MultiHeadAttention::forward(const Variable& queries, const Variable& ke
 
     if (options.fused && (!mask.defined() || mask.dtype() == DType::int64))  // the same, in one kernel
         return (*W_o)(attention->forward_heads((*W_q)(queries), (*W_k)(keys), (*W_v)(values), H, mask));
-    Variable q = transpose_qkv((*W_q)(queries), H);  // (B·H, T, d)
-    Variable k = transpose_qkv((*W_k)(keys), H);     // (B·H, S, d)
-    Variable v = transpose_qkv((*W_v)(values), H);   // (B·H, S, d)
+    Variable q = transpose_qkv((*W_q)(queries), H);                   // (B·H, T, d)
+    Variable k = transpose_qkv((*W_k)(keys), H);                      // (B·H, S, d)
+    Variable v = transpose_qkv((*W_v)(values), H);                    // (B·H, S, d)
     Variable heads = (*attention)(q, k, v, mask_for_heads(mask, B));  // (B·H, T, d)
     return (*W_o)(transpose_output(heads, H));                        // (B, T, D)
 }
 
-Variable MultiHeadAttention::forward_step(const Variable& queries, const Variable& new_keys,
-                                          const Variable& new_values, const core::Tensor& mask, KVCache& cache,
-                                          bool append) {
+Variable MultiHeadAttention::forward_step(const Variable& queries, const Variable& new_keys, const Variable& new_values,
+                                          const core::Tensor& mask, KVCache& cache, bool append) {
     ShapeCheck dims = input_sizes().arg("queries", queries, "B T query_size");
     const int64_t B = dims["B"], H = options.num_heads;
-    check<ShapeError>(cache.empty() || cache.keys.size(0) == B * H,
-                      "MultiHeadAttention: the cache holds keys of shape {}, which do not fit batch={} with num_heads={}",
-                      cache.keys.shape(), B, H);
+    check<ShapeError>(
+        cache.empty() || cache.keys.size(0) == B * H,
+        "MultiHeadAttention: the cache holds keys of shape {}, which do not fit batch={} with num_heads={}",
+        cache.keys.shape(), B, H);
     if (append || cache.empty()) {
         dims.arg("keys", new_keys, "B S key_size").arg("values", new_values, "B S value_size");
         // Only the new steps are projected; the old ones are in the cache.
@@ -231,7 +232,7 @@ Variable MultiHeadAttention::forward_step(const Variable& queries, const Variabl
         const Tensor v = transpose_qkv((*W_v)(new_values), H).value();  // (B·H, S_new, d)
         // d2l's torch.cat((state[2][i], X), axis=1), on projected keys
         const bool first = cache.empty();
-        cache.keys = first ? k : core::concat({cache.keys, k}, 1);        // (B·H, S_old + S_new, d)
+        cache.keys = first ? k : core::concat({cache.keys, k}, 1);      // (B·H, S_old + S_new, d)
         cache.values = first ? v : core::concat({cache.values, v}, 1);  // (B·H, S_old + S_new, d)
     }
 

@@ -146,7 +146,10 @@ struct KVCache {
     /// Key steps cached so far.
     int64_t steps() const { return keys.defined() ? keys.size(1) : 0; }
     /// Forgets everything (before decoding a new sentence).
-    void clear() { keys = core::Tensor(); values = core::Tensor(); }
+    void clear() {
+        keys = core::Tensor();
+        values = core::Tensor();
+    }
 };
 
 /// Multi-head attention (seed 000's d2l class): H heads of scaled dot-product
@@ -163,8 +166,8 @@ public:
         int64_t value_size = 0;
         int64_t num_hiddens = 0;  ///< D, split into num_heads heads of D/H
         int64_t num_heads = 1;
-        double dropout = 0.0;     ///< on the attention weights
-        bool bias = false;        ///< d2l: no bias; seed 004: with bias
+        double dropout = 0.0;  ///< on the attention weights
+        bool bias = false;     ///< d2l: no bias; seed 004: with bias
         /// Attend with the fused kernel (DotProductAttention::forward_heads)
         /// when the mask is valid lengths or none; the composed ops otherwise.
         bool fused = false;

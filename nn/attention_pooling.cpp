@@ -14,13 +14,13 @@ namespace {
 
 // queries (n); keys (m) or (n, m); values of keys' shape.
 void check_pooling_shapes(const char* op, const Variable& queries, const Variable& keys, const Variable& values) {
-    const bool ok = queries.dim() == 1 &&
-                    (keys.dim() == 1 || (keys.dim() == 2 && keys.size(0) == queries.size(0))) &&
+    const bool ok = queries.dim() == 1 && (keys.dim() == 1 || (keys.dim() == 2 && keys.size(0) == queries.size(0))) &&
                     values.shape() == keys.shape();
     if (!ok)
-        fail<ShapeError>("{}: queries {}, keys {} and values {} must be (n), and (m) or (n, m) for both keys and "
-                         "values",
-                         op, shape_str(queries.shape()), shape_str(keys.shape()), shape_str(values.shape()));
+        fail<ShapeError>(
+            "{}: queries {}, keys {} and values {} must be (n), and (m) or (n, m) for both keys and "
+            "values",
+            op, shape_str(queries.shape()), shape_str(keys.shape()), shape_str(values.shape()));
 }
 
 // f(x) = Σ_i softmax_i(-((x - x_i) w)² / 2) y_i, with w = 1 when `w` is undefined.

@@ -29,8 +29,8 @@ Variable average_pooling(const Variable& queries, const Variable& values);
 
 /// What a Nadaraya–Watson pooling returns.
 struct PoolingOutput {
-    Variable output;                ///< (n): f(x) for each query
-    core::Tensor attention_weights; ///< (n, m): α(x, x_i), each row sums to 1
+    Variable output;                 ///< (n): f(x) for each query
+    core::Tensor attention_weights;  ///< (n, m): α(x, x_i), each row sums to 1
 };
 
 /// Non-parametric Nadaraya–Watson regression with a Gaussian kernel:

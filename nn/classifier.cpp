@@ -44,11 +44,11 @@ void check_options(const TransformerClassifier::Options& o) {
 // valid_lens (B), int64, each in [1, T]: every sentence needs a token
 core::Tensor checked_lengths(const core::Tensor& lens, int64_t B, int64_t T) {
     check<ShapeError>(lens.dim() == 1 && lens.size(0) == B && lens.dtype() == core::DType::int64,
-                      "TransformerClassifier: valid_lens of shape {} and dtype {} must be int64 (B) = ({})", lens.shape(),
-                      core::dtype_name(lens.dtype()), B);
+                      "TransformerClassifier: valid_lens of shape {} and dtype {} must be int64 (B) = ({})",
+                      lens.shape(), core::dtype_name(lens.dtype()), B);
     for (int64_t len : lens.to_vector<int64_t>())
-        check(len >= 1 && len <= T, "TransformerClassifier: valid length {} not in [1, {}] (every sentence needs a token)",
-              len, T);
+        check(len >= 1 && len <= T,
+              "TransformerClassifier: valid length {} not in [1, {}] (every sentence needs a token)", len, T);
     return lens;
 }
 }  // namespace
@@ -59,8 +59,8 @@ TransformerClassifier::TransformerClassifier(Options o, core::Generator& gen)
     encoder = register_module("encoder", std::make_shared<TransformerEncoder>(o.vocab_size, encoder_options(o), gen));
     dropout = register_module("dropout", std::make_shared<Dropout>(Dropout::Options{.p = o.dropout}, gen));
     const int64_t pooled = o.pooling == Pooling::flatten ? o.max_len * o.num_hiddens : o.num_hiddens;
-    output = register_module("output", std::make_shared<Linear>(
-                                           Linear::Options{.in_features = pooled, .out_features = o.num_classes}, gen));
+    output = register_module(
+        "output", std::make_shared<Linear>(Linear::Options{.in_features = pooled, .out_features = o.num_classes}, gen));
     // seed 001: output_w with xavier_initializer, output_b = tf.constant(0.1)
     init::xavier_uniform_(output->weight, gen);
     init::constant_(output->bias, 0.1);
@@ -71,11 +71,13 @@ Variable TransformerClassifier::forward(const core::Tensor& X, const core::Tenso
     const int64_t B = dims["B"], T = dims["T"];
     check<ShapeError>(options.pooling != Pooling::flatten || T == options.max_len,
                       "TransformerClassifier: flatten pooling needs exactly max_len = {} steps, got ids of shape {} "
-                      "(pad or truncate the inputs to max_len)", options.max_len, X.shape());
+                      "(pad or truncate the inputs to max_len)",
+                      options.max_len, X.shape());
     check<ShapeError>(T >= 1 && T <= options.max_len,
-                      "TransformerClassifier: ids of shape {} must have 1 to max_len = {} steps", X.shape(), options.max_len);
+                      "TransformerClassifier: ids of shape {} must have 1 to max_len = {} steps", X.shape(),
+                      options.max_len);
     const core::Tensor lens = valid_lens.defined() ? checked_lengths(valid_lens, B, T)
-                                                    : core::full({B}, static_cast<double>(T), core::DType::int64);
+                                                   : core::full({B}, static_cast<double>(T), core::DType::int64);
 
     Variable H = encoder->forward(X, lens);  // (B, T, D)
     // Padded steps must not reach the logits (seed 001's query mask).
@@ -98,7 +100,8 @@ Variable TransformerClassifier::l2_loss() const {
 }
 
 Variable TransformerClassifier::loss(const Variable& logits, const core::Tensor& labels, double l2_reg_lambda) const {
-    if (l2_reg_lambda < 0) fail<ValueError>("TransformerClassifier::loss: l2_reg_lambda {} must not be negative", l2_reg_lambda);
+    if (l2_reg_lambda < 0)
+        fail<ValueError>("TransformerClassifier::loss: l2_reg_lambda {} must not be negative", l2_reg_lambda);
     Variable ce = ag::cross_entropy(logits, labels);
     if (l2_reg_lambda == 0) return ce;
     return ag::add(ce, ag::mul(l2_loss(), l2_reg_lambda));

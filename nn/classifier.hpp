@@ -42,14 +42,14 @@ public:
     struct Options {
         int64_t vocab_size = 0;
         int64_t num_classes = 2;
-        int64_t max_len = 0;       ///< seed 001's sequence_length: the longest input
-        int64_t num_hiddens = 32;  ///< seed 001's embedding_size (= key/query/value size)
+        int64_t max_len = 0;           ///< seed 001's sequence_length: the longest input
+        int64_t num_hiddens = 32;      ///< seed 001's embedding_size (= key/query/value size)
         int64_t ffn_num_hiddens = 64;  ///< seed 001's filters
         int64_t num_heads = 4;
-        int64_t num_layers = 1;    ///< seed 001's num_blocks
-        double dropout = 0.1;      ///< 1 - seed 001's keep_prob
+        int64_t num_layers = 1;  ///< seed 001's num_blocks
+        double dropout = 0.1;    ///< 1 - seed 001's keep_prob
         Pooling pooling = Pooling::flatten;
-        bool use_bias = false;     ///< bias in the attention projections
+        bool use_bias = false;  ///< bias in the attention projections
     };
     /// `gen` initialises the weights and drives dropout: it must outlive the model.
     explicit TransformerClassifier(Options options, core::Generator& gen = core::default_generator());

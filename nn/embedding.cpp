@@ -1,6 +1,6 @@
 // Embedding: row lookup (PyTorch's nn.Embedding; seed 002 §1.2.1 and §1.2.3).
-#include "nn/init.hpp"
 #include "core/check.hpp"
+#include "nn/init.hpp"
 #include "nn/layers.hpp"
 
 #include "autograd/functional.hpp"
@@ -32,8 +32,7 @@ Variable Embedding::forward(const core::Tensor& ids) {
     const int64_t* id = flat.data<int64_t>();
     for (int64_t i = 0; i < flat.numel(); ++i)
         if (id[i] < 0 || id[i] >= options.num_embeddings)
-            fail<IndexError>("Embedding: token id {} out of range for vocabulary of {}", id[i],
-                             options.num_embeddings);
+            fail<IndexError>("Embedding: token id {} out of range for vocabulary of {}", id[i], options.num_embeddings);
     return autograd::embedding(weight, flat, options.padding_idx);
 }
 

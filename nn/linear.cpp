@@ -1,6 +1,6 @@
 // Linear: y = x Wᵀ + b (PyTorch's nn.Linear; seed 000 代码实现, seed 004 编码器).
-#include "nn/init.hpp"
 #include "core/check.hpp"
+#include "nn/init.hpp"
 #include "nn/layers.hpp"
 
 #include "autograd/linalg.hpp"

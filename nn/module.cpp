@@ -52,7 +52,8 @@ Variable Module::share_parameter(const std::string& name, const Variable& shared
         if (n != name) continue;
         if (!shared.defined() || !(shared.shape() == v.shape()))
             fail<ValueError>("{}: cannot share parameter '{}' of shape {} with a tensor of shape {}", type_name_, name,
-                             core::shape_str(v.shape()), shared.defined() ? core::shape_str(shared.shape()) : "(undefined)");
+                             core::shape_str(v.shape()),
+                             shared.defined() ? core::shape_str(shared.shape()) : "(undefined)");
         v = shared;
         return shared;
     }

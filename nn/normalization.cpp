@@ -7,8 +7,8 @@
 //   BatchNorm1d  each channel x[:, c] (and x[:, c, :]) across the batch
 // so on seed 000's X = [[1, 2], [2, 3]] LayerNorm gives [[-1, 1], [-1, 1]]
 // (rows) and BatchNorm gives [[-1, -1], [1, 1]] (columns).
-#include "nn/layers.hpp"
 #include "core/check.hpp"
+#include "nn/layers.hpp"
 
 #include "autograd/elementwise.hpp"
 #include "autograd/functional.hpp"
@@ -40,7 +40,7 @@ Variable LayerNorm::forward(const Variable& x) {
 
     // seed 004: a_2 * (x - mean) / (std + eps) + b_2, std unbiased (÷(D-1)),
     // written with the same operators in the same order as the note
-    const Variable mu = mean(x, {-1}, /*keepdim=*/true);                           // (..., 1)
+    const Variable mu = mean(x, {-1}, /*keepdim=*/true);                              // (..., 1)
     const Variable stddev = sqrt(var(x, {-1}, /*unbiased=*/true, /*keepdim=*/true));  // (..., 1)
     if (!options.elementwise_affine) return (x - mu) / (stddev + options.eps);
     return weight * (x - mu) / (stddev + options.eps) + bias;  // (..., D)
@@ -80,7 +80,7 @@ Variable BatchNorm1d::forward(const Variable& x) {
             fail<ValueError>("BatchNorm1d: expected more than 1 value per channel when training, got input of shape {}",
                              core::shape_str(x.shape()));
         // x̂ = (x - mean) / √(var + eps), batch statistics, biased var (÷n)
-        const Variable mu = autograd::mean(x, over, /*keepdim=*/true);                       // (1, C) or (1, C, 1)
+        const Variable mu = autograd::mean(x, over, /*keepdim=*/true);                      // (1, C) or (1, C, 1)
         const Variable var = autograd::var(x, over, /*unbiased=*/false, /*keepdim=*/true);  // (1, C) or (1, C, 1)
         xhat = (x - mu) / autograd::sqrt(var + options.eps);
 

@@ -54,10 +54,9 @@ constexpr FileDType kSupportedDTypes[] = {
 
 // Dtypes the format defines but tformer has no storage type for; a file using
 // them is valid safetensors, so the error says "unsupported", not "unknown".
-constexpr std::string_view kOtherFormatDTypes[] = {"F16",     "BF16",    "I32",     "U32",     "I16",
-                                                    "U16",     "I8",      "U8",      "U64",     "C64",
-                                                    "F8_E5M2", "F8_E4M3", "F8_E8M0", "F6_E2M3", "F6_E3M2",
-                                                    "F4"};
+constexpr std::string_view kOtherFormatDTypes[] = {"F16",     "BF16",    "I32",     "U32", "I16",     "U16",
+                                                   "I8",      "U8",      "U64",     "C64", "F8_E5M2", "F8_E4M3",
+                                                   "F8_E8M0", "F6_E2M3", "F6_E3M2", "F4"};
 
 std::optional<DType> supported_dtype(std::string_view name) {
     for (const FileDType& d : kSupportedDTypes)
@@ -299,11 +298,12 @@ void check_tiling(const std::vector<Entry>& sorted, uint64_t data_size, const So
     const Entry* prev = nullptr;
     for (const Entry& e : sorted) {
         if (e.end > data_size)
-            src.fail("tensor {} has data_offsets [{}, {}], past the end of the data section ({} bytes; file truncated?)",
-                     quote_name(e.name), e.begin, e.end, data_size);
+            src.fail(
+                "tensor {} has data_offsets [{}, {}], past the end of the data section ({} bytes; file truncated?)",
+                quote_name(e.name), e.begin, e.end, data_size);
         if (e.begin < covered)
-            src.fail("tensor {} (bytes [{}, {}]) overlaps tensor {} (bytes [{}, {}])", quote_name(e.name), e.begin, e.end,
-                     quote_name(prev->name), prev->begin, prev->end);
+            src.fail("tensor {} (bytes [{}, {}]) overlaps tensor {} (bytes [{}, {}])", quote_name(e.name), e.begin,
+                     e.end, quote_name(prev->name), prev->begin, prev->end);
         if (e.begin > covered) {
             if (!prev)
                 src.fail("{} unused bytes before the first tensor {} (data_offsets must start at 0)", e.begin,
@@ -410,12 +410,15 @@ struct FdGuard {
 
 SafeTensors parse_safetensors(std::span<const uint8_t> bytes, const std::string& source_name) {
     const Source src{"parse_safetensors", source_name};
-    return decode_file(bytes.size(), [&](uint64_t offset, uint8_t* dst, uint64_t n) {
-        // decode_file has checked the range; this guards the guard
-        if (offset > bytes.size() || n > bytes.size() - offset)
-            src.fail("internal error: read of {} bytes at {} outside {} bytes", n, offset, bytes.size());
-        std::memcpy(dst, bytes.data() + offset, n);
-    }, src);
+    return decode_file(
+        bytes.size(),
+        [&](uint64_t offset, uint8_t* dst, uint64_t n) {
+            // decode_file has checked the range; this guards the guard
+            if (offset > bytes.size() || n > bytes.size() - offset)
+                src.fail("internal error: read of {} bytes at {} outside {} bytes", n, offset, bytes.size());
+            std::memcpy(dst, bytes.data() + offset, n);
+        },
+        src);
 }
 
 SafeTensors load_safetensors(const std::string& path) {
@@ -428,23 +431,26 @@ SafeTensors load_safetensors(const std::string& path) {
     if (!S_ISREG(info.st_mode)) src.fail("is not a regular file");
     const auto file_size = static_cast<uint64_t>(info.st_size);
 
-    return decode_file(file_size, [&](uint64_t offset, uint8_t* dst, uint64_t n) {
-        // pread may return fewer bytes than asked (signals, huge requests): loop
-        while (n > 0) {
-            const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, 1u << 30));
-            const ssize_t got = ::pread(file.fd, dst, chunk, static_cast<off_t>(offset));
-            if (got < 0) {
-                if (errno == EINTR) continue;
-                src.fail("read failed at byte {}: {}", offset, os_reason(errno));
+    return decode_file(
+        file_size,
+        [&](uint64_t offset, uint8_t* dst, uint64_t n) {
+            // pread may return fewer bytes than asked (signals, huge requests): loop
+            while (n > 0) {
+                const size_t chunk = static_cast<size_t>(std::min<uint64_t>(n, 1u << 30));
+                const ssize_t got = ::pread(file.fd, dst, chunk, static_cast<off_t>(offset));
+                if (got < 0) {
+                    if (errno == EINTR) continue;
+                    src.fail("read failed at byte {}: {}", offset, os_reason(errno));
+                }
+                if (got == 0)
+                    src.fail("file ended at byte {} while reading (it was {} bytes when opened; modified meanwhile?)",
+                             offset, file_size);
+                dst += got;
+                offset += static_cast<uint64_t>(got);
+                n -= static_cast<uint64_t>(got);
             }
-            if (got == 0)
-                src.fail("file ended at byte {} while reading (it was {} bytes when opened; modified meanwhile?)", offset,
-                         file_size);
-            dst += got;
-            offset += static_cast<uint64_t>(got);
-            n -= static_cast<uint64_t>(got);
-        }
-    }, src);
+        },
+        src);
 }
 
 // ---- writing --------------------------------------------------------------------------------

@@ -34,8 +34,8 @@ PositionWiseFFN::Options ffn_options(const TransformerOptions& o) {
 // Seed 000: "因为位置编码值在-1和1之间，因此嵌入值乘以嵌入维度的平方根进行放大":
 // the positional encoding lies in [-1, 1], so the embeddings are scaled up
 // by √D before the two are added.
-Variable embed(Embedding& embedding, PositionalEncoding& pos_encoding, const core::Tensor& X, const TransformerOptions& o,
-               int64_t start) {
+Variable embed(Embedding& embedding, PositionalEncoding& pos_encoding, const core::Tensor& X,
+               const TransformerOptions& o, int64_t start) {
     const double scale = o.scale_embedding ? std::sqrt(static_cast<double>(o.num_hiddens)) : 1.0;
     if (o.fused) return pos_encoding.forward_embedded(embedding, X, scale, start);  // the same, one node
     if (!o.scale_embedding) return pos_encoding(embedding(X), start);
@@ -56,11 +56,13 @@ core::Tensor causal_lens_after(int64_t B, int64_t T, int64_t offset) {
 // ---- PositionWiseFFN ---------------------------------------------------------------
 
 PositionWiseFFN::PositionWiseFFN(Options o, core::Generator& gen) : UnaryModule("PositionWiseFFN"), options(o) {
-    dense1 = register_module("dense1", std::make_shared<Linear>(
-                                           Linear::Options{.in_features = o.ffn_num_input, .out_features = o.ffn_num_hiddens}, gen));
+    dense1 = register_module(
+        "dense1", std::make_shared<Linear>(
+                      Linear::Options{.in_features = o.ffn_num_input, .out_features = o.ffn_num_hiddens}, gen));
     relu = register_module("relu", std::make_shared<ReLU>());
-    dense2 = register_module("dense2", std::make_shared<Linear>(
-                                           Linear::Options{.in_features = o.ffn_num_hiddens, .out_features = o.ffn_num_outputs}, gen));
+    dense2 = register_module(
+        "dense2", std::make_shared<Linear>(
+                      Linear::Options{.in_features = o.ffn_num_hiddens, .out_features = o.ffn_num_outputs}, gen));
 }
 
 // Linear works on the last dimension whatever the leading ones are, which
@@ -74,14 +76,16 @@ Variable PositionWiseFFN::forward(const Variable& X) {
 
 AddNorm::AddNorm(Options o, core::Generator& gen) : Module("AddNorm"), options(o) {
     dropout = register_module("dropout", std::make_shared<Dropout>(Dropout::Options{.p = o.dropout}, gen));
-    ln = register_module("ln", std::make_shared<LayerNorm>(LayerNorm::Options{.normalized_shape = o.normalized_shape, .eps = o.eps}));
+    ln = register_module(
+        "ln", std::make_shared<LayerNorm>(LayerNorm::Options{.normalized_shape = o.normalized_shape, .eps = o.eps}));
 }
 
 Variable AddNorm::forward(const Variable& X, const Variable& Y) {
     check<ShapeError>(X.shape() == Y.shape(), "AddNorm: X of shape {} and Y of shape {} must match", X.shape(),
                       Y.shape());
     if (options.fused)  // the same, one node: dropout's mask drawn as dropout would draw it
-        return ag::add_layer_norm(X, Y, dropout->keep_mask(Y.shape(), Y.dtype()), ln->weight, ln->bias, ln->options.eps);
+        return ag::add_layer_norm(X, Y, dropout->keep_mask(Y.shape(), Y.dtype()), ln->weight, ln->bias,
+                                  ln->options.eps);
     return (*ln)(ag::add((*dropout)(Y), X));  // ln(dropout(Y) + X)
 }
 
@@ -103,10 +107,12 @@ Variable EncoderBlock::forward(const Variable& X, const core::Tensor& valid_lens
 
 TransformerEncoder::TransformerEncoder(int64_t vocab_size, const TransformerOptions& o, core::Generator& gen)
     : Module("TransformerEncoder"), options(o) {
-    embedding = register_module("embedding", std::make_shared<Embedding>(
-                                                 Embedding::Options{.num_embeddings = vocab_size, .embedding_dim = o.num_hiddens}, gen));
-    pos_encoding = register_module("pos_encoding", std::make_shared<PositionalEncoding>(
-                                                       PositionalEncoding::Options{.num_hiddens = o.num_hiddens, .dropout = o.dropout}, gen));
+    embedding = register_module(
+        "embedding", std::make_shared<Embedding>(
+                         Embedding::Options{.num_embeddings = vocab_size, .embedding_dim = o.num_hiddens}, gen));
+    pos_encoding = register_module(
+        "pos_encoding", std::make_shared<PositionalEncoding>(
+                            PositionalEncoding::Options{.num_hiddens = o.num_hiddens, .dropout = o.dropout}, gen));
     blks = register_module("blks", std::make_shared<ModuleList<EncoderBlock>>());
     for (int64_t i = 0; i < o.num_layers; ++i)
         blks->push_back("block" + std::to_string(i), std::make_shared<EncoderBlock>(o, gen));
@@ -170,14 +176,18 @@ Variable DecoderBlock::forward_step(const Variable& X, DecoderState& state) {
 
 TransformerDecoder::TransformerDecoder(int64_t vocab_size, const TransformerOptions& o, core::Generator& gen)
     : Module("TransformerDecoder"), options(o) {
-    embedding = register_module("embedding", std::make_shared<Embedding>(
-                                                 Embedding::Options{.num_embeddings = vocab_size, .embedding_dim = o.num_hiddens}, gen));
-    pos_encoding = register_module("pos_encoding", std::make_shared<PositionalEncoding>(
-                                                       PositionalEncoding::Options{.num_hiddens = o.num_hiddens, .dropout = o.dropout}, gen));
+    embedding = register_module(
+        "embedding", std::make_shared<Embedding>(
+                         Embedding::Options{.num_embeddings = vocab_size, .embedding_dim = o.num_hiddens}, gen));
+    pos_encoding = register_module(
+        "pos_encoding", std::make_shared<PositionalEncoding>(
+                            PositionalEncoding::Options{.num_hiddens = o.num_hiddens, .dropout = o.dropout}, gen));
     blks = register_module("blks", std::make_shared<ModuleList<DecoderBlock>>());
     for (int64_t i = 0; i < o.num_layers; ++i)
         blks->push_back("block" + std::to_string(i), std::make_shared<DecoderBlock>(o, i, gen));
-    dense = register_module("dense", std::make_shared<Linear>(Linear::Options{.in_features = o.num_hiddens, .out_features = vocab_size}, gen));
+    dense = register_module(
+        "dense",
+        std::make_shared<Linear>(Linear::Options{.in_features = o.num_hiddens, .out_features = vocab_size}, gen));
 }
 
 DecoderState TransformerDecoder::init_state(const Variable& enc_outputs, const core::Tensor& enc_valid_lens) const {
@@ -193,14 +203,18 @@ Variable TransformerDecoder::forward(const core::Tensor& X, const DecoderState& 
 }
 
 Variable TransformerDecoder::forward_hidden(const core::Tensor& X, const DecoderState& state) {
-    if (X.dim() != 2) fail<ShapeError>("TransformerDecoder: token ids of shape {} must be (batch, steps)", core::shape_str(X.shape()));
+    if (X.dim() != 2)
+        fail<ShapeError>("TransformerDecoder: token ids of shape {} must be (batch, steps)",
+                         core::shape_str(X.shape()));
     Variable H = embed(*embedding, *pos_encoding, X, options, 0);  // (B, T, D)
     for (auto& blk : *blks) H = blk->forward(H, state);
     return H;  // (B, T, D)
 }
 
 Variable TransformerDecoder::forward_step(const core::Tensor& X, DecoderState& state) {
-    if (X.dim() != 2) fail<ShapeError>("TransformerDecoder: token ids of shape {} must be (batch, steps)", core::shape_str(X.shape()));
+    if (X.dim() != 2)
+        fail<ShapeError>("TransformerDecoder: token ids of shape {} must be (batch, steps)",
+                         core::shape_str(X.shape()));
     if (state.caches.size() != blks->size())
         fail<ValueError>("TransformerDecoder: the state has {} block caches for {} blocks; make it with init_state",
                          state.caches.size(), blks->size());
@@ -227,7 +241,8 @@ EncoderDecoder::EncoderDecoder(std::shared_ptr<TransformerEncoder> enc, std::sha
     decoder = register_module("decoder", std::move(dec));
 }
 
-Variable EncoderDecoder::forward(const core::Tensor& enc_X, const core::Tensor& dec_X, const core::Tensor& enc_valid_lens) {
+Variable EncoderDecoder::forward(const core::Tensor& enc_X, const core::Tensor& dec_X,
+                                 const core::Tensor& enc_valid_lens) {
     Variable enc_outputs = encoder->forward(enc_X, enc_valid_lens);
     DecoderState state = decoder->init_state(enc_outputs, enc_valid_lens);
     return decoder->forward(dec_X, state);

@@ -70,14 +70,14 @@ struct TransformerOptions {
     int64_t key_size = 32;
     int64_t query_size = 32;
     int64_t value_size = 32;
-    int64_t num_hiddens = 32;     ///< D
-    int64_t norm_shape = 32;      ///< D again (d2l passes [32])
+    int64_t num_hiddens = 32;  ///< D
+    int64_t norm_shape = 32;   ///< D again (d2l passes [32])
     int64_t ffn_num_input = 32;
     int64_t ffn_num_hiddens = 64;
     int64_t num_heads = 4;
     int64_t num_layers = 2;
     double dropout = 0.1;
-    bool use_bias = false;        ///< bias in the attention projections
+    bool use_bias = false;  ///< bias in the attention projections
     /// Multiply token embeddings by √D before adding the positional encoding
     /// (seed 000). Seed 001's classifier adds the raw embeddings (false).
     bool scale_embedding = true;
@@ -125,8 +125,8 @@ public:
 /// token costs one token's work (seed 000 re-runs the prefix through W_k and
 /// W_v instead; the result is the same).
 struct DecoderState {
-    Variable enc_outputs;          ///< (B, S, D)
-    core::Tensor enc_valid_lens;   ///< (B) or undefined
+    Variable enc_outputs;         ///< (B, S, D)
+    core::Tensor enc_valid_lens;  ///< (B) or undefined
     struct BlockCache {
         KVCache self;   ///< keys/values of the tokens decoded so far
         KVCache cross;  ///< keys/values of the encoder outputs, projected once

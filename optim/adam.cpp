@@ -58,10 +58,10 @@ template <class T>
 struct AdamConstants {
     T beta1, beta2;
     T one_minus_beta1, one_minus_beta2;
-    T l2;             // λ of Adam's L2 term
-    T decay;          // 1 - lr·λ of AdamW's decoupled decay
-    T step_size;      // lr / (1 - β1^t)
-    T bias2_sqrt;     // √(1 - β2^t)
+    T l2;          // λ of Adam's L2 term
+    T decay;       // 1 - lr·λ of AdamW's decoupled decay
+    T step_size;   // lr / (1 - β1^t)
+    T bias2_sqrt;  // √(1 - β2^t)
     T eps;
 };
 
@@ -104,7 +104,8 @@ void adam_update(T* p, const T* grad, T* m, T* v, int64_t n, const AdamConstants
         constexpr auto unaligned = stdx::element_aligned;
         for (; i + width <= end; i += width) {
             Batch mi(m + i, unaligned), vi(v + i, unaligned);
-            const Batch x = adam_element<kL2, kDecoupled>(Batch(p + i, unaligned), Batch(grad + i, unaligned), mi, vi, c);
+            const Batch x =
+                adam_element<kL2, kDecoupled>(Batch(p + i, unaligned), Batch(grad + i, unaligned), mi, vi, c);
             x.copy_to(p + i, unaligned);
             mi.copy_to(m + i, unaligned);
             vi.copy_to(v + i, unaligned);

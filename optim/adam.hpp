@@ -18,10 +18,10 @@ namespace tformer::optim {
 
 /// Hyperparameters of Adam (PyTorch's names and defaults).
 struct AdamOptions {
-    double lr = 1e-3;                           ///< learning rate
-    std::array<double, 2> betas = {0.9, 0.999}; ///< β1, β2: decay rates of the moment averages
-    double eps = 1e-8;                          ///< added to √v̂ so the step stays finite
-    double weight_decay = 0;                    ///< λ: adds λ·p to the gradient (L2)
+    double lr = 1e-3;                            ///< learning rate
+    std::array<double, 2> betas = {0.9, 0.999};  ///< β1, β2: decay rates of the moment averages
+    double eps = 1e-8;                           ///< added to √v̂ so the step stays finite
+    double weight_decay = 0;                     ///< λ: adds λ·p to the gradient (L2)
 };
 
 /// Hyperparameters of AdamW: Adam's, with decoupled decay defaulting to 1e-2.
@@ -29,7 +29,7 @@ struct AdamWOptions {
     double lr = 1e-3;
     std::array<double, 2> betas = {0.9, 0.999};
     double eps = 1e-8;
-    double weight_decay = 1e-2;                 ///< λ: p ← p·(1 - lr·λ) before each step
+    double weight_decay = 1e-2;  ///< λ: p ← p·(1 - lr·λ) before each step
 };
 
 class Adam : public Optimizer {

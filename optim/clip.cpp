@@ -24,7 +24,8 @@ double power_sum(const T* g, int64_t n, double p) {
         double lanes[kLanes] = {};
         int64_t i = 0;
         for (; i + kLanes <= n; i += kLanes)
-            for (int64_t k = 0; k < kLanes; ++k) lanes[k] += static_cast<double>(g[i + k]) * static_cast<double>(g[i + k]);
+            for (int64_t k = 0; k < kLanes; ++k)
+                lanes[k] += static_cast<double>(g[i + k]) * static_cast<double>(g[i + k]);
         for (; i < n; ++i) lanes[0] += static_cast<double>(g[i]) * static_cast<double>(g[i]);
         double acc = 0;
         for (double lane : lanes) acc += lane;

@@ -19,7 +19,10 @@ std::string describe(size_t i, const std::string& name) {
 // ---- construction ---------------------------------------------------------------------------
 
 Optimizer::Optimizer(std::string type_name, std::vector<Variable> params, double lr)
-    : type_name_(std::move(type_name)), params_(std::move(params)), names_(params_.size()), state_(params_.size()),
+    : type_name_(std::move(type_name)),
+      params_(std::move(params)),
+      names_(params_.size()),
+      state_(params_.size()),
       lr_(0) {
     set_lr(lr);
     check_parameters();
@@ -50,11 +53,12 @@ void Optimizer::check_parameters() const {
             fail<ValueError>("{}: {} has dtype {}; only float32 and float64 parameters can be trained", type_name_,
                              describe(i, names_[i]), core::dtype_name(p.dtype()));
         if (!p.value().is_contiguous())
-            fail<ValueError>("{}: {} of shape {} is not contiguous; optimizers update parameters in place and need "
-                             "contiguous storage", type_name_, describe(i, names_[i]), core::shape_str(p.shape()));
+            fail<ValueError>(
+                "{}: {} of shape {} is not contiguous; optimizers update parameters in place and need "
+                "contiguous storage",
+                type_name_, describe(i, names_[i]), core::shape_str(p.shape()));
         if (!seen.insert(p.impl().get()).second)
-            fail<ValueError>("{}: {} appears more than once in the parameter list", type_name_,
-                             describe(i, names_[i]));
+            fail<ValueError>("{}: {} appears more than once in the parameter list", type_name_, describe(i, names_[i]));
     }
 }
 
@@ -75,9 +79,11 @@ void Optimizer::step() {
             fail<ValueError>("{}.step: {} has dtype {} but its gradient has dtype {}", type_name_,
                              describe(i, names_[i]), core::dtype_name(param.dtype()), core::dtype_name(grad.dtype()));
         if (!state.slots.empty() && state.slots.front().dtype() != param.dtype())
-            fail<ValueError>("{}.step: {} is now {} but its optimizer state is {}; convert the model before "
-                             "creating the optimizer", type_name_, describe(i, names_[i]),
-                             core::dtype_name(param.dtype()), core::dtype_name(state.slots.front().dtype()));
+            fail<ValueError>(
+                "{}.step: {} is now {} but its optimizer state is {}; convert the model before "
+                "creating the optimizer",
+                type_name_, describe(i, names_[i]), core::dtype_name(param.dtype()),
+                core::dtype_name(state.slots.front().dtype()));
         if (state.slots.empty())  // first update of this parameter: allocate its state once
             for (size_t s = 0; s < slot_names_.size(); ++s)
                 state.slots.push_back(core::zeros(param.shape(), param.dtype()));
@@ -125,9 +131,8 @@ nn::StateDict Optimizer::state_dict() const {
         const ParamState& state = state_[i];
         out[prefix + ".step"] = core::scalar(static_cast<double>(state.step), core::DType::int64);
         for (size_t s = 0; s < slot_names_.size(); ++s)
-            out[prefix + "." + slot_names_[s]] = state.slots.empty()
-                                                     ? core::zeros(params_[i].shape(), params_[i].dtype())
-                                                     : state.slots[s].clone();
+            out[prefix + "." + slot_names_[s]] =
+                state.slots.empty() ? core::zeros(params_[i].shape(), params_[i].dtype()) : state.slots[s].clone();
     }
     return out;
 }
@@ -144,7 +149,8 @@ void Optimizer::load_state_dict(const nn::StateDict& state) {
         if (it == state.end()) {
             missing.push_back(key);
         } else if (it->second.numel() != 1) {
-            wrong_shape.push_back(fmt::format("{} (expected a scalar, got {})", key, core::shape_str(it->second.shape())));
+            wrong_shape.push_back(
+                fmt::format("{} (expected a scalar, got {})", key, core::shape_str(it->second.shape())));
         } else if (count) {
             const double v = it->second.item();
             if (!(v >= 0) || v != std::floor(v))
@@ -156,8 +162,8 @@ void Optimizer::load_state_dict(const nn::StateDict& state) {
     check_scalar("lr", false);
     check_scalar("step", true);
     check_scalar("param_count", true);
-    if (auto it = state.find("param_count"); it != state.end() && it->second.numel() == 1 &&
-                                             it->second.item() != static_cast<double>(params_.size()))
+    if (auto it = state.find("param_count");
+        it != state.end() && it->second.numel() == 1 && it->second.item() != static_cast<double>(params_.size()))
         problems.push_back(fmt::format("the state dict is for {} parameters, this {} has {}", it->second.item(),
                                        type_name_, params_.size()));
 

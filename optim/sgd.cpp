@@ -12,14 +12,14 @@ SGD::SGD(std::vector<Variable> params, SGDOptions options)
     init();
 }
 
-SGD::SGD(const NamedParameters& params, SGDOptions options)
-    : Optimizer("SGD", params, options.lr), options_(options) {
+SGD::SGD(const NamedParameters& params, SGDOptions options) : Optimizer("SGD", params, options.lr), options_(options) {
     init();
 }
 
 void SGD::init() {
     const SGDOptions& o = options_;
-    if (!std::isfinite(o.momentum) || o.momentum < 0) fail<ValueError>("SGD: momentum must be >= 0, got {}", o.momentum);
+    if (!std::isfinite(o.momentum) || o.momentum < 0)
+        fail<ValueError>("SGD: momentum must be >= 0, got {}", o.momentum);
     if (!std::isfinite(o.dampening)) fail<ValueError>("SGD: dampening must be finite, got {}", o.dampening);
     if (!std::isfinite(o.weight_decay) || o.weight_decay < 0)
         fail<ValueError>("SGD: weight_decay must be >= 0, got {}", o.weight_decay);

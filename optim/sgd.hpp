@@ -11,11 +11,11 @@ namespace tformer::optim {
 
 /// Hyperparameters of SGD (PyTorch's names and defaults, except that lr has one).
 struct SGDOptions {
-    double lr = 1e-2;            ///< learning rate
-    double momentum = 0;         ///< μ; 0 turns momentum (and its buffer) off
-    double dampening = 0;        ///< τ: the new gradient enters the buffer with weight 1 - τ
-    double weight_decay = 0;     ///< λ: adds λ·p to the gradient (L2 penalty λ/2·‖p‖²)
-    bool nesterov = false;       ///< Nesterov momentum; needs momentum > 0 and dampening 0
+    double lr = 1e-2;         ///< learning rate
+    double momentum = 0;      ///< μ; 0 turns momentum (and its buffer) off
+    double dampening = 0;     ///< τ: the new gradient enters the buffer with weight 1 - τ
+    double weight_decay = 0;  ///< λ: adds λ·p to the gradient (L2 penalty λ/2·‖p‖²)
+    bool nesterov = false;    ///< Nesterov momentum; needs momentum > 0 and dampening 0
 };
 
 class SGD : public Optimizer {

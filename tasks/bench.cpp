@@ -4,17 +4,17 @@
 #include "core/blas.hpp"
 #include "core/core.hpp"
 #include "nn/loss.hpp"
+#include "optim/adam.hpp"
+#include "optim/clip.hpp"
 #include "tasks/corpus.hpp"
 #include "tasks/fra_eng.hpp"
 #include "tasks/tokenizer.hpp"
-#include "optim/adam.hpp"
-#include "optim/clip.hpp"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 #include <sys/resource.h>
 #include <time.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
@@ -137,9 +137,10 @@ std::vector<Batch> corpus_batches(BenchPreset& p, int64_t count, const std::stri
     std::vector<std::string> sentences;  // the joint vocabulary learns from both sides
     for (const auto& pair : corpus.train) sentences.push_back(pair.src);
     for (const auto& pair : corpus.train) sentences.push_back(pair.tgt);
-    const auto sp = SentencePieceTokenizer::train(
-        sentences, {.vocab_size = p.vocab_size, .model_type = "bpe", .seed = static_cast<uint32_t>(p.seed),
-                    .threads = std::max(1, core::get_num_threads())});
+    const auto sp = SentencePieceTokenizer::train(sentences, {.vocab_size = p.vocab_size,
+                                                              .model_type = "bpe",
+                                                              .seed = static_cast<uint32_t>(p.seed),
+                                                              .threads = std::max(1, core::get_num_threads())});
     const TokenizerPair tok{sp, sp};
     auto encoded = std::make_shared<EncodedPairs>(encode_pairs(corpus.train, tok, p.num_steps));
     const BucketBatcher batcher(encoded, p.batch_tokens, p.seed);
@@ -157,13 +158,15 @@ Json tensor_json(const Tensor& t) {  // int64 (B) or (B, T) as nested lists
     if (t.dim() == 1) return v;
     Json rows = Json::array();
     const int64_t cols = t.size(1);
-    for (int64_t r = 0; r < t.size(0); ++r) rows.push_back(std::vector<int64_t>(v.begin() + r * cols, v.begin() + (r + 1) * cols));
+    for (int64_t r = 0; r < t.size(0); ++r)
+        rows.push_back(std::vector<int64_t>(v.begin() + r * cols, v.begin() + (r + 1) * cols));
     return rows;
 }
 
 Tensor tensor_from_json(const Json& j, const std::string& path) {
     if (!j.is_array() || j.empty()) fail<IOError>("bench: {}: a batch holds an empty or non-list tensor", path);
-    if (!j.front().is_array()) return core::from_vector(j.get<std::vector<int64_t>>(), {static_cast<int64_t>(j.size())});
+    if (!j.front().is_array())
+        return core::from_vector(j.get<std::vector<int64_t>>(), {static_cast<int64_t>(j.size())});
     std::vector<int64_t> flat;
     const auto cols = static_cast<int64_t>(j.front().size());
     for (const Json& row : j) {
@@ -183,11 +186,14 @@ std::vector<Batch> bench_batches(BenchPreset& p, int64_t count, const std::strin
 }
 
 void save_bench_batches(const std::string& path, const BenchPreset& p, const std::vector<Batch>& batches) {
-    Json j{{"preset", p.name}, {"src_vocab_size", p.config.src_vocab_size}, {"tgt_vocab_size", p.config.tgt_vocab_size}};
+    Json j{
+        {"preset", p.name}, {"src_vocab_size", p.config.src_vocab_size}, {"tgt_vocab_size", p.config.tgt_vocab_size}};
     Json list = Json::array();
     for (const Batch& b : batches)
-        list.push_back({{"enc_X", tensor_json(b.enc_X)}, {"enc_valid", tensor_json(b.enc_valid)},
-                        {"dec_in", tensor_json(b.dec_in)}, {"label", tensor_json(b.label)},
+        list.push_back({{"enc_X", tensor_json(b.enc_X)},
+                        {"enc_valid", tensor_json(b.enc_valid)},
+                        {"dec_in", tensor_json(b.dec_in)},
+                        {"label", tensor_json(b.label)},
                         {"label_valid", tensor_json(b.label_valid)}});
     j["batches"] = std::move(list);
     std::ofstream out(path);
@@ -300,11 +306,13 @@ double replay_gemm_ms(const std::vector<core::blas::GemmCall>& calls, int64_t re
         for (const auto& c : calls) {
             const int64_t lda = c.trans_a ? c.m : c.k, ldb = c.trans_b ? c.k : c.n;
             if (c.f64)
-                core::blas::gemm(c.trans_a, c.trans_b, c.m, c.n, c.k, 1.0, a64.data<double>(), std::max<int64_t>(1, lda),
-                                 b64.data<double>(), std::max<int64_t>(1, ldb), 0.0, c64.data<double>(), std::max<int64_t>(1, c.n));
+                core::blas::gemm(c.trans_a, c.trans_b, c.m, c.n, c.k, 1.0, a64.data<double>(),
+                                 std::max<int64_t>(1, lda), b64.data<double>(), std::max<int64_t>(1, ldb), 0.0,
+                                 c64.data<double>(), std::max<int64_t>(1, c.n));
             else
-                core::blas::gemm(c.trans_a, c.trans_b, c.m, c.n, c.k, 1.0f, a32.data<float>(), std::max<int64_t>(1, lda),
-                                 b32.data<float>(), std::max<int64_t>(1, ldb), 0.0f, c32.data<float>(), std::max<int64_t>(1, c.n));
+                core::blas::gemm(c.trans_a, c.trans_b, c.m, c.n, c.k, 1.0f, a32.data<float>(),
+                                 std::max<int64_t>(1, lda), b32.data<float>(), std::max<int64_t>(1, ldb), 0.0f,
+                                 c32.data<float>(), std::max<int64_t>(1, c.n));
         }
     };
     return median_ms(1, replays, replay).wall_ms;
@@ -313,7 +321,7 @@ double replay_gemm_ms(const std::vector<core::blas::GemmCall>& calls, int64_t re
 // What one kind of run (train step, forward, decoding) did: its time per run
 // and the products it called over the logged runs.
 struct Measured {
-    Timing time;                             ///< per run
+    Timing time;                              ///< per run
     std::vector<core::blas::GemmCall> gemms;  ///< every product of the logged runs
     int64_t runs = 0;
 };
@@ -362,7 +370,7 @@ void report_gflops(const char* what, const Measured& m, const std::function<void
 // output layer fused into it (corpus preset, as tasks::train with fused_loss).
 Variable step_loss(nn::EncoderDecoder& model, const Batch& batch, const BenchPreset& p) {
     if (!p.corpus) {
-        Variable logits = model.forward(batch.enc_X, batch.dec_in, batch.enc_valid);       // (B, T, V)
+        Variable logits = model.forward(batch.enc_X, batch.dec_in, batch.enc_valid);               // (B, T, V)
         return autograd::sum(nn::masked_softmax_ce_loss(logits, batch.label, batch.label_valid));  // (B) summed
     }
     Variable H = model.forward_hidden(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, D)
@@ -402,7 +410,8 @@ void measure(const BenchPreset& p, int64_t repeats, const std::vector<Batch>& gi
         optimizer.step();
         optimizer.zero_grad();
         if (autograd::profiling())
-            autograd::profile_phase("[clip + Adam]", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            autograd::profile_phase("[clip + Adam]",
+                                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     };
     const Measured train = measure_runs(p.warmup, repeats, p.corpus, train_step);
     const double train_ms = train.time.wall_ms;
@@ -457,13 +466,15 @@ void measure(const BenchPreset& p, int64_t repeats, const std::vector<Batch>& gi
 
 std::vector<BenchFigure> measure_model(const BenchPreset& preset, int64_t repeats, const std::vector<Batch>& batches) {
     std::vector<BenchFigure> out;
-    measure(preset, repeats, batches, [](int64_t) {}, [&](const BenchFigure& f) { out.push_back(f); });
+    measure(
+        preset, repeats, batches, [](int64_t) {}, [&](const BenchFigure& f) { out.push_back(f); });
     return out;
 }
 
 int run_model_bench(const BenchOptions& o) {
     if (o.threads < 0) fail<ValueError>("bench: --threads must be positive (0: all cores), got {}", o.threads);
-    if (o.repeats < 0) fail<ValueError>("bench: --repeats must be positive (0: the preset's default), got {}", o.repeats);
+    if (o.repeats < 0)
+        fail<ValueError>("bench: --repeats must be positive (0: the preset's default), got {}", o.repeats);
     BenchPreset preset = bench_preset(o.preset);
     if (o.threads > 0) core::set_num_threads(o.threads);
     const int64_t repeats = o.repeats > 0 ? o.repeats : preset.repeats;
@@ -480,7 +491,8 @@ int run_model_bench(const BenchOptions& o) {
 
     // ordered_json keeps the keys in the order written, so lines read the same every time
     auto line = [&](const char* figure) {
-        return Json{{"engine", "tformer"}, {"preset", preset.name}, {"threads", core::get_num_threads()}, {"figure", figure}};
+        return Json{
+            {"engine", "tformer"}, {"preset", preset.name}, {"threads", core::get_num_threads()}, {"figure", figure}};
     };
     auto print = [](const Json& j) {
         std::fputs((j.dump() + "\n").c_str(), stdout);
@@ -494,7 +506,8 @@ int run_model_bench(const BenchOptions& o) {
         info["openblas_core"] = core::blas::core_name();
         info["openblas_coretype"] = coretype != nullptr ? coretype : "";
         info["parameters"] = parameters;
-        info["batch"] = preset.corpus ? Json("buckets of " + std::to_string(preset.batch_tokens) + " tokens") : Json(preset.batch_size);
+        info["batch"] = preset.corpus ? Json("buckets of " + std::to_string(preset.batch_tokens) + " tokens")
+                                      : Json(preset.batch_size);
         info["num_steps"] = preset.num_steps;
         info["vocab"] = preset.config.tgt_vocab_size;
         info["repeats"] = repeats;

@@ -95,8 +95,10 @@ CorpusBleu corpus_bleu(const std::vector<TokenLine>& preds, const std::vector<st
     for (int n = 0; n < max_n; ++n) {
         const double p = totals[n] > 0 ? static_cast<double>(matches[n]) / static_cast<double>(totals[n]) : 0.0;
         result.precisions.push_back(p);
-        if (p == 0.0) any_zero = true;
-        else log_sum += std::log(p);
+        if (p == 0.0)
+            any_zero = true;
+        else
+            log_sum += std::log(p);
     }
     const auto c = static_cast<double>(result.pred_length), r = static_cast<double>(result.ref_length);
     result.brevity_penalty = c == 0.0 ? 0.0 : c > r ? 1.0 : std::exp(1.0 - r / c);

@@ -29,11 +29,11 @@ double bleu(std::string_view pred_seq, std::string_view label_seq, int k);
 
 /// Corpus BLEU with its parts, as reported by common BLEU tools.
 struct CorpusBleu {
-    double score = 0.0;               ///< BP * exp(mean_n log p_n), in [0, 1]
-    std::vector<double> precisions;   ///< p_1 .. p_N, clipped n-gram precisions over the corpus
-    double brevity_penalty = 0.0;     ///< 1 if c > r, else exp(1 - r / c) (0 when c = 0)
-    int64_t pred_length = 0;          ///< c: total tokens of all predictions
-    int64_t ref_length = 0;           ///< r: total effective reference length
+    double score = 0.0;              ///< BP * exp(mean_n log p_n), in [0, 1]
+    std::vector<double> precisions;  ///< p_1 .. p_N, clipped n-gram precisions over the corpus
+    double brevity_penalty = 0.0;    ///< 1 if c > r, else exp(1 - r / c) (0 when c = 0)
+    int64_t pred_length = 0;         ///< c: total tokens of all predictions
+    int64_t ref_length = 0;          ///< r: total effective reference length
 };
 
 /// Papineni's corpus BLEU-N (N = max_n, 4 by default), without smoothing:

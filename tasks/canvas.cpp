@@ -55,25 +55,25 @@ void set_dash(cairo_t* cr, const Stroke& stroke) {
     // On-off lengths in line widths, as matplotlib scales its dash patterns.
     const double w = stroke.width;
     switch (stroke.dash) {
-    case Dash::solid: cairo_set_dash(cr, nullptr, 0, 0); break;
-    case Dash::dashed: {
-        const double d[] = {3.7 * w, 1.6 * w};
-        cairo_set_dash(cr, d, 2, 0);
-        break;
+        case Dash::solid: cairo_set_dash(cr, nullptr, 0, 0); break;
+        case Dash::dashed: {
+            const double d[] = {3.7 * w, 1.6 * w};
+            cairo_set_dash(cr, d, 2, 0);
+            break;
+        }
+        case Dash::dotted: {
+            const double d[] = {0, 2 * w};  // round caps turn zero-length dashes into dots
+            cairo_set_dash(cr, d, 2, 0);
+            break;
+        }
+        case Dash::dash_dot: {
+            const double d[] = {3.2 * w, 1.6 * w, 0, 1.6 * w};
+            cairo_set_dash(cr, d, 4, 0);
+            break;
+        }
     }
-    case Dash::dotted: {
-        const double d[] = {0, 2 * w};  // round caps turn zero-length dashes into dots
-        cairo_set_dash(cr, d, 2, 0);
-        break;
-    }
-    case Dash::dash_dot: {
-        const double d[] = {3.2 * w, 1.6 * w, 0, 1.6 * w};
-        cairo_set_dash(cr, d, 4, 0);
-        break;
-    }
-    }
-    cairo_set_line_cap(cr, stroke.dash == Dash::dotted || stroke.dash == Dash::dash_dot ? CAIRO_LINE_CAP_ROUND
-                                                                                         : CAIRO_LINE_CAP_BUTT);
+    cairo_set_line_cap(
+        cr, stroke.dash == Dash::dotted || stroke.dash == Dash::dash_dot ? CAIRO_LINE_CAP_ROUND : CAIRO_LINE_CAP_BUTT);
 }
 
 }  // namespace
@@ -256,11 +256,13 @@ PictureInfo read_picture_info(const std::filesystem::path& path) {
         const PictureInfo info{format, cairo_image_surface_get_width(image), cairo_image_surface_get_height(image)};
         cairo_surface_destroy(image);
         if (status != CAIRO_STATUS_SUCCESS)
-            fail<IOError>("read_picture_info: '{}' is not a PNG picture: {}", path.string(), cairo_status_to_string(status));
+            fail<IOError>("read_picture_info: '{}' is not a PNG picture: {}", path.string(),
+                          cairo_status_to_string(status));
         return info;
     }
     // <?xml ...?> then <svg ... width="800px" height="540px" ...>
-    static const std::regex svg_start(R"(^<\?xml[^>]*\?>\s*<svg\b[^>]*\bwidth="([0-9.]+)(px|pt)?"[^>]*\bheight="([0-9.]+)(px|pt)?")");
+    static const std::regex svg_start(
+        R"(^<\?xml[^>]*\?>\s*<svg\b[^>]*\bwidth="([0-9.]+)(px|pt)?"[^>]*\bheight="([0-9.]+)(px|pt)?")");
     std::smatch m;
     const std::string head = bytes.substr(0, 1000);
     if (!std::regex_search(head, m, svg_start) || bytes.find("</svg>") == std::string::npos)

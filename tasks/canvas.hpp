@@ -72,7 +72,7 @@ enum class Align { start, center, end };
 /// How text is drawn: DejaVu Sans at `size` pixels.
 struct TextStyle {
     Rgb color = colors::text;
-    double size = 14;             ///< the font size in pixels (the em square)
+    double size = 14;  ///< the font size in pixels (the em square)
     bool bold = false;
     bool vertical = false;        ///< turned a quarter turn, reading bottom to top
     Align halign = Align::start;  ///< along the reading direction
@@ -80,8 +80,8 @@ struct TextStyle {
 
 /// The vertical measures of the font at a size, in pixels.
 struct FontMetrics {
-    double ascent = 0;   ///< above the baseline
-    double descent = 0;  ///< below it
+    double ascent = 0;      ///< above the baseline
+    double descent = 0;     ///< below it
     double cap_height = 0;  ///< of capitals and digits
     double height() const { return ascent + descent; }
 };

@@ -118,7 +118,8 @@ EncodedPairs encode_pairs(const std::vector<TextPair>& pairs, const TokenizerPai
     out.max_len = max_len;
     for (int64_t i = 0; i < n; ++i) {
         // room for <eos> after the source and for <bos> / <eos> around the target
-        const bool fits = static_cast<int64_t>(src[i].size()) < max_len && static_cast<int64_t>(tgt[i].size()) < max_len;
+        const bool fits =
+            static_cast<int64_t>(src[i].size()) < max_len && static_cast<int64_t>(tgt[i].size()) < max_len;
         const bool empty = src[i].empty() || tgt[i].empty();
         if (!fits || empty) {
             ++out.dropped;
@@ -127,7 +128,8 @@ EncodedPairs encode_pairs(const std::vector<TextPair>& pairs, const TokenizerPai
         out.src.push_back(std::move(src[i]));
         out.tgt.push_back(std::move(tgt[i]));
     }
-    if (out.src.empty()) fail<ValueError>("encode_pairs: every one of the {} pairs is longer than max_len {}", n, max_len);
+    if (out.src.empty())
+        fail<ValueError>("encode_pairs: every one of the {} pairs is longer than max_len {}", n, max_len);
     return out;
 }
 
@@ -135,7 +137,9 @@ EncodedPairs encode_pairs(const std::vector<TextPair>& pairs, const TokenizerPai
 
 namespace {
 int64_t src_steps(const EncodedPairs& d, int64_t i) { return static_cast<int64_t>(d.src[i].size()) + 1; }  // + <eos>
-int64_t tgt_steps(const EncodedPairs& d, int64_t i) { return static_cast<int64_t>(d.tgt[i].size()) + 1; }  // + <bos> or <eos>
+int64_t tgt_steps(const EncodedPairs& d, int64_t i) {
+    return static_cast<int64_t>(d.tgt[i].size()) + 1;
+}  // + <bos> or <eos>
 }  // namespace
 
 std::vector<int64_t> BucketBatcher::sorted_order(int64_t epoch) const {
@@ -213,7 +217,9 @@ std::vector<std::vector<int64_t>> BucketBatcher::epoch_plan(int64_t epoch) const
 
 int64_t BucketBatcher::min_batch() const { return *std::min_element(sizes_.begin(), sizes_.end()); }
 int64_t BucketBatcher::max_batch() const { return *std::max_element(sizes_.begin(), sizes_.end()); }
-double BucketBatcher::mean_batch() const { return static_cast<double>(data_->size()) / static_cast<double>(sizes_.size()); }
+double BucketBatcher::mean_batch() const {
+    return static_cast<double>(data_->size()) / static_cast<double>(sizes_.size());
+}
 
 Batch BucketBatcher::batch(const std::vector<int64_t>& rows) const {
     const EncodedPairs& d = *data_;
@@ -227,9 +233,9 @@ Batch BucketBatcher::batch(const std::vector<int64_t>& rows) const {
         const auto& t = d.tgt[rows[b]];
         std::copy(s.begin(), s.end(), enc.begin() + b * S);
         enc[b * S + static_cast<int64_t>(s.size())] = Tokenizer::kEos;  // source: ids <eos> <pad>...
-        dec[b * T] = Tokenizer::kBos;                                    // decoder input: <bos> ids <pad>...
+        dec[b * T] = Tokenizer::kBos;                                   // decoder input: <bos> ids <pad>...
         std::copy(t.begin(), t.end(), dec.begin() + b * T + 1);
-        std::copy(t.begin(), t.end(), label.begin() + b * T);            // label: ids <eos> <pad>...
+        std::copy(t.begin(), t.end(), label.begin() + b * T);  // label: ids <eos> <pad>...
         label[b * T + static_cast<int64_t>(t.size())] = Tokenizer::kEos;
         enc_valid[b] = static_cast<int64_t>(s.size()) + 1;
         label_valid[b] = static_cast<int64_t>(t.size()) + 1;
@@ -270,7 +276,8 @@ BleuReport evaluate_bleu(nn::EncoderDecoder& model, const TokenizerPair& tok, co
     if (o.max_len < 2 || o.batch_size < 1 || o.max_sentences < 0)
         fail<ValueError>("evaluate_bleu: need max_len >= 2, batch_size >= 1, max_sentences >= 0; got {}, {}, {}",
                          o.max_len, o.batch_size, o.max_sentences);
-    const auto n = static_cast<int64_t>(o.max_sentences > 0 ? std::min<size_t>(val.size(), o.max_sentences) : val.size());
+    const auto n =
+        static_cast<int64_t>(o.max_sentences > 0 ? std::min<size_t>(val.size(), o.max_sentences) : val.size());
     BleuReport report;
     report.sentences = n;
     report.hypotheses.resize(static_cast<size_t>(n));

@@ -40,10 +40,10 @@ struct ValSentence {
 };
 
 struct CorpusOptions {
-    std::string path;            ///< fra.txt
+    std::string path;              ///< fra.txt
     int64_t val_sentences = 1500;  ///< English sentences held out, each with all its translations
-    uint64_t seed = 0;           ///< chooses the validation sentences (and the sample)
-    int64_t sample_size = 0;     ///< > 0: train on a seeded random sample of this many pairs (quick runs, tests)
+    uint64_t seed = 0;             ///< chooses the validation sentences (and the sample)
+    int64_t sample_size = 0;       ///< > 0: train on a seeded random sample of this many pairs (quick runs, tests)
 };
 
 struct CorpusReport {
@@ -71,8 +71,8 @@ Corpus load_corpus(const CorpusOptions& options);
 /// Training pairs as token ids, without <bos>/<eos> (int32 to halve the memory).
 struct EncodedPairs {
     std::vector<std::vector<int32_t>> src, tgt;
-    int64_t max_len = 0;      ///< every kept side has at most max_len - 1 ids (room for <eos> or <bos>)
-    int64_t dropped = 0;      ///< pairs left out because a side was longer
+    int64_t max_len = 0;  ///< every kept side has at most max_len - 1 ids (room for <eos> or <bos>)
+    int64_t dropped = 0;  ///< pairs left out because a side was longer
     int64_t size() const { return static_cast<int64_t>(src.size()); }
 };
 
@@ -124,10 +124,10 @@ private:
 
 /// How to translate the validation sentences.
 struct BleuOptions {
-    int64_t max_len = 64;        ///< the model's limit: longer sources are cut (and counted)
-    DecodeOptions decode;        ///< beam size, length penalty; max_steps 0: max_len
-    int64_t max_sentences = 0;   ///< > 0: only the first this many sentences
-    int64_t batch_size = 64;     ///< sentences decoded together
+    int64_t max_len = 64;       ///< the model's limit: longer sources are cut (and counted)
+    DecodeOptions decode;       ///< beam size, length penalty; max_steps 0: max_len
+    int64_t max_sentences = 0;  ///< > 0: only the first this many sentences
+    int64_t batch_size = 64;    ///< sentences decoded together
 };
 
 struct BleuReport {
@@ -143,7 +143,7 @@ TokenLine bleu_tokens(std::string_view text);
 
 /// Corpus BLEU-4 of the model's translations of `val` against all their
 /// references. Sentences are decoded in batches of similar length.
-BleuReport evaluate_bleu(nn::EncoderDecoder& model, const TokenizerPair& tokenizers, const std::vector<ValSentence>& val,
-                         const BleuOptions& options);
+BleuReport evaluate_bleu(nn::EncoderDecoder& model, const TokenizerPair& tokenizers,
+                         const std::vector<ValSentence>& val, const BleuOptions& options);
 
 }  // namespace tformer::tasks

@@ -35,9 +35,9 @@ using core::Tensor;
 namespace {
 
 struct World {
-    bool started = false;     // MPI_Init ran (and MPI_Finalize has not)
+    bool started = false;  // MPI_Init ran (and MPI_Finalize has not)
     int rank = 0, size = 1, local_size = 1;
-    int terminal = -1;        // the original stderr of a rank quieted by quiet_other_ranks()
+    int terminal = -1;  // the original stderr of a rank quieted by quiet_other_ranks()
     bool shared_failure = false;
 };
 
@@ -91,7 +91,8 @@ void mpi_start(int& argc, char**& argv) {
     check(MPI_Comm_rank(MPI_COMM_WORLD, &w.rank), "MPI_Comm_rank");
     check(MPI_Comm_size(MPI_COMM_WORLD, &w.size), "MPI_Comm_size");
     MPI_Comm local;
-    check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &local), "MPI_Comm_split_type");
+    check(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, w.rank, MPI_INFO_NULL, &local),
+          "MPI_Comm_split_type");
     check(MPI_Comm_size(local, &w.local_size), "MPI_Comm_size");
     MPI_Comm_free(&local);
 }
@@ -220,8 +221,10 @@ Session::Session(int& argc, char**& argv) {
     for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"}) {
         const char* ranks = std::getenv(name);
         if (!built_with_mpi() && ranks != nullptr && std::atoi(ranks) > 1) {
-            std::fprintf(stderr, "tformer: an MPI launcher started %s copies of tformer, but this build has no MPI "
-                                 "(install libopenmpi-dev and configure again); each would train alone\n", ranks);
+            std::fprintf(stderr,
+                         "tformer: an MPI launcher started %s copies of tformer, but this build has no MPI "
+                         "(install libopenmpi-dev and configure again); each would train alone\n",
+                         ranks);
             std::exit(1);
         }
     }
@@ -269,8 +272,8 @@ int report_error(const std::string& message) {
         if (w.rank == 0) fmt::print(stderr, "tformer: error: {}\n", message);
         return 1;
     }
-    const std::string text = fmt::format("tformer: error on rank {} of {}: {}\ntformer: stopping every rank\n", w.rank,
-                                         w.size, message);
+    const std::string text =
+        fmt::format("tformer: error on rank {} of {}: {}\ntformer: stopping every rank\n", w.rank, w.size, message);
     std::fflush(stderr);
     const int fd = w.terminal >= 0 ? w.terminal : STDERR_FILENO;
     if (write(fd, text.data(), text.size()) < 0) {
@@ -346,9 +349,10 @@ void check_same(uint64_t value, const std::string& what) {
     for (int r = 1; r < size(); ++r) {
         if (all[r] == all[0]) continue;
         note_shared_failure();
-        fail<Error>("{} differs between ranks (rank {} has fingerprint {:016x}, rank 0 {:016x}): every rank must be "
-                    "started with the same arguments and the same data",
-                    what, r, all[r], all[0]);
+        fail<Error>(
+            "{} differs between ranks (rank {} has fingerprint {:016x}, rank 0 {:016x}): every rank must be "
+            "started with the same arguments and the same data",
+            what, r, all[r], all[0]);
     }
 }
 
@@ -471,19 +475,19 @@ struct GradientReducer::State {
     };
     std::vector<Slot> slots;  // per parameter
     struct Bucket {
-        int64_t numel = 0;          // gradients + flags
+        int64_t numel = 0;  // gradients + flags
         std::vector<size_t> params;
     };
     std::vector<Bucket> buckets;  // in the order they are reduced: the last parameters first
 
     // this step
     bool in_step = false;
-    std::vector<Tensor> buffers;    // per bucket, (numel)
-    std::vector<uint8_t> ready;     // per parameter: its gradient (or its zeros) is in the buffer
-    std::vector<int64_t> missing;   // per bucket: parameters not ready yet
-    std::vector<Pending> pending;   // per bucket
-    std::vector<uint8_t> done;      // per bucket: its all-reduce has finished
-    size_t launched = 0;            // buckets [0, launched) have been started, always in this order on every rank
+    std::vector<Tensor> buffers;   // per bucket, (numel)
+    std::vector<uint8_t> ready;    // per parameter: its gradient (or its zeros) is in the buffer
+    std::vector<int64_t> missing;  // per bucket: parameters not ready yet
+    std::vector<Pending> pending;  // per bucket
+    std::vector<uint8_t> done;     // per bucket: its all-reduce has finished
+    size_t launched = 0;           // buckets [0, launched) have been started, always in this order on every rank
     ReducerStats stats;
 
     void begin_step() {
@@ -530,9 +534,10 @@ struct GradientReducer::State {
         const auto start = std::chrono::steady_clock::now();
         if (!in_step) begin_step();
         if (ready[i])
-            fail<ValueError>("GradientReducer: the gradient of parameter {} arrived twice before finish(); call "
-                             "finish() after every backward",
-                             i);
+            fail<ValueError>(
+                "GradientReducer: the gradient of parameter {} arrived twice before finish(); call "
+                "finish() after every backward",
+                i);
         place(i, grad);
         launch_ready();
         stats.hook_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -576,7 +581,8 @@ GradientReducer::GradientReducer(std::vector<Variable> params, ReducerOptions op
     : state_(std::make_shared<State>()) {
     State& s = *state_;
     if (params.empty()) fail<ValueError>("GradientReducer: no parameters");
-    if (options.bucket_bytes < 1) fail<ValueError>("GradientReducer: bucket_bytes must be positive, got {}", options.bucket_bytes);
+    if (options.bucket_bytes < 1)
+        fail<ValueError>("GradientReducer: bucket_bytes must be positive, got {}", options.bucket_bytes);
     s.options = options;
     s.params = std::move(params);
     s.dtype = s.params.front().dtype();
@@ -586,8 +592,9 @@ GradientReducer::GradientReducer(std::vector<Variable> params, ReducerOptions op
         if (!s.params[i].defined() || !s.params[i].requires_grad())
             fail<ValueError>("GradientReducer: parameter {} is undefined or does not require a gradient", i);
         if (s.params[i].dtype() != s.dtype)
-            fail<ValueError>("GradientReducer: every parameter must have one dtype; parameter 0 is {}, parameter {} is {}",
-                             core::dtype_name(s.dtype), i, core::dtype_name(s.params[i].dtype()));
+            fail<ValueError>(
+                "GradientReducer: every parameter must have one dtype; parameter 0 is {}, parameter {} is {}",
+                core::dtype_name(s.dtype), i, core::dtype_name(s.params[i].dtype()));
     }
 
     // buckets, last parameter first: backward finishes the last layers' gradients first

@@ -159,12 +159,13 @@ struct ReducerOptions {
 
 /// What the reducer did, for benchmarks and the profile.
 struct ReducerStats {
-    int64_t steps = 0;           ///< finish() calls
-    int64_t buckets = 0;         ///< buckets per step
-    int64_t bytes = 0;           ///< gradient bytes reduced per step
-    int64_t early_buckets = 0;   ///< buckets whose all-reduce started during backward, summed over the steps
-    double finish_seconds = 0;   ///< time spent inside finish(): reducing what was not reduced during backward, and waiting
-    double hook_seconds = 0;     ///< time spent in the hooks during backward (copies, starting and driving all-reduces)
+    int64_t steps = 0;          ///< finish() calls
+    int64_t buckets = 0;        ///< buckets per step
+    int64_t bytes = 0;          ///< gradient bytes reduced per step
+    int64_t early_buckets = 0;  ///< buckets whose all-reduce started during backward, summed over the steps
+    double finish_seconds =
+        0;  ///< time spent inside finish(): reducing what was not reduced during backward, and waiting
+    double hook_seconds = 0;  ///< time spent in the hooks during backward (copies, starting and driving all-reduces)
 };
 
 /// The gradient all-reduce on one flat buffer per bucket. Build it once

@@ -75,7 +75,8 @@ std::vector<RawPair> read_valid_lines(std::string_view text, int64_t num_example
 
         const size_t tab = line.find('\t');
         int64_t* skipped = nullptr;
-        if (!is_valid_utf8(line)) skipped = &report.skipped_utf8;
+        if (!is_valid_utf8(line))
+            skipped = &report.skipped_utf8;
         else if (tab == std::string_view::npos || line.find('\t', tab + 1) != std::string_view::npos)
             skipped = &report.skipped_columns;
         else if (is_blank(line.substr(0, tab)) || is_blank(line.substr(tab + 1)))
@@ -93,16 +94,16 @@ std::vector<RawPair> read_valid_lines(std::string_view text, int64_t num_example
 }
 
 void check_corpus_lines(const FraEngReport& r, const std::string& path, const char* op) {
-    const int64_t lines = r.lines_read - r.blank_lines;  // non-blank
+    const int64_t lines = r.lines_read - r.blank_lines;            // non-blank
     if (r.valid_pairs > 0 && 10 * r.valid_pairs >= lines) return;  // at least one line in ten is a pair
     if (lines == 0) fail<ValueError>("{}: '{}' is empty: it holds no 'English<TAB>French' line", op, path);
     std::string first;
     for (int64_t line : r.first_skipped) first += fmt::format("{}{}", first.empty() ? "" : ", ", line);
-    fail<ValueError>("{}: '{}' is not a corpus of 'English<TAB>French' lines: only {} of its {} non-blank lines are "
-                     "such pairs ({} without exactly one tab, {} with an empty side, {} not UTF-8; the first skipped "
-                     "lines: {})",
-                     op, path, r.valid_pairs, lines, r.skipped_columns - r.blank_lines, r.skipped_empty,
-                     r.skipped_utf8, first);
+    fail<ValueError>(
+        "{}: '{}' is not a corpus of 'English<TAB>French' lines: only {} of its {} non-blank lines are "
+        "such pairs ({} without exactly one tab, {} with an empty side, {} not UTF-8; the first skipped "
+        "lines: {})",
+        op, path, r.valid_pairs, lines, r.skipped_columns - r.blank_lines, r.skipped_empty, r.skipped_utf8, first);
 }
 
 namespace {
@@ -213,8 +214,8 @@ FraEngData load_fra_eng(const FraEngOptions& options) {
     data.tgt_vocab = Vocab(train_tgt, options.min_freq, kNmtReserved);
 
     // 6: build_array_nmt(source, src_vocab, num_steps) and the same for the target.
-    data.train = make_split(std::move(train_pairs), train_src, train_tgt, data.src_vocab, data.tgt_vocab,
-                            options.num_steps);
+    data.train =
+        make_split(std::move(train_pairs), train_src, train_tgt, data.src_vocab, data.tgt_vocab, options.num_steps);
     data.val = make_split(std::move(val_pairs), val_src, val_tgt, data.src_vocab, data.tgt_vocab, options.num_steps);
     return data;
 }

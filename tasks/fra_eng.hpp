@@ -29,28 +29,28 @@ std::string default_fra_eng_path();
 ///     file, drawn with `seed` and kept in file order;
 ///   both 0: every valid pair.
 struct FraEngOptions {
-    std::string path;             ///< fra.txt: "english<TAB>french" per line
-    int64_t num_examples = 0;     ///< > 0: d2l prefix mode
-    int64_t sample_size = 0;      ///< > 0: seeded random sample of pairs
-    uint64_t seed = 0;            ///< for the sample and the validation split
-    double val_fraction = 0.0;    ///< share of distinct English sentences held out, in [0, 1)
-    int64_t num_steps = 10;       ///< T: every sequence is truncated/padded to this (d2l: 10)
-    int64_t min_freq = 2;         ///< vocabulary threshold (d2l: 2)
+    std::string path;           ///< fra.txt: "english<TAB>french" per line
+    int64_t num_examples = 0;   ///< > 0: d2l prefix mode
+    int64_t sample_size = 0;    ///< > 0: seeded random sample of pairs
+    uint64_t seed = 0;          ///< for the sample and the validation split
+    double val_fraction = 0.0;  ///< share of distinct English sentences held out, in [0, 1)
+    int64_t num_steps = 10;     ///< T: every sequence is truncated/padded to this (d2l: 10)
+    int64_t min_freq = 2;       ///< vocabulary threshold (d2l: 2)
 };
 
 /// Counts from loading, for the log and for checks.
 struct FraEngReport {
-    int64_t lines_read = 0;         ///< lines looked at (the prefix only, in prefix mode)
-    int64_t skipped_columns = 0;    ///< lines without exactly one tab (blank lines included)
-    int64_t blank_lines = 0;        ///< of those, the empty ones
-    int64_t skipped_empty = 0;      ///< lines with a side that is empty or only spaces
-    int64_t skipped_utf8 = 0;       ///< lines that are not valid UTF-8
+    int64_t lines_read = 0;              ///< lines looked at (the prefix only, in prefix mode)
+    int64_t skipped_columns = 0;         ///< lines without exactly one tab (blank lines included)
+    int64_t blank_lines = 0;             ///< of those, the empty ones
+    int64_t skipped_empty = 0;           ///< lines with a side that is empty or only spaces
+    int64_t skipped_utf8 = 0;            ///< lines that are not valid UTF-8
     std::vector<int64_t> first_skipped;  ///< 1-based numbers of the first (up to 10) skipped lines
-    int64_t valid_pairs = 0;        ///< lines_read minus the skipped ones
-    int64_t train_pairs = 0;        ///< pairs in the training split
-    int64_t val_pairs = 0;          ///< pairs in the validation split
-    int64_t train_sentences = 0;    ///< distinct English sentences in training
-    int64_t val_sentences = 0;      ///< distinct English sentences in validation
+    int64_t valid_pairs = 0;             ///< lines_read minus the skipped ones
+    int64_t train_pairs = 0;             ///< pairs in the training split
+    int64_t val_pairs = 0;               ///< pairs in the validation split
+    int64_t train_sentences = 0;         ///< distinct English sentences in training
+    int64_t val_sentences = 0;           ///< distinct English sentences in validation
 };
 
 /// One preprocessed sentence pair (preprocess_nmt applied to each side).
@@ -62,10 +62,10 @@ struct SentencePair {
 
 /// Arrays of one split, in the layout of d2l's build_array_nmt.
 struct NmtSplit {
-    core::Tensor src;            ///< (N, T) int64 source ids, each sentence + <eos>, padded
-    core::Tensor src_valid_len;  ///< (N) int64
-    core::Tensor tgt;            ///< (N, T) int64 target ids
-    core::Tensor tgt_valid_len;  ///< (N) int64
+    core::Tensor src;                 ///< (N, T) int64 source ids, each sentence + <eos>, padded
+    core::Tensor src_valid_len;       ///< (N) int64
+    core::Tensor tgt;                 ///< (N, T) int64 target ids
+    core::Tensor tgt_valid_len;       ///< (N) int64
     std::vector<SentencePair> pairs;  ///< the N preprocessed pairs, same order as the rows
 };
 
@@ -74,7 +74,7 @@ struct FraEngData {
     Vocab src_vocab;  ///< built on train.pairs' English side only
     Vocab tgt_vocab;  ///< built on train.pairs' French side only
     NmtSplit train;
-    NmtSplit val;     ///< empty (N = 0) when val_fraction is 0
+    NmtSplit val;  ///< empty (N = 0) when val_fraction is 0
     FraEngReport report;
 };
 

@@ -139,8 +139,7 @@ std::vector<double> nice_ticks(double lo, double hi, int max_ticks) {
     if (span <= 1e-12 * std::max(std::abs(lo), std::abs(hi)) || span < 1e-280) return {lo, hi};
     // Try steps 1, 2, 5 x 10^k upwards, starting below span / max_ticks; the
     // first with few enough multiples k * step inside [lo, hi] wins.
-    for (double power = std::pow(10.0, std::floor(std::log10(span / max_ticks)) - 1); std::isfinite(power);
-         power *= 10)
+    for (double power = std::pow(10.0, std::floor(std::log10(span / max_ticks)) - 1); std::isfinite(power); power *= 10)
         for (double m : {1.0, 2.0, 5.0}) {
             const double step = m * power;
             const double first = std::ceil(lo / step - 1e-9), last = std::floor(hi / step + 1e-9);
@@ -191,8 +190,8 @@ std::string format_tick(double value, double step) {
 Rgb palette_color(size_t index) {
     // The familiar matplotlib / d2l cycle, so the curves look as in the book.
     static constexpr Rgb kPalette[] = {
-        {31, 119, 180},  {255, 127, 14},  {44, 160, 44},  {214, 39, 40},  {148, 103, 189},
-        {140, 86, 75},   {227, 119, 194}, {127, 127, 127}, {188, 189, 34}, {23, 190, 207},
+        {31, 119, 180}, {255, 127, 14},  {44, 160, 44},   {214, 39, 40},  {148, 103, 189},
+        {140, 86, 75},  {227, 119, 194}, {127, 127, 127}, {188, 189, 34}, {23, 190, 207},
     };
     return kPalette[index % std::size(kPalette)];
 }
@@ -288,12 +287,12 @@ void validate(const LinePlot& plot, const char* op) {
             fail<ValueError>("{}: series {} ('{}') has {} x values but {} y values", op, i, s.name, s.x.size(),
                              s.y.size());
         if (!(s.line_width > 0 && s.line_width <= 50) || !(s.marker_radius > 0 && s.marker_radius <= 50))
-            fail<ValueError>("{}: series {} ('{}') needs line_width and marker_radius in (0, 50], got {} and {}",
-                             op, i, s.name, s.line_width, s.marker_radius);
+            fail<ValueError>("{}: series {} ('{}') needs line_width and marker_radius in (0, 50], got {} and {}", op, i,
+                             s.name, s.line_width, s.marker_radius);
     }
     if (plot.width < 200 || plot.height < 150 || plot.width > kMaxImageSide || plot.height > kMaxImageSide)
-        fail<ValueError>("{}: image size {}x{} is outside 200x150 .. {}x{}", op, plot.width, plot.height,
-                         kMaxImageSide, kMaxImageSide);
+        fail<ValueError>("{}: image size {}x{} is outside 200x150 .. {}x{}", op, plot.width, plot.height, kMaxImageSide,
+                         kMaxImageSide);
     check_limit(plot.x_min, "x_min", op);
     check_limit(plot.x_max, "x_max", op);
     check_limit(plot.y_min, "y_min", op);
@@ -357,8 +356,8 @@ void set_area_and_ticks(const LinePlot& plot, LinePlan& plan, const char* op) {
     const double ty_lo = plot.log_y ? std::log10(layout.y_lo) : layout.y_lo;
     const double ty_hi = plot.log_y ? std::log10(layout.y_hi) : layout.y_hi;
     const int top = kMargin + (plot.title.empty() ? 0 : text_height() + 10) + 1;
-    const int bottom = kMargin + (plot.xlabel.empty() ? 0 : text_height() + kLabelGap) + text_height() + kTickGap +
-                       kTickLength + 1;
+    const int bottom =
+        kMargin + (plot.xlabel.empty() ? 0 : text_height() + kLabelGap) + text_height() + kTickGap + kTickLength + 1;
     const int area_h = plot.height - top - bottom;
     if (area_h < 40)
         fail<ValueError>("{}: a {}x{} image is too small for the plot and its labels", op, plot.width, plot.height);
@@ -373,8 +372,7 @@ void set_area_and_ticks(const LinePlot& plot, LinePlan& plan, const char* op) {
     for (int pass = 0; pass < 2; ++pass) {
         area_w = plot.width - left - right;
         if (area_w < 40)
-            fail<ValueError>("{}: a {}x{} image is too small for the plot and its labels", op, plot.width,
-                             plot.height);
+            fail<ValueError>("{}: a {}x{} image is too small for the plot and its labels", op, plot.width, plot.height);
         for (int max_ticks = std::max(2, area_w / 60);; --max_ticks) {
             plan.x_ticks = linear_ticks(layout.x_lo, layout.x_hi, max_ticks);
             if (max_ticks <= 2 || static_cast<int>(plan.x_ticks.size()) * (widest_label(plan.x_ticks) + 20) <= area_w)
@@ -402,9 +400,9 @@ void place_legend(const LinePlot& plot, LinePlan& plan) {
     const int h = kLegendPad + static_cast<int>(plan.named.size()) * legend_row() - 6 + kLegendPad;
     const Rect& area = plan.layout.area;
     const Rect corners[] = {
-        {area.right() - kLegendInset - w, area.y + kLegendInset, w, h},              // upper right
-        {area.x + kLegendInset, area.y + kLegendInset, w, h},                        // upper left
-        {area.x + kLegendInset, area.bottom() - kLegendInset - h, w, h},             // lower left
+        {area.right() - kLegendInset - w, area.y + kLegendInset, w, h},             // upper right
+        {area.x + kLegendInset, area.y + kLegendInset, w, h},                       // upper left
+        {area.x + kLegendInset, area.bottom() - kLegendInset - h, w, h},            // lower left
         {area.right() - kLegendInset - w, area.bottom() - kLegendInset - h, w, h},  // lower right
     };
     int choice = 0;
@@ -550,9 +548,10 @@ LinePlotLayout plot_lines(const std::filesystem::path& path, const LinePlot& plo
 
 PointF HeatmapLayout::cell_center(int row, int col, int64_t query, int64_t key) const {
     if (row < 0 || row >= rows || col < 0 || col >= cols || query < 0 || query >= queries || key < 0 || key >= keys)
-        fail<IndexError>("HeatmapLayout::cell_center: panel ({}, {}) cell ({}, {}) is outside a {}x{} grid of "
-                         "({}x{}) matrices",
-                         row, col, query, key, rows, cols, queries, keys);
+        fail<IndexError>(
+            "HeatmapLayout::cell_center: panel ({}, {}) cell ({}, {}) is outside a {}x{} grid of "
+            "({}x{}) matrices",
+            row, col, query, key, rows, cols, queries, keys);
     const Rect& p = panels[static_cast<size_t>(row) * cols + col];
     return {p.x + (key + 0.5) * cell, p.y + (query + 0.5) * cell};
 }
@@ -561,9 +560,10 @@ std::vector<std::vector<core::Tensor>> heatmap_grid(const core::Tensor& weights)
     if (!weights.defined()) fail<ValueError>("heatmap_grid: tensor is undefined");
     const int d = weights.dim();
     if (d < 2 || d > 4)
-        fail<ShapeError>("heatmap_grid: expected (queries, keys), (cols, queries, keys) or (rows, cols, queries, "
-                         "keys), got shape {}",
-                         shape_str(weights.shape()));
+        fail<ShapeError>(
+            "heatmap_grid: expected (queries, keys), (cols, queries, keys) or (rows, cols, queries, "
+            "keys), got shape {}",
+            shape_str(weights.shape()));
     const core::Tensor grid = d == 2 ? weights.unsqueeze(0).unsqueeze(0) : d == 3 ? weights.unsqueeze(0) : weights;
     std::vector<std::vector<core::Tensor>> out(static_cast<size_t>(grid.size(0)));
     for (int64_t r = 0; r < grid.size(0); ++r)
@@ -576,8 +576,8 @@ namespace {
 // A row or column of tick labels: which cells are labelled and with what.
 struct TickLabels {
     std::vector<std::pair<int64_t, std::string>> shown;  // (cell index, label)
-    bool vertical = false;  // x labels turned a quarter turn
-    int width = 0;          // widest shown label (unrotated)
+    bool vertical = false;                               // x labels turned a quarter turn
+    int width = 0;                                       // widest shown label (unrotated)
 };
 
 // Labels cells 0..n-1 with `tokens` (or their indices when there are none),
@@ -645,8 +645,8 @@ HeatmapPlan plan_heatmaps(const Heatmaps& maps, int rows, int cols, int64_t quer
     const int64_t left = kMargin + (maps.ylabel.empty() ? 0 : text_height() + kLabelGap) + plan.y_labels.width +
                          kTickGap + kTickLength + 1;
     const int64_t top = kMargin + (maps.title.empty() ? 0 : text_height() + 12) + plan.title_band + 1;
-    const int64_t bottom = 1 + kTickLength + kTickGap + x_band + (maps.xlabel.empty() ? 0 : kLabelGap + text_height()) +
-                           kMargin;
+    const int64_t bottom =
+        1 + kTickLength + kTickGap + x_band + (maps.xlabel.empty() ? 0 : kLabelGap + text_height()) + kMargin;
 
     // The colour bar spans the grid's height, with about one tick per 40 pixels.
     plan.bar_ticks = linear_ticks(vmin, vmax, static_cast<int>(std::max<int64_t>(2, grid_h / 40)));
@@ -655,9 +655,9 @@ HeatmapPlan plan_heatmaps(const Heatmaps& maps, int rows, int cols, int64_t quer
         plan.bar_ticks = {{vmin, format_tick(vmin, step)}, {vmax, format_tick(vmax, step)}};
     }
     constexpr int kBarGap = 24, kBarWidth = 16;
-    const int64_t width = std::max<int64_t>(left + grid_w + kBarGap + kBarWidth + 1 + kTickLength + kTickGap +
-                                                widest_label(plan.bar_ticks) + kMargin,
-                                            2 * kMargin + title_width(maps.title));
+    const int64_t width = std::max<int64_t>(
+        left + grid_w + kBarGap + kBarWidth + 1 + kTickLength + kTickGap + widest_label(plan.bar_ticks) + kMargin,
+        2 * kMargin + title_width(maps.title));
     const int64_t height = top + grid_h + bottom;
     L.width = static_cast<int>(std::min<int64_t>(width, std::numeric_limits<int>::max()));
     L.height = static_cast<int>(std::min<int64_t>(height, std::numeric_limits<int>::max()));
@@ -693,8 +693,8 @@ HeatmapData read_heatmaps(const Heatmaps& maps, const char* op) {
     d.cols = static_cast<int>(maps.matrices[0].size());
     for (int r = 0; r < d.rows; ++r) {
         if (static_cast<int>(maps.matrices[r].size()) != d.cols)
-            fail<ValueError>("{}: row {} of the grid has {} matrices but row 0 has {}", op, r,
-                             maps.matrices[r].size(), d.cols);
+            fail<ValueError>("{}: row {} of the grid has {} matrices but row 0 has {}", op, r, maps.matrices[r].size(),
+                             d.cols);
         for (int c = 0; c < d.cols; ++c) {
             const core::Tensor& m = maps.matrices[r][c];
             if (!m.defined()) fail<ValueError>("{}: matrix [{}][{}] is undefined", op, r, c);
@@ -740,15 +740,17 @@ void set_color_scale(const Heatmaps& maps, HeatmapData& d, const char* op) {
             if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
     if (lo > hi) lo = 0, hi = 1;  // nothing finite: every cell is grey anyway
     double vmin = maps.vmin.value_or(lo), vmax = maps.vmax.value_or(hi);
-    if (maps.vmin && maps.vmax && !(vmin < vmax))
-        fail<ValueError>("{}: vmin {} must be below vmax {}", op, vmin, vmax);
+    if (maps.vmin && maps.vmax && !(vmin < vmax)) fail<ValueError>("{}: vmin {} must be below vmax {}", op, vmin, vmax);
     if (!std::isfinite(vmax - vmin))
         fail<ValueError>("{}: the colour scale [{}, {}] spans too wide a range to draw", op, vmin, vmax);
     if (!(vmin < vmax)) {
         const double half = std::max(0.5, std::abs(vmin) * 0.05);
-        if (maps.vmin && !maps.vmax) vmax = vmin + 2 * half;
-        else if (maps.vmax && !maps.vmin) vmin = vmax - 2 * half;
-        else vmin -= half, vmax += half;
+        if (maps.vmin && !maps.vmax)
+            vmax = vmin + 2 * half;
+        else if (maps.vmax && !maps.vmin)
+            vmin = vmax - 2 * half;
+        else
+            vmin -= half, vmax += half;
     }
     d.vmin = vmin, d.vmax = vmax;
 }
@@ -763,10 +765,11 @@ HeatmapPlan fit_heatmaps(const Heatmaps& maps, const HeatmapData& d, const char*
     while (plan.layout.panels.empty() && cell > 1)
         plan = plan_heatmaps(maps, d.rows, d.cols, d.queries, d.keys, --cell, d.titles, d.vmin, d.vmax);
     if (plan.layout.panels.empty())
-        fail<ValueError>("{}: a {}x{} grid of ({}x{}) matrices needs {}x{} pixels even at 1 pixel per cell, over "
-                         "the cap of {}x{}",
-                         op, d.rows, d.cols, d.queries, d.keys, plan.layout.width, plan.layout.height, maps.max_width,
-                         maps.max_height);
+        fail<ValueError>(
+            "{}: a {}x{} grid of ({}x{}) matrices needs {}x{} pixels even at 1 pixel per cell, over "
+            "the cap of {}x{}",
+            op, d.rows, d.cols, d.queries, d.keys, plan.layout.width, plan.layout.height, maps.max_width,
+            maps.max_height);
     return plan;
 }
 
@@ -780,8 +783,9 @@ void draw_panels(Canvas& canvas, const Heatmaps& maps, const HeatmapData& d, con
         const Rect& p = L.panels[index];
         for (int64_t q = 0; q < d.queries; ++q)
             for (int64_t k = 0; k < d.keys; ++k)
-                canvas.fill_rect({p.x + static_cast<int>(k) * L.cell, p.y + static_cast<int>(q) * L.cell, L.cell, L.cell},
-                                 color_of(d.values[index][q * d.keys + k]));
+                canvas.fill_rect(
+                    {p.x + static_cast<int>(k) * L.cell, p.y + static_cast<int>(q) * L.cell, L.cell, L.cell},
+                    color_of(d.values[index][q * d.keys + k]));
         canvas.stroke_rect({p.x - 1, p.y - 1, p.width + 2, p.height + 2}, colors::axis);
         if (!d.titles.empty())
             canvas.text(p.x + p.width / 2.0, baseline_below(p.y - text_height() - 5), d.titles[index],
@@ -801,7 +805,8 @@ void draw_heatmap_axes(Canvas& canvas, const Heatmaps& maps, const HeatmapPlan& 
             const int x = p.x + static_cast<int>(k) * L.cell + L.cell / 2;
             canvas.fill_rect({x, p.bottom() + 1, 1, kTickLength}, colors::axis);
             if (plan.x_labels.vertical)  // reads upwards, its end at the axis; capitals centred on the tick
-                canvas.text(x + 0.5 + metrics().cap_height / 2, label_y, text, {.vertical = true, .halign = Align::end});
+                canvas.text(x + 0.5 + metrics().cap_height / 2, label_y, text,
+                            {.vertical = true, .halign = Align::end});
             else
                 canvas.text(x + 0.5, baseline_below(label_y), text, aligned(Align::center));
         }

@@ -61,14 +61,14 @@ enum class SeriesStyle {
 
 /// One named curve. x and y have one value per point.
 struct Series {
-    std::string name{};                ///< legend entry; unnamed series stay out of the legend
-    std::vector<double> x{};         ///< empty means 0, 1, ..., y.size() - 1
+    std::string name{};       ///< legend entry; unnamed series stay out of the legend
+    std::vector<double> x{};  ///< empty means 0, 1, ..., y.size() - 1
     std::vector<double> y{};
     SeriesStyle style = SeriesStyle::line;
-    Dash dash = Dash::solid;         ///< like d2l's fmts '-', '--', ':', '-.'
-    std::optional<Rgb> color{};      ///< default: palette_color(index of the series)
-    double line_width = 2.0;         ///< pixels
-    double marker_radius = 3.5;      ///< pixels, for points
+    Dash dash = Dash::solid;     ///< like d2l's fmts '-', '--', ':', '-.'
+    std::optional<Rgb> color{};  ///< default: palette_color(index of the series)
+    double line_width = 2.0;     ///< pixels
+    double marker_radius = 3.5;  ///< pixels, for points
 };
 
 /// Where the legend goes; `best` picks the corner that hides the fewest data points.
@@ -80,14 +80,14 @@ struct LinePlot {
     std::string title{};
     std::string xlabel{};
     std::string ylabel{};
-    bool log_y = false;              ///< logarithmic y axis (non-positive y count as missing)
-    std::optional<double> x_min{};     ///< axis limits; unset ones follow the data
+    bool log_y = false;             ///< logarithmic y axis (non-positive y count as missing)
+    std::optional<double> x_min{};  ///< axis limits; unset ones follow the data
     std::optional<double> x_max{};
     std::optional<double> y_min{};
     std::optional<double> y_max{};
     LegendPosition legend = LegendPosition::best;
-    bool grid = true;                ///< light grid lines at the ticks
-    int width = 800;                 ///< image size in pixels
+    bool grid = true;  ///< light grid lines at the ticks
+    int width = 800;   ///< image size in pixels
     int height = 540;
 };
 

@@ -59,7 +59,8 @@ int64_t positive(const json& j, const char* name) {
     // an integer in the JSON, not 1e300 (converting that to int64 is undefined
     // behaviour: found by fuzz_checkpoint) nor 2^64 - 1
     if (j.contains(name) && (!j.at(name).is_number_integer() ||
-                             (j.at(name).is_number_unsigned() && j.at(name).get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))))
+                             (j.at(name).is_number_unsigned() &&
+                              j.at(name).get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))))
         fail<IOError>("checkpoint config: field '{}' must be a positive whole number, got {}", name, j.at(name).dump());
     const int64_t v = field<int64_t>(j, name);
     if (v <= 0) fail<IOError>("checkpoint config: field '{}' must be positive, got {}", name, v);
@@ -109,13 +110,14 @@ double state_dict_size(const ModelConfig& c) {
     const double D = static_cast<double>(t.num_hiddens), F = static_cast<double>(t.ffn_num_hiddens);
     // MultiHeadAttention: W_q, W_k, W_v (query/key/value size -> D) and W_o (D -> D)
     // (each size converted on its own: their int64 sum can overflow for a hostile config)
-    const double qkv = static_cast<double>(t.query_size) + static_cast<double>(t.key_size) + static_cast<double>(t.value_size);
+    const double qkv =
+        static_cast<double>(t.query_size) + static_cast<double>(t.key_size) + static_cast<double>(t.value_size);
     const double mha = (qkv + D) * D + (t.use_bias ? 4 * D : 0);
-    const double addnorm = 2.0 * static_cast<double>(t.norm_shape);                   // LayerNorm weight and bias
-    const double ffn = static_cast<double>(t.ffn_num_input) * F + F + F * D + D;       // dense1, dense2
+    const double addnorm = 2.0 * static_cast<double>(t.norm_shape);               // LayerNorm weight and bias
+    const double ffn = static_cast<double>(t.ffn_num_input) * F + F + F * D + D;  // dense1, dense2
     const double L = static_cast<double>(t.num_layers);
     const double Vs = static_cast<double>(c.src_vocab_size), Vt = static_cast<double>(c.tgt_vocab_size);
-    return Vs * D + L * (mha + 2 * addnorm + ffn)                    // encoder
+    return Vs * D + L * (mha + 2 * addnorm + ffn)                       // encoder
            + Vt * D + L * (2 * mha + 3 * addnorm + ffn) + D * Vt + Vt;  // decoder and its output layer
 }
 
@@ -138,10 +140,12 @@ MemoryEstimate estimate_training_memory(const ModelConfig& c, double rows, doubl
 void check_config(const ModelConfig& c, const char* op) {
     const nn::TransformerOptions& t = c.transformer;
     const std::pair<const char*, int64_t> sizes[] = {
-        {"src_vocab_size", c.src_vocab_size}, {"tgt_vocab_size", c.tgt_vocab_size}, {"num_steps", c.num_steps},
-        {"key_size", t.key_size},             {"query_size", t.query_size},         {"value_size", t.value_size},
-        {"num_hiddens", t.num_hiddens},       {"norm_shape", t.norm_shape},         {"ffn_num_input", t.ffn_num_input},
-        {"ffn_num_hiddens", t.ffn_num_hiddens}, {"num_heads", t.num_heads},         {"num_layers", t.num_layers}};
+        {"src_vocab_size", c.src_vocab_size}, {"tgt_vocab_size", c.tgt_vocab_size},
+        {"num_steps", c.num_steps},           {"key_size", t.key_size},
+        {"query_size", t.query_size},         {"value_size", t.value_size},
+        {"num_hiddens", t.num_hiddens},       {"norm_shape", t.norm_shape},
+        {"ffn_num_input", t.ffn_num_input},   {"ffn_num_hiddens", t.ffn_num_hiddens},
+        {"num_heads", t.num_heads},           {"num_layers", t.num_layers}};
     for (const auto& [name, v] : sizes)
         if (v < 1) fail<ValueError>("{}: {} must be at least 1, got {}", op, name, v);
     // translate() and the decoders need room for a token and the end of the sequence
@@ -157,7 +161,8 @@ void check_config(const ModelConfig& c, const char* op) {
         fail<ValueError>("{}: tie_embeddings needs one vocabulary, got sizes {} and {}", op, c.src_vocab_size,
                          c.tgt_vocab_size);
     if (state_dict_size(c) > 1e11)
-        fail<ValueError>("{}: the config describes {:.3g} parameters, more than any machine holds", op, state_dict_size(c));
+        fail<ValueError>("{}: the config describes {:.3g} parameters, more than any machine holds", op,
+                         state_dict_size(c));
 }
 
 std::shared_ptr<nn::EncoderDecoder> build_model(const ModelConfig& config, core::Generator& gen) {
@@ -180,7 +185,7 @@ std::shared_ptr<nn::EncoderDecoder> build_model(const ModelConfig& config, core:
     if (config.scaled_embedding_init && !config.tie_embeddings)
         for (auto& [name, p] : model->named_parameters())
             if (name.find("embedding") != std::string::npos) nn::init::normal_(p, 0.0, scaled_std, gen);
-    if (config.tie_embeddings) {  // check_config made sure the vocabularies are one
+    if (config.tie_embeddings) {                             // check_config made sure the vocabularies are one
         const Variable shared = encoder->embedding->weight;  // (V, D)
         nn::init::normal_(shared, 0.0, scaled_std, gen);
         decoder->embedding->weight = decoder->embedding->share_parameter("weight", shared);
@@ -246,7 +251,8 @@ CheckpointInfo info_from_json(const std::string& text, const std::string& path) 
         bad_checkpoint(path, fmt::format("metadata 'tformer' is not valid JSON ({})", e.what()));
     }
     if (!j.is_object() || j.value("format", "") != kFormat)
-        bad_checkpoint(path, fmt::format("metadata 'tformer' should be a JSON object with \"format\": \"{}\"", kFormat));
+        bad_checkpoint(path,
+                       fmt::format("metadata 'tformer' should be a JSON object with \"format\": \"{}\"", kFormat));
     if (!j.contains("config")) bad_checkpoint(path, "metadata 'tformer' has no 'config'");
     CheckpointInfo info;
     info.config = config_from_json(j["config"].dump());
@@ -261,7 +267,8 @@ CheckpointInfo info_from_json(const std::string& text, const std::string& path) 
     auto get = [&]<class T>(const char* key, T& out) {
         if (!j.contains(key)) return;
         auto wrong = [&] {
-            bad_checkpoint(path, fmt::format("metadata field '{}' has the wrong type ({})", key, j[key].dump().substr(0, 80)));
+            bad_checkpoint(
+                path, fmt::format("metadata field '{}' has the wrong type ({})", key, j[key].dump().substr(0, 80)));
         };
         if constexpr (std::is_integral_v<T>) {
             if (!integers(j[key], false)) wrong();
@@ -277,8 +284,9 @@ CheckpointInfo info_from_json(const std::string& text, const std::string& path) 
     get("step", info.step);
     get("epoch", info.epoch);
     if (info.step < 0 || info.epoch < 0)  // also 2^63 and above, which the conversion wraps
-        bad_checkpoint(path, fmt::format("metadata fields 'step' and 'epoch' must be counts from 0 to 2^63-1, got {} and {}",
-                                         j.value("step", json(0)).dump(), j.value("epoch", json(0)).dump()));
+        bad_checkpoint(path,
+                       fmt::format("metadata fields 'step' and 'epoch' must be counts from 0 to 2^63-1, got {} and {}",
+                                   j.value("step", json(0)).dump(), j.value("epoch", json(0)).dump()));
     get("rng", info.rng);
     get("extra", info.extra);
     if (j.contains("loss")) {
@@ -288,8 +296,9 @@ CheckpointInfo info_from_json(const std::string& text, const std::string& path) 
                            .epoch_loss_sum = loss.at("epoch_loss_sum").get<double>(),
                            .epoch_tokens = loss.at("epoch_tokens").get<double>()};
         } catch (const json::exception&) {
-            bad_checkpoint(path, "metadata field 'loss' should be {\"epochs\": [...], \"epoch_loss_sum\": x, "
-                                 "\"epoch_tokens\": n}");
+            bad_checkpoint(path,
+                           "metadata field 'loss' should be {\"epochs\": [...], \"epoch_loss_sum\": x, "
+                           "\"epoch_tokens\": n}");
         }
     }
     for (const char* key : {"src_vocab", "tgt_vocab"}) {
@@ -328,7 +337,8 @@ std::vector<T> numbers_v1(const std::string& text, const char* key, const std::s
     std::istringstream in(text);
     T x;
     while (in >> x) out.push_back(x);
-    if (!in.eof()) bad_checkpoint(path, fmt::format("metadata '{}' is not a list of numbers: '{}'", key, text.substr(0, 80)));
+    if (!in.eof())
+        bad_checkpoint(path, fmt::format("metadata '{}' is not a list of numbers: '{}'", key, text.substr(0, 80)));
     return out;
 }
 
@@ -375,12 +385,13 @@ void check_info(const CheckpointInfo& info, const nn::SafeTensors& st, const std
     if (info.config.task == "translate") {
         const bool words = info.src_vocab && info.tgt_vocab;
         if (words == (info.sentencepiece != nullptr))
-            bad_checkpoint(path, "a translation checkpoint must hold either both vocabularies or a SentencePiece tokenizer");
+            bad_checkpoint(path,
+                           "a translation checkpoint must hold either both vocabularies or a SentencePiece tokenizer");
         const int64_t src_size = words ? info.src_vocab->size() : info.sentencepiece->size();
         const int64_t tgt_size = words ? info.tgt_vocab->size() : info.sentencepiece->size();
         if (src_size != info.config.src_vocab_size || tgt_size != info.config.tgt_vocab_size)
-            bad_checkpoint(path, fmt::format("vocabulary sizes {}/{} do not match the config's {}/{}", src_size, tgt_size,
-                                             info.config.src_vocab_size, info.config.tgt_vocab_size));
+            bad_checkpoint(path, fmt::format("vocabulary sizes {}/{} do not match the config's {}/{}", src_size,
+                                             tgt_size, info.config.src_vocab_size, info.config.tgt_vocab_size));
     }
     // A model is only built once its config agrees with the tensors stored, so
     // a crafted config (num_hiddens 20000, no tensors) cannot make us allocate gigabytes.
@@ -389,7 +400,8 @@ void check_info(const CheckpointInfo& info, const nn::SafeTensors& st, const std
         if (name.starts_with("model.")) stored += static_cast<double>(t.numel());
     if (stored != state_dict_size(info.config))
         bad_checkpoint(path, fmt::format("its config describes a model of {:.0f} values, but it stores {:.0f} under "
-                                         "'model.'", state_dict_size(info.config), stored));
+                                         "'model.'",
+                                         state_dict_size(info.config), stored));
 }
 
 CheckpointInfo info_from(const nn::SafeTensors& st, const std::string& path) {
@@ -400,7 +412,8 @@ CheckpointInfo info_from(const nn::SafeTensors& st, const std::string& path) {
         info = info_from_v1(st.metadata, path);
     } else {
         bad_checkpoint(path, fmt::format("not a tformer checkpoint (no metadata 'tformer' holding \"format\": \"{}\", "
-                                         "nor the older 'format' = '{}')", kFormat, kFormat1));
+                                         "nor the older 'format' = '{}')",
+                                         kFormat, kFormat1));
     }
     check_info(info, st, path);
     return info;
@@ -437,9 +450,12 @@ CheckpointInfo load_checkpoint(const nn::SafeTensors& st, const std::string& pat
     CheckpointInfo info = info_from(st, path);
     nn::StateDict weights, optim_state;
     for (const auto& [name, t] : st.tensors) {
-        if (name.starts_with("model.")) weights[name.substr(6)] = t;
-        else if (name.starts_with("optim.")) optim_state[name.substr(6)] = t;
-        else fail<IOError>("checkpoint '{}': unexpected tensor '{}'", path, name);
+        if (name.starts_with("model."))
+            weights[name.substr(6)] = t;
+        else if (name.starts_with("optim."))
+            optim_state[name.substr(6)] = t;
+        else
+            fail<IOError>("checkpoint '{}': unexpected tensor '{}'", path, name);
     }
     model.load_state_dict(weights);
     if (optimizer) {
@@ -490,7 +506,8 @@ Tensor reorder_rows(const Tensor& t, const std::vector<int64_t>& parents) {
 std::vector<Decoded> greedy_decode(nn::EncoderDecoder& model, const Tensor& src, const Tensor& src_valid_len,
                                    const DecodeOptions& options) {
     check_source(src, src_valid_len, "greedy_decode");
-    if (options.max_steps < 1) fail<ValueError>("greedy_decode: max_steps must be at least 1, got {}", options.max_steps);
+    if (options.max_steps < 1)
+        fail<ValueError>("greedy_decode: max_steps must be at least 1, got {}", options.max_steps);
     EvalScope eval(model);
     autograd::NoGradGuard no_grad;
     const int64_t B = src.size(0);
@@ -546,7 +563,8 @@ std::vector<Decoded> beam_decode_batch(nn::EncoderDecoder& model, const Tensor& 
     // The decoder's rows are the live hypotheses of every sentence, in order.
     std::vector<Hyp> live(static_cast<size_t>(B));
     for (int64_t b = 0; b < B; ++b) live[b].sentence = b;
-    std::vector<std::vector<std::pair<double, Hyp>>> finished(static_cast<size_t>(B));  // (normalised score, hypothesis)
+    std::vector<std::vector<std::pair<double, Hyp>>> finished(
+        static_cast<size_t>(B));  // (normalised score, hypothesis)
     // log p / length^α, the length counting every scored token: the <eos> of
     // a finished hypothesis too, none for one that ran out of steps (it has no
     // <eos> term in log p, so dividing by one more would give it a bonus)

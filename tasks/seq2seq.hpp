@@ -25,8 +25,8 @@ struct ModelConfig {
     std::string task = "translate";  ///< "translate" or "copy"
     int64_t src_vocab_size = 0;
     int64_t tgt_vocab_size = 0;
-    int64_t num_steps = 10;          ///< d2l: the padded length of every sequence; otherwise the longest
-                                     ///< sequence (ids + <eos>) the model was trained on
+    int64_t num_steps = 10;  ///< d2l: the padded length of every sequence; otherwise the longest
+                             ///< sequence (ids + <eos>) the model was trained on
     nn::TransformerOptions transformer;
     /// One matrix for the encoder's and decoder's embeddings and the
     /// decoder's output layer (Press & Wolf 2017; Vaswani et al. §3.4);
@@ -84,8 +84,8 @@ struct CheckpointInfo {
     std::optional<Vocab> src_vocab = {}, tgt_vocab = {};  ///< translation with word tokenizers
     /// translation with one joint SentencePiece model (instead of the vocabularies)
     std::shared_ptr<const SentencePieceTokenizer> sentencepiece = {};
-    int64_t step = 0;            ///< optimizer steps done
-    int64_t epoch = 0;           ///< epochs completed
+    int64_t step = 0;              ///< optimizer steps done
+    int64_t epoch = 0;             ///< epochs completed
     core::Generator::State rng{};  ///< the training generator, for an exact resume
     /// The loss history, so a resumed run reports and plots the whole run.
     struct LossHistory {
@@ -132,11 +132,11 @@ struct Decoded {
 };
 
 struct DecodeOptions {
-    int64_t bos = 2;           ///< id fed first
-    int64_t eos = 3;           ///< generation stops after this id
-    int64_t max_steps = 0;     ///< at most this many generated tokens (>= 1); translate() and
-                               ///< evaluate_bleu() put the model's limit for 0
-    int64_t beam = 1;          ///< beam size; 1 = greedy
+    int64_t bos = 2;              ///< id fed first
+    int64_t eos = 3;              ///< generation stops after this id
+    int64_t max_steps = 0;        ///< at most this many generated tokens (>= 1); translate() and
+                                  ///< evaluate_bleu() put the model's limit for 0
+    int64_t beam = 1;             ///< beam size; 1 = greedy
     double length_penalty = 1.0;  ///< beam scores are log p / length^alpha
     bool keep_attention = false;
 };
@@ -144,8 +144,8 @@ struct DecodeOptions {
 /// Greedy decoding of a batch: src (B, S) ids, src_valid_len (B) -> B sequences.
 /// Runs in eval mode without a graph; every step feeds one token per row
 /// through the decoder's KV cache.
-std::vector<Decoded> greedy_decode(nn::EncoderDecoder& model, const core::Tensor& src, const core::Tensor& src_valid_len,
-                                   const DecodeOptions& options);
+std::vector<Decoded> greedy_decode(nn::EncoderDecoder& model, const core::Tensor& src,
+                                   const core::Tensor& src_valid_len, const DecodeOptions& options);
 
 /// Beam search for one sentence src (1, S): keeps the K best partial
 /// sequences by total log-probability, finished ones by log p / length^α.
@@ -167,7 +167,7 @@ struct Translation {
     std::vector<std::string> src_tokens;  ///< what the encoder saw (with <eos>)
     std::vector<std::string> tokens;      ///< generated tokens
     Decoded decoded;
-    bool truncated = false;               ///< the source was longer than the model allows and was cut
+    bool truncated = false;  ///< the source was longer than the model allows and was cut
 };
 Translation translate(nn::EncoderDecoder& model, const Vocab& src_vocab, const Vocab& tgt_vocab,
                       const std::string& sentence, int64_t num_steps, const DecodeOptions& options);

@@ -3,8 +3,8 @@
 #include "tasks/text.hpp"
 
 #include "core/error.hpp"
-#include "core/utf8.hpp"
 #include "core/parallel.hpp"
+#include "core/utf8.hpp"
 
 #include <algorithm>
 
@@ -195,11 +195,16 @@ Vocab Vocab::deserialize(std::string_view text) {
                 continue;
             }
             const char e = k + 1 < end ? text[k + 1] : '\0';
-            if (e == '\\') token += '\\';
-            else if (e == 'n') token += '\n';
-            else if (e == 't') token += '\t';
-            else if (e == 'r') token += '\r';
-            else fail<IOError>("Vocab::deserialize: bad escape in token {} (line {})", i, i + 2);
+            if (e == '\\')
+                token += '\\';
+            else if (e == 'n')
+                token += '\n';
+            else if (e == 't')
+                token += '\t';
+            else if (e == 'r')
+                token += '\r';
+            else
+                fail<IOError>("Vocab::deserialize: bad escape in token {} (line {})", i, i + 2);
             ++k;
         }
         if (vocab.contains(token)) fail<IOError>("Vocab::deserialize: token '{}' appears twice", token);
@@ -235,7 +240,7 @@ NmtArray build_array_nmt(const TokenLines& lines, const Vocab& vocab, int64_t nu
     const auto n = static_cast<int64_t>(lines.size());
     NmtArray result{.tokens = core::Tensor::empty({n, num_steps}, core::DType::int64),
                     .valid_lens = core::Tensor::empty({n}, core::DType::int64)};
-    int64_t* tokens = result.tokens.data<int64_t>();       // (N, T)
+    int64_t* tokens = result.tokens.data<int64_t>();          // (N, T)
     int64_t* valid_lens = result.valid_lens.data<int64_t>();  // (N)
     // Rows are independent and the vocabulary is only read: split them over threads.
     core::parallel_for(0, n, num_steps * 8, [&](int64_t begin, int64_t end) {

@@ -77,8 +77,7 @@ public:
 
     /// d2l.Vocab(tokens, min_freq, reserved_tokens). A reserved token that
     /// repeats, or "<unk>" passed as reserved, throws ValueError.
-    explicit Vocab(const TokenLines& lines, int64_t min_freq = 0,
-                   const std::vector<std::string>& reserved = {});
+    explicit Vocab(const TokenLines& lines, int64_t min_freq = 0, const std::vector<std::string>& reserved = {});
 
     /// Number of tokens, "<unk>" and the reserved tokens included (len(vocab)).
     int64_t size() const { return static_cast<int64_t>(idx_to_token_.size()); }

@@ -21,8 +21,8 @@ WordTokenizer::WordTokenizer(Vocab vocab) : vocab_(std::move(vocab)) {
     const std::array<const char*, 3> specials = {"<pad>", "<bos>", "<eos>"};
     for (size_t i = 0; i < specials.size(); ++i)
         if (!vocab_.contains(specials[i]) || vocab_.to_index(specials[i]) != static_cast<int64_t>(i) + 1)
-            fail<ValueError>("WordTokenizer: the vocabulary must hold {} at index {} (d2l's reserved tokens)", specials[i],
-                             i + 1);
+            fail<ValueError>("WordTokenizer: the vocabulary must hold {} at index {} (d2l's reserved tokens)",
+                             specials[i], i + 1);
 }
 
 std::vector<int64_t> WordTokenizer::encode(std::string_view sentence) const {
@@ -70,7 +70,8 @@ private:
 
 std::shared_ptr<SentencePieceTokenizer> SentencePieceTokenizer::train(const std::vector<std::string>& sentences,
                                                                       const SentencePieceOptions& o) {
-    if (o.vocab_size < 8) fail<ValueError>("SentencePieceTokenizer::train: vocab_size must be at least 8, got {}", o.vocab_size);
+    if (o.vocab_size < 8)
+        fail<ValueError>("SentencePieceTokenizer::train: vocab_size must be at least 8, got {}", o.vocab_size);
     if (o.model_type != "bpe" && o.model_type != "unigram")
         fail<ValueError>("SentencePieceTokenizer::train: model_type must be bpe or unigram, got '{}'", o.model_type);
     if (sentences.empty()) fail<ValueError>("SentencePieceTokenizer::train: no sentences to train on");
@@ -88,8 +89,14 @@ std::shared_ptr<SentencePieceTokenizer> SentencePieceTokenizer::train(const std:
         {"shuffle_input_sentence", "true"},
         {"num_threads", std::to_string(o.threads)},
         // d2l's ids and names for the special tokens
-        {"unk_id", "0"}, {"pad_id", "1"}, {"bos_id", "2"}, {"eos_id", "3"},
-        {"unk_piece", "<unk>"}, {"pad_piece", "<pad>"}, {"bos_piece", "<bos>"}, {"eos_piece", "<eos>"},
+        {"unk_id", "0"},
+        {"pad_id", "1"},
+        {"bos_id", "2"},
+        {"eos_id", "3"},
+        {"unk_piece", "<unk>"},
+        {"pad_piece", "<pad>"},
+        {"bos_piece", "<bos>"},
+        {"eos_piece", "<eos>"},
         {"minloglevel", "2"},  // errors only: its per-iteration log would bury our progress line
     };
     sentencepiece::SetRandomGeneratorSeed(o.seed);  // its sampling of input sentences
@@ -106,8 +113,8 @@ std::shared_ptr<SentencePieceTokenizer> SentencePieceTokenizer::from_serialized(
     if (!status.ok()) fail<IOError>("SentencePieceTokenizer: not a SentencePiece model ({})", status.ToString());
     const auto& p = impl->processor;
     if (p.unk_id() != kUnk || p.pad_id() != kPad || p.bos_id() != kBos || p.eos_id() != kEos)
-        fail<IOError>("SentencePieceTokenizer: special ids unk/pad/bos/eos are {}/{}/{}/{}, expected 0/1/2/3", p.unk_id(),
-                      p.pad_id(), p.bos_id(), p.eos_id());
+        fail<IOError>("SentencePieceTokenizer: special ids unk/pad/bos/eos are {}/{}/{}/{}, expected 0/1/2/3",
+                      p.unk_id(), p.pad_id(), p.bos_id(), p.eos_id());
     return std::shared_ptr<SentencePieceTokenizer>(new SentencePieceTokenizer(std::move(impl), std::string(model)));
 }
 
@@ -122,7 +129,8 @@ std::vector<int64_t> SentencePieceTokenizer::encode(std::string_view sentence) c
 }
 
 std::vector<std::string> SentencePieceTokenizer::encode_pieces(std::string_view sentence) const {
-    if (!is_valid_utf8(sentence)) fail<ValueError>("SentencePieceTokenizer::encode_pieces: the text is not valid UTF-8");
+    if (!is_valid_utf8(sentence))
+        fail<ValueError>("SentencePieceTokenizer::encode_pieces: the text is not valid UTF-8");
     std::vector<std::string> pieces;
     const auto status = impl_->processor.Encode(sentence, &pieces);
     if (!status.ok()) fail<ValueError>("SentencePieceTokenizer::encode_pieces: {}", status.ToString());
@@ -132,7 +140,8 @@ std::vector<std::string> SentencePieceTokenizer::encode_pieces(std::string_view 
 std::string SentencePieceTokenizer::decode(const std::vector<int64_t>& ids) const {
     std::vector<int> kept;
     for (int64_t id : ids) {
-        if (id < 0 || id >= size()) fail<IndexError>("SentencePieceTokenizer::decode: id {} outside [0, {})", id, size());
+        if (id < 0 || id >= size())
+            fail<IndexError>("SentencePieceTokenizer::decode: id {} outside [0, {})", id, size());
         if (id != kPad && id != kBos && id != kEos) kept.push_back(static_cast<int>(id));
     }
     std::string text;

@@ -11,21 +11,21 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 #include <unistd.h>
+#include <nlohmann/json.hpp>
 
 #include <chrono>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <cstdlib>
 #include <limits>
-#include <optional>
-#include <string_view>
 #include <numeric>
+#include <optional>
 #include <sstream>
+#include <string_view>
 
 namespace tformer::tasks {
 
@@ -36,7 +36,8 @@ using core::Tensor;
 
 Batch copy_batch(int64_t batch, int64_t length, int64_t vocab, core::Generator& gen) {
     if (batch <= 0 || length < 2 || vocab < 3)
-        fail<ValueError>("copy_batch: need batch > 0, length >= 2 and vocab >= 3, got {}, {}, {}", batch, length, vocab);
+        fail<ValueError>("copy_batch: need batch > 0, length >= 2 and vocab >= 3, got {}, {}, {}", batch, length,
+                         vocab);
     // seed 004: data = randint(1, V, size=(batch, length)); data[:, 0] = 1
     Tensor src = core::randint({batch, length}, 1, vocab, gen);
     for (int64_t b = 0; b < batch; ++b) src.set({b, 0}, 1.0);
@@ -106,7 +107,8 @@ Batch shard_batch(const Batch& global, int rank, int size) {
 namespace {
 std::string clock_str(double seconds) {
     const int64_t s = static_cast<int64_t>(std::max(0.0, seconds) + 0.5);
-    return s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60) : fmt::format("{}:{:02}", s / 60, s % 60);
+    return s >= 3600 ? fmt::format("{}:{:02}:{:02}", s / 3600, s / 60 % 60, s % 60)
+                     : fmt::format("{}:{:02}", s / 60, s % 60);
 }
 
 std::unique_ptr<optim::LRSchedule> make_schedule(const TrainOptions& o, int64_t total_steps, int64_t d_model) {
@@ -120,8 +122,10 @@ std::unique_ptr<optim::LRSchedule> make_schedule(const TrainOptions& o, int64_t 
     }
     if (o.schedule == "cosine") {
         if (o.warmup > total_steps)
-            fail<ValueError>("train: the warm-up (--warmup {}) is longer than the whole run ({} steps); give a smaller "
-                             "--warmup, or more --steps or --epochs", o.warmup, total_steps);
+            fail<ValueError>(
+                "train: the warm-up (--warmup {}) is longer than the whole run ({} steps); give a smaller "
+                "--warmup, or more --steps or --epochs",
+                o.warmup, total_steps);
         return std::make_unique<optim::CosineLR>(optim::CosineOptions{
             .base_lr = o.lr, .warmup_steps = o.warmup, .total_steps = total_steps, .min_lr = o.lr * 0.05});
     }
@@ -132,7 +136,8 @@ std::unique_ptr<optim::LRSchedule> make_schedule(const TrainOptions& o, int64_t 
 // data in the same order (the step count says where in the data it was), so
 // a config or a data setting (batch size, sample, seed, ...) that differs is
 // refused instead of silently training on other batches.
-void check_resume(const CheckpointInfo& saved, const CheckpointInfo& now, const TrainOptions& o, const std::string& path) {
+void check_resume(const CheckpointInfo& saved, const CheckpointInfo& now, const TrainOptions& o,
+                  const std::string& path) {
     std::vector<std::string> differences;
     const nlohmann::json before = nlohmann::json::parse(config_to_json(saved.config));
     const nlohmann::json after = nlohmann::json::parse(config_to_json(now.config));
@@ -144,9 +149,10 @@ void check_resume(const CheckpointInfo& saved, const CheckpointInfo& now, const 
         if (auto it = saved.extra.find(key); it != saved.extra.end() && it->second != value)
             differences.push_back(fmt::format("{} {} (the checkpoint's: {})", key, value, it->second));
     if (!differences.empty())
-        fail<ValueError>("train: --resume continues the run saved in '{}' where it stopped, but this run differs: {}; "
-                         "give the flags of that run, or --overwrite to start a new one", path,
-                         fmt::join(differences, ", "));
+        fail<ValueError>(
+            "train: --resume continues the run saved in '{}' where it stopped, but this run differs: {}; "
+            "give the flags of that run, or --overwrite to start a new one",
+            path, fmt::join(differences, ", "));
 }
 }  // namespace
 
@@ -177,7 +183,8 @@ public:
     SignalScope& operator=(const SignalScope&) = delete;
 
 private:
-    struct sigaction old_int_ {}, old_term_ {};
+    struct sigaction old_int_ {
+    }, old_term_{};
 };
 
 // How long a run is and where it saves, from the options and the data;
@@ -195,7 +202,8 @@ Plan plan_run(const TrainOptions& o, const BatchSource& source) {
     if (!o.out_dir.empty() && dist::is_root()) fs::create_directories(o.out_dir);  // rank 0 alone writes
     Plan plan;
     plan.checkpoint = o.out_dir.empty() ? "" : (fs::path(o.out_dir) / "checkpoint.safetensors").string();
-    if (o.fused_loss && !o.token_mean) fail<ValueError>("train: fused_loss computes the token mean; set token_mean too");
+    if (o.fused_loss && !o.token_mean)
+        fail<ValueError>("train: fused_loss computes the token mean; set token_mean too");
     if (o.total_steps < 0 || o.average < 0)
         fail<ValueError>("train: total_steps and average must be >= 0, got {} and {}", o.total_steps, o.average);
     const int64_t bpe = source.batches_per_epoch;
@@ -216,10 +224,10 @@ struct LossTally {
 
     // the mean of the last epoch, or of the part of it trained when the run ended inside one
     double final_loss() const {
-        return epoch_tokens > 0           ? epoch_loss_sum / epoch_tokens
-               : !epoch_loss.empty()      ? epoch_loss.back()
-               : step_loss.empty()        ? 0
-                                          : step_loss.back();
+        return epoch_tokens > 0      ? epoch_loss_sum / epoch_tokens
+               : !epoch_loss.empty() ? epoch_loss.back()
+               : step_loss.empty()   ? 0
+                                     : step_loss.back();
     }
 };
 
@@ -239,8 +247,10 @@ public:
         }
         if (const double limit = 2 * std::min(first_losses_ / first_count_, uniform_loss_);
             loss > limit && loss > 10 * warned_at_) {
-            fmt::print(stderr, "\ntrain: warning: the loss is {:.4g} at step {}, more than {:.3g}: training is "
-                       "diverging; try a lower --lr\n", loss, step, limit);
+            fmt::print(stderr,
+                       "\ntrain: warning: the loss is {:.4g} at step {}, more than {:.3g}: training is "
+                       "diverging; try a lower --lr\n",
+                       loss, step, limit);
             warned_at_ = loss;
         }
     }
@@ -321,24 +331,31 @@ private:
 class ProgressLine {
 public:
     ProgressLine(bool quiet, const Plan& plan, int64_t first_step)
-        : quiet_(quiet), tty_(isatty(fileno(stderr)) != 0), plan_(plan), first_step_(first_step),
+        : quiet_(quiet),
+          tty_(isatty(fileno(stderr)) != 0),
+          plan_(plan),
+          first_step_(first_step),
           start_(std::chrono::steady_clock::now()) {}
 
     double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
 
     void show(int64_t step, bool epoch_end, bool last, const LossTally& tally, double lr) {
         const double t = elapsed();
-        if (quiet_ || !(tty_ ? (t - last_print_ > 0.1 || last) : ((epoch_end && t - last_print_ > 2.0) || last))) return;
+        if (quiet_ || !(tty_ ? (t - last_print_ > 0.1 || last) : ((epoch_end && t - last_print_ > 2.0) || last)))
+            return;
         last_print_ = t;
         const double rate = (step - first_step_) / std::max(t, 1e-9);
         const double shown =
             epoch_end || tally.epoch_tokens == 0 ? tally.epoch_loss.back() : tally.epoch_loss_sum / tally.epoch_tokens;
-        const std::string line = fmt::format(
-            "epoch {}/{} step {}/{} loss {:.4f} lr {:.2g} {:.0f} tok/s elapsed {} ETA {}",
-            (step - 1) / plan_.batches_per_epoch + 1, plan_.epochs_shown, step, plan_.total_steps, shown, lr,
-            tally.tokens_done / std::max(t, 1e-9), clock_str(t), clock_str((plan_.total_steps - step) / std::max(rate, 1e-9)));
-        if (tty_) fmt::print(stderr, "\r\033[K{}", line);
-        else fmt::print(stderr, "{}\n", line);
+        const std::string line =
+            fmt::format("epoch {}/{} step {}/{} loss {:.4f} lr {:.2g} {:.0f} tok/s elapsed {} ETA {}",
+                        (step - 1) / plan_.batches_per_epoch + 1, plan_.epochs_shown, step, plan_.total_steps, shown,
+                        lr, tally.tokens_done / std::max(t, 1e-9), clock_str(t),
+                        clock_str((plan_.total_steps - step) / std::max(rate, 1e-9)));
+        if (tty_)
+            fmt::print(stderr, "\r\033[K{}", line);
+        else
+            fmt::print(stderr, "{}\n", line);
         if (tty_ && last) fmt::print(stderr, "\n");
     }
 
@@ -356,7 +373,7 @@ struct StepLoss {
     Variable objective;   ///< a scalar: d2l's Σ_b l_b, or the mean over the batch's real tokens
     double loss_sum = 0;  ///< Σ of the token losses (d2l's l.sum() · ... as the Accumulator adds it)
     double tokens = 0;    ///< the batch's real (unpadded) target tokens
-    bool stop = false;    ///< data-parallel: a rank was told to stop (Ctrl-C, SIGTERM); every rank stops after this step
+    bool stop = false;  ///< data-parallel: a rank was told to stop (Ctrl-C, SIGTERM); every rank stops after this step
 };
 
 // One training run: the model with its optimizer and schedule, where the run
@@ -365,7 +382,11 @@ struct StepLoss {
 class Run {
 public:
     Run(nn::EncoderDecoder& model, core::Generator& gen, const TrainOptions& o, CheckpointInfo info, const Plan& plan)
-        : model_(model), gen_(gen), o_(o), info_(std::move(info)), plan_(plan),
+        : model_(model),
+          gen_(gen),
+          o_(o),
+          info_(std::move(info)),
+          plan_(plan),
           optimizer_(model.named_parameters(), {.lr = o.lr}),
           schedule_(make_schedule(o, plan.total_steps, info_.config.transformer.num_hiddens)),
           watch_(info_.config.tgt_vocab_size),
@@ -427,7 +448,8 @@ public:
     // the batch of the next update, and the update's learning rate
     Batch next_batch(const BatchSource& source, Profiling& profiling) {
         Batch batch;
-        profiling.phase("[batch]", [&] { batch = source.get(step_ / plan_.batches_per_epoch, step_ % plan_.batches_per_epoch); });
+        profiling.phase("[batch]",
+                        [&] { batch = source.get(step_ / plan_.batches_per_epoch, step_ % plan_.batches_per_epoch); });
         optimizer_.set_lr(schedule_->lr_at(step_ + 1));  // update step + 1 (1-based), see optim/schedule.hpp
         return batch;
     }
@@ -435,7 +457,8 @@ public:
     // forward and the loss; a loss that is not a number ends the run
     StepLoss forward(const Batch& global) {
         StepLoss s;
-        s.tokens = core::sum(global.label_valid.to(core::DType::float64)).item();  // every rank divides by the global count
+        s.tokens =
+            core::sum(global.label_valid.to(core::DType::float64)).item();  // every rank divides by the global count
         const Batch batch = ranks_ == 1 ? global : rows_of_this_rank(global);
         if (batch.label.size(0) > 0) {  // a batch of fewer rows than ranks leaves some ranks none
             s.objective = anomaly_context([&] { return objective(batch, s.tokens); });
@@ -452,7 +475,8 @@ public:
     // dropout masks, the same whatever ran before (an exact resume with any
     // number of ranks).
     Batch rows_of_this_rank(const Batch& global) {
-        gen_.manual_seed(core::mix_seed(o_.seed, 0xd1570000ULL + static_cast<uint64_t>(rank_), static_cast<uint64_t>(step_)));
+        gen_.manual_seed(
+            core::mix_seed(o_.seed, 0xd1570000ULL + static_cast<uint64_t>(rank_), static_cast<uint64_t>(step_)));
         return shard_batch(global, rank_, ranks_);
     }
 
@@ -480,7 +504,8 @@ public:
         if (!reducer_ || !root() || reducer_->stats().steps == 0) return;
         const dist::ReducerStats& r = reducer_->stats();
         const auto per_step = [&](double x) { return x / static_cast<double>(r.steps); };
-        fmt::print(stderr, "data-parallel: the gradient all-reduce ({:.1f} MB in {} buckets, {:.1f} started during "
+        fmt::print(stderr,
+                   "data-parallel: the gradient all-reduce ({:.1f} MB in {} buckets, {:.1f} started during "
                    "backward) cost {:.1f} ms per step after backward and {:.1f} ms in backward's hooks\n",
                    static_cast<double>(r.bytes) / 1e6, r.buckets, per_step(static_cast<double>(r.early_buckets)),
                    1e3 * per_step(r.finish_seconds), 1e3 * per_step(r.hook_seconds));
@@ -537,7 +562,8 @@ public:
                 for (double d : v.to_vector()) finite &= std::isfinite(d);
             }
             if (!finite)
-                fail<ValueError>("train: parameter {} holds NaN or Inf at step {}; not saving it over {}", name, step_, path);
+                fail<ValueError>("train: parameter {} holds NaN or Inf at step {}; not saving it over {}", name, step_,
+                                 path);
         }
         if (!root()) return;  // the same check on every rank, one writer
         info_.step = step_;
@@ -583,10 +609,11 @@ private:
     // `agreed`: every rank saw the same figure (a reduced loss or gradient) and stops here too
     [[noreturn]] void diverged(const std::string& what, bool agreed = false) const {
         if (agreed) dist::note_shared_failure();
-        fail<ValueError>("train: {} at step {} (epoch {}, learning rate {:.3g}): training diverged{}. "
-                         "Nothing was saved at this step{}; try a lower --lr",
-                         what, step_ + 1, step_ / plan_.batches_per_epoch + 1, optimizer_.lr(), anomaly_hint_,
-                         o_.checkpoint_every > 0 ? ", the last checkpoint is from before it" : "");
+        fail<ValueError>(
+            "train: {} at step {} (epoch {}, learning rate {:.3g}): training diverged{}. "
+            "Nothing was saved at this step{}; try a lower --lr",
+            what, step_ + 1, step_ / plan_.batches_per_epoch + 1, optimizer_.lr(), anomaly_hint_,
+            o_.checkpoint_every > 0 ? ", the last checkpoint is from before it" : "");
     }
 
     nn::EncoderDecoder& model_;
@@ -629,7 +656,8 @@ void write_loss_files(const std::string& out_dir, const LossTally& losses, int64
         core::write_file_atomic((fs::path(out_dir) / name).string(), text, "train");
     };
     std::string epochs = "epoch,loss\n", steps = "step,loss\n";
-    for (size_t e = 0; e < losses.epoch_loss.size(); ++e) epochs += fmt::format("{},{:.6f}\n", e + 1, losses.epoch_loss[e]);
+    for (size_t e = 0; e < losses.epoch_loss.size(); ++e)
+        epochs += fmt::format("{},{:.6f}\n", e + 1, losses.epoch_loss[e]);
     for (size_t i = 0; i < losses.step_loss.size(); ++i)
         steps += fmt::format("{},{:.6f}\n", first_step + static_cast<int64_t>(i) + 1, losses.step_loss[i]);
     write_csv("loss.csv", epochs);
@@ -642,11 +670,14 @@ void write_loss_files(const std::string& out_dir, const LossTally& losses, int64
 
 // ---- the loop ---------------------------------------------------------------------------------------
 
-TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSource& source,
-                  const TrainOptions& o, CheckpointInfo info) {
+TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSource& source, const TrainOptions& o,
+                  CheckpointInfo info) {
     Plan plan;
     std::optional<Run> setup;  // on every rank: a refusal (an option out of range) stops every rank together
-    dist::together([&] { plan = plan_run(o, source); setup.emplace(model, gen, o, std::move(info), plan); });
+    dist::together([&] {
+        plan = plan_run(o, source);
+        setup.emplace(model, gen, o, std::move(info), plan);
+    });
     Run& run = *setup;
     if (o.resume) run.resume();
     run.join_ranks(source);  // data-parallel: rank 0's weights and step everywhere
@@ -667,8 +698,8 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
         const Batch batch = run.next_batch(source, profiling);  // and the step's learning rate
         const StepLoss loss = run.forward(batch);               // the model and d2l's masked loss
         run.backward(loss);
-        run.reduce_gradients(profiling);                        // data-parallel: the sum over the ranks
-        run.clip_and_update(profiling);                         // clip the gradient norm, Adam, zero the gradients
+        run.reduce_gradients(profiling);  // data-parallel: the sum over the ranks
+        run.clip_and_update(profiling);   // clip the gradient norm, Adam, zero the gradients
         const bool epoch_end = run.record(loss);
         averaging.after_step(run.step(), run.parameters());
         if (o.checkpoint_every > 0 && run.step() % o.checkpoint_every == 0) run.save();
@@ -676,7 +707,10 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
         progress.show(run.step(), epoch_end, run.done() || stop, run.losses(), run.lr());
         if (stop) break;
         // Ctrl-C or a kill: this step is done, keep it (ranks stop after the step at which they learnt of it)
-        const int stop_signal = dist::size() == 1 ? g_stop_signal : !loss.stop ? 0 : g_stop_signal != 0 ? g_stop_signal : SIGTERM;
+        const int stop_signal = dist::size() == 1    ? g_stop_signal
+                                : !loss.stop         ? 0
+                                : g_stop_signal != 0 ? g_stop_signal
+                                                     : SIGTERM;
         if (stop_signal != 0) {
             interrupted = stop_signal;
             break;
@@ -685,23 +719,25 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
     const double seconds = progress.elapsed();
     run.report_reduce();
     if (interrupted != 0 && !o.quiet && run.root())
-        fmt::print(stderr, "\n{} at step {} of {}: saving a checkpoint to continue from (add --resume to the same command)\n",
+        fmt::print(stderr,
+                   "\n{} at step {} of {}: saving a checkpoint to continue from (add --resume to the same command)\n",
                    interrupted == SIGINT ? "interrupted" : "terminated", run.step(), plan.total_steps);
     if (run.root()) profiling.report(run.step() - first_step, o.out_dir);
     const int64_t averaged = run.done() ? averaging.apply(run.parameters()) : 0;
     const TrainResult result = train_result(run.losses(), seconds, run.step(), averaged, interrupted, plan);
     run.save();
     if (!o.out_dir.empty() && run.root())
-        write_loss_files(o.out_dir, run.losses(), first_step, plan.batches_per_epoch, run.config().task + ": training loss",
-                         o.token_mean ? "cross-entropy per token" : "loss (d2l: sum of losses / tokens)",
-                         o.plot_format);
+        write_loss_files(
+            o.out_dir, run.losses(), first_step, plan.batches_per_epoch, run.config().task + ": training loss",
+            o.token_mean ? "cross-entropy per token" : "loss (d2l: sum of losses / tokens)", o.plot_format);
     return result;
 }
 
 // ---- pictures ----------------------------------------------------------------------------------------
 
-LinePlot loss_plot(const std::vector<double>& epoch_loss, const std::string& title, const std::vector<double>& step_loss,
-                   int64_t first_step, int64_t steps_per_epoch, const std::string& ylabel) {
+LinePlot loss_plot(const std::vector<double>& epoch_loss, const std::string& title,
+                   const std::vector<double>& step_loss, int64_t first_step, int64_t steps_per_epoch,
+                   const std::string& ylabel) {
     if (steps_per_epoch < 1) fail<ValueError>("loss_plot: steps_per_epoch must be positive, got {}", steps_per_epoch);
     LinePlot plot;
     double lo = 1e300, hi = 0;  // the finite range of everything drawn, to choose the y scale
@@ -733,7 +769,8 @@ LinePlot loss_plot(const std::vector<double>& epoch_loss, const std::string& tit
                 sum += step_loss[i];
                 if (i >= window) sum -= step_loss[i - window];
                 if (i + 1 < window) continue;
-                running.x.push_back(steps.x[i] - static_cast<double>(window - 1) / 2 / static_cast<double>(steps_per_epoch));
+                running.x.push_back(steps.x[i] -
+                                    static_cast<double>(window - 1) / 2 / static_cast<double>(steps_per_epoch));
                 running.y.push_back(sum / static_cast<double>(window));
             }
             plot.series.push_back(running);

@@ -45,7 +45,7 @@ Batch shard_batch(const Batch& global, int rank, int size);
 
 struct TrainOptions {
     int64_t epochs = 10;
-    int64_t total_steps = 0;        ///< > 0: train this many steps (the schedule's length) instead of epochs × batches
+    int64_t total_steps = 0;  ///< > 0: train this many steps (the schedule's length) instead of epochs × batches
     int64_t batch_size = 64;
     int64_t batches_per_epoch = 0;  ///< copy task: fresh batches per epoch (translation: the data decides)
     double lr = 0.005;
@@ -65,16 +65,16 @@ struct TrainOptions {
     /// The same loss and gradients up to rounding.
     bool fused_loss = false;
     uint64_t seed = 0;
-    std::string out_dir;                ///< where the checkpoint, loss.csv and pictures go
-    int64_t checkpoint_every = 0;       ///< also save every N steps (0: only at the end)
-    bool resume = false;                ///< continue from out_dir/checkpoint.safetensors
-    int64_t stop_after_steps = 0;       ///< stop early after this many steps in total (tests)
+    std::string out_dir;           ///< where the checkpoint, loss.csv and pictures go
+    int64_t checkpoint_every = 0;  ///< also save every N steps (0: only at the end)
+    bool resume = false;           ///< continue from out_dir/checkpoint.safetensors
+    int64_t stop_after_steps = 0;  ///< stop early after this many steps in total (tests)
     /// > 1: the final weights are the mean of this many snapshots, taken
     /// every 5% of the steps at the end of training (the last one being the
     /// final weights): checkpoint averaging (Vaswani et al. §6.1; Marian's
     /// and fairseq's average-checkpoints). The optimizer state stays the last step's.
     int64_t average = 0;
-    bool quiet = false;                 ///< no progress output
+    bool quiet = false;  ///< no progress output
     /// Print a per-op table of where the time went (autograd/profiler.hpp)
     /// and write it to <out_dir>/profile.txt; also on with TFORMER_PROFILE=1.
     bool profile = false;
@@ -82,7 +82,7 @@ struct TrainOptions {
     /// backward gradient holds NaN (Inf for gradients) is named in the error.
     bool detect_anomaly = false;
     PictureFormat plot_format = PictureFormat::png;  ///< loss.png or loss.svg
-    std::map<std::string, std::string> extra = {};  ///< written into the checkpoint metadata
+    std::map<std::string, std::string> extra = {};   ///< written into the checkpoint metadata
 };
 
 /// What training reports back.
@@ -93,9 +93,9 @@ struct TrainResult {
     double seconds = 0;
     double tokens_per_second = 0;
     int64_t steps = 0;
-    int64_t averaged = 0;            ///< snapshots averaged into the final weights (0: none)
-    int interrupted = 0;             ///< SIGINT or SIGTERM ended the run early (the checkpoint is saved), else 0
-    std::string checkpoint;          ///< path of the final checkpoint
+    int64_t averaged = 0;    ///< snapshots averaged into the final weights (0: none)
+    int interrupted = 0;     ///< SIGINT or SIGTERM ended the run early (the checkpoint is saved), else 0
+    std::string checkpoint;  ///< path of the final checkpoint
 };
 
 /// Where batches come from: a function of (epoch, batch index) -> batch,

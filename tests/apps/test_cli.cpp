@@ -2,27 +2,27 @@
 #include "apps/shell.hpp"
 #include "tasks/seq2seq.hpp"
 
+#include <fmt/format.h>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
-#include <fmt/format.h>
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <thread>
-#include <vector>
 #include <cstdio>
 #include <filesystem>
-#include <unistd.h>
 #include <fstream>
 #include <iterator>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
+#include <vector>
 
 extern char** environ;
 
@@ -37,7 +37,8 @@ Run run_cli(const std::string& args, const std::string& stdin_text = "") {
 }
 
 std::string temp_dir(const std::string& name) {
-    const auto dir = std::filesystem::temp_directory_path() / ("tformer-cli-" + std::to_string(::getpid()) + "-" + name);
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("tformer-cli-" + std::to_string(::getpid()) + "-" + name);
     std::filesystem::remove_all(dir);
     std::filesystem::create_directories(dir);
     return dir.string();
@@ -94,12 +95,14 @@ TEST_CASE("tformer train copy: a short run, then eval, translate refuses it, res
     // flags of translation checkpoints are refused, not silently ignored
     r = run_cli("eval --checkpoint " + dir + "/checkpoint.safetensors --threads 1 --beam 2");
     CHECK(r.status == 1);
-    CHECK_THAT(r.output, Catch::Contains("is a copy checkpoint, evaluated on fresh sequences; --data, --max-sentences"));
+    CHECK_THAT(r.output,
+               Catch::Contains("is a copy checkpoint, evaluated on fresh sequences; --data, --max-sentences"));
 
     // a new run does not silently replace it
     r = run_cli("train copy --epochs 1 --batches-per-epoch 5 --threads 1 --quiet --out " + dir);
     CHECK(r.status == 1);
-    CHECK_THAT(r.output, Catch::Contains("already holds a checkpoint; continue it with --resume, replace it with --overwrite"));
+    CHECK_THAT(r.output,
+               Catch::Contains("already holds a checkpoint; continue it with --resume, replace it with --overwrite"));
 
     // a copy checkpoint is not a translation model
     r = run_cli("translate --checkpoint " + dir + "/checkpoint.safetensors \"go .\"");
@@ -113,12 +116,15 @@ TEST_CASE("tformer train copy: a short run, then eval, translate refuses it, res
     CHECK_THAT(r.output, Catch::Contains("trained 20 steps"));
 }
 
-TEST_CASE("tformer train translate (whole corpus, SentencePiece): the checkpoint alone translates, in an empty directory",
-          "[apps][cli][slow]") {
+TEST_CASE(
+    "tformer train translate (whole corpus, SentencePiece): the checkpoint alone translates, in an empty directory",
+    "[apps][cli][slow]") {
     const std::string dir = temp_dir("subword");
     // a tiny model on a sample, just to have a real checkpoint quickly
-    Run r = run_cli("train translate --sample-size 3000 --epochs 1 --num-hiddens 32 --ffn-num-hiddens 64 --num-layers 1 "
-                    "--vocab-size 300 --val-sentences 20 --warmup 5 --average 3 --threads 1 --quiet --out " + dir);
+    Run r = run_cli(
+        "train translate --sample-size 3000 --epochs 1 --num-hiddens 32 --ffn-num-hiddens 64 --num-layers 1 "
+        "--vocab-size 300 --val-sentences 20 --warmup 5 --average 3 --threads 1 --quiet --out " +
+        dir);
     INFO(r.output);
     REQUIRE(r.status == 0);
     CHECK_THAT(r.output, Catch::Contains("tokenizer: sentencepiece, vocabularies 300 / 300"));
@@ -132,9 +138,11 @@ TEST_CASE("tformer train translate (whole corpus, SentencePiece): the checkpoint
         return std::string(std::istreambuf_iterator<char>(in), {});
     };
     const std::string before = bytes(dir + "/checkpoint.safetensors");
-    Run bad = run_cli("train translate --sample-size 3000 --epochs 2 --num-hiddens 32 --ffn-num-hiddens 64 --num-layers 1 "
-                      "--vocab-size 300 --val-sentences 20 --warmup 5 --average 3 --threads 1 --quiet --resume --lr 1e20 "
-                      "--out " + dir);
+    Run bad = run_cli(
+        "train translate --sample-size 3000 --epochs 2 --num-hiddens 32 --ffn-num-hiddens 64 --num-layers 1 "
+        "--vocab-size 300 --val-sentences 20 --warmup 5 --average 3 --threads 1 --quiet --resume --lr 1e20 "
+        "--out " +
+        dir);
     CHECK(bad.status == 1);
     CHECK_THAT(bad.output, Catch::Contains("training diverged"));
     CHECK(bytes(dir + "/checkpoint.safetensors") == before);
@@ -144,8 +152,8 @@ TEST_CASE("tformer train translate (whole corpus, SentencePiece): the checkpoint
     std::filesystem::copy_file(dir + "/checkpoint.safetensors", alone + "/model.safetensors");
     const std::string exe = std::string(TFORMER_BINARY_DIR) + "/apps/tformer";
     auto run_in = [&](const std::string& args, const std::string& stdin_text = "") {
-        std::string cmd = "cd '" + alone + "' && " + (stdin_text.empty() ? "" : "printf '" + stdin_text + "' | ") + "'" +
-                          exe + "' " + args + " 2>&1";
+        std::string cmd = "cd '" + alone + "' && " + (stdin_text.empty() ? "" : "printf '" + stdin_text + "' | ") +
+                          "'" + exe + "' " + args + " 2>&1";
         return tformer::testing::run_shell(cmd);
     };
     r = run_in("translate --checkpoint model.safetensors --threads 1 \"I'm home.\" \"We are friends.\"");
@@ -233,7 +241,8 @@ TEST_CASE("tformer train: Ctrl-C ends the run after the current step with a chec
         const std::string dir = temp_dir(sig == SIGINT ? "interrupt" : "terminate");
         const std::string log = dir + "/log.txt";
         // a run far longer than the test waits; started directly, so the signal reaches tformer itself
-        std::vector<std::string> args = {exe, "train", "copy", "--epochs", "100000", "--threads", "1", "--quiet", "--out", dir};
+        std::vector<std::string> args = {exe,         "train", "copy",    "--epochs", "100000",
+                                         "--threads", "1",     "--quiet", "--out",    dir};
         std::vector<char*> argv;
         for (auto& a : args) argv.push_back(a.data());
         argv.push_back(nullptr);
@@ -253,7 +262,8 @@ TEST_CASE("tformer train: Ctrl-C ends the run after the current step with a chec
         INFO(output);
         CHECK(WIFEXITED(status));
         CHECK(WEXITSTATUS(status) == 128 + sig);
-        CHECK_THAT(output, Catch::Contains(fmt::format("stopped by signal {} ({})", sig, sig == SIGINT ? "SIGINT" : "SIGTERM")));
+        CHECK_THAT(output, Catch::Contains(
+                               fmt::format("stopped by signal {} ({})", sig, sig == SIGINT ? "SIGINT" : "SIGTERM")));
         CHECK_THAT(output, Catch::Contains("to continue, run the same command with --resume"));
         const Run r = run_cli("eval --checkpoint " + dir + "/checkpoint.safetensors --threads 1");
         CHECK(r.status == 0);
@@ -328,7 +338,8 @@ TEST_CASE("tformer train: divergence is reported, and --detect-anomaly names the
     CHECK_FALSE(std::filesystem::exists(dir + "/checkpoint.safetensors"));
     r = run_cli("train copy --epochs 1 --lr 1e20 --threads 1 --quiet --detect-anomaly --out " + dir);
     CHECK(r.status == 1);
-    CHECK_THAT(r.output, Catch::Contains("anomaly: forward of '") && Catch::Contains("produced NaN from inputs without NaN"));
+    CHECK_THAT(r.output,
+               Catch::Contains("anomaly: forward of '") && Catch::Contains("produced NaN from inputs without NaN"));
     // a checkpoint from elsewhere with NaN weights: loaded with a warning
     REQUIRE(run_cli("train copy --epochs 1 --threads 1 --quiet --out " + dir).status == 0);
     const std::string path = dir + "/checkpoint.safetensors";
@@ -339,7 +350,8 @@ TEST_CASE("tformer train: divergence is reported, and --detect-anomaly names the
     tformer::core::fill_(model->decoder->dense->bias.value(), std::nan(""));
     tformer::tasks::save_checkpoint(path, *model, nullptr, info);
     r = run_cli("eval --checkpoint " + path + " --threads 1");
-    CHECK_THAT(r.output, Catch::Contains("eval: warning: '" + path + "' holds NaN or Inf in 1 weight tensor(s) (first: "
+    CHECK_THAT(r.output, Catch::Contains("eval: warning: '" + path +
+                                         "' holds NaN or Inf in 1 weight tensor(s) (first: "
                                          "decoder.dense.bias)"));
 }
 
@@ -361,13 +373,15 @@ TEST_CASE("tformer train: a file-size limit (ulimit -f) is a clear error and the
     CHECK(temporaries_in(dir) == 0);
 }
 
-TEST_CASE("tformer train: killed (SIGKILL) at random moments while saving, the checkpoint always loads", "[apps][cli][slow]") {
+TEST_CASE("tformer train: killed (SIGKILL) at random moments while saving, the checkpoint always loads",
+          "[apps][cli][slow]") {
     const std::string dir = temp_dir("kill");
     const std::string exe = std::string(TFORMER_BINARY_DIR) + "/apps/tformer";
     const std::string path = dir + "/checkpoint.safetensors";
     // a save after every step, so that most moments fall inside one
-    std::vector<std::string> args = {exe,     "train", "copy", "--epochs", "100000", "--checkpoint-every", "1",
-                                     "--threads", "1", "--quiet", "--overwrite", "--out", dir};
+    std::vector<std::string> args = {exe, "train",     "copy", "--epochs", "100000",      "--checkpoint-every",
+                                     "1", "--threads", "1",    "--quiet",  "--overwrite", "--out",
+                                     dir};
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -410,7 +424,8 @@ TEST_CASE("tformer train: killed (SIGKILL) at random moments while saving, the c
     CHECK(temporaries_in(dir) == 0);
 }
 
-TEST_CASE("tformer --plot-format svg: train and tutorial write SVG pictures, another format is refused", "[apps][cli]") {
+TEST_CASE("tformer --plot-format svg: train and tutorial write SVG pictures, another format is refused",
+          "[apps][cli]") {
     const std::string dir = temp_dir("svg");
     Run r = run_cli("train copy --epochs 1 --batches-per-epoch 3 --threads 1 --quiet --plot-format svg --out " + dir);
     INFO(r.output);
@@ -437,7 +452,8 @@ struct SplitRun {
 
 SplitRun run_args(const std::vector<std::string>& args, const std::string& stdin_text = "") {
     const std::string dir = std::filesystem::temp_directory_path().string();
-    const std::string in = dir + "/tformer-cli-stdin", out = dir + "/tformer-cli-stdout", err = dir + "/tformer-cli-stderr";
+    const std::string in = dir + "/tformer-cli-stdin", out = dir + "/tformer-cli-stdout",
+                      err = dir + "/tformer-cli-stderr";
     std::ofstream(in, std::ios::binary) << stdin_text;
     std::vector<std::string> argv_s = {std::string(TFORMER_BINARY_DIR) + "/apps/tformer"};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
@@ -467,7 +483,8 @@ std::string corpus_head(const std::string& dir, int n) {
 }
 }  // namespace
 
-TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are clear errors, given early", "[apps][cli]") {
+TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are clear errors, given early",
+          "[apps][cli]") {
     const std::string dir = temp_dir("probe11");
     const std::string data = corpus_head(dir, 300);
     // --data that is not a corpus: once "no training pair left (0 valid pairs ...)", or training on 1 line of /bin/ls
@@ -475,7 +492,8 @@ TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are c
     std::ofstream(dir + "/notabs.txt") << "hello world\nno tabs on this line\n";
     const std::vector<std::pair<std::vector<std::string>, std::string>> bad_data = {
         {{"--data", dir + "/adir"}, "is a directory; give the path of a text file"},
-        {{"--data", dir + "/notabs.txt"}, "is not a corpus of 'English<TAB>French' lines: only 0 of its 2 non-blank lines"},
+        {{"--data", dir + "/notabs.txt"},
+         "is not a corpus of 'English<TAB>French' lines: only 0 of its 2 non-blank lines"},
         {{"--preset", "d2l", "--data", dir + "/notabs.txt"}, "is not a corpus of 'English<TAB>French' lines"},
         {{"--preset", "d2l", "--data", "/bin/ls"}, "'/bin/ls' is not a corpus of 'English<TAB>French' lines"},
     };
@@ -496,7 +514,8 @@ TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are c
                   "--quiet", "--out", dir + "/warmup"});
     CHECK(r.status == 1);
     CHECK_THAT(r.err, Catch::Contains("the warm-up (--warmup 5000) is longer than the whole run (10 steps)"));
-    r = run_args({"train", "translate", "--preset", "d2l", "--schedule", "constant", "--warmup", "100", "--out", dir + "/w"});
+    r = run_args(
+        {"train", "translate", "--preset", "d2l", "--schedule", "constant", "--warmup", "100", "--out", dir + "/w"});
     CHECK(r.status == 1);
     CHECK_THAT(r.err, Catch::Contains("--warmup applies to --schedule noam or cosine, not constant"));
     // --out is checked before the data is read: a file, a place nobody can write
@@ -510,29 +529,30 @@ TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are c
     CHECK_THAT(r.err, Catch::Contains("train: cannot use --out '/proc/tformer-cli-test'"));
     CHECK(r.out.find("fra-eng:") == std::string::npos);
     // --sample-size was silently ignored with --num-examples (and with the d2l preset's own prefix)
-    r = run_args({"train", "translate", "--preset", "d2l", "--data", data, "--num-examples", "100", "--sample-size", "50",
-                  "--out", dir + "/s"});
+    r = run_args({"train", "translate", "--preset", "d2l", "--data", data, "--num-examples", "100", "--sample-size",
+                  "50", "--out", dir + "/s"});
     CHECK(r.status == 1);
     CHECK_THAT(r.err, Catch::Contains("give --num-examples (d2l's prefix of the file) or --sample-size"));
     const std::vector<std::string> tiny = {"--num-hiddens", "8", "--ffn-num-hiddens", "16", "--num-heads", "2",
-                                           "--num-layers", "1", "--threads", "1", "--quiet"};
-    std::vector<std::string> sample = {"train", "translate", "--preset", "d2l", "--data", data, "--sample-size", "50",
-                                       "--epochs", "1", "--out", dir + "/sample"};
+                                           "--num-layers",  "1", "--threads",         "1",  "--quiet"};
+    std::vector<std::string> sample = {"train",         "translate", "--preset", "d2l", "--data", data,
+                                       "--sample-size", "50",        "--epochs", "1",   "--out",  dir + "/sample"};
     sample.insert(sample.end(), tiny.begin(), tiny.end());
     r = run_args(sample);
     INFO(r.err);
     CHECK(r.status == 0);
     CHECK_THAT(r.out, Catch::Contains("train 50 pairs"));
     // --resume with another --batch-size (or seed, or model) is refused: it would train on other batches
-    std::vector<std::string> resume = {"train", "translate", "--preset", "d2l", "--data", data, "--sample-size", "50",
-                                       "--epochs", "2", "--resume", "--batch-size", "16", "--out", dir + "/sample"};
+    std::vector<std::string> resume = {"train",    "translate",     "--preset", "d2l",      "--data",
+                                       data,       "--sample-size", "50",       "--epochs", "2",
+                                       "--resume", "--batch-size",  "16",       "--out",    dir + "/sample"};
     resume.insert(resume.end(), tiny.begin(), tiny.end());
     r = run_args(resume);
     CHECK(r.status == 1);
     CHECK_THAT(r.err, Catch::Contains("but this run differs: batch_size 16 (the checkpoint's: 64)"));
     // --show-attention with beam search is refused before anything is loaded
-    r = run_args({"translate", "--checkpoint", dir + "/sample/checkpoint.safetensors", "--beam", "4", "--show-attention",
-                  dir + "/pics", "go ."});
+    r = run_args({"translate", "--checkpoint", dir + "/sample/checkpoint.safetensors", "--beam", "4",
+                  "--show-attention", dir + "/pics", "go ."});
     CHECK(r.status == 1);
     CHECK_THAT(r.err, Catch::Contains("--show-attention draws the attention of greedy decoding; add --beam 1"));
     // stdin: one line out per line in, also around a line that is not UTF-8 (it gets an empty line and a message)
@@ -558,7 +578,8 @@ TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are c
         r = run_args({"eval", "--checkpoint", dir + "/tampered.safetensors", "--data", data, "--threads", "1"});
         INFO(key << " = " << value << "\n" << r.err);
         CHECK(r.status == 1);
-        CHECK_THAT(r.err, Catch::Contains("checkpoint: metadata 'extra." + key + "' is not an integer: '" + value + "'"));
+        CHECK_THAT(r.err,
+                   Catch::Contains("checkpoint: metadata 'extra." + key + "' is not an integer: '" + value + "'"));
     }
 }
 
@@ -581,8 +602,8 @@ TEST_CASE("tformer: issue 12's probe, items 3 and 5: sizes and thread counts bey
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("the config describes 2.4e+11 parameters, more than any machine holds"));
     // once grew until the kernel killed it: d2l pads every sequence to --num-steps
-    SplitRun s = run_args({"train", "translate", "--preset", "d2l", "--data", data, "--num-steps", "1000", "--steps", "1",
-                           "--threads", "1", "--out", dir + "/steps"});
+    SplitRun s = run_args({"train", "translate", "--preset", "d2l", "--data", data, "--num-steps", "1000", "--steps",
+                           "1", "--threads", "1", "--out", dir + "/steps"});
     INFO(s.err);
     CHECK(s.status == 1);
     CHECK_THAT(s.err, Catch::Contains("train translate: this model needs about") && Catch::Contains("--max-memory GB"));
@@ -593,5 +614,6 @@ TEST_CASE("tformer: issue 12's probe, items 3 and 5: sizes and thread counts bey
     // the size check; translate's test above runs with a clamped count)
     r = run_cli("train copy --threads 100000 --num-hiddens 100000 --out " + dir + "/threads");
     INFO(r.output);
-    CHECK_THAT(r.output, Catch::Contains("--threads 100000 is more than the") && Catch::Contains("more than any machine holds"));
+    CHECK_THAT(r.output,
+               Catch::Contains("--threads 100000 is more than the") && Catch::Contains("more than any machine holds"));
 }

@@ -36,8 +36,9 @@ const std::string kExe = std::string(TFORMER_BINARY_DIR) + "/apps/tformer";
 bool have_mpirun() {
     const std::string launcher = TFORMER_MPIEXEC;
     if (launcher.empty() || !fs::exists(launcher)) {
-        WARN("skipped: this build has no MPI or found no mpirun (apt-get install libopenmpi-dev openmpi-bin, "
-             "then configure again)");
+        WARN(
+            "skipped: this build has no MPI or found no mpirun (apt-get install libopenmpi-dev openmpi-bin, "
+            "then configure again)");
         return false;
     }
     // Open MPI refuses to start as root without these; one thread per rank
@@ -57,7 +58,8 @@ bool have_mpirun() {
 
 // "mpirun -np N <flags> tformer": the launcher with what this machine needs (Open MPI: --oversubscribe --bind-to none)
 std::string mpirun(int ranks) {
-    return std::string(TFORMER_MPIEXEC) + " -np " + std::to_string(ranks) + " " + TFORMER_MPIEXEC_FLAGS + " '" + kExe + "' ";
+    return std::string(TFORMER_MPIEXEC) + " -np " + std::to_string(ranks) + " " + TFORMER_MPIEXEC_FLAGS + " '" + kExe +
+           "' ";
 }
 
 std::string one_process() { return "'" + kExe + "' "; }
@@ -248,14 +250,17 @@ TEST_CASE("tformer train translate --preset d2l under mpirun -np 2: d2l's fixed 
     CHECK(compared == 13);
 }
 
-TEST_CASE("tformer train under mpirun: a rank that cannot read its data stops every rank, rank 0 says why, "
-          "and the last checkpoint stays intact",
-          "[apps][mpi][slow]") {
+TEST_CASE(
+    "tformer train under mpirun: a rank that cannot read its data stops every rank, rank 0 says why, "
+    "and the last checkpoint stays intact",
+    "[apps][mpi][slow]") {
     if (!have_mpirun()) return;
     const std::string dir = temp_dir("no-data"), ckpt = dir + "/checkpoint.safetensors";
     const std::string data = std::string(TFORMER_SOURCE_DIR) + "/data/fra-eng/fra.txt";
-    const std::string args = "train translate --sample-size 1000 --steps 4 --warmup 2 --vocab-size 300 --val-sentences 10 "
-                             "--num-hiddens 32 --ffn-num-hiddens 64 --threads 1 --quiet --out " + dir;
+    const std::string args =
+        "train translate --sample-size 1000 --steps 4 --warmup 2 --vocab-size 300 --val-sentences 10 "
+        "--num-hiddens 32 --ffn-num-hiddens 64 --threads 1 --quiet --out " +
+        dir;
     // two programs in one job: rank 0 with the data, rank 1 pointed at a file that is not there
     const std::string launcher = std::string(TFORMER_MPIEXEC) + " " + TFORMER_MPIEXEC_FLAGS;
     auto rank_1_without_data = [&](const std::string& more) {
@@ -273,11 +278,15 @@ TEST_CASE("tformer train under mpirun: a rank that cannot read its data stops ev
     expect_clean_stop(rank_1_without_data(""));
     CHECK_FALSE(fs::exists(ckpt));
     // a setting every rank refuses at the same point (a warm-up longer than the run): said once, by rank 0
-    const Run refused = run(mpirun(2) + "train translate --sample-size 1000 --steps 4 --warmup 10 --threads 1 --quiet "
-                                        "--vocab-size 300 --out " + dir + " --data '" + data + "'");
+    const Run refused = run(mpirun(2) +
+                            "train translate --sample-size 1000 --steps 4 --warmup 10 --threads 1 --quiet "
+                            "--vocab-size 300 --out " +
+                            dir + " --data '" + data + "'");
     INFO(refused.output);
     CHECK(refused.status == 1);
-    CHECK_THAT(refused.output, Catch::Contains("tformer: error: train: the warm-up (--warmup 10) is longer than the whole run (4 steps)"));
+    CHECK_THAT(
+        refused.output,
+        Catch::Contains("tformer: error: train: the warm-up (--warmup 10) is longer than the whole run (4 steps)"));
     CHECK(refused.output.find("MPI_ABORT") == std::string::npos);
     CHECK_FALSE(fs::exists(ckpt));
 
@@ -370,7 +379,7 @@ TEST_CASE("tformer train under mpirun: a killed rank ends the job and the last c
     const int status = wait_for(launcher, 60);
     const std::string output = read_file(log);
     INFO(output);
-    CHECK(status != -1);                                   // it ended by itself
+    CHECK(status != -1);                                      // it ended by itself
     CHECK(!(WIFEXITED(status) && WEXITSTATUS(status) == 0));  // and said it failed
     CHECK_THAT(output, Catch::Contains("rank 1"));
     // the checkpoint is a whole one, from a step that saved
@@ -400,7 +409,9 @@ TEST_CASE("tformer train under mpirun: Ctrl-C stops every rank after the same st
     const std::string output = read_file(log);
     INFO(output);
     CHECK(status != -1);
-    CHECK_THAT(output, Catch::Contains("stopped by signal 15 (SIGTERM) after"));  // every rank stopped at the same step and rank 0 saved
+    CHECK_THAT(output,
+               Catch::Contains(
+                   "stopped by signal 15 (SIGTERM) after"));  // every rank stopped at the same step and rank 0 saved
     // saved at the step where every rank stopped ("stopped by signal 15 (SIGTERM) after N steps")
     const std::string said = "stopped by signal 15 (SIGTERM) after ";
     const size_t at = output.find(said);

@@ -9,14 +9,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
-#include <unistd.h>
 #include <string>
-#include <sys/wait.h>
 #include <utility>
 #include <vector>
 
@@ -50,20 +50,23 @@ std::string readme_snippet(const std::filesystem::path& dir, const std::string& 
 TEST_CASE("scripts/torch_translate.py: d2l's PyTorch model with tformer's weights translates as tformer does",
           "[apps][torch][slow]") {
     if (!torch_available()) {
-        WARN("skipped: /usr/bin/python3 cannot import torch and sentencepiece (apt-get install python3-torch "
-             "python3-sentencepiece)");
+        WARN(
+            "skipped: /usr/bin/python3 cannot import torch and sentencepiece (apt-get install python3-torch "
+            "python3-sentencepiece)");
         return;
     }
     const std::string exe = std::string(TFORMER_BINARY_DIR) + "/apps/tformer";
     const std::string script = std::string(TFORMER_SOURCE_DIR) + "/scripts/torch_translate.py";
     const auto dir = std::filesystem::temp_directory_path() / ("tformer-torch-" + std::to_string(::getpid()));
     std::filesystem::remove_all(dir);
-    const std::string sentences = "\"I'm home.\" \"He's calm.\" \"We are friends.\" \"I lost.\" "
-                                  "\"If you want to learn a language well, you have to speak it every day.\"";
+    const std::string sentences =
+        "\"I'm home.\" \"He's calm.\" \"We are friends.\" \"I lost.\" "
+        "\"If you want to learn a language well, you have to speak it every day.\"";
     // a subword model of the whole-corpus pipeline and a word model of seed 000's
     const std::vector<std::pair<std::string, std::string>> runs = {
-        {"subword", "train translate --sample-size 3000 --steps 60 --num-hiddens 32 --ffn-num-hiddens 64 --num-layers 2 "
-                    "--vocab-size 300 --val-sentences 20 --warmup 5 --threads 1 --quiet"},
+        {"subword",
+         "train translate --sample-size 3000 --steps 60 --num-hiddens 32 --ffn-num-hiddens 64 --num-layers 2 "
+         "--vocab-size 300 --val-sentences 20 --warmup 5 --threads 1 --quiet"},
         {"d2l", "train translate --preset d2l --epochs 20 --threads 1 --quiet"}};
     for (const auto& [name, args] : runs) {
         const std::string out = (dir / name).string();
@@ -82,7 +85,8 @@ TEST_CASE("scripts/torch_translate.py: d2l's PyTorch model with tformer's weight
         // the README's snippet translates its two sentences as tformer does
         const std::string snippet = readme_snippet(dir, out + "/checkpoint.safetensors");
         const Output readme = run("cd '" + std::string(TFORMER_SOURCE_DIR) + "' && /usr/bin/python3 '" + snippet + "'");
-        const Output ours2 = run("'" + exe + "' translate --checkpoint " + ckpt + " --beam 1 --threads 1 \"I'm home.\" "
+        const Output ours2 = run("'" + exe + "' translate --checkpoint " + ckpt +
+                                 " --beam 1 --threads 1 \"I'm home.\" "
                                  "\"He's calm.\"");
         INFO("README snippet:\n" << readme.output << "tformer:\n" << ours2.output);
         CHECK(readme.status == 0);

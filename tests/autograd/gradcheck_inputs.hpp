@@ -37,9 +37,9 @@ enum class Layout {
 
 inline const char* layout_name(Layout layout) {
     switch (layout) {
-    case Layout::contiguous: return "contiguous";
-    case Layout::transposed: return "transposed view";
-    case Layout::strided: return "step-2 slice";
+        case Layout::contiguous: return "contiguous";
+        case Layout::transposed: return "transposed view";
+        case Layout::strided: return "step-2 slice";
     }
     return "?";
 }
@@ -49,13 +49,13 @@ inline std::vector<double> draw(int64_t n, Domain domain, core::Generator& gen) 
     std::vector<double> values(n);
     for (int64_t i = 0; i < n; ++i) {
         switch (domain) {
-        case Domain::away_from_zero:
-            values[i] = (0.5 + 1.5 * gen.uniform()) * (gen.uniform() < 0.5 ? -1.0 : 1.0);
-            break;
-        case Domain::positive: values[i] = 0.5 + 1.5 * gen.uniform(); break;
-        case Domain::grid_above: values[i] = static_cast<double>(gen.randint(5) - 2) + 0.25; break;
-        case Domain::grid_below: values[i] = static_cast<double>(gen.randint(5) - 2) - 0.25; break;
-        case Domain::distinct: values[i] = -3.0 + 0.25 * static_cast<double>(i); break;
+            case Domain::away_from_zero:
+                values[i] = (0.5 + 1.5 * gen.uniform()) * (gen.uniform() < 0.5 ? -1.0 : 1.0);
+                break;
+            case Domain::positive: values[i] = 0.5 + 1.5 * gen.uniform(); break;
+            case Domain::grid_above: values[i] = static_cast<double>(gen.randint(5) - 2) + 0.25; break;
+            case Domain::grid_below: values[i] = static_cast<double>(gen.randint(5) - 2) - 0.25; break;
+            case Domain::distinct: values[i] = -3.0 + 0.25 * static_cast<double>(i); break;
         }
     }
     if (domain == Domain::distinct)  // Fisher-Yates shuffle
@@ -75,8 +75,8 @@ inline autograd::Variable make_input(const core::Shape& shape, Layout layout, Do
         REQUIRE(shape.size() >= 1);
         base_shape[shape.size() - 1] *= 2;
     }
-    core::Tensor base = core::tensor(draw(core::shape_numel(base_shape), domain, gen), base_shape,
-                                     core::DType::float64);
+    core::Tensor base =
+        core::tensor(draw(core::shape_numel(base_shape), domain, gen), base_shape, core::DType::float64);
     core::Tensor value = base;
     if (layout == Layout::transposed) value = base.transpose(-1, -2);
     if (layout == Layout::strided) value = base.slice(-1, 1, base_shape.back(), 2);  // odd positions

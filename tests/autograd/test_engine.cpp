@@ -137,11 +137,13 @@ TEST_CASE("anomaly mode: names the op whose backward made NaN or Inf", "[autogra
     CHECK(std::isinf(x.grad().to_vector()[0]));
 }
 
-TEST_CASE("anomaly mode: names the first op whose forward made NaN, not the ones that pass it on", "[autograd][engine]") {
+TEST_CASE("anomaly mode: names the first op whose forward made NaN, not the ones that pass it on",
+          "[autograd][engine]") {
     Variable x = leaf({-1, 4}, {2});
     {
         AnomalyGuard anomaly;
-        CHECK_THROWS_WITH(sum(sqrt(x) * 2.0), Catch::Contains("anomaly: forward of 'sqrt' produced NaN from inputs without NaN"));
+        CHECK_THROWS_WITH(sum(sqrt(x) * 2.0),
+                          Catch::Contains("anomaly: forward of 'sqrt' produced NaN from inputs without NaN"));
         // a NaN that comes in is not this op's doing: only the op that made it is named
         Variable nan_in = leaf({std::nan(""), 1}, {2});
         CHECK_NOTHROW(sum(nan_in * 2.0));
@@ -154,7 +156,8 @@ TEST_CASE("anomaly mode: names the first op whose forward made NaN, not the ones
 
 TEST_CASE("backward(): errors name what is wrong", "[autograd][engine][errors]") {
     Variable x = leaf({1, 2}, {2});
-    CHECK_THROWS_WITH((x * 2.0).backward(), "backward: output of shape (2) is not a scalar; pass a gradient of that shape");
+    CHECK_THROWS_WITH((x * 2.0).backward(),
+                      "backward: output of shape (2) is not a scalar; pass a gradient of that shape");
     CHECK_THROWS_WITH((x * 2.0).backward(core::ones({3}, DType::float64)),
                       "backward: gradient of shape (3) for an output of shape (2)");
     Variable c(core::ones({2}));
@@ -166,8 +169,8 @@ TEST_CASE("backward(): errors name what is wrong", "[autograd][engine][errors]")
 TEST_CASE("gradcheck(): passes a right backward and explains a wrong one", "[autograd][engine][gradcheck]") {
     Variable a(core::randn({2, 3}, core::default_generator(), DType::float64), true);
     Variable b(core::randn({3}, core::default_generator(), DType::float64), true);
-    const GradcheckResult ok = gradcheck([](const std::vector<Variable>& in) { return in[0] * in[1] + exp(in[0]); },
-                                         {a, b});
+    const GradcheckResult ok =
+        gradcheck([](const std::vector<Variable>& in) { return in[0] * in[1] + exp(in[0]); }, {a, b});
     INFO(ok.report);
     CHECK(ok);
 
@@ -187,7 +190,7 @@ TEST_CASE("gradcheck(): passes a right backward and explains a wrong one", "[aut
     CHECK(bad.mismatches == 2);
     CHECK_THAT(bad.report, Catch::Contains("gradcheck failed for input 0 (shape (2)) at element [0]"));
 
-    CHECK_THROWS_WITH(gradcheck([](const std::vector<Variable>& in) { return in[0]; },
-                                {Variable(core::ones({2}), true)}),
-                      Catch::Contains("gradcheck: input 0 is float32"));
+    CHECK_THROWS_WITH(
+        gradcheck([](const std::vector<Variable>& in) { return in[0]; }, {Variable(core::ones({2}), true)}),
+        Catch::Contains("gradcheck: input 0 is float32"));
 }

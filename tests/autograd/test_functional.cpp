@@ -94,8 +94,9 @@ TEST_CASE("fused == composed: softmax, log_softmax, layer_norm, cross_entropy ag
     const Tensor targets = core::from_vector(std::vector<int64_t>{0, 2, -100, 1, 4, 2}, {2, 3});
     const Tensor pad_targets = core::from_vector(std::vector<int64_t>{0, 2, 3, 1, 4, 3}, {2, 3});
     auto ce = [&](const Tensor& tg, CrossEntropyOptions o) {
-        return std::pair<Fn, Fn>{[=](const std::vector<Variable>& in) { return cross_entropy(in[0], tg, o); },
-                                 [=](const std::vector<Variable>& in) { return composed::cross_entropy(in[0], tg, o); }};
+        return std::pair<Fn, Fn>{
+            [=](const std::vector<Variable>& in) { return cross_entropy(in[0], tg, o); },
+            [=](const std::vector<Variable>& in) { return composed::cross_entropy(in[0], tg, o); }};
     };
     struct Case {
         std::string name;
@@ -106,7 +107,9 @@ TEST_CASE("fused == composed: softmax, log_softmax, layer_norm, cross_entropy ag
     const Tensor xt = randn64({5, 3}, 8).transpose(0, 1);  // (3, 5), non-contiguous
     const Tensor w = randn64({5}, 9), b = randn64({5}, 10);
     const std::vector<Case> cases = {
-        {"softmax(x)", {x}, {[](auto& in) { return softmax(in[0]); }, [](auto& in) { return composed::softmax(in[0]); }}},
+        {"softmax(x)",
+         {x},
+         {[](auto& in) { return softmax(in[0]); }, [](auto& in) { return composed::softmax(in[0]); }}},
         {"softmax(x) on a transposed view",
          {xt},
          {[](auto& in) { return softmax(in[0]); }, [](auto& in) { return composed::softmax(in[0]); }}},
@@ -160,9 +163,10 @@ TEST_CASE("fused == composed: softmax, log_softmax, layer_norm, cross_entropy ag
     }
 }
 
-TEST_CASE("fused layers == their composed ops, bit for bit in float32: add_layer_norm (AddNorm), linear_relu (FFN), "
-          "embedding_positional (input layer), dropout masks included",
-          "[autograd][functional]") {
+TEST_CASE(
+    "fused layers == their composed ops, bit for bit in float32: add_layer_norm (AddNorm), linear_relu (FFN), "
+    "embedding_positional (input layer), dropout masks included",
+    "[autograd][functional]") {
     core::Generator gen(21);
     auto randn32 = [&](const core::Shape& shape) { return core::randn(shape, gen, DType::float32); };
     const Tensor x = randn32({3, 4, 8}), y = randn32({3, 4, 8}), w = randn32({8}), b = randn32({8});
@@ -176,16 +180,22 @@ TEST_CASE("fused layers == their composed ops, bit for bit in float32: add_layer
         Fn fused, composed;
     };
     const std::vector<Case> cases = {
-        {"add_layer_norm with a mask", {x, y, w, b},
+        {"add_layer_norm with a mask",
+         {x, y, w, b},
          [&](const std::vector<Variable>& in) { return add_layer_norm(in[0], in[1], keep, in[2], in[3], 1e-5); },
-         [&](const std::vector<Variable>& in) { return layer_norm(add(mul(in[1], Variable(keep)), in[0]), in[2], in[3], 1e-5); }},
-        {"add_layer_norm without a mask", {x, y, w, b},
+         [&](const std::vector<Variable>& in) {
+             return layer_norm(add(mul(in[1], Variable(keep)), in[0]), in[2], in[3], 1e-5);
+         }},
+        {"add_layer_norm without a mask",
+         {x, y, w, b},
          [&](const std::vector<Variable>& in) { return add_layer_norm(in[0], in[1], Tensor(), in[2], in[3], 1e-5); },
          [&](const std::vector<Variable>& in) { return layer_norm(add(in[1], in[0]), in[2], in[3], 1e-5); }},
-        {"linear_relu", {x, W1, b1},
+        {"linear_relu",
+         {x, W1, b1},
          [&](const std::vector<Variable>& in) { return linear_relu(in[0], in[1], in[2]); },
          [&](const std::vector<Variable>& in) { return relu(linear(in[0], in[1], in[2])); }},
-        {"embedding_positional, scale √8, mask, padding_idx 3", {E},
+        {"embedding_positional, scale √8, mask, padding_idx 3",
+         {E},
          [&](const std::vector<Variable>& in) { return embedding_positional(in[0], id, std::sqrt(8.0), pos, keep, 3); },
          [&](const std::vector<Variable>& in) {
              return mul(add(mul(embedding(in[0], id, 3), std::sqrt(8.0)), Variable(pos)), Variable(keep));
@@ -285,12 +295,12 @@ TEST_CASE("layer_norm(x, weight, bias, eps): hand numbers and the core kernel", 
     check_values(y.value(), {-1.5 * s, -0.5 * s * 2, 0.5 * s + 1, 1.5 * s * 2 + 1});
     check_values(layer_norm(x, undefined(), undefined(), eps).value(), {-1.5 * s, -0.5 * s, 0.5 * s, 1.5 * s});
     sum(y).backward();
-    check_values(b.grad(), {1, 1, 1, 1});                       // dbias = Σ_rows dy
+    check_values(b.grad(), {1, 1, 1, 1});                            // dbias = Σ_rows dy
     check_values(w.grad(), {-1.5 * s, -0.5 * s, 0.5 * s, 1.5 * s});  // dweight = Σ_rows dy ⊙ x̂
 
     const Tensor xr = randn64({2, 3, 5}, 12), wr = randn64({5}, 13), br = randn64({5}, 14);
-    check_close(layer_norm(Variable(xr), Variable(wr), Variable(br), eps).value(),
-                core::layer_norm(xr, wr, br, eps).y, 0);
+    check_close(layer_norm(Variable(xr), Variable(wr), Variable(br), eps).value(), core::layer_norm(xr, wr, br, eps).y,
+                0);
 }
 
 // ============================ embedding ============================
@@ -361,7 +371,8 @@ TEST_CASE("cross_entropy(logits, targets): logits (B, T, V) against targets (B, 
     const Variable v(logits, true);
     const Variable rows = cross_entropy(v, targets, {.reduction = Reduction::none});
     CHECK(core::shape_str(rows.shape()) == "(2x3)");
-    check_close(rows.value(), core::cross_entropy_rows(logits.reshape({6, 4}), targets.reshape({6}), 0, -100).reshape({2, 3}));
+    check_close(rows.value(),
+                core::cross_entropy_rows(logits.reshape({6, 4}), targets.reshape({6}), 0, -100).reshape({2, 3}));
     const Variable loss = cross_entropy(v, targets);
     CHECK(loss.dim() == 0);
     CHECK(loss.item() == Approx(core::mean(rows.value()).item()));
@@ -380,7 +391,8 @@ TEST_CASE("cross_entropy(logits, targets, mean): every target ignored gives loss
     }
 }
 
-TEST_CASE("cross_entropy(logits, targets): errors name the shapes and the bad target", "[autograd][functional][errors]") {
+TEST_CASE("cross_entropy(logits, targets): errors name the shapes and the bad target",
+          "[autograd][functional][errors]") {
     const Variable v(randn64({2, 3}, 17), true);
     const Tensor good = core::from_vector(std::vector<int64_t>{0, 1}, {2});
     for (bool use_composed : {false, true}) {
@@ -432,7 +444,8 @@ TEST_CASE("matmul(a, b), linear(x, W, b): shape errors come from the core kernel
     CHECK_THROWS_AS(linear(a, b, undefined()), ShapeError);
 }
 
-TEST_CASE("embedding(weight, ids, padding_idx): errors name the id and the vocabulary", "[autograd][functional][errors]") {
+TEST_CASE("embedding(weight, ids, padding_idx): errors name the id and the vocabulary",
+          "[autograd][functional][errors]") {
     const Variable weight(randn64({4, 2}, 24), true);
     CHECK_THROWS_WITH(embedding(weight, core::from_vector(std::vector<int64_t>{1, 4}, {2})),
                       "embedding: token id 4 out of range for vocabulary of 4");

@@ -132,8 +132,7 @@ const std::vector<BinaryOp>& binary_ops() {
          [](const Tensor& a, const Tensor& b) { return core::div(a, b); }},
         // a on the grid k + 0.25 and b on k - 0.25 never tie, so max is differentiable everywhere here
         {"maximum(a, b)", [](const Variable& a, const Variable& b) { return autograd::maximum(a, b); },
-         [](const Tensor& a, const Tensor& b) { return core::maximum(a, b); }, Domain::grid_above,
-         Domain::grid_below},
+         [](const Tensor& a, const Tensor& b) { return core::maximum(a, b); }, Domain::grid_above, Domain::grid_below},
         {"where(cond, a, b)",
          [](const Variable& a, const Variable& b) { return autograd::where(where_mask(a.shape(), b.shape()), a, b); },
          [](const Tensor& a, const Tensor& b) { return core::where(where_mask(a.shape(), b.shape()), a, b); }},
@@ -242,9 +241,10 @@ TEST_CASE("gradcheck add sub mul div maximum where(a, b), operators: broadcast 0
     SECTION("b 0-d") { gradcheck_binary({{2, 3}}, {{}}); }
 }
 
-TEST_CASE("gradcheck add sub mul div maximum where(a, b), operators: non-contiguous transposed (3,4)·step-2 slice "
-          "(3,4), step-2 slice (2,1,4)·transposed (3,4)",
-          "[autograd][elementwise][gradcheck]") {
+TEST_CASE(
+    "gradcheck add sub mul div maximum where(a, b), operators: non-contiguous transposed (3,4)·step-2 slice "
+    "(3,4), step-2 slice (2,1,4)·transposed (3,4)",
+    "[autograd][elementwise][gradcheck]") {
     SECTION("same shape") { gradcheck_binary({{3, 4}, Layout::transposed}, {{3, 4}, Layout::strided}); }
     SECTION("broadcast") { gradcheck_binary({{2, 1, 4}, Layout::strided}, {{3, 4}, Layout::transposed}); }
 }
@@ -275,17 +275,20 @@ TEST_CASE("elementwise ops f(x), f(a, b): autograd values are exactly the core k
     }
 }
 
-TEST_CASE("dropout(x, 0.3, training): zeros some elements, scales the rest by 1/0.7, and the gradient uses the "
-          "same mask",
-          "[autograd][elementwise]") {
+TEST_CASE(
+    "dropout(x, 0.3, training): zeros some elements, scales the rest by 1/0.7, and the gradient uses the "
+    "same mask",
+    "[autograd][elementwise]") {
     const Variable x(core::ones({4, 6}, core::DType::float64), true);
     core::Generator gen(kDropoutSeed);
     const Variable y = autograd::dropout(x, 0.3, true, gen);
     const std::vector<double> v = y.value().to_vector();
     int zeros = 0;
     for (double e : v) {
-        if (e == 0.0) ++zeros;
-        else CHECK(e == Approx(1.0 / 0.7));
+        if (e == 0.0)
+            ++zeros;
+        else
+            CHECK(e == Approx(1.0 / 0.7));
     }
     CHECK(zeros > 0);
     CHECK(zeros < 24);

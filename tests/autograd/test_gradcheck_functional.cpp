@@ -5,8 +5,8 @@
 // them. Constants that take no gradient (ids, targets, lengths, masks) are
 // captured by the function.
 #include "autograd/autograd.hpp"
-#include "gradcheck_inputs.hpp"
 #include "core/core.hpp"
+#include "gradcheck_inputs.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -63,9 +63,11 @@ TEST_CASE("matmul(a, b): gradcheck for 2-D, batched, broadcast batch, 1-D, trans
         {"transposed batched b: (2x3) @ (2x4x3)ᵀ",
          {randn({2, 3}, 23), leaf_view(randn_t({2, 4, 3}, 24).transpose(-2, -1))},
          mm},
-        {"sliced b: every second column of (3x8)", {randn({2, 3}, 25), leaf_view(randn_t({3, 8}, 26).slice(1, 0, 8, 2))},
+        {"sliced b: every second column of (3x8)",
+         {randn({2, 3}, 25), leaf_view(randn_t({3, 8}, 26).slice(1, 0, 8, 2))},
          mm},
-        {"the same operand twice: a @ a", {randn({3, 3}, 27)},
+        {"the same operand twice: a @ a",
+         {randn({3, 3}, 27)},
          [](const std::vector<Variable>& in) { return matmul(in[0], in[0]); }},
     });
 }
@@ -124,9 +126,10 @@ TEST_CASE("softmax(x), log_softmax(x), composed versions: gradcheck on contiguou
     });
 }
 
-TEST_CASE("masked_softmax(x, valid_lens), masked_softmax_by_mask(x, keep): gradcheck with seed 003's lengths "
-          "and a no-peek mask",
-          "[autograd][gradcheck][functional]") {
+TEST_CASE(
+    "masked_softmax(x, valid_lens), masked_softmax_by_mask(x, keep): gradcheck with seed 003's lengths "
+    "and a no-peek mask",
+    "[autograd][gradcheck][functional]") {
     const Tensor per_batch = ids({2, 3}, {2});
     const Tensor per_row = ids({1, 3, 2, 4}, {2, 2});
     const Tensor float_lens = core::tensor({2, 3}, {2}, DType::float64);
@@ -136,17 +139,23 @@ TEST_CASE("masked_softmax(x, valid_lens), masked_softmax_by_mask(x, keep): gradc
     const Tensor no_peek = core::from_vector(lower, {3, 3});
     const Tensor pad = core::from_vector(std::vector<bool>{true, true, false, true, true, true}, {2, 1, 1, 3});
     run_table({
-        {"valid_lens [2, 3] on (2x2x4)", {randn({2, 2, 4}, 61)},
+        {"valid_lens [2, 3] on (2x2x4)",
+         {randn({2, 2, 4}, 61)},
          [=](const std::vector<Variable>& in) { return masked_softmax(in[0], per_batch); }},
-        {"valid_lens [[1, 3], [2, 4]] on (2x2x4)", {randn({2, 2, 4}, 62)},
+        {"valid_lens [[1, 3], [2, 4]] on (2x2x4)",
+         {randn({2, 2, 4}, 62)},
          [=](const std::vector<Variable>& in) { return masked_softmax(in[0], per_row); }},
-        {"float valid_lens [2., 3.] on (2x2x4)", {randn({2, 2, 4}, 63)},
+        {"float valid_lens [2., 3.] on (2x2x4)",
+         {randn({2, 2, 4}, 63)},
          [=](const std::vector<Variable>& in) { return masked_softmax(in[0], float_lens); }},
-        {"no valid_lens (plain softmax) on (2x2x4)", {randn({2, 2, 4}, 64)},
+        {"no valid_lens (plain softmax) on (2x2x4)",
+         {randn({2, 2, 4}, 64)},
          [=](const std::vector<Variable>& in) { return masked_softmax(in[0], Tensor()); }},
-        {"no-peek mask (3x3) on (2x3x3)", {randn({2, 3, 3}, 65)},
+        {"no-peek mask (3x3) on (2x3x3)",
+         {randn({2, 3, 3}, 65)},
          [=](const std::vector<Variable>& in) { return masked_softmax_by_mask(in[0], no_peek); }},
-        {"pad mask (2x1x1x3) on (2x2x3x3)", {randn({2, 2, 3, 3}, 66)},
+        {"pad mask (2x1x1x3) on (2x2x3x3)",
+         {randn({2, 2, 3, 3}, 66)},
          [=](const std::vector<Variable>& in) { return masked_softmax_by_mask(in[0], pad); }},
     });
 }
@@ -156,9 +165,7 @@ TEST_CASE("masked_softmax(x, valid_lens), masked_softmax_by_mask(x, keep): gradc
 TEST_CASE("layer_norm(x, weight, bias, eps), composed::layer_norm: gradcheck on (2x3x5) with and without affine",
           "[autograd][gradcheck][functional]") {
     const Fn ln = [](const std::vector<Variable>& in) { return layer_norm(in[0], in[1], in[2], 1e-5); };
-    const Fn ln_plain = [](const std::vector<Variable>& in) {
-        return layer_norm(in[0], Variable(), Variable(), 1e-5);
-    };
+    const Fn ln_plain = [](const std::vector<Variable>& in) { return layer_norm(in[0], Variable(), Variable(), 1e-5); };
     const Fn ln_weight_only = [](const std::vector<Variable>& in) {
         return layer_norm(in[0], in[1], Variable(), 1e-5);
     };
@@ -178,9 +185,10 @@ TEST_CASE("layer_norm(x, weight, bias, eps), composed::layer_norm: gradcheck on 
 
 // ============================ embedding ============================
 
-TEST_CASE("add_layer_norm(x, y, keep, weight, bias, eps): gradcheck with and without a dropout mask and affine, "
-          "transposed inputs",
-          "[autograd][gradcheck][functional]") {
+TEST_CASE(
+    "add_layer_norm(x, y, keep, weight, bias, eps): gradcheck with and without a dropout mask and affine, "
+    "transposed inputs",
+    "[autograd][gradcheck][functional]") {
     core::Generator gen(5);
     const Tensor keep = core::dropout_mask({2, 3, 5}, 0.3, gen, DType::float64);  // (2, 3, 5), 0 or 1/0.7
     const Fn with_mask = [keep](const std::vector<Variable>& in) {
@@ -200,8 +208,9 @@ TEST_CASE("add_layer_norm(x, y, keep, weight, bias, eps): gradcheck with and wit
     });
 }
 
-TEST_CASE("embedding_positional(weight, ids, scale, pos, keep): gradcheck with respect to the weight, a transposed weight",
-          "[autograd][gradcheck][functional]") {
+TEST_CASE(
+    "embedding_positional(weight, ids, scale, pos, keep): gradcheck with respect to the weight, a transposed weight",
+    "[autograd][gradcheck][functional]") {
     // ids (2, 3) with a repeated id (its row gathers two gradients). The padding
     // row's Jacobian is 0 by design, not by calculus (the embedding test above
     // checks it); the bit-for-bit test in test_functional.cpp covers padding_idx.
@@ -210,25 +219,32 @@ TEST_CASE("embedding_positional(weight, ids, scale, pos, keep): gradcheck with r
     core::Generator gen(6);
     const Tensor keep = core::dropout_mask({2, 3, 4}, 0.25, gen, DType::float64);
     run_table({
-        {"weight (5x4), scale 2, mask", {randn({5, 4}, 332)},
+        {"weight (5x4), scale 2, mask",
+         {randn({5, 4}, 332)},
          [=](const std::vector<Variable>& in) { return embedding_positional(in[0], id, 2.0, pos, keep); }},
-        {"weight (5x4), scale 1, no mask, no padding", {randn({5, 4}, 333)},
+        {"weight (5x4), scale 1, no mask, no padding",
+         {randn({5, 4}, 333)},
          [=](const std::vector<Variable>& in) { return embedding_positional(in[0], id, 1.0, pos, Tensor()); }},
-        {"transposed weight (4x5)ᵀ, sliced pos", {leaf_view(randn_t({4, 5}, 334).transpose(0, 1))},
+        {"transposed weight (4x5)ᵀ, sliced pos",
+         {leaf_view(randn_t({4, 5}, 334).transpose(0, 1))},
          [=](const std::vector<Variable>& in) {
              return embedding_positional(in[0], id, 0.5, randn_t({3, 8}, 335).slice(1, 0, 8, 2), keep);
          }},
     });
 }
 
-TEST_CASE("embedding(weight, ids, padding_idx): gradcheck with respect to the weight", "[autograd][gradcheck][functional]") {
+TEST_CASE("embedding(weight, ids, padding_idx): gradcheck with respect to the weight",
+          "[autograd][gradcheck][functional]") {
     const Tensor tokens = ids({1, 0, 3, 1, 4, 0}, {2, 3});  // repeats, and id 0 twice
     run_table({
-        {"ids (2x3), no padding", {randn({5, 3}, 91)},
+        {"ids (2x3), no padding",
+         {randn({5, 3}, 91)},
          [=](const std::vector<Variable>& in) { return embedding(in[0], tokens); }},
-        {"ids (2x3), padding_idx 2 (not among the ids)", {randn({5, 3}, 92)},
+        {"ids (2x3), padding_idx 2 (not among the ids)",
+         {randn({5, 3}, 92)},
          [=](const std::vector<Variable>& in) { return embedding(in[0], tokens, 2); }},
-        {"transposed weight (3x5)ᵀ", {leaf_view(randn_t({3, 5}, 93).transpose(0, 1))},
+        {"transposed weight (3x5)ᵀ",
+         {leaf_view(randn_t({3, 5}, 93).transpose(0, 1))},
          [=](const std::vector<Variable>& in) { return embedding(in[0], tokens); }},
     });
 }
@@ -265,9 +281,10 @@ TEST_CASE("embedding(weight, ids, padding_idx): the Jacobian is exact except at 
 
 // ============================ cross-entropy ============================
 
-TEST_CASE("cross_entropy(logits, targets, options), composed::cross_entropy: gradcheck for each reduction, "
-          "ignore_index and label smoothing",
-          "[autograd][gradcheck][functional]") {
+TEST_CASE(
+    "cross_entropy(logits, targets, options), composed::cross_entropy: gradcheck for each reduction, "
+    "ignore_index and label smoothing",
+    "[autograd][gradcheck][functional]") {
     const Tensor targets = ids({0, 2, -100, 1}, {4});
     const Tensor pad_targets = ids({0, 2, 1, 1, 0, 3}, {2, 3});  // 1 is the pad id below
     struct Variant {
@@ -293,30 +310,37 @@ TEST_CASE("cross_entropy(logits, targets, options), composed::cross_entropy: gra
     for (const Variant& v : variants) {
         const Tensor t = v.targets;
         const CrossEntropyOptions o = v.options;
-        cases.push_back({std::string("fused, ") + v.name, {randn(v.shape, seed++)},
+        cases.push_back({std::string("fused, ") + v.name,
+                         {randn(v.shape, seed++)},
                          [=](const std::vector<Variable>& in) { return cross_entropy(in[0], t, o); }});
-        cases.push_back({std::string("composed, ") + v.name, {randn(v.shape, seed++)},
+        cases.push_back({std::string("composed, ") + v.name,
+                         {randn(v.shape, seed++)},
                          [=](const std::vector<Variable>& in) { return composed::cross_entropy(in[0], t, o); }});
     }
-    cases.push_back({"fused, transposed logits (3x4)ᵀ", {leaf_view(randn_t({3, 4}, 120).transpose(0, 1))},
+    cases.push_back({"fused, transposed logits (3x4)ᵀ",
+                     {leaf_view(randn_t({3, 4}, 120).transpose(0, 1))},
                      [=](const std::vector<Variable>& in) { return cross_entropy(in[0], targets); }});
     run_table(cases);
 }
 
 // ============================ the fused output layer + loss ============================
 
-TEST_CASE("linear_cross_entropy(x, W, b, targets, weights, ε): gradcheck, with padding rows, bias or none, a transposed x",
-          "[autograd][gradcheck][functional]") {
+TEST_CASE(
+    "linear_cross_entropy(x, W, b, targets, weights, ε): gradcheck, with padding rows, bias or none, a transposed x",
+    "[autograd][gradcheck][functional]") {
     const Tensor t = ids({2, 0, 4, 4, 1}, {5});
-    const Tensor w = core::from_vector(std::vector<double>{0.2, 0.0, 0.5, 0.3, 1.0}, {5}).to(DType::float64);  // row 1 is padding
+    const Tensor w =
+        core::from_vector(std::vector<double>{0.2, 0.0, 0.5, 0.3, 1.0}, {5}).to(DType::float64);  // row 1 is padding
     std::vector<GradCase> cases;
     for (double eps : {0.0, 0.1}) {
-        cases.push_back({"x (5, 3), W (6, 3), b (6), eps " + std::to_string(eps),
-                         {randn({5, 3}, 1), randn({6, 3}, 2), randn({6}, 3)},
-                         [=](const std::vector<Variable>& x) { return linear_cross_entropy(x[0], x[1], x[2], t, w, eps); }});
-        cases.push_back({"x transposed (5, 3), W (6, 3), no bias, eps " + std::to_string(eps),
-                         {leaf_view(randn_t({3, 5}, 4).transpose(0, 1)), randn({6, 3}, 5)},
-                         [=](const std::vector<Variable>& x) { return linear_cross_entropy(x[0], x[1], Variable(), t, w, eps); }});
+        cases.push_back(
+            {"x (5, 3), W (6, 3), b (6), eps " + std::to_string(eps),
+             {randn({5, 3}, 1), randn({6, 3}, 2), randn({6}, 3)},
+             [=](const std::vector<Variable>& x) { return linear_cross_entropy(x[0], x[1], x[2], t, w, eps); }});
+        cases.push_back(
+            {"x transposed (5, 3), W (6, 3), no bias, eps " + std::to_string(eps),
+             {leaf_view(randn_t({3, 5}, 4).transpose(0, 1)), randn({6, 3}, 5)},
+             [=](const std::vector<Variable>& x) { return linear_cross_entropy(x[0], x[1], Variable(), t, w, eps); }});
     }
     run_table(cases);
 }
@@ -354,10 +378,13 @@ TEST_CASE("linear_cross_entropy equals the composed Σ w · cross_entropy(linear
     // errors name the operation and the values
     const Variable x(core::zeros({2, 3}, DType::float32), true), W(core::zeros({4, 3}, DType::float32), true);
     const Tensor w = core::ones({2}, DType::float32);
-    CHECK_THROWS_WITH(linear_cross_entropy(x, W, Variable(), ids({1, 4}, {2}), w), Catch::Contains("target 4 of row 1 outside [0, 4)"));
-    CHECK_THROWS_WITH(linear_cross_entropy(x, Variable(core::zeros({4, 2}, DType::float32), true), Variable(), ids({1, 2}, {2}), w),
-                      Catch::Contains("must be (N, D) and (V, D)"));
-    CHECK_THROWS_WITH(linear_cross_entropy(x, W, Variable(), ids({1, 2}, {2}), w, 1.5), Catch::Contains("label smoothing 1.5"));
+    CHECK_THROWS_WITH(linear_cross_entropy(x, W, Variable(), ids({1, 4}, {2}), w),
+                      Catch::Contains("target 4 of row 1 outside [0, 4)"));
+    CHECK_THROWS_WITH(
+        linear_cross_entropy(x, Variable(core::zeros({4, 2}, DType::float32), true), Variable(), ids({1, 2}, {2}), w),
+        Catch::Contains("must be (N, D) and (V, D)"));
+    CHECK_THROWS_WITH(linear_cross_entropy(x, W, Variable(), ids({1, 2}, {2}), w, 1.5),
+                      Catch::Contains("label smoothing 1.5"));
 }
 
 TEST_CASE("linear_cross_entropy: a batch of padding only gives loss 0 and zero gradients", "[autograd][functional]") {

@@ -12,8 +12,8 @@
 using namespace tformer;
 using namespace tformer::testing;
 using autograd::Variable;
-using core::DType;
 using core::Dims;
+using core::DType;
 using core::Shape;
 using core::Tensor;
 
@@ -54,8 +54,7 @@ void gradcheck_reductions(Layout layout) {
                 DYNAMIC_SECTION(op.name << "(x, dims=" << core::dims_list_str(dims) << ", keepdim=" << keepdim
                                         << ") on " << layout_name(layout) << " (2,3,4)") {
                     const Variable x = make_input(shape, layout, op.domain, gen);
-                    require_gradcheck([&](const std::vector<Variable>& in) { return op.f(in[0], dims, keepdim); },
-                                      {x});
+                    require_gradcheck([&](const std::vector<Variable>& in) { return op.f(in[0], dims, keepdim); }, {x});
                 }
             }
         }
@@ -83,16 +82,22 @@ TEST_CASE("gradcheck sum(x), mean(x), max(x) over everything, and a reduction of
           "[autograd][reduce][gradcheck]") {
     core::Generator gen(9);
     const Variable x = make_input({3, 4}, Layout::transposed, Domain::distinct, gen);
-    SECTION("sum(x)") { require_gradcheck([](const auto& in) { return autograd::sum(in[0]); }, {x}); }
-    SECTION("mean(x)") { require_gradcheck([](const auto& in) { return autograd::mean(in[0]); }, {x}); }
-    SECTION("max(x)") { require_gradcheck([](const auto& in) { return autograd::max(in[0]); }, {x}); }
+    SECTION("sum(x)") {
+        require_gradcheck([](const auto& in) { return autograd::sum(in[0]); }, {x});
+    }
+    SECTION("mean(x)") {
+        require_gradcheck([](const auto& in) { return autograd::mean(in[0]); }, {x});
+    }
+    SECTION("max(x)") {
+        require_gradcheck([](const auto& in) { return autograd::max(in[0]); }, {x});
+    }
     SECTION("mean(var(a · b, {-1}) + max(a · b, {-1}), {0})") {
         // reductions inside a small graph: each one's gradient must reach a and b through the broadcast mul
         const Variable a = make_input({2, 1, 4}, Layout::contiguous, Domain::away_from_zero, gen);
         const Variable b = make_input({3, 4}, Layout::contiguous, Domain::distinct, gen);
         require_gradcheck(
             [](const std::vector<Variable>& in) {
-                const Variable p = in[0] * in[1];  // (2, 3, 4)
+                const Variable p = in[0] * in[1];                                                   // (2, 3, 4)
                 return autograd::mean(autograd::var(p, {-1}, true) + autograd::max(p, {-1}), {0});  // (3)
             },
             {a, b});
@@ -101,25 +106,21 @@ TEST_CASE("gradcheck sum(x), mean(x), max(x) over everything, and a reduction of
 
 TEST_CASE("max(x, dims) at ties: the gradient is split evenly among the tied maxima", "[autograd][reduce]") {
     // row 0 has a tie for its max (3 at columns 1 and 2), column 0 has a tie (1 in both rows)
-    const std::vector<double> values{1, 3, 3,
-                                     1, 2, 0};
+    const std::vector<double> values{1, 3, 3, 1, 2, 0};
     SECTION("max(x, {1}) with dy = [2, 4]") {
         const Variable x = f64_leaf(values, {2, 3});
         autograd::max(x, {1}).backward(core::tensor({2, 4}, {2}, DType::float64));
-        CHECK(x.grad().to_vector() == std::vector<double>{0, 1, 1,
-                                                          0, 4, 0});
+        CHECK(x.grad().to_vector() == std::vector<double>{0, 1, 1, 0, 4, 0});
     }
     SECTION("max(x, {0}, keepdim) with dy = [[6, 5, 4]]") {
         const Variable x = f64_leaf(values, {2, 3});
         autograd::max(x, {0}, true).backward(core::tensor({6, 5, 4}, {1, 3}, DType::float64));
-        CHECK(x.grad().to_vector() == std::vector<double>{3, 5, 4,
-                                                          3, 0, 0});
+        CHECK(x.grad().to_vector() == std::vector<double>{3, 5, 4, 3, 0, 0});
     }
     SECTION("max(x) over everything") {
         const Variable x = f64_leaf(values, {2, 3});
         autograd::max(x).backward();
-        CHECK(x.grad().to_vector() == std::vector<double>{0, 0.5, 0.5,
-                                                          0, 0, 0});
+        CHECK(x.grad().to_vector() == std::vector<double>{0, 0.5, 0.5, 0, 0, 0});
     }
 }
 

@@ -6,14 +6,15 @@
 #include <catch2/catch.hpp>
 
 using namespace tformer;
-using core::Shape;
 using Catch::Contains;
+using core::Shape;
 
 TEST_CASE("check(ok, format, args): throws the given error with the formatted message only when ok is false",
           "[core][check]") {
     CHECK_NOTHROW(check(true, "never formatted {}", 1));
     REQUIRE_THROWS_AS(check(false, "Dropout: probability {} not in [0, 1)", 1.5), ValueError);
-    REQUIRE_THROWS_WITH(check(false, "Dropout: probability {} not in [0, 1)", 1.5), "Dropout: probability 1.5 not in [0, 1)");
+    REQUIRE_THROWS_WITH(check(false, "Dropout: probability {} not in [0, 1)", 1.5),
+                        "Dropout: probability 1.5 not in [0, 1)");
     REQUIRE_THROWS_AS(check<ShapeError>(false, "op: shape {}", Shape{2, 3}), ShapeError);
     REQUIRE_THROWS_WITH(check<ShapeError>(false, "op: shape {}", Shape{2, 3}), "op: shape (2x3)");
     CHECK(fmt::format("{}", Shape{}) == "()");
@@ -32,7 +33,9 @@ TEST_CASE("ShapeCheck: names bind sizes across arguments; numbers and known() si
     CHECK(dims["query_size"] == 4);
     REQUIRE_THROWS_WITH(dims["V"], "MultiHeadAttention: ShapeCheck: no argument gave the size of 'V'");
 
-    auto mha = [] { return ShapeCheck("MultiHeadAttention").known("key_size", 4).arg("queries", Shape{2, 3, 4}, "B T d"); };
+    auto mha = [] {
+        return ShapeCheck("MultiHeadAttention").known("key_size", 4).arg("queries", Shape{2, 3, 4}, "B T d");
+    };
     // a size fixed by an earlier argument or by known() is shown with its value
     REQUIRE_THROWS_AS(mha().arg("keys", Shape{3, 5, 4}, "B S key_size"), ShapeError);
     REQUIRE_THROWS_WITH(mha().arg("keys", Shape{3, 5, 4}, "B S key_size"),
@@ -68,7 +71,8 @@ TEST_CASE("ShapeCheck: '...' stands for the same leading dimensions in every arg
 
 TEST_CASE("ShapeCheck.arg(name, tensor, pattern): an undefined tensor is an error naming it", "[core][check]") {
     REQUIRE_THROWS_AS(ShapeCheck("MultiHeadAttention").arg("keys", core::Tensor(), "B S key_size"), ValueError);
-    REQUIRE_THROWS_WITH(ShapeCheck("MultiHeadAttention").known("key_size", 4).arg("keys", core::Tensor(), "B S key_size"),
-                        "MultiHeadAttention: keys (undefined) must be (B, S, key_size=4)");
+    REQUIRE_THROWS_WITH(
+        ShapeCheck("MultiHeadAttention").known("key_size", 4).arg("keys", core::Tensor(), "B S key_size"),
+        "MultiHeadAttention: keys (undefined) must be (B, S, key_size=4)");
     REQUIRE_THROWS_WITH(ShapeCheck("op").known("n", 1).known("n", 2), "op: ShapeCheck: the size of 'n' is given twice");
 }

@@ -108,7 +108,9 @@ const UnaryCase kUnaryOps[] = {
     {"relu", relu, [](double x) { return x < 0 ? 0.0 : x; }, -4, 4},
     {"sigmoid", sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }, -20, 20},
     {"abs", tformer::core::abs, [](double x) { return std::abs(x); }, -4, 4},
-    {"sign", sign, [](double x) { return x > 0 ? 1.0 : x < 0 ? -1.0 : 0.0; }, -2, 2},
+    {"sign", sign, [](double x) { return x > 0   ? 1.0
+                                         : x < 0 ? -1.0
+                                                 : 0.0; }, -2, 2},
     {"pow(x, 2)", [](In x) { return pow(x, 2.0); }, [](double x) { return x * x; }, -4, 4},
     {"pow(x, 3)", [](In x) { return pow(x, 3.0); }, [](double x) { return x * x * x; }, -4, 4},
     {"pow(x, 0.5)", [](In x) { return pow(x, 0.5); }, [](double x) { return std::sqrt(x); }, 0, 16},
@@ -190,20 +192,20 @@ struct BroadcastCase {
 };
 
 const BroadcastCase kBroadcasts[] = {
-    {{2, 3, 4}, {4}, {2, 3, 4}},           // (B, T, D) + (D): a bias
-    {{2, 1, 5}, {2, 3, 1}, {2, 3, 5}},     // (B, 1, S) + (B, T, 1): a key mask meets a query mask
-    {{2, 3, 4}, {2, 3, 1}, {2, 3, 4}},     // (B, T, D) · (B, T, 1): a per-row scale
-    {{3, 1}, {1, 4}, {3, 4}},              // an outer sum
-    {{4}, {3, 1}, {3, 4}},                 // rank grows on the left
-    {{5}, {1, 1, 5}, {1, 1, 5}},           // leading size-1 dimensions
-    {{1}, {5}, {5}},                       // a one-element vector
-    {{}, {2, 3}, {2, 3}},                  // 0-d scalar on the left
-    {{2, 3}, {}, {2, 3}},                  // 0-d scalar on the right
-    {{}, {}, {}},                          // both 0-d
-    {{0, 3}, {3}, {0, 3}},                 // empty
-    {{2, 0, 4}, {1, 4}, {2, 0, 4}},        // empty in the middle
-    {{3, 1}, {1, 0}, {3, 0}},              // size 1 stretches to size 0
-    {{0}, {}, {0}},                        // empty with a scalar
+    {{2, 3, 4}, {4}, {2, 3, 4}},        // (B, T, D) + (D): a bias
+    {{2, 1, 5}, {2, 3, 1}, {2, 3, 5}},  // (B, 1, S) + (B, T, 1): a key mask meets a query mask
+    {{2, 3, 4}, {2, 3, 1}, {2, 3, 4}},  // (B, T, D) · (B, T, 1): a per-row scale
+    {{3, 1}, {1, 4}, {3, 4}},           // an outer sum
+    {{4}, {3, 1}, {3, 4}},              // rank grows on the left
+    {{5}, {1, 1, 5}, {1, 1, 5}},        // leading size-1 dimensions
+    {{1}, {5}, {5}},                    // a one-element vector
+    {{}, {2, 3}, {2, 3}},               // 0-d scalar on the left
+    {{2, 3}, {}, {2, 3}},               // 0-d scalar on the right
+    {{}, {}, {}},                       // both 0-d
+    {{0, 3}, {3}, {0, 3}},              // empty
+    {{2, 0, 4}, {1, 4}, {2, 0, 4}},     // empty in the middle
+    {{3, 1}, {1, 0}, {3, 0}},           // size 1 stretches to size 0
+    {{0}, {}, {0}},                     // empty with a scalar
 };
 
 // Runs `body` with 1 and then 2 threads and restores the previous setting.
@@ -377,9 +379,9 @@ TEST_CASE("logical_not/and/or(mask): elementwise logic with broadcasting", "[cor
 }
 
 TEST_CASE("where(cond, a, b): three-way broadcast, any dtype", "[core][elementwise]") {
-    const Tensor cond = mask({true, false}, {2, 1});                            // (2, 1)
-    const Tensor a = tensor({1, 2, 3}, {1, 3}, DType::float64);                 // (1, 3)
-    const Tensor b = scalar(-1, DType::float64);                                // ()
+    const Tensor cond = mask({true, false}, {2, 1});             // (2, 1)
+    const Tensor a = tensor({1, 2, 3}, {1, 3}, DType::float64);  // (1, 3)
+    const Tensor b = scalar(-1, DType::float64);                 // ()
     const Tensor y = where(cond, a, b);
     CHECK(y.shape() == Shape{2, 3});
     CHECK(values(y) == std::vector<double>{1, 2, 3, -1, -1, -1});
@@ -412,8 +414,7 @@ TEST_CASE("masked_fill(x, mask, value): mask broadcast to x's shape", "[core][el
     // a causal mask (T, S) for every batch, on a transposed x
     const Tensor causal = mask({false, true, false, false}, {2, 2});
     const Tensor xt = arange(8).view({2, 2, 2}).transpose(1, 2);  // [[0, 2], [1, 3]], [[4, 6], [5, 7]]
-    CHECK(values(masked_fill(xt, causal, -INFINITY)) ==
-          std::vector<double>{0, -INFINITY, 1, 3, 4, -INFINITY, 5, 7});
+    CHECK(values(masked_fill(xt, causal, -INFINITY)) == std::vector<double>{0, -INFINITY, 1, 3, 4, -INFINITY, 5, 7});
     // a 0-d mask, an int64 x
     CHECK(values(masked_fill(tensor({1, 2}, {2}), mask({true}, {}), 5)) == std::vector<double>{5, 5});
     const Tensor ids = from_vector(std::vector<int64_t>{3, 4, 5}, {3});
@@ -429,7 +430,7 @@ TEST_CASE("add_(dst, src, alpha): into transposed, sliced and contiguous views",
         INFO(dtype_name(dtype));
         // dst is a transposed view: the base tensor sees the update
         const Tensor base = zeros({3, 4}, dtype);
-        const Tensor dst = base.transpose(0, 1);               // (4, 3)
+        const Tensor dst = base.transpose(0, 1);  // (4, 3)
         const Tensor src = arange(12, dtype).view({4, 3});
         add_(dst, src, 2.0);
         for (int64_t i = 0; i < 4; ++i)
@@ -473,10 +474,10 @@ TEST_CASE("mul_(dst, s): scales a view in place", "[core][elementwise]") {
 
 TEST_CASE("f(x) on >= 1M elements: identical results with 1 and 2 threads", "[core][elementwise]") {
     Generator gen(6);
-    const Tensor x = randn({1024, 1030}, gen);                   // 1,054,720 elements
+    const Tensor x = randn({1024, 1030}, gen);  // 1,054,720 elements
     const Tensor bias = randn({1030}, gen);
     const Tensor rows = randn({1024, 1}, gen);
-    const Tensor xt = randn({1030, 1024}, gen).transpose(0, 1);  // the same shape, strided
+    const Tensor xt = randn({1030, 1024}, gen).transpose(0, 1);                // the same shape, strided
     const Tensor every_other = randn({2 << 20}, gen).slice(0, 0, 2 << 20, 2);  // one long strided run
     const auto compute = [&] {
         std::vector<std::vector<double>> out;

@@ -97,10 +97,10 @@ TEST_CASE("remove_stale_temporaries: only leftovers of processes that no longer 
     const std::string dead = std::to_string(dead_pid()), alive = std::to_string(::getppid());
     touch(dir / (".checkpoint.safetensors.tmp-" + dead + "-0"));
     touch(dir / (".checkpoint.safetensors.tmp-" + dead + "-17"));
-    touch(dir / (".checkpoint.safetensors.tmp-" + alive + "-0"));                  // a save in progress elsewhere
+    touch(dir / (".checkpoint.safetensors.tmp-" + alive + "-0"));                       // a save in progress elsewhere
     touch(dir / (".checkpoint.safetensors.tmp-" + std::to_string(::getpid()) + "-0"));  // ours
-    touch(dir / (".other.safetensors.tmp-" + dead + "-0"));                       // another file's
-    touch(dir / (".checkpoint.safetensors.tmp-x-0"));                             // not our pattern
+    touch(dir / (".other.safetensors.tmp-" + dead + "-0"));                             // another file's
+    touch(dir / (".checkpoint.safetensors.tmp-x-0"));                                   // not our pattern
     touch(dir / "notes.txt");
     CHECK(core::remove_stale_temporaries(path) == 2);
     CHECK(std::distance(fs::directory_iterator(dir), fs::directory_iterator{}) == 5);

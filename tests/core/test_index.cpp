@@ -123,7 +123,7 @@ TEST_CASE("embedding(weight, ids): rows of the table for ids of any shape and la
             for (Layout ids_layout : kLayouts) {
                 CAPTURE(dtype_name(dtype), layout_name(weight_layout), layout_name(ids_layout));
                 const Tensor weight = make_input({V, D}, weight_layout, dtype, gen);  // (V, D)
-                Tensor ids = randint({4, 5}, 0, V, gen);                               // (B, T)
+                Tensor ids = randint({4, 5}, 0, V, gen);                              // (B, T)
                 if (ids_layout == Layout::transposed) ids = randint({5, 4}, 0, V, gen).transpose(0, 1);
                 if (ids_layout == Layout::sliced) ids = randint({4, 10}, 0, V, gen).slice(1, 0, 10, 2);
                 const Tensor out = embedding(weight, ids);  // (B, T, D)
@@ -155,8 +155,8 @@ TEST_CASE("embedding_backward(grad, ids, V, padding_idx): scatter-add of rows, p
     };
     for (const Case& c : cases) {
         CAPTURE(c.name);
-        const Tensor ids = randint({3, 7}, 0, V, gen);  // (B, T), every id appears about twice
-        Tensor grad = make_input({3, 7, D}, c.grad_layout, c.dtype, gen);  // (B, T, D)
+        const Tensor ids = randint({3, 7}, 0, V, gen);                      // (B, T), every id appears about twice
+        Tensor grad = make_input({3, 7, D}, c.grad_layout, c.dtype, gen);   // (B, T, D)
         const Tensor dw = embedding_backward(grad, ids, V, c.padding_idx);  // (V, D)
         CHECK(dw.shape() == Shape{V, D});
         CHECK(dw.dtype() == c.dtype);
@@ -172,12 +172,13 @@ TEST_CASE("embedding_backward(grad, ids, V, padding_idx): scatter-add of rows, p
     }
 }
 
-TEST_CASE("embedding_backward(grad, ids, V, padding_idx): deterministic, same bits for 1 and 2 threads", "[core][index]") {
+TEST_CASE("embedding_backward(grad, ids, V, padding_idx): deterministic, same bits for 1 and 2 threads",
+          "[core][index]") {
     // large enough that a parallel version would split the work
     Generator gen(4);
     const int64_t V = 50, D = 256;
     const Tensor ids = randint({64, 20}, 0, V, gen);  // (B, T)
-    const Tensor grad = randn({64, 20, D}, gen);        // (B, T, D)
+    const Tensor grad = randn({64, 20, D}, gen);      // (B, T, D)
     const int threads = get_num_threads();
     set_num_threads(1);
     const std::vector<float> serial = embedding_backward(grad, ids, V, 3).to_vector<float>();
@@ -229,8 +230,7 @@ TEST_CASE("gather(x, dim, index): hand-computed example", "[core][index]") {
     require_same(scatter_add(zeros({2, 2}), 1, ids_tensor({0, 0, 1, 0}, {2, 2}), src), tensor({30, 0, 40, 30}, {2, 2}));
 }
 
-TEST_CASE("gather(x, dim, index) and scatter_add: adjoint, <gather(x), y> == <x, scatter_add(0, y)>",
-          "[core][index]") {
+TEST_CASE("gather(x, dim, index) and scatter_add: adjoint, <gather(x), y> == <x, scatter_add(0, y)>", "[core][index]") {
     Generator gen(6);
     for (Layout layout : kLayouts)
         for (const DimCase& c : kDimCases) {
@@ -339,69 +339,123 @@ TEST_CASE("index_select, embedding, gather, scatter_add, concat, stack, split: b
     };
     const std::vector<Case> cases = {
         // index_select
-        {[&] { index_select(x, 0, ids({1, 57})); }, "index_select: index 57 out of range for dimension 0 of size 40",
-         Kind::index},
+        {[&] {
+             index_select(x, 0, ids({1, 57}));
+         },
+         "index_select: index 57 out of range for dimension 0 of size 40", Kind::index},
         {[&] { index_select(x, 0, ids({-1})); }, "index_select: index -1 out of range for dimension 0 of size 40",
          Kind::index},
         {[&] { index_select(x, 0, tensor({1}, {1})); }, "index_select: index must be int64, got float32", Kind::value},
-        {[&] { index_select(x, 0, ids({1, 2, 3, 4}).view({2, 2})); }, "index_select: index must be 1-D, got shape (2x2)",
-         Kind::shape},
+        {[&] {
+             index_select(x, 0, ids({1, 2, 3, 4}).view({2, 2}));
+         },
+         "index_select: index must be 1-D, got shape (2x2)", Kind::shape},
         {[&] { index_select(x, 2, ids({0})); },
          "index_select: dimension 2 out of range for a 2-d tensor (expected -2 to 1)", Kind::index},
         // embedding
-        {[&] { embedding(w, ids({3, 57})); }, "embedding: token id 57 out of range for vocabulary of 40", Kind::index},
+        {[&] {
+             embedding(w, ids({3, 57}));
+         },
+         "embedding: token id 57 out of range for vocabulary of 40", Kind::index},
         {[&] { embedding(w, ids({-3})); }, "embedding: token id -3 out of range for vocabulary of 40", Kind::index},
         {[&] { embedding(w, tensor({1}, {1})); }, "embedding: ids must be int64, got float32", Kind::value},
-        {[&] { embedding(zeros({40}), ids({1})); }, "embedding: weight must be 2-D (V, D), got shape (40)", Kind::shape},
+        {[&] { embedding(zeros({40}), ids({1})); }, "embedding: weight must be 2-D (V, D), got shape (40)",
+         Kind::shape},
         // embedding_backward
-        {[&] { embedding_backward(zeros({2, 4}), ids({1, 40}), 40, -1); },
+        {[&] {
+             embedding_backward(zeros({2, 4}), ids({1, 40}), 40, -1);
+         },
          "embedding_backward: token id 40 out of range for vocabulary of 40", Kind::index},
-        {[&] { embedding_backward(zeros({2, 4}), ids({1, 2, 3}), 40, -1); },
+        {[&] {
+             embedding_backward(zeros({2, 4}), ids({1, 2, 3}), 40, -1);
+         },
          "embedding_backward: grad shape (2x4) does not match ids shape (3) plus an embedding dimension", Kind::shape},
-        {[&] { embedding_backward(zeros({3}), ids({1, 2, 3}), 40, -1); },
+        {[&] {
+             embedding_backward(zeros({3}), ids({1, 2, 3}), 40, -1);
+         },
          "embedding_backward: grad shape (3) does not match ids shape (3) plus an embedding dimension", Kind::shape},
-        {[&] { embedding_backward(zeros({2, 4}), ids({1, 2}), 40, 40); },
+        {[&] {
+             embedding_backward(zeros({2, 4}), ids({1, 2}), 40, 40);
+         },
          "embedding_backward: padding_idx 40 out of range for vocabulary of 40 (use -1 for none)", Kind::index},
-        {[&] { embedding_backward(zeros({2, 4}, DType::int64), ids({1, 2}), 40, -1); },
+        {[&] {
+             embedding_backward(zeros({2, 4}, DType::int64), ids({1, 2}), 40, -1);
+         },
          "embedding_backward: expected a floating dtype (float32 or float64), got int64", Kind::value},
-        {[&] { embedding_backward(zeros({2, 4}), tensor({1, 2}, {2}), 40, -1); },
+        {[&] {
+             embedding_backward(zeros({2, 4}), tensor({1, 2}, {2}), 40, -1);
+         },
          "embedding_backward: ids must be int64, got float32", Kind::value},
         // gather
-        {[&] { gather(zeros({4, 5}), 1, ids({0, 5}).view({1, 2})); },
+        {[&] {
+             gather(zeros({4, 5}), 1, ids({0, 5}).view({1, 2}));
+         },
          "gather: index 5 out of range for dimension 1 of size 5", Kind::index},
-        {[&] { gather(zeros({4, 5}), 1, ids({0, 1, 2})); },
+        {[&] {
+             gather(zeros({4, 5}), 1, ids({0, 1, 2}));
+         },
          "gather: index shape (3) must have as many dimensions as x shape (4x5)", Kind::shape},
-        {[&] { gather(zeros({4, 5}), 1, zeros({5, 2}, DType::int64)); },
+        {[&] {
+             gather(zeros({4, 5}), 1, zeros({5, 2}, DType::int64));
+         },
          "gather: index shape (5x2) is larger than x shape (4x5) at dimension 0", Kind::shape},
-        {[&] { gather(zeros({4, 5}), 1, zeros({1, 2})); }, "gather: index must be int64, got float32", Kind::value},
+        {[&] {
+             gather(zeros({4, 5}), 1, zeros({1, 2}));
+         },
+         "gather: index must be int64, got float32", Kind::value},
         // scatter_add
-        {[&] { scatter_add(zeros({4, 5}), 0, zeros({1, 2}, DType::int64), zeros({1, 2}, DType::float64)); },
+        {[&] {
+             scatter_add(zeros({4, 5}), 0, zeros({1, 2}, DType::int64), zeros({1, 2}, DType::float64));
+         },
          "scatter_add: src has dtype float64 but x has float32", Kind::value},
         {[&] { scatter_add(zeros({4}, DType::boolean), 0, ids({0}), zeros({1}, DType::boolean)); },
          "scatter_add: cannot add bool tensors", Kind::value},
-        {[&] { scatter_add(zeros({4, 5}), 0, zeros({2, 3}, DType::int64), zeros({2, 2})); },
+        {[&] {
+             scatter_add(zeros({4, 5}), 0, zeros({2, 3}, DType::int64), zeros({2, 2}));
+         },
          "scatter_add: index shape (2x3) is larger than src shape (2x2) at dimension 1", Kind::shape},
-        {[&] { scatter_add(zeros({4, 5}), 0, ids({-1}).view({1, 1}), zeros({1, 1})); },
+        {[&] {
+             scatter_add(zeros({4, 5}), 0, ids({-1}).view({1, 1}), zeros({1, 1}));
+         },
          "scatter_add: index -1 out of range for dimension 0 of size 4", Kind::index},
         // concat and stack
-        {[&] { concat({zeros({2, 3}), zeros({2, 4})}, 0); },
-         "concat: tensor 1 has shape (2x4) but tensor 0 has (2x3); sizes must match except in dimension 0", Kind::shape},
-        {[&] { concat({zeros({2, 3}), zeros({2, 3, 1})}, 1); },
+        {[&] {
+             concat({zeros({2, 3}), zeros({2, 4})}, 0);
+         },
+         "concat: tensor 1 has shape (2x4) but tensor 0 has (2x3); sizes must match except in dimension 0",
+         Kind::shape},
+        {[&] {
+             concat({zeros({2, 3}), zeros({2, 3, 1})}, 1);
+         },
          "concat: tensor 1 has shape (2x3x1) but tensor 0 has (2x3); sizes must match except in dimension 1",
          Kind::shape},
         {[&] { concat({}, 0); }, "concat: expected a non-empty list of tensors", Kind::value},
-        {[&] { concat({zeros({2}), zeros({2}, DType::float64)}, 0); },
+        {[&] {
+             concat({zeros({2}), zeros({2}, DType::float64)}, 0);
+         },
          "concat: tensor 1 has dtype float64 but tensor 0 has float32", Kind::value},
-        {[&] { stack({zeros({2, 3}), zeros({2, 4})}, 0); },
+        {[&] {
+             stack({zeros({2, 3}), zeros({2, 4})}, 0);
+         },
          "stack: tensor 1 has shape (2x4) but tensor 0 has (2x3); all shapes must be equal", Kind::shape},
         {[&] { stack({}, 0); }, "stack: expected a non-empty list of tensors", Kind::value},
-        {[&] { stack({zeros({2, 3})}, 3); }, "stack: dimension 3 out of range for a 3-d tensor (expected -3 to 2)",
-         Kind::index},
+        {[&] {
+             stack({zeros({2, 3})}, 3);
+         },
+         "stack: dimension 3 out of range for a 3-d tensor (expected -3 to 2)", Kind::index},
         // split
-        {[&] { split(zeros({4, 6}), {2, 3}, 1); }, "split: sizes [2, 3] add up to 5 but dimension 1 of (4x6) has size 6",
-         Kind::shape},
-        {[&] { split(zeros({4, 6}), {7, -1}, 1); }, "split: sizes [7, -1] contain the negative size -1", Kind::value},
-        {[&] { split(zeros({4, 6}), 0, 1); }, "split: split_size must be positive, got 0", Kind::value},
+        {[&] {
+             split(zeros({4, 6}), {2, 3}, 1);
+         },
+         "split: sizes [2, 3] add up to 5 but dimension 1 of (4x6) has size 6", Kind::shape},
+        {[&] {
+             split(zeros({4, 6}), {7, -1}, 1);
+         },
+         "split: sizes [7, -1] contain the negative size -1", Kind::value},
+        {[&] {
+             split(zeros({4, 6}), 0, 1);
+         },
+         "split: split_size must be positive, got 0", Kind::value},
     };
     for (const Case& c : cases) {
         CAPTURE(c.message);

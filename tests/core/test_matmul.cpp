@@ -53,7 +53,8 @@ Tensor make_operand(const Shape& batch, int64_t rows, int64_t cols, Layout layou
     switch (layout) {
         case Layout::contiguous: return uniform(with_matrix(batch, rows, cols), -1, 1, gen, dtype);
         case Layout::transposed: return uniform(with_matrix(batch, cols, rows), -1, 1, gen, dtype).transpose(-1, -2);
-        case Layout::row_gaps: return uniform(with_matrix(batch, rows, cols + 3), -1, 1, gen, dtype).slice(-1, 1, 1 + cols);
+        case Layout::row_gaps:
+            return uniform(with_matrix(batch, rows, cols + 3), -1, 1, gen, dtype).slice(-1, 1, 1 + cols);
         case Layout::every_second:
             return uniform(with_matrix(batch, rows, 2 * cols), -1, 1, gen, dtype).slice(-1, 0, 2 * cols, 2);
         case Layout::transposed_every_second:
@@ -115,38 +116,109 @@ TEST_CASE("matmul(a, b): batched, with broadcast, expanded and sliced batch dime
         Shape expected;
     };
     const std::vector<Case> cases = {
-        {"same batch", [](Generator& g, DType t) { return uniform({3, 7, 5}, -1, 1, g, t); },
-         [](Generator& g, DType t) { return uniform({3, 5, 4}, -1, 1, g, t); }, {3, 7, 4}},
+        {"same batch",
+         [](Generator& g, DType t) {
+             return uniform({3, 7, 5}, -1, 1, g, t);
+         },
+         [](Generator& g, DType t) {
+             return uniform({3, 5, 4}, -1, 1, g, t);
+         },
+         {3, 7, 4}},
         {"(B,1,n,k) @ (H,k,m) broadcasts to (B,H,n,m)",
-         [](Generator& g, DType t) { return uniform({2, 1, 7, 5}, -1, 1, g, t); },
-         [](Generator& g, DType t) { return uniform({3, 5, 4}, -1, 1, g, t); }, {2, 3, 7, 4}},
-        {"both sides broadcast", [](Generator& g, DType t) { return uniform({2, 1, 3, 4}, -1, 1, g, t); },
-         [](Generator& g, DType t) { return uniform({1, 5, 4, 2}, -1, 1, g, t); }, {2, 5, 3, 2}},
-        {"2-D left, batched right", [](Generator& g, DType t) { return uniform({7, 8}, -1, 1, g, t); },
-         [](Generator& g, DType t) { return uniform({4, 8, 3}, -1, 1, g, t); }, {4, 7, 3}},
-        {"batched left, 2-D right: one stacked GEMM", [](Generator& g, DType t) { return uniform({4, 7, 8}, -1, 1, g, t); },
-         [](Generator& g, DType t) { return uniform({8, 3}, -1, 1, g, t); }, {4, 7, 3}},
-        {"decode step (B,1,k) @ (k,m)", [](Generator& g, DType t) { return uniform({5, 1, 8}, -1, 1, g, t); },
-         [](Generator& g, DType t) { return uniform({8, 6}, -1, 1, g, t); }, {5, 1, 6}},
-        {"transposed batches @ 2-D", [](Generator& g, DType t) { return uniform({4, 8, 7}, -1, 1, g, t).transpose(1, 2); },
-         [](Generator& g, DType t) { return uniform({8, 3}, -1, 1, g, t); }, {4, 7, 3}},
+         [](Generator& g, DType t) {
+             return uniform({2, 1, 7, 5}, -1, 1, g, t);
+         },
+         [](Generator& g, DType t) {
+             return uniform({3, 5, 4}, -1, 1, g, t);
+         },
+         {2, 3, 7, 4}},
+        {"both sides broadcast",
+         [](Generator& g, DType t) {
+             return uniform({2, 1, 3, 4}, -1, 1, g, t);
+         },
+         [](Generator& g, DType t) {
+             return uniform({1, 5, 4, 2}, -1, 1, g, t);
+         },
+         {2, 5, 3, 2}},
+        {"2-D left, batched right",
+         [](Generator& g, DType t) {
+             return uniform({7, 8}, -1, 1, g, t);
+         },
+         [](Generator& g, DType t) {
+             return uniform({4, 8, 3}, -1, 1, g, t);
+         },
+         {4, 7, 3}},
+        {"batched left, 2-D right: one stacked GEMM",
+         [](Generator& g, DType t) {
+             return uniform({4, 7, 8}, -1, 1, g, t);
+         },
+         [](Generator& g, DType t) {
+             return uniform({8, 3}, -1, 1, g, t);
+         },
+         {4, 7, 3}},
+        {"decode step (B,1,k) @ (k,m)",
+         [](Generator& g, DType t) {
+             return uniform({5, 1, 8}, -1, 1, g, t);
+         },
+         [](Generator& g, DType t) {
+             return uniform({8, 6}, -1, 1, g, t);
+         },
+         {5, 1, 6}},
+        {"transposed batches @ 2-D",
+         [](Generator& g, DType t) {
+             return uniform({4, 8, 7}, -1, 1, g, t).transpose(1, 2);
+         },
+         [](Generator& g, DType t) {
+             return uniform({8, 3}, -1, 1, g, t);
+         },
+         {4, 7, 3}},
         {"expanded left (stride-0 batch) @ 2-D",
-         [](Generator& g, DType t) { return uniform({1, 7, 8}, -1, 1, g, t).expand({4, 7, 8}); },
-         [](Generator& g, DType t) { return uniform({8, 3}, -1, 1, g, t); }, {4, 7, 3}},
-        {"expanded right", [](Generator& g, DType t) { return uniform({4, 7, 8}, -1, 1, g, t); },
-         [](Generator& g, DType t) { return uniform({8, 3}, -1, 1, g, t).expand({4, 8, 3}); }, {4, 7, 3}},
+         [](Generator& g, DType t) {
+             return uniform({1, 7, 8}, -1, 1, g, t).expand({4, 7, 8});
+         },
+         [](Generator& g, DType t) {
+             return uniform({8, 3}, -1, 1, g, t);
+         },
+         {4, 7, 3}},
+        {"expanded right",
+         [](Generator& g, DType t) {
+             return uniform({4, 7, 8}, -1, 1, g, t);
+         },
+         [](Generator& g, DType t) {
+             return uniform({8, 3}, -1, 1, g, t).expand({4, 8, 3});
+         },
+         {4, 7, 3}},
         {"every second batch (batch stride 2nk)",
-         [](Generator& g, DType t) { return uniform({6, 7, 8}, -1, 1, g, t).slice(0, 0, 6, 2); },
-         [](Generator& g, DType t) { return uniform({8, 3}, -1, 1, g, t); }, {3, 7, 3}},
+         [](Generator& g, DType t) {
+             return uniform({6, 7, 8}, -1, 1, g, t).slice(0, 0, 6, 2);
+         },
+         [](Generator& g, DType t) {
+             return uniform({8, 3}, -1, 1, g, t);
+         },
+         {3, 7, 3}},
         {"batched every-second columns (copied)",
-         [](Generator& g, DType t) { return uniform({2, 3, 7, 10}, -1, 1, g, t).slice(-1, 0, 10, 2); },
-         [](Generator& g, DType t) { return uniform({3, 4, 5}, -1, 1, g, t).transpose(-1, -2); }, {2, 3, 7, 4}},
+         [](Generator& g, DType t) {
+             return uniform({2, 3, 7, 10}, -1, 1, g, t).slice(-1, 0, 10, 2);
+         },
+         [](Generator& g, DType t) {
+             return uniform({3, 4, 5}, -1, 1, g, t).transpose(-1, -2);
+         },
+         {2, 3, 7, 4}},
         {"attention scores Q @ Kᵀ: 256 heads of (10x8) @ (8x10)",
-         [](Generator& g, DType t) { return uniform({32, 8, 10, 8}, -1, 1, g, t); },
-         [](Generator& g, DType t) { return uniform({32, 8, 10, 8}, -1, 1, g, t).transpose(-1, -2); }, {32, 8, 10, 10}},
+         [](Generator& g, DType t) {
+             return uniform({32, 8, 10, 8}, -1, 1, g, t);
+         },
+         [](Generator& g, DType t) {
+             return uniform({32, 8, 10, 8}, -1, 1, g, t).transpose(-1, -2);
+         },
+         {32, 8, 10, 10}},
         {"permuted heads (B,T,H,d) -> (B,H,T,d)",
-         [](Generator& g, DType t) { return uniform({4, 10, 3, 8}, -1, 1, g, t).permute({0, 2, 1, 3}); },
-         [](Generator& g, DType t) { return uniform({4, 10, 3, 8}, -1, 1, g, t).permute({0, 2, 3, 1}); },
+         [](Generator& g, DType t) {
+             return uniform({4, 10, 3, 8}, -1, 1, g, t).permute({0, 2, 1, 3});
+         },
+         [](Generator& g, DType t) {
+             return uniform({4, 10, 3, 8}, -1, 1, g, t).permute({0, 2, 3, 1});
+         },
          {4, 3, 10, 10}},
     };
     Generator gen(2);
@@ -189,12 +261,12 @@ TEST_CASE("matmul(a, b): 1-D operands are a row on the left, a column on the rig
         Shape a, b, expected;
     };
     const std::vector<Case> cases = {
-        {{5}, {5}, {}},              // dot product
-        {{5}, {5, 3}, {3}},          // row vector @ matrix
-        {{4, 5}, {5}, {4}},          // matrix @ column vector
-        {{5}, {2, 5, 3}, {2, 3}},    // vector @ batch
-        {{2, 4, 5}, {5}, {2, 4}},    // batch @ vector
-        {{1}, {1, 33}, {33}},        // k = 1
+        {{5}, {5}, {}},            // dot product
+        {{5}, {5, 3}, {3}},        // row vector @ matrix
+        {{4, 5}, {5}, {4}},        // matrix @ column vector
+        {{5}, {2, 5, 3}, {2, 3}},  // vector @ batch
+        {{2, 4, 5}, {5}, {2, 4}},  // batch @ vector
+        {{1}, {1, 33}, {33}},      // k = 1
     };
     Generator gen(3);
     for (DType dtype : kFloatTypes)
@@ -271,7 +343,7 @@ TEST_CASE("linear(x, weight, bias): equals x @ weightᵀ plus bias added by hand
           "[core][matmul][linear]") {
     struct Case {
         const char* name;
-        Shape x;          // (..., in)
+        Shape x;            // (..., in)
         bool x_transposed;  // x made as (in, rows) and transposed (2-D only)
         int64_t out;
         Layout weight;
@@ -339,7 +411,8 @@ TEST_CASE("linear(x, weight, bias): bad shapes and dtypes throw errors naming th
     CHECK_THROWS_AS(linear(x, w, zeros({4}, DType::float64)), ValueError);
     CHECK_THROWS_WITH(linear(x, w, zeros({4}, DType::float64)),
                       "linear: dtype mismatch, bias is float64 and weight is float32");
-    CHECK_THROWS_WITH(linear(x.to(DType::float64), w, b), "linear: dtype mismatch, input is float64 and weight is float32");
+    CHECK_THROWS_WITH(linear(x.to(DType::float64), w, b),
+                      "linear: dtype mismatch, input is float64 and weight is float32");
     CHECK_THROWS_WITH(linear(x, Tensor(), b), "linear: weight is undefined");
 }
 
@@ -387,7 +460,8 @@ TEST_CASE("blas::gemm(...): products split over 2 threads equal one thread's and
                 // stored A is (m, k) or, transposed, (k, m); 3 columns of padding on every row
                 const int64_t a_rows = ta ? c.k : c.m, a_cols = ta ? c.m : c.k;
                 const int64_t b_rows = tb ? c.n : c.k, b_cols = tb ? c.k : c.n;
-                const Tensor a = uniform({a_rows, a_cols + 3}, -1, 1, gen), b = uniform({b_rows, b_cols + 3}, -1, 1, gen);
+                const Tensor a = uniform({a_rows, a_cols + 3}, -1, 1, gen),
+                             b = uniform({b_rows, b_cols + 3}, -1, 1, gen);
                 const Tensor c0 = uniform({c.m, c.n + 3}, -1, 1, gen);
                 const auto run = [&](int threads) {
                     set_num_threads(threads);

@@ -92,18 +92,29 @@ TEST_CASE("to_string(t, options): precision, summaries and line wrapping", "[cor
         std::string expected;
     };
     const std::vector<Case> cases = {
-        {"precision 2", tensor({3.14159, -1}, {2}), {.precision = 2}, "tensor([ 3.14, -1.00], shape=(2), dtype=float32)"},
+        {"precision 2",
+         tensor({3.14159, -1}, {2}),
+         {.precision = 2},
+         "tensor([ 3.14, -1.00], shape=(2), dtype=float32)"},
         {"precision 0", tensor({2.5, 7}, {2}), {.precision = 0}, "tensor([2, 7], shape=(2), dtype=float32)"},
-        {"1-D summary", arange(10, DType::int64), {.threshold = 5, .edge_items = 2},
+        {"1-D summary",
+         arange(10, DType::int64),
+         {.threshold = 5, .edge_items = 2},
          "tensor([0, 1, ..., 8, 9], shape=(10), dtype=int64)"},
-        {"2-D summary: rows and columns", arange(36, DType::int64).view({6, 6}), {.threshold = 10, .edge_items = 1},
+        {"2-D summary: rows and columns",
+         arange(36, DType::int64).view({6, 6}),
+         {.threshold = 10, .edge_items = 1},
          "tensor([[ 0, ...,  5],\n"
          "        ...,\n"
          "        [30, ..., 35]], shape=(6, 6), dtype=int64)"},
-        {"short dimensions are not summarised", arange(12, DType::int64).view({2, 6}), {.threshold = 10, .edge_items = 2},
+        {"short dimensions are not summarised",
+         arange(12, DType::int64).view({2, 6}),
+         {.threshold = 10, .edge_items = 2},
          "tensor([[ 0,  1, ...,  4,  5],\n"
          "        [ 6,  7, ..., 10, 11]], shape=(2, 6), dtype=int64)"},
-        {"wraps long rows; suffix on its own line", arange(10, DType::int64), {.line_width = 20},
+        {"wraps long rows; suffix on its own line",
+         arange(10, DType::int64),
+         {.line_width = 20},
          "tensor([0, 1, 2, 3,\n"
          "        4, 5, 6, 7,\n"
          "        8, 9],\n"

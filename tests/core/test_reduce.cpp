@@ -115,30 +115,30 @@ struct ReduceCase {
 };
 
 const std::vector<ReduceCase> kCases = {
-    {{2, 3, 4}, {}, false},           // everything
-    {{2, 3, 4}, {}, true},            // everything, (1x1x1)
-    {{2, 3, 4}, {0}, false},          // leading dim
-    {{2, 3, 4}, {1}, true},           // middle dim
-    {{2, 3, 4}, {2}, false},          // last dim (row sums)
-    {{2, 3, 4}, {-1}, true},          // negative dim
-    {{2, 3, 4}, {0, 2}, false},       // two apart
-    {{2, 3, 4}, {-1, 0}, true},       // negative and out of order
-    {{2, 3, 4}, {0, 1}, false},       // leading dims (bias gradient)
-    {{2, 3, 4}, {1, 2}, false},       // trailing dims
-    {{5, 1, 7}, {1}, false},          // a size-1 dim
-    {{3, 1, 2, 5}, {0, 3}, true},     // 4-d
-    {{7}, {0}, false},                // 1-d
-    {{9}, {}, true},                  // 1-d, keepdim
-    {{}, {}, false},                  // 0-d
-    {{}, {0}, true},                  // 0-d with dim 0, as PyTorch allows
-    {{2, 0, 3}, {1}, false},          // an empty reduction: sum 0, mean and var NaN
-    {{0, 3}, {1}, true},              // no outputs at all
-    {{4, 70, 33}, {1}, false},        // lanes with tails, several runs
-    {{3, 2500}, {0}, false},          // columns wider than one tile
-    {{2, 3, 1100}, {0, 1}, true},     // leading dims, more than one tile
-    {{37, 41}, {1}, false},           // odd row lengths
-    {{2, 20000}, {1}, false},         // runs longer than one block (16384)
-    {{40000}, {}, false},             // one long run, three blocks
+    {{2, 3, 4}, {}, false},        // everything
+    {{2, 3, 4}, {}, true},         // everything, (1x1x1)
+    {{2, 3, 4}, {0}, false},       // leading dim
+    {{2, 3, 4}, {1}, true},        // middle dim
+    {{2, 3, 4}, {2}, false},       // last dim (row sums)
+    {{2, 3, 4}, {-1}, true},       // negative dim
+    {{2, 3, 4}, {0, 2}, false},    // two apart
+    {{2, 3, 4}, {-1, 0}, true},    // negative and out of order
+    {{2, 3, 4}, {0, 1}, false},    // leading dims (bias gradient)
+    {{2, 3, 4}, {1, 2}, false},    // trailing dims
+    {{5, 1, 7}, {1}, false},       // a size-1 dim
+    {{3, 1, 2, 5}, {0, 3}, true},  // 4-d
+    {{7}, {0}, false},             // 1-d
+    {{9}, {}, true},               // 1-d, keepdim
+    {{}, {}, false},               // 0-d
+    {{}, {0}, true},               // 0-d with dim 0, as PyTorch allows
+    {{2, 0, 3}, {1}, false},       // an empty reduction: sum 0, mean and var NaN
+    {{0, 3}, {1}, true},           // no outputs at all
+    {{4, 70, 33}, {1}, false},     // lanes with tails, several runs
+    {{3, 2500}, {0}, false},       // columns wider than one tile
+    {{2, 3, 1100}, {0, 1}, true},  // leading dims, more than one tile
+    {{37, 41}, {1}, false},        // odd row lengths
+    {{2, 20000}, {1}, false},      // runs longer than one block (16384)
+    {{40000}, {}, false},          // one long run, three blocks
 };
 
 // True when the case folds a dimension of size 0.
@@ -157,8 +157,7 @@ std::string case_name(const ReduceCase& c) {
 
 // ---- fast against oracle ----------------------------------------------------------------
 
-TEST_CASE("sum/mean/max/min/var(x, dims, keepdim): match the plain-loop oracles on every layout",
-          "[core][reduce]") {
+TEST_CASE("sum/mean/max/min/var(x, dims, keepdim): match the plain-loop oracles on every layout", "[core][reduce]") {
     Generator gen(7);
     for (DType dtype : {DType::float32, DType::float64}) {
         // float32 results round once from a double accumulator; var's
@@ -170,8 +169,7 @@ TEST_CASE("sum/mean/max/min/var(x, dims, keepdim): match the plain-loop oracles 
                 const Tensor x = make_input(c.shape, layout, dtype, gen);
                 for (const ReduceOp& op : kOps) {
                     if (op.needs_elements && reduces_nothing(c)) continue;
-                    INFO(op.name << " of " << case_name(c) << ", " << layout_name(layout) << ", "
-                                 << dtype_name(dtype));
+                    INFO(op.name << " of " << case_name(c) << ", " << layout_name(layout) << ", " << dtype_name(dtype));
                     check_close(op.fast(x, c.dims, c.keepdim), op.oracle(x, c.dims, c.keepdim), rtol, atol);
                 }
             }
@@ -188,8 +186,8 @@ TEST_CASE("argmax(x, dim, keepdim): matches the plain-loop oracle on every layou
                 const Tensor x = make_input(shape, layout, dtype, gen);
                 for (int64_t dim = -shape.size(); dim < shape.size(); ++dim) {
                     for (bool keepdim : {false, true}) {
-                        INFO("argmax of " << shape_str(shape) << " along " << dim << (keepdim ? " keepdim" : "")
-                                          << ", " << layout_name(layout) << ", " << dtype_name(dtype));
+                        INFO("argmax of " << shape_str(shape) << " along " << dim << (keepdim ? " keepdim" : "") << ", "
+                                          << layout_name(layout) << ", " << dtype_name(dtype));
                         const Tensor got = argmax(x, dim, keepdim);
                         REQUIRE(got.dtype() == DType::int64);
                         check_close(got, reference::argmax(x, dim, keepdim), 0, 0);
@@ -301,15 +299,15 @@ TEST_CASE("sum_to_shape(x, shape): sums broadcast dimensions away, on every layo
         Dims dims;  // what the oracle sums with keepdim
     };
     const std::vector<ToShapeCase> cases = {
-        {{2, 3, 4}, {4}, {0, 1}},          // bias gradient
-        {{2, 3, 4}, {3, 1}, {0, 2}},       // leading dim away, last stretched from 1
-        {{2, 3, 4}, {1, 3, 4}, {0}},       // keepdim leading
-        {{2, 3, 4}, {2, 1, 4}, {1}},       // middle stretched from 1
-        {{2, 3, 4}, {}, {0, 1, 2}},        // 0-d target: everything
-        {{1, 3, 4}, {3, 4}, {0}},          // a size-1 leading dim
-        {{8, 16, 64}, {64}, {0, 1}},       // bias gradient, several tiles of rows
-        {{6, 1500}, {1500}, {0}},          // wider than one tile
-        {{2, 0, 3}, {1, 3}, {0, 1}},       // summing an empty dimension gives zeros
+        {{2, 3, 4}, {4}, {0, 1}},     // bias gradient
+        {{2, 3, 4}, {3, 1}, {0, 2}},  // leading dim away, last stretched from 1
+        {{2, 3, 4}, {1, 3, 4}, {0}},  // keepdim leading
+        {{2, 3, 4}, {2, 1, 4}, {1}},  // middle stretched from 1
+        {{2, 3, 4}, {}, {0, 1, 2}},   // 0-d target: everything
+        {{1, 3, 4}, {3, 4}, {0}},     // a size-1 leading dim
+        {{8, 16, 64}, {64}, {0, 1}},  // bias gradient, several tiles of rows
+        {{6, 1500}, {1500}, {0}},     // wider than one tile
+        {{2, 0, 3}, {1, 3}, {0, 1}},  // summing an empty dimension gives zeros
     };
     Generator gen(3);
     for (DType dtype : {DType::float32, DType::float64}) {
@@ -356,15 +354,15 @@ TEST_CASE("sum(x): a million float32 elements stay accurate to 1e-6 relative", "
 
 TEST_CASE("sum/max/var/argmax: 1 and 2 threads give identical bits", "[core][reduce]") {
     Generator gen(9);
-    const Tensor big = randn({512, 2048}, gen);            // (1M) float32
+    const Tensor big = randn({512, 2048}, gen);  // (1M) float32
     const Tensor big64 = randn({300, 700}, gen, DType::float64);
     const Tensor wide = randn({2000000}, gen);
     auto compute = [&] {
         return std::vector<Tensor>{
-            sum(wide),                          // one run in blocks
-            sum(big, {0}),                      // columns
-            sum(big, {1}),                      // rows
-            sum(big.transpose(0, 1), {0}),      // rows through the transpose
+            sum(wide),                      // one run in blocks
+            sum(big, {0}),                  // columns
+            sum(big, {1}),                  // rows
+            sum(big.transpose(0, 1), {0}),  // rows through the transpose
             sum_to_shape(big.view({16, 32, 2048}), {2048}),
             mean(big64, {0}),
             max(big, {0}),

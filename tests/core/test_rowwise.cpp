@@ -34,9 +34,9 @@ struct ShapeCase {
 };
 
 const std::vector<ShapeCase> kShapes = {
-    {.shape = {1, 1}},        {.shape = {3, 1}},     {.shape = {5}},
-    {.shape = {4, 9}},        {.shape = {2, 7, 33}}, {.shape = {2, 7, 33}, .transposed = true},
-    {.shape = {3, 2, 4, 5}},  {.shape = {0, 4}},
+    {.shape = {1, 1}},       {.shape = {3, 1}},     {.shape = {5}},
+    {.shape = {4, 9}},       {.shape = {2, 7, 33}}, {.shape = {2, 7, 33}, .transposed = true},
+    {.shape = {3, 2, 4, 5}}, {.shape = {0, 4}},
 };
 
 std::string describe(const ShapeCase& c, DType dtype) {
@@ -250,9 +250,9 @@ using Inputs = std::vector<Tensor>;
 
 struct GradCase {
     const char* name;
-    std::function<Inputs(const Tensor& x, const Extras& e)> inputs;  // what is differentiated
-    std::function<double(const Inputs& in, const Extras& e)> loss;   // Σ dy ⊙ f(inputs)
-    std::function<Outputs(const Inputs& in, const Extras& e)> grads; // the backward kernel, one per input
+    std::function<Inputs(const Tensor& x, const Extras& e)> inputs;   // what is differentiated
+    std::function<double(const Inputs& in, const Extras& e)> loss;    // Σ dy ⊙ f(inputs)
+    std::function<Outputs(const Inputs& in, const Extras& e)> grads;  // the backward kernel, one per input
     int min_dim = 1;
 };
 
@@ -265,7 +265,8 @@ const std::vector<GradCase>& grad_table() {
         {"log_softmax", just_x, [](auto& in, auto& e) { return dot(e.dy, log_softmax(in[0])); },
          [](auto& in, auto& e) { return Outputs{log_softmax_backward(e.dy, log_softmax(in[0]))}; }},
         // the masked softmaxes are differentiated by softmax_backward of their output
-        {"masked_softmax per row", just_x, [](auto& in, auto& e) { return dot(e.dy, masked_softmax(in[0], e.lens_row)); },
+        {"masked_softmax per row", just_x,
+         [](auto& in, auto& e) { return dot(e.dy, masked_softmax(in[0], e.lens_row)); },
          [](auto& in, auto& e) { return Outputs{softmax_backward(e.dy, masked_softmax(in[0], e.lens_row))}; }},
         {"masked_softmax per batch", just_x,
          [](auto& in, auto& e) { return dot(e.dy, masked_softmax(in[0], e.lens_batch)); },
@@ -273,14 +274,18 @@ const std::vector<GradCase>& grad_table() {
         {"masked_softmax_by_mask", just_x,
          [](auto& in, auto& e) { return dot(e.dy, masked_softmax_by_mask(in[0], e.keep)); },
          [](auto& in, auto& e) { return Outputs{softmax_backward(e.dy, masked_softmax_by_mask(in[0], e.keep))}; }},
-        {"layer_norm affine", [](auto& x, auto& e) { return Inputs{x, e.weight, e.bias}; },
+        {"layer_norm affine",
+         [](auto& x, auto& e) {
+             return Inputs{x, e.weight, e.bias};
+         },
          [](auto& in, auto& e) { return dot(e.dy, layer_norm(in[0], in[1], in[2], 1e-5).y); },
          [](auto& in, auto& e) {
              auto f = layer_norm(in[0], in[1], in[2], 1e-5);
              auto g = layer_norm_backward(e.dy, in[0], f.mean, f.rstd, in[1], true);
              return Outputs{g.dx, g.dweight, g.dbias};
          }},
-        {"layer_norm plain", just_x, [](auto& in, auto& e) { return dot(e.dy, layer_norm(in[0], Tensor(), Tensor(), 1e-5).y); },
+        {"layer_norm plain", just_x,
+         [](auto& in, auto& e) { return dot(e.dy, layer_norm(in[0], Tensor(), Tensor(), 1e-5).y); },
          [](auto& in, auto& e) {
              auto f = layer_norm(in[0], Tensor(), Tensor(), 1e-5);
              return Outputs{layer_norm_backward(e.dy, in[0], f.mean, f.rstd, Tensor(), false).dx};
@@ -308,9 +313,10 @@ using Values = std::vector<double>;
 // fast kernels against oracles, threads, finite differences
 // =====================================================================================
 
-TEST_CASE("softmax, log_softmax, masked_softmax, layer_norm, cross_entropy_rows and their backwards: fast kernels "
-          "match the plain-loop oracles",
-          "[core][rowwise]") {
+TEST_CASE(
+    "softmax, log_softmax, masked_softmax, layer_norm, cross_entropy_rows and their backwards: fast kernels "
+    "match the plain-loop oracles",
+    "[core][rowwise]") {
     for (const KernelCase& k : kernel_table()) {
         for (const ShapeCase& s : kShapes) {
             if (static_cast<int>(s.shape.size()) < k.min_dim) continue;
@@ -330,9 +336,10 @@ TEST_CASE("softmax, log_softmax, masked_softmax, layer_norm, cross_entropy_rows 
     }
 }
 
-TEST_CASE("softmax, log_softmax, masked_softmax, layer_norm, cross_entropy_rows and their backwards: 1 and 2 "
-          "threads give identical bits",
-          "[core][rowwise]") {
+TEST_CASE(
+    "softmax, log_softmax, masked_softmax, layer_norm, cross_entropy_rows and their backwards: 1 and 2 "
+    "threads give identical bits",
+    "[core][rowwise]") {
     const int saved = get_num_threads();
     for (DType dtype : {DType::float32, DType::float64}) {
         Generator gen(7);
@@ -353,9 +360,10 @@ TEST_CASE("softmax, log_softmax, masked_softmax, layer_norm, cross_entropy_rows 
     set_num_threads(saved);
 }
 
-TEST_CASE("softmax_backward, log_softmax_backward, layer_norm_backward, cross_entropy_rows_backward: match central "
-          "finite differences in float64",
-          "[core][rowwise][gradcheck]") {
+TEST_CASE(
+    "softmax_backward, log_softmax_backward, layer_norm_backward, cross_entropy_rows_backward: match central "
+    "finite differences in float64",
+    "[core][rowwise][gradcheck]") {
     const std::vector<ShapeCase> shapes = {
         {.shape = {1, 1}}, {.shape = {3, 5}}, {.shape = {2, 3, 4}, .transposed = true}, {.shape = {2, 1, 6}}};
     for (const GradCase& c : grad_table()) {
@@ -423,7 +431,8 @@ TEST_CASE("softmax(x), log_softmax(x): ±1e4 stays finite, -inf rows and NaN", "
         // their gradients stay finite: y = 0 (softmax) or exp(y) = 0 (log_softmax)
         const Tensor dy = tensor({1, 2, 3, 4}, {2, 2}, dtype);
         CHECK(softmax_backward(dy, softmax(inf_rows)).to_vector() == Values{0, 0, 0, 0});
-        CHECK(log_softmax_backward(dy, log_softmax(inf_rows)).to_vector() == Values{1, 2, 3, 4 - 7});  // exp(y) = (0, 1), Σ dy = 7
+        CHECK(log_softmax_backward(dy, log_softmax(inf_rows)).to_vector() ==
+              Values{1, 2, 3, 4 - 7});  // exp(y) = (0, 1), Σ dy = 7
 
         // NaN is never hidden: it makes its row NaN, other rows are untouched
         const double nan = std::numeric_limits<double>::quiet_NaN();
@@ -445,8 +454,7 @@ TEST_CASE("softmax(x), log_softmax(x): ±1e4 stays finite, -inf rows and NaN", "
 // masked softmax (seed 003)
 // =====================================================================================
 
-TEST_CASE("masked_softmax(x, valid_lens): seed 003's examples with lengths per batch and per row",
-          "[core][rowwise]") {
+TEST_CASE("masked_softmax(x, valid_lens): seed 003's examples with lengths per batch and per row", "[core][rowwise]") {
     Generator gen(2);
     const Tensor x = rand({2, 2, 4}, gen);  // d2l: torch.rand(2, 2, 4)
 
@@ -526,8 +534,8 @@ TEST_CASE("masked_softmax_by_mask(x, keep): no-peek and pad masks agree with the
         // pad mask (B, 1, 1, S) over (B, H, T, S) scores: per-batch valid lengths
         const int64_t H = 2, S = 5;
         const Tensor scores = uniform({B, H, T, S}, -2, 2, gen, dtype);
-        const Tensor pad = from_vector(std::vector<bool>{true, true, false, false, false, true, true, true, true, false},
-                                       {B, 1, 1, S});
+        const Tensor pad = from_vector(
+            std::vector<bool>{true, true, false, false, false, true, true, true, true, false}, {B, 1, 1, S});
         check_close(masked_softmax_by_mask(scores, pad), masked_softmax(scores, tensor({2, 4}, {B}, DType::int64)),
                     tolerance(dtype));
 
@@ -562,13 +570,13 @@ TEST_CASE("layer_norm(x, weight, bias, eps): seed 000's [[1, 2], [2, 3]] normali
     CHECK(affine.y.at({1, 1}) == Approx(-1 + 0.5 * a).epsilon(1e-6));
 }
 
-TEST_CASE("layer_norm(x, weight, bias, eps): numerically safe for a large mean and a constant row",
-          "[core][rowwise]") {
+TEST_CASE("layer_norm(x, weight, bias, eps): numerically safe for a large mean and a constant row", "[core][rowwise]") {
     // float32 rows 10000 + (0, 1, 2, 3): mean 10001.5, variance 1.25. The one-pass
     // E[x²] - E[x]² in float32 would lose the variance entirely (1e8 ± 1).
     const Tensor x = tensor({10000, 10001, 10002, 10003}, {1, 4});
     const Values y = layer_norm(x, Tensor(), Tensor(), 0.0).y.to_vector();
-    for (size_t i = 0; i < 4; ++i) CHECK(y[i] == Approx((static_cast<double>(i) - 1.5) / std::sqrt(1.25)).epsilon(1e-6));
+    for (size_t i = 0; i < 4; ++i)
+        CHECK(y[i] == Approx((static_cast<double>(i) - 1.5) / std::sqrt(1.25)).epsilon(1e-6));
     // a constant row: x̂ = 0 and rstd = 1/√eps
     const LayerNormOut c = layer_norm(full({1, 3}, 5.0, DType::float64), Tensor(), Tensor(), 1e-5);
     CHECK(c.y.to_vector() == Values{0, 0, 0});
@@ -633,12 +641,12 @@ TEST_CASE("cross_entropy_rows(logits, targets, label_smoothing, ignore_index): h
     }
 }
 
-TEST_CASE("cross_entropy_rows(logits, targets, label_smoothing, ignore_index): large and -inf logits, ignore_index "
-          "inside the vocabulary",
-          "[core][rowwise]") {
+TEST_CASE(
+    "cross_entropy_rows(logits, targets, label_smoothing, ignore_index): large and -inf logits, ignore_index "
+    "inside the vocabulary",
+    "[core][rowwise]") {
     const Tensor big = tensor({1e4, 0}, {1, 2});
-    CHECK(cross_entropy_rows(big, from_vector(std::vector<int64_t>{1}, {1}), 0.0, kIgnore).item() ==
-          Approx(1e4));
+    CHECK(cross_entropy_rows(big, from_vector(std::vector<int64_t>{1}, {1}), 0.0, kIgnore).item() == Approx(1e4));
     CHECK(cross_entropy_rows(big, from_vector(std::vector<int64_t>{0}, {1}), 0.0, kIgnore).item() == 0.0);
 
     // a -inf logit: probability 0, so its loss is 0 when it is not the target ...
@@ -682,9 +690,9 @@ TEST_CASE("cross_entropy_rows(...), cross_entropy_rows_backward(...): bad target
                         "cross_entropy: targets must be int64, got float32");
     REQUIRE_THROWS_WITH(cross_entropy_rows(logits, bad, 1.5, kIgnore),
                         "cross_entropy: label_smoothing must be in [0, 1], got 1.5");
-    REQUIRE_THROWS_WITH(cross_entropy_rows_backward(zeros({3}), logits, from_vector(std::vector<int64_t>{1, 2}, {2}),
-                                                    0.0, kIgnore),
-                        "cross_entropy_backward: grad_rows has shape (3), expected (2)");
+    REQUIRE_THROWS_WITH(
+        cross_entropy_rows_backward(zeros({3}), logits, from_vector(std::vector<int64_t>{1, 2}, {2}), 0.0, kIgnore),
+        "cross_entropy_backward: grad_rows has shape (3), expected (2)");
 }
 
 TEST_CASE("masked_softmax(x, valid_lens), masked_softmax_by_mask(x, keep): bad lengths and masks throw",
@@ -712,9 +720,10 @@ TEST_CASE("masked_softmax(x, valid_lens), masked_softmax_by_mask(x, keep): bad l
                         "masked_softmax_by_mask: mask of shape (3x3) does not broadcast to x of shape (2x2x4)");
 }
 
-TEST_CASE("softmax(x), softmax_backward(grad_y, y), layer_norm(...), layer_norm_backward(...): bad dtypes and shapes "
-          "throw",
-          "[core][rowwise]") {
+TEST_CASE(
+    "softmax(x), softmax_backward(grad_y, y), layer_norm(...), layer_norm_backward(...): bad dtypes and shapes "
+    "throw",
+    "[core][rowwise]") {
     REQUIRE_THROWS_AS(softmax(zeros({2}, DType::int64)), ValueError);
     REQUIRE_THROWS_WITH(softmax(zeros({2}, DType::int64)), "softmax: x must be float32 or float64, got int64");
     REQUIRE_THROWS_WITH(log_softmax(scalar(1.0)), "log_softmax: x must have at least 1 dimension, got a 0-d tensor");

@@ -157,7 +157,8 @@ TEST_CASE("dropout_mask: 1/(1 - p) where a 16-bit quarter of a draw is below (1 
     }
     Generator g(1);
     CHECK_THROWS_WITH(dropout_mask({2}, 1.0, g), "dropout_mask: probability 1 not in [0, 1)");
-    CHECK_THROWS_WITH(dropout_mask({2}, 0.5, g, DType::int64), "dropout_mask: dtype must be float32 or float64, got int64");
+    CHECK_THROWS_WITH(dropout_mask({2}, 0.5, g, DType::int64),
+                      "dropout_mask: dtype must be float32 or float64, got int64");
 }
 
 TEST_CASE("Tensor: the same seed gives the same numbers", "[core][random]") {
@@ -169,7 +170,10 @@ TEST_CASE("Tensor: the same seed gives the same numbers", "[core][random]") {
     Generator g(7);
     const std::vector<double> n = randn({10000}, g, DType::float64).to_vector();
     double mean = 0, sq = 0;
-    for (double v : n) { mean += v; sq += v * v; }
+    for (double v : n) {
+        mean += v;
+        sq += v * v;
+    }
     mean /= n.size();
     CHECK(std::abs(mean) < 0.05);
     CHECK(std::abs(sq / n.size() - 1.0) < 0.05);
@@ -190,7 +194,8 @@ TEST_CASE("Tensor: the same seed gives the same numbers", "[core][random]") {
 TEST_CASE("broadcast_shapes(a, b) and broadcasts_to(from, to): NumPy rules, aligned at the right", "[core][shape]") {
     CHECK(broadcast_shapes(Shape{2, 1, 4}, Shape{3, 1}, "test") == Shape{2, 3, 4});
     CHECK(broadcast_shapes(Shape{}, Shape{5}, "test") == Shape{5});
-    CHECK_THROWS_WITH(broadcast_shapes(Shape{3}, Shape{4}, "add"), Catch::Contains("add: cannot broadcast (3) with (4)"));
+    CHECK_THROWS_WITH(broadcast_shapes(Shape{3}, Shape{4}, "add"),
+                      Catch::Contains("add: cannot broadcast (3) with (4)"));
     CHECK(broadcasts_to(Shape{3, 1}, Shape{2, 3, 4}));
     CHECK(broadcasts_to(Shape{}, Shape{2, 3}));
     CHECK(broadcasts_to(Shape{2, 3}, Shape{2, 3}));

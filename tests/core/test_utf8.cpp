@@ -8,12 +8,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/wait.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
-#include <sys/wait.h>
 #include <vector>
 
 using namespace tformer;
@@ -28,22 +28,22 @@ TEST_CASE("find_invalid_utf8(text), is_valid_utf8(text): Unicode's well-formed s
     const std::vector<Case> cases = {
         {"plain ascii", ok},
         {"", ok},
-        {"\xc3\xa9", ok},                 // é
-        {"\xe2\x80\xaf", ok},             // U+202F
-        {"\xf0\x9f\x98\x80", ok},         // U+1F600
-        {"\xf4\x8f\xbf\xbf", ok},         // U+10FFFF, the last code point
-        {"\xef\xbf\xbf", ok},             // U+FFFF, a noncharacter but well-formed
-        {"ab\x80", 2},                    // a lone continuation byte
-        {"\xc0\x80", 0},                  // overlong NUL
-        {"\xc1\xbf", 0},                  // overlong
-        {"x\xe0\x80\x80", 1},             // overlong 3-byte form
-        {"\xf0\x80\x80\x80", 0},          // overlong 4-byte form
-        {"\xed\xa0\x80", 0},              // surrogate U+D800
-        {"\xed\xbf\xbf", 0},              // surrogate U+DFFF
-        {"\xf4\x90\x80\x80", 0},          // above U+10FFFF
+        {"\xc3\xa9", ok},          // é
+        {"\xe2\x80\xaf", ok},      // U+202F
+        {"\xf0\x9f\x98\x80", ok},  // U+1F600
+        {"\xf4\x8f\xbf\xbf", ok},  // U+10FFFF, the last code point
+        {"\xef\xbf\xbf", ok},      // U+FFFF, a noncharacter but well-formed
+        {"ab\x80", 2},             // a lone continuation byte
+        {"\xc0\x80", 0},           // overlong NUL
+        {"\xc1\xbf", 0},           // overlong
+        {"x\xe0\x80\x80", 1},      // overlong 3-byte form
+        {"\xf0\x80\x80\x80", 0},   // overlong 4-byte form
+        {"\xed\xa0\x80", 0},       // surrogate U+D800
+        {"\xed\xbf\xbf", 0},       // surrogate U+DFFF
+        {"\xf4\x90\x80\x80", 0},   // above U+10FFFF
         {"\xf5\x80\x80\x80", 0},
-        {"é\xe2\x82", 2},                 // truncated at the end
-        {"\xc3\x28", 0},                  // bad continuation
+        {"é\xe2\x82", 2},  // truncated at the end
+        {"\xc3\x28", 0},   // bad continuation
         {"\xff", 0},
     };
     for (const Case& c : cases) {
@@ -64,19 +64,19 @@ TEST_CASE("utf8_lower(text): Python's str.lower(), full mappings and final sigma
         {"İSTANBUL", "i\u0307stanbul"},  // the one full mapping: i + COMBINING DOT ABOVE
         {"СТОП Ѐ", "стоп ѐ"},
         {"× ß ı Ω ẞ", "× ß ı ω ß"},
-        {"ǅ Ⅻ Ⓐ", "ǆ ⅻ ⓐ"},             // titlecase, Roman numeral, circled letter
-        {"ΟΔΟΣ", "οδος"},                // Σ at the end of a word is final ς
-        {"Σ", "σ"},                      // ... but not alone
+        {"ǅ Ⅻ Ⓐ", "ǆ ⅻ ⓐ"},  // titlecase, Roman numeral, circled letter
+        {"ΟΔΟΣ", "οδος"},    // Σ at the end of a word is final ς
+        {"Σ", "σ"},          // ... but not alone
         {"ΑΣ Β", "ας β"},
-        {"ΑΣΑ", "ασα"},                  // inside a word
-        {"Α.Σ", "α.ς"},                  // '.' is case-ignorable
+        {"ΑΣΑ", "ασα"},  // inside a word
+        {"Α.Σ", "α.ς"},  // '.' is case-ignorable
         {"ΑΣ.", "ας."},
         {"Α'Σ", "α'ς"},
-        {"ΑΣ\u0301", "ας\u0301"},        // a combining mark after it is skipped
-        {"1Σ", "1σ"},                    // a digit is not cased
+        {"ΑΣ\u0301", "ας\u0301"},  // a combining mark after it is skipped
+        {"1Σ", "1σ"},              // a digit is not cased
         {"aΣ", "aς"},
-        {"ªΣ", "ªς"},                    // ª is cased (Other_Lowercase)
-        {"𐐀", "𐐨"},                     // outside the BMP (Deseret)
+        {"ªΣ", "ªς"},  // ª is cased (Other_Lowercase)
+        {"𐐀", "𐐨"},    // outside the BMP (Deseret)
     };
     for (const Case& c : cases) {
         INFO(c.text);
@@ -89,7 +89,8 @@ TEST_CASE("utf8_lower(text): Python's str.lower(), full mappings and final sigma
 
 TEST_CASE("utf8_replace_invalid(text): each ill-formed byte becomes U+FFFD, the rest is kept", "[core][utf8]") {
     CHECK(utf8_replace_invalid("Hôtel") == "Hôtel");
-    CHECK(utf8_replace_invalid("a\xff" "b") == "a\uFFFDb");
+    CHECK(utf8_replace_invalid("a\xff"
+                               "b") == "a\uFFFDb");
     CHECK(utf8_replace_invalid("\xc3") == "\uFFFD");
     CHECK(utf8_replace_invalid("\xe2\x82x") == "\uFFFD\uFFFDx");  // a cut sequence: one per byte
     CHECK(is_valid_utf8(utf8_replace_invalid("\xed\xa0\x80\xf4\x90\x80\x80")));
@@ -157,7 +158,8 @@ TEST_CASE("utf8_lower agrees with /usr/bin/python3's str.lower() on every code p
         pos = end + 1;
         if (want.empty()) continue;  // unassigned in Python's Unicode
         ++compared;
-        if (utf8_lower(t) != want && differ++ < 20) examples += "'" + t + "': ours '" + utf8_lower(t) + "', Python '" + want + "'\n";
+        if (utf8_lower(t) != want && differ++ < 20)
+            examples += "'" + t + "': ours '" + utf8_lower(t) + "', Python '" + want + "'\n";
     }
     INFO(differ << " of " << compared << " texts differ, first:\n" << examples);
     CHECK(compared > 3 * 280000);  // Unicode 14 assigns 284,278 code points besides the surrogates and private use
@@ -167,7 +169,7 @@ TEST_CASE("utf8_lower agrees with /usr/bin/python3's str.lower() on every code p
 TEST_CASE("utf8_prefix_length(text, limit): at most limit bytes, never inside a character", "[core][utf8]") {
     CHECK(utf8_prefix_length("abc", 5) == 3);
     CHECK(utf8_prefix_length("abcdef", 4) == 4);
-    CHECK(utf8_prefix_length("ab\u00e9cd", 3) == 2);   // é is bytes 2-3: cutting after byte 3 would split it
+    CHECK(utf8_prefix_length("ab\u00e9cd", 3) == 2);  // é is bytes 2-3: cutting after byte 3 would split it
     CHECK(utf8_prefix_length("ab\u00e9cd", 4) == 4);
     CHECK(utf8_prefix_length("\u20ac\u20ac", 4) == 3);  // € is three bytes
     CHECK(utf8_prefix_length("\u20ac", 2) == 0);

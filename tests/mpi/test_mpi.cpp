@@ -30,8 +30,16 @@ std::shared_ptr<nn::EncoderDecoder> small_model(uint64_t seed) {
     config.task = "copy";
     config.src_vocab_size = config.tgt_vocab_size = 11;
     config.num_steps = 8;
-    config.transformer = {.key_size = 16, .query_size = 16, .value_size = 16, .num_hiddens = 16, .norm_shape = 16,
-                          .ffn_num_input = 16, .ffn_num_hiddens = 32, .num_heads = 2, .num_layers = 2, .dropout = 0.0};
+    config.transformer = {.key_size = 16,
+                          .query_size = 16,
+                          .value_size = 16,
+                          .num_hiddens = 16,
+                          .norm_shape = 16,
+                          .ffn_num_input = 16,
+                          .ffn_num_hiddens = 32,
+                          .num_heads = 2,
+                          .num_layers = 2,
+                          .dropout = 0.0};
     core::Generator gen(seed);
     return tasks::build_model(config, gen);
 }
@@ -196,7 +204,8 @@ TEST_CASE("dist::GradientReducer: the ranks' shares add up to the gradient of th
                 for (size_t i = 0; i < params.size(); ++i) {
                     CHECK(params[i].grad().defined());
                     if (params[i].grad().defined())
-                        worst = std::max(worst, max_abs_diff(params[i].grad(), expected[i]) / (1e-3 + max_abs(expected[i])));
+                        worst = std::max(worst,
+                                         max_abs_diff(params[i].grad(), expected[i]) / (1e-3 + max_abs(expected[i])));
                 }
                 CHECK(worst < 1e-5);  // float32 sums in another order
                 // with overlap, the buckets of the last layers left during backward (none on a rank without rows)

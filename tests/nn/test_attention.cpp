@@ -191,9 +191,10 @@ TEST_CASE("subsequent_mask(size), causal_valid_lens(B, T): seed 004's no-peek ma
 
 // ---- DotProductAttention ----------------------------------------------------------------------------
 
-TEST_CASE("DotProductAttention.forward(queries, keys, values, valid_lens): seed 003's demo averages the first 2 / "
-          "6 values",
-          "[nn][attention]") {
+TEST_CASE(
+    "DotProductAttention.forward(queries, keys, values, valid_lens): seed 003's demo averages the first 2 / "
+    "6 values",
+    "[nn][attention]") {
     Generator gen(0);
     DotProductAttention attention({.dropout = 0.5}, gen);
     attention.eval();
@@ -211,16 +212,21 @@ TEST_CASE("DotProductAttention.forward(queries, keys, values, valid_lens): seed 
     const Tensor& w = attention.attention_weights;
     CHECK(w.shape() == Shape{2, 1, 10});
     for (int64_t s = 0; s < 10; ++s) {
-        if (s < 2) CHECK(w.at({0, 0, s}) == Approx(0.5));
-        else CHECK(w.at({0, 0, s}) == 0.0);  // exactly zero beyond the valid length
-        if (s < 6) CHECK(w.at({1, 0, s}) == Approx(1.0 / 6));
-        else CHECK(w.at({1, 0, s}) == 0.0);
+        if (s < 2)
+            CHECK(w.at({0, 0, s}) == Approx(0.5));
+        else
+            CHECK(w.at({0, 0, s}) == 0.0);  // exactly zero beyond the valid length
+        if (s < 6)
+            CHECK(w.at({1, 0, s}) == Approx(1.0 / 6));
+        else
+            CHECK(w.at({1, 0, s}) == 0.0);
     }
 }
 
-TEST_CASE("DotProductAttention.forward(queries, keys, values, mask): matches the plain-loop oracle for every form "
-          "of mask",
-          "[nn][attention]") {
+TEST_CASE(
+    "DotProductAttention.forward(queries, keys, values, mask): matches the plain-loop oracle for every form "
+    "of mask",
+    "[nn][attention]") {
     const DType dtype = GENERATE(DType::float32, DType::float64);
     Generator gen(1);
     DotProductAttention attention({.dropout = 0.0}, gen);
@@ -243,9 +249,10 @@ TEST_CASE("DotProductAttention.forward(queries, keys, values, mask): matches the
     }
 }
 
-TEST_CASE("DotProductAttention.forward(queries, keys, values, mask): 4-D (B, H, T, d) inputs with seed 002's pad "
-          "mask (B, 1, 1, S)",
-          "[nn][attention]") {
+TEST_CASE(
+    "DotProductAttention.forward(queries, keys, values, mask): 4-D (B, H, T, d) inputs with seed 002's pad "
+    "mask (B, 1, 1, S)",
+    "[nn][attention]") {
     Generator gen(2);
     DotProductAttention attention({.dropout = 0.0}, gen);
     const int64_t H = 3;
@@ -262,9 +269,8 @@ TEST_CASE("DotProductAttention.forward(queries, keys, values, mask): 4-D (B, H, 
     CHECK(attention.attention_weights.shape() == Shape{kB, H, kT, kS});
     // each (b, h) is its own 3-D attention
     for (int64_t h = 0; h < H; ++h) {
-        const OracleOut want = attention_oracle(
-            q.select(1, h), k.select(1, h), v.select(1, h),
-            [&](int64_t b, int64_t, int64_t, int64_t s) { return s < lens[b]; });
+        const OracleOut want = attention_oracle(q.select(1, h), k.select(1, h), v.select(1, h),
+                                                [&](int64_t b, int64_t, int64_t, int64_t s) { return s < lens[b]; });
         CHECK(max_abs_diff(out.select(1, h), want.out) < 1e-12);
     }
 }
@@ -288,9 +294,10 @@ TEST_CASE("DotProductAttention.forward: shape errors name the layer and the shap
 
 // ---- AdditiveAttention ---------------------------------------------------------------------------------
 
-TEST_CASE("AdditiveAttention.forward(queries, keys, values, valid_lens): seed 003's demo averages the first 2 / 6 "
-          "values",
-          "[nn][attention]") {
+TEST_CASE(
+    "AdditiveAttention.forward(queries, keys, values, valid_lens): seed 003's demo averages the first 2 / 6 "
+    "values",
+    "[nn][attention]") {
     Generator gen(0);
     AdditiveAttention attention({.key_size = 2, .query_size = 20, .num_hiddens = 8, .dropout = 0.1}, gen);
     attention.eval();
@@ -301,8 +308,7 @@ TEST_CASE("AdditiveAttention.forward(queries, keys, values, valid_lens): seed 00
     const Variable queries(core::randn({2, 1, 20}, gen));
     const Variable keys(core::ones({2, 10, 2}));
     const Variable values(demo_values());
-    const Tensor out =
-        attention(queries, keys, values, core::from_vector(std::vector<int64_t>{2, 6}, {2})).value();
+    const Tensor out = attention(queries, keys, values, core::from_vector(std::vector<int64_t>{2, 6}, {2})).value();
     CHECK(out.shape() == Shape{2, 1, 4});
     const std::vector<double> expected = {2, 3, 4, 5, 10, 11, 12, 13};
     const std::vector<double> got = out.to_vector();
@@ -353,9 +359,10 @@ TEST_CASE("AdditiveAttention.forward: shape errors name the layer and the shapes
 
 // ---- transpose_qkv / transpose_output ----------------------------------------------------------------
 
-TEST_CASE("transpose_qkv(X, num_heads), transpose_output(X, num_heads): head h of batch b is row b·H + h, and the "
-          "round trip is exact",
-          "[nn][attention]") {
+TEST_CASE(
+    "transpose_qkv(X, num_heads), transpose_output(X, num_heads): head h of batch b is row b·H + h, and the "
+    "round trip is exact",
+    "[nn][attention]") {
     Generator gen(6);
     const int64_t B = 2, T = 3, H = 4, d = 2;
     const Tensor X = core::randn({B, T, H * d}, gen);
@@ -374,9 +381,10 @@ TEST_CASE("transpose_qkv(X, num_heads), transpose_output(X, num_heads): head h o
 
 // ---- MultiHeadAttention ------------------------------------------------------------------------------------
 
-TEST_CASE("MultiHeadAttention(100, 100, 100, 100, 5, 0.5): seed 000's shapes, parameter names and per-head masked "
-          "weights",
-          "[nn][attention]") {
+TEST_CASE(
+    "MultiHeadAttention(100, 100, 100, 100, 5, 0.5): seed 000's shapes, parameter names and per-head masked "
+    "weights",
+    "[nn][attention]") {
     Generator gen(7);
     MultiHeadAttention attention(
         {.key_size = 100, .query_size = 100, .value_size = 100, .num_hiddens = 100, .num_heads = 5, .dropout = 0.5},
@@ -406,8 +414,8 @@ TEST_CASE("MultiHeadAttention(100, 100, 100, 100, 5, 0.5): seed 000's shapes, pa
         }
     }
     // with bias (seed 004's linears), each projection has a bias too
-    MultiHeadAttention biased({.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .num_heads = 2,
-                               .bias = true});
+    MultiHeadAttention biased(
+        {.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .num_heads = 2, .bias = true});
     CHECK(biased.named_parameters().size() == 8);
     CHECK(biased.named_parameters()[1].first == "W_q.bias");
 }
@@ -428,19 +436,19 @@ Tensor heads_one_by_one(MultiHeadAttention& mha, const Tensor& Q, const Tensor& 
     };
     std::vector<Tensor> heads;
     for (int64_t h = 0; h < H; ++h)
-        heads.push_back(attention_oracle(project(*mha.W_q, Q, h), project(*mha.W_k, K, h), project(*mha.W_v, V, h),
-                                         allowed, h)
-                            .out.to(Q.dtype()));
+        heads.push_back(
+            attention_oracle(project(*mha.W_q, Q, h), project(*mha.W_k, K, h), project(*mha.W_v, V, h), allowed, h)
+                .out.to(Q.dtype()));
     const Tensor concat = core::concat(heads, 2);  // (B, T, H·d)
-    return core::linear(concat, mha.W_o->weight.value(),
-                        mha.W_o->bias.defined() ? mha.W_o->bias.value() : Tensor());
+    return core::linear(concat, mha.W_o->weight.value(), mha.W_o->bias.defined() ? mha.W_o->bias.value() : Tensor());
 }
 
 }  // namespace
 
-TEST_CASE("MultiHeadAttention.forward(queries, keys, values, mask): equals running the heads one by one, for every "
-          "form of mask",
-          "[nn][attention]") {
+TEST_CASE(
+    "MultiHeadAttention.forward(queries, keys, values, mask): equals running the heads one by one, for every "
+    "form of mask",
+    "[nn][attention]") {
     const DType dtype = GENERATE(DType::float32, DType::float64);
     const bool bias = GENERATE(false, true);
     Generator gen(8);
@@ -523,14 +531,20 @@ TEST_CASE("MultiHeadAttention: errors name the layer and the shapes", "[nn][atte
 
 // ---- step-by-step decoding with a KV cache --------------------------------------------------------------
 
-TEST_CASE("MultiHeadAttention.forward_step(..., cache): one token at a time equals the full forward with the "
-          "no-peek mask",
-          "[nn][attention]") {
+TEST_CASE(
+    "MultiHeadAttention.forward_step(..., cache): one token at a time equals the full forward with the "
+    "no-peek mask",
+    "[nn][attention]") {
     const DType dtype = GENERATE(DType::float32, DType::float64);
     Generator gen(11);
     const int64_t B = 2, T = 6, D = 8, H = 2;
-    MultiHeadAttention mha({.key_size = D, .query_size = D, .value_size = D, .num_hiddens = D, .num_heads = H,
-                            .dropout = 0.3, .bias = true},
+    MultiHeadAttention mha({.key_size = D,
+                            .query_size = D,
+                            .value_size = D,
+                            .num_hiddens = D,
+                            .num_heads = H,
+                            .dropout = 0.3,
+                            .bias = true},
                            gen);
     mha.to(dtype);
     mha.eval();
@@ -573,9 +587,10 @@ TEST_CASE("MultiHeadAttention.forward_step(..., cache): one token at a time equa
     }
 }
 
-TEST_CASE("MultiHeadAttention.forward_step(..., cache, append = false): cross-attention to cached encoder outputs "
-          "equals the full forward",
-          "[nn][attention]") {
+TEST_CASE(
+    "MultiHeadAttention.forward_step(..., cache, append = false): cross-attention to cached encoder outputs "
+    "equals the full forward",
+    "[nn][attention]") {
     const DType dtype = GENERATE(DType::float32, DType::float64);
     Generator gen(12);
     const int64_t B = 2, T = 4, S = 5, D = 6, H = 3;
@@ -750,9 +765,10 @@ TEST_CASE("make_pooling_data(n_train, gen), leave_one_out(x): d2l's regression d
     CHECK(loo.to_vector() == std::vector<double>{2, 3, 1, 3, 1, 2});
 }
 
-TEST_CASE("NWKernelRegression: 5 epochs of gradient descent (lr 0.5, summed squared error) lower the loss and fit "
-          "better than average pooling",
-          "[nn][attention]") {
+TEST_CASE(
+    "NWKernelRegression: 5 epochs of gradient descent (lr 0.5, summed squared error) lower the loss and fit "
+    "better than average pooling",
+    "[nn][attention]") {
     Generator gen(15);
     const PoolingData data = make_pooling_data(50, gen);
     const int64_t n = 50;
@@ -765,7 +781,7 @@ TEST_CASE("NWKernelRegression: 5 epochs of gradient descent (lr 0.5, summed squa
     for (int epoch = 0; epoch < 5; ++epoch) {
         net.zero_grad();
         Variable err = net(x_train, keys, values) - y_train;  // (n)
-        Variable loss = autograd::sum(err * err);              // MSELoss(reduction='none').sum()
+        Variable loss = autograd::sum(err * err);             // MSELoss(reduction='none').sum()
         loss.backward();
         losses.push_back(loss.item());
         // w <- w - lr · dloss/dw
@@ -804,10 +820,14 @@ TEST_CASE("MultiHeadAttention fused: the same outputs, weights and gradients as 
         for (int mask_kind = 0; mask_kind < 3; ++mask_kind) {
             core::Generator init_a(7), init_b(7), data(8);
             auto make = [&](core::Generator& g, bool fused) {
-                auto m = std::make_shared<MultiHeadAttention>(
-                    MultiHeadAttention::Options{.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8,
-                                                .num_heads = 4, .dropout = p, .fused = fused},
-                    g);
+                auto m = std::make_shared<MultiHeadAttention>(MultiHeadAttention::Options{.key_size = 8,
+                                                                                          .query_size = 8,
+                                                                                          .value_size = 8,
+                                                                                          .num_hiddens = 8,
+                                                                                          .num_heads = 4,
+                                                                                          .dropout = p,
+                                                                                          .fused = fused},
+                                                              g);
                 m->to(core::DType::float64);
                 return m;
             };

@@ -19,8 +19,15 @@ using Pooling = TransformerClassifier::Pooling;
 
 namespace {
 TransformerClassifier::Options tiny(Pooling pooling) {
-    return {.vocab_size = 7, .num_classes = 3, .max_len = 3, .num_hiddens = 4, .ffn_num_hiddens = 6, .num_heads = 2,
-            .num_layers = 1, .dropout = 0.0, .pooling = pooling};
+    return {.vocab_size = 7,
+            .num_classes = 3,
+            .max_len = 3,
+            .num_hiddens = 4,
+            .ffn_num_hiddens = 6,
+            .num_heads = 2,
+            .num_layers = 1,
+            .dropout = 0.0,
+            .pooling = pooling};
 }
 
 Tensor ids(std::vector<int64_t> v, int64_t B, int64_t T) { return core::from_vector(v, {B, T}); }

@@ -35,8 +35,16 @@ constexpr double kGradTol = 1e-4;
 
 // The sizes make_fixtures.py uses: D 8, 2 heads, FFN 16, 2 layers, vocabularies 13 and 17.
 TransformerOptions tiny() {
-    return {.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .norm_shape = 8, .ffn_num_input = 8,
-            .ffn_num_hiddens = 16, .num_heads = 2, .num_layers = 2, .dropout = 0.0};
+    return {.key_size = 8,
+            .query_size = 8,
+            .value_size = 8,
+            .num_hiddens = 8,
+            .norm_shape = 8,
+            .ffn_num_input = 8,
+            .ffn_num_hiddens = 16,
+            .num_heads = 2,
+            .num_layers = 2,
+            .dropout = 0.0};
 }
 
 // PyTorch's parameters, loaded strictly (a name d2l uses that tformer does
@@ -95,9 +103,10 @@ const std::vector<FixtureCase> kCases = {
 
 }  // namespace
 
-TEST_CASE("MultiHeadAttention, EncoderBlock, DecoderBlock, EncoderDecoder, masked_softmax_ce_loss: forward and "
-          "gradients match PyTorch running seed 000's d2l code",
-          "[nn][fixtures]") {
+TEST_CASE(
+    "MultiHeadAttention, EncoderBlock, DecoderBlock, EncoderDecoder, masked_softmax_ce_loss: forward and "
+    "gradients match PyTorch running seed 000's d2l code",
+    "[nn][fixtures]") {
     for (const FixtureCase& c : kCases) {
         SECTION(c.name) {
             Fixture fx(c.name);
@@ -134,17 +143,18 @@ TEST_CASE("MultiHeadAttention, EncoderBlock, DecoderBlock, EncoderDecoder, maske
     }
 }
 
-TEST_CASE("EncoderDecoder: the fixture's parameter names are exactly seed 000's, e.g. "
-          "encoder.blks.block0.attention.W_q.weight",
-          "[nn][fixtures]") {
+TEST_CASE(
+    "EncoderDecoder: the fixture's parameter names are exactly seed 000's, e.g. "
+    "encoder.blks.block0.attention.W_q.weight",
+    "[nn][fixtures]") {
     // A readable spot check next to the strict load above: the names come from
     // PyTorch's state_dict() of d2l's classes, not from tformer.
     Fixture fx("encoder_decoder");
     const nn::StateDict params = fx.params();
-    for (const char* name : {"encoder.embedding.weight", "encoder.blks.block0.attention.W_q.weight",
-                             "encoder.blks.block1.ffn.dense2.bias", "encoder.blks.block1.addnorm2.ln.weight",
-                             "decoder.blks.block0.attention2.W_o.weight", "decoder.blks.block1.addnorm3.ln.bias",
-                             "decoder.dense.weight", "decoder.dense.bias"})
+    for (const char* name :
+         {"encoder.embedding.weight", "encoder.blks.block0.attention.W_q.weight", "encoder.blks.block1.ffn.dense2.bias",
+          "encoder.blks.block1.addnorm2.ln.weight", "decoder.blks.block0.attention2.W_o.weight",
+          "decoder.blks.block1.addnorm3.ln.bias", "decoder.dense.weight", "decoder.dense.bias"})
         CHECK(params.count(name) == 1);
     // encoder: embedding 1 + 2 blocks × (W_q,k,v,o 4 + ffn 4 + two LayerNorms 4);
     // decoder: embedding 1 + 2 blocks × (8 + 4 + three LayerNorms 6) + dense 2

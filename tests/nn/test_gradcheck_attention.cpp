@@ -38,8 +38,8 @@ Variable transposed_leaf(int64_t B, int64_t S, int64_t d, Generator& gen) {
 Variable weight_leaf(const Linear& lin) { return Variable(lin.weight.value(), true); }
 Variable bias_leaf(const Linear& lin) { return Variable(lin.bias.value(), true); }
 
-const Tensor kLens = core::from_vector(std::vector<int64_t>{3, 2}, {2});                     // (B)
-const Tensor kRowLens = core::from_vector(std::vector<int64_t>{1, 4, 2, 2, 0, 3}, {2, 3});  // (B, T)
+const Tensor kLens = core::from_vector(std::vector<int64_t>{3, 2}, {2});                                  // (B)
+const Tensor kRowLens = core::from_vector(std::vector<int64_t>{1, 4, 2, 2, 0, 3}, {2, 3});                // (B, T)
 const Tensor kNoPeek = core::from_vector(std::vector<bool>{1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1, 1}, {3, 4});  // (T, S)
 const Tensor kPad = core::from_vector(std::vector<bool>{1, 1, 1, 0, 1, 1, 0, 0}, {2, 1, 4});              // (B, 1, S)
 
@@ -48,19 +48,23 @@ std::vector<GradCase> cases() {
     std::vector<GradCase> out;
 
     // ---- masked_softmax: X (2, 3, 4) ----
-    for (const auto& [name, mask] : std::vector<std::pair<std::string, Tensor>>{
-             {"valid_lens (B)", kLens}, {"valid_lens (B, T) with a 0", kRowLens}, {"bool no-peek", kNoPeek},
-             {"no mask", Tensor()}}) {
+    for (const auto& [name, mask] :
+         std::vector<std::pair<std::string, Tensor>>{{"valid_lens (B)", kLens},
+                                                     {"valid_lens (B, T) with a 0", kRowLens},
+                                                     {"bool no-peek", kNoPeek},
+                                                     {"no mask", Tensor()}}) {
         Tensor m = mask;
-        out.push_back({"masked_softmax(X, " + name + ")", {leaf({2, 3, 4}, gen)},
-                       [m](const std::vector<Variable>& x) { return nn::masked_softmax(x[0], m); }});
+        out.push_back({"masked_softmax(X, " + name + ")", {leaf({2, 3, 4}, gen)}, [m](const std::vector<Variable>& x) {
+                           return nn::masked_softmax(x[0], m);
+                       }});
     }
 
     // ---- DotProductAttention: queries (2, 3, 4), keys (2, 4, 4), values (2, 4, 3) ----
     auto dot = std::make_shared<DotProductAttention>(DotProductAttention::Options{.dropout = 0.0});
-    for (const auto& [name, mask] : std::vector<std::pair<std::string, Tensor>>{
-             {"valid_lens (B)", kLens}, {"valid_lens (B, T)", kRowLens}, {"bool no-peek (T, S)", kNoPeek},
-             {"bool pad (B, 1, S)", kPad}}) {
+    for (const auto& [name, mask] : std::vector<std::pair<std::string, Tensor>>{{"valid_lens (B)", kLens},
+                                                                                {"valid_lens (B, T)", kRowLens},
+                                                                                {"bool no-peek (T, S)", kNoPeek},
+                                                                                {"bool pad (B, 1, S)", kPad}}) {
         Tensor m = mask;
         out.push_back({"DotProductAttention(queries, keys, values, " + name + ")",
                        {leaf({2, 3, 4}, gen), transposed_leaf(2, 4, 4, gen), leaf({2, 4, 3}, gen)},
@@ -89,10 +93,14 @@ std::vector<GradCase> cases() {
 
     // ---- MultiHeadAttention: queries (2, 3, 4), keys/values (2, 4, 4), 2 heads, and W_q, W_k, W_v, W_o ----
     for (const bool bias : {false, true}) {
-        auto mha = std::make_shared<MultiHeadAttention>(
-            MultiHeadAttention::Options{.key_size = 4, .query_size = 4, .value_size = 4, .num_hiddens = 4,
-                                        .num_heads = 2, .dropout = 0.0, .bias = bias},
-            gen);
+        auto mha = std::make_shared<MultiHeadAttention>(MultiHeadAttention::Options{.key_size = 4,
+                                                                                    .query_size = 4,
+                                                                                    .value_size = 4,
+                                                                                    .num_hiddens = 4,
+                                                                                    .num_heads = 2,
+                                                                                    .dropout = 0.0,
+                                                                                    .bias = bias},
+                                                        gen);
         mha->to(DType::float64);
         std::vector<Variable> inputs = {leaf({2, 3, 4}, gen), transposed_leaf(2, 4, 4, gen), leaf({2, 4, 4}, gen)};
         const std::vector<Linear*> layers = {mha->W_q.get(), mha->W_k.get(), mha->W_v.get(), mha->W_o.get()};
@@ -114,10 +122,14 @@ std::vector<GradCase> cases() {
     // ---- the fused kernel: MultiHeadAttention with fused = true, every kind of valid lengths ----
     for (const auto& [mask_name, mask] : std::vector<std::pair<std::string, Tensor>>{
              {"none", Tensor()}, {"valid_lens (B)", kLens}, {"valid_lens (B, T)", kRowLens}}) {
-        auto mha = std::make_shared<MultiHeadAttention>(
-            MultiHeadAttention::Options{.key_size = 4, .query_size = 4, .value_size = 4, .num_hiddens = 4,
-                                        .num_heads = 2, .dropout = 0.0, .fused = true},
-            gen);
+        auto mha = std::make_shared<MultiHeadAttention>(MultiHeadAttention::Options{.key_size = 4,
+                                                                                    .query_size = 4,
+                                                                                    .value_size = 4,
+                                                                                    .num_hiddens = 4,
+                                                                                    .num_heads = 2,
+                                                                                    .dropout = 0.0,
+                                                                                    .fused = true},
+                                                        gen);
         mha->to(DType::float64);
         std::vector<Variable> inputs = {leaf({2, 3, 4}, gen), transposed_leaf(2, 4, 4, gen), leaf({2, 4, 4}, gen)};
         const std::vector<Linear*> layers = {mha->W_q.get(), mha->W_k.get(), mha->W_v.get(), mha->W_o.get()};
@@ -140,8 +152,8 @@ std::vector<GradCase> cases() {
     // forward_step: gradients reach the queries, W_q and W_o (the cache has no graph)
     {
         auto mha = std::make_shared<MultiHeadAttention>(
-            MultiHeadAttention::Options{.key_size = 4, .query_size = 4, .value_size = 4, .num_hiddens = 4,
-                                        .num_heads = 2, .dropout = 0.0},
+            MultiHeadAttention::Options{
+                .key_size = 4, .query_size = 4, .value_size = 4, .num_hiddens = 4, .num_heads = 2, .dropout = 0.0},
             gen);
         mha->to(DType::float64);
         const Variable kv(core::randn({2, 3, 4}, gen, DType::float64));
@@ -159,7 +171,8 @@ std::vector<GradCase> cases() {
     out.push_back({"nadaraya_watson(queries, keys, values)",
                    {leaf({3}, gen), leaf({3, 4}, gen), leaf({3, 4}, gen)},
                    [](const std::vector<Variable>& x) { return nadaraya_watson(x[0], x[1], x[2]).output; }});
-    out.push_back({"average_pooling(queries, values)", {leaf({3}, gen), leaf({5}, gen)},
+    out.push_back({"average_pooling(queries, values)",
+                   {leaf({3}, gen), leaf({5}, gen)},
                    [](const std::vector<Variable>& x) { return average_pooling(x[0], x[1]); }});
     {
         auto net = std::make_shared<NWKernelRegression>(gen);
@@ -171,7 +184,8 @@ std::vector<GradCase> cases() {
                            return (*net)(x[1], x[2], x[3]);
                        }});
     }
-    out.push_back({"transpose_output(transpose_qkv(X, 2) * 2, 2)", {leaf({2, 3, 4}, gen)},
+    out.push_back({"transpose_output(transpose_qkv(X, 2) * 2, 2)",
+                   {leaf({2, 3, 4}, gen)},
                    [](const std::vector<Variable>& x) { return transpose_output(transpose_qkv(x[0], 2) * 2.0, 2); }});
     return out;
 }

@@ -56,8 +56,7 @@ const std::vector<LayerCase>& layer_cases() {
          [](core::Generator& gen) {
              Linear layer({.in_features = 3, .out_features = 2, .bias = false}, gen);
              layer.to(DType::float64);
-             return check_layer({input({4, 3}, gen)}, {&layer.weight},
-                                [&](const Inputs& in) { return layer(in[0]); });
+             return check_layer({input({4, 3}, gen)}, {&layer.weight}, [&](const Inputs& in) { return layer(in[0]); });
          }},
         {"Linear(4 -> 3)(x) of (2,3,4), 3-D input, w.r.t. x, weight, bias",
          [](core::Generator& gen) {

@@ -241,8 +241,7 @@ TEST_CASE("Linear::forward(x): a wrong feature count names the layer and the sha
     REQUIRE_THROWS_WITH(Linear({.in_features = -1, .out_features = 2}), Contains("must be non-negative"));
 }
 
-TEST_CASE("Linear(options, gen): PyTorch's init W, b ~ U(-1/√in, 1/√in), reproducible from the seed",
-          "[nn][layers]") {
+TEST_CASE("Linear(options, gen): PyTorch's init W, b ~ U(-1/√in, 1/√in), reproducible from the seed", "[nn][layers]") {
     core::Generator gen(5);
     Linear dense({.in_features = 16, .out_features = 64}, gen);  // bound 1/√16 = 0.25
     for (const Variable& p : {dense.weight, dense.bias}) {
@@ -285,7 +284,7 @@ TEST_CASE("Embedding(options, gen): N(0, 1) init", "[nn][layers]") {
     for (double v : w) mean += v;
     mean /= w.size();
     for (double v : w) sq += (v - mean) * (v - mean);
-    CHECK(std::abs(mean) < 0.02);                             // σ/√n = 0.007
+    CHECK(std::abs(mean) < 0.02);  // σ/√n = 0.007
     CHECK(std::sqrt(sq / w.size()) == Approx(1.0).margin(0.02));
 }
 
@@ -339,14 +338,12 @@ TEST_CASE("Dropout(options, gen): the same seed gives the same mask", "[nn][laye
 
 TEST_CASE("ReLU::forward(x): max(x, 0)", "[nn][layers]") {
     ReLU relu;
-    CHECK(relu(Variable(t32({-2, -0.5, 0, 0.5, 3}, {5}))).value().to_vector() ==
-          std::vector<double>{0, 0, 0, 0.5, 3});
+    CHECK(relu(Variable(t32({-2, -0.5, 0, 0.5, 3}, {5}))).value().to_vector() == std::vector<double>{0, 0, 0, 0.5, 3});
 }
 
 // ============================ LayerNorm and BatchNorm1d ============================
 
-TEST_CASE("LayerNorm(2) and BatchNorm1d(2) on seed 000's X = [[1, 2], [2, 3]]: rows versus columns",
-          "[nn][layers]") {
+TEST_CASE("LayerNorm(2) and BatchNorm1d(2) on seed 000's X = [[1, 2], [2, 3]]: rows versus columns", "[nn][layers]") {
     // seed 000, 代码实现 → 层归一化: ln = nn.LayerNorm(2); bn = nn.BatchNorm1d(2)
     LayerNorm ln({.normalized_shape = 2});
     BatchNorm1d bn({.num_features = 2});
@@ -504,8 +501,7 @@ TEST_CASE("PositionalEncoding(options): P[0, pos, 2i] = sin(pos/10000^(2i/d)), P
     CHECK(odd.P.at({0, 4, 2}) == Approx(std::sin(4 / std::pow(10000.0, 2.0 / 3))).margin(1e-6));
 }
 
-TEST_CASE("PositionalEncoding::forward(X, start): adds P[:, start : start + T, :], checks max_len",
-          "[nn][layers]") {
+TEST_CASE("PositionalEncoding::forward(X, start): adds P[:, start : start + T, :], checks max_len", "[nn][layers]") {
     PositionalEncoding pe({.num_hiddens = 4, .max_len = 10});
     const Variable X(core::full({2, 3, 4}, 1.0), true);
     const Variable Y = pe(X, 5);

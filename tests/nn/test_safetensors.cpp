@@ -8,8 +8,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include <cmath>
@@ -138,12 +138,13 @@ SafeTensors sample_checkpoint() {
     st.tensors["encoder.blks.0.attention.W_q.weight"] =
         from_vector(std::vector<float>{1.5f, -0.0f, nan, inf, -inf, 1e-42f /* subnormal */}, {2, 3});
     st.tensors["transposed.f64"] = arange(12, DType::float64).view({3, 4}).transpose(0, 1);  // (4, 3), not contiguous
-    st.tensors["sliced.f32"] = arange(10).slice(0, 1, 9, 3);                                   // elements 1, 4, 7
-    st.tensors["expanded.f32"] = arange(3).view({3, 1}).expand({3, 4});                        // stride 0
+    st.tensors["sliced.f32"] = arange(10).slice(0, 1, 9, 3);                                 // elements 1, 4, 7
+    st.tensors["expanded.f32"] = arange(3).view({3, 1}).expand({3, 4});                      // stride 0
     st.tensors["ids.i64"] = from_vector(
         std::vector<int64_t>{std::numeric_limits<int64_t>::min(), -1, 0, std::numeric_limits<int64_t>::max()}, {4});
     st.tensors["mask.bool"] = from_vector(std::vector<bool>{true, false, false, true, true, false}, {3, 2});
-    st.tensors["mask.transposed"] = from_vector(std::vector<bool>{true, false, false, true, true, false}, {3, 2}).transpose(0, 1);
+    st.tensors["mask.transposed"] =
+        from_vector(std::vector<bool>{true, false, false, true, true, false}, {3, 2}).transpose(0, 1);
     st.tensors["scalar.f64"] = scalar(-2.25, DType::float64);  // 0-d
     st.tensors["scalar.i64"] = scalar(42, DType::int64);
     st.tensors["empty.f32"] = zeros({0, 3});  // no elements, no bytes
@@ -181,15 +182,15 @@ TEST_CASE("serialize_safetensors(st): bytes match hand-assembled files", "[nn][s
         st.tensors["e"] = zeros({0}, DType::float64);
         st.metadata["k"] = "v";
         // 241 bytes of JSON + 7 spaces = 248, a multiple of 8
-        const std::string header =
-            R"({"__metadata__":{"k":"v"},)"
-            R"("i":{"dtype":"I64","shape":[],"data_offsets":[0,8]},)"
-            R"("e":{"dtype":"F64","shape":[0],"data_offsets":[8,8]},)"
-            R"("a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},)"
-            R"("b":{"dtype":"BOOL","shape":[3],"data_offsets":[16,19]}})"
-            "       ";
+        const std::string header = R"({"__metadata__":{"k":"v"},)"
+                                   R"("i":{"dtype":"I64","shape":[],"data_offsets":[0,8]},)"
+                                   R"("e":{"dtype":"F64","shape":[0],"data_offsets":[8,8]},)"
+                                   R"("a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},)"
+                                   R"("b":{"dtype":"BOOL","shape":[3],"data_offsets":[16,19]}})"
+                                   "       ";
         REQUIRE(header.size() == 248);
-        const Bytes expected = concat({le64(248), as_bytes(header),
+        const Bytes expected = concat({le64(248),
+                                       as_bytes(header),
                                        {7, 0, 0, 0, 0, 0, 0, 0},  // i = 7
                                        {0, 0, 0x80, 0x3F},        // a[0] = 1.0f
                                        {0, 0, 0, 0x3F},           // a[1] = 0.5f
@@ -224,15 +225,16 @@ TEST_CASE("serialize_safetensors(st): bytes match hand-assembled files", "[nn][s
 TEST_CASE("parse_safetensors(bytes, name): accepts any valid layout, not only its own", "[nn][safetensors]") {
     // entries out of offset order, metadata last, zero-size tensors at the
     // first and last offsets, pretty-printed JSON, no padding
-    const std::string header = "{\n"
-                               "  \"b\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [8, 12]},\n"
-                               "  \"z0\": {\"shape\": [0, 5], \"data_offsets\": [0, 0], \"dtype\": \"I64\"},\n"
-                               "  \"a\": {\"dtype\": \"I64\", \"shape\": [1], \"data_offsets\": [0, 8]},\n"
-                               "  \"z1\": {\"dtype\": \"BOOL\", \"shape\": [0], \"data_offsets\": [12, 12]},\n"
-                               "  \"__metadata__\": {\"step\": \"100\"}\n"
-                               "}";
-    const SafeTensors st = parse_safetensors(assemble(header, concat({le_bytes<int64_t>({-5}), le_bytes<float>({2.5f})})),
-                                             "pretty.safetensors");
+    const std::string header =
+        "{\n"
+        "  \"b\": {\"dtype\": \"F32\", \"shape\": [1], \"data_offsets\": [8, 12]},\n"
+        "  \"z0\": {\"shape\": [0, 5], \"data_offsets\": [0, 0], \"dtype\": \"I64\"},\n"
+        "  \"a\": {\"dtype\": \"I64\", \"shape\": [1], \"data_offsets\": [0, 8]},\n"
+        "  \"z1\": {\"dtype\": \"BOOL\", \"shape\": [0], \"data_offsets\": [12, 12]},\n"
+        "  \"__metadata__\": {\"step\": \"100\"}\n"
+        "}";
+    const SafeTensors st = parse_safetensors(
+        assemble(header, concat({le_bytes<int64_t>({-5}), le_bytes<float>({2.5f})})), "pretty.safetensors");
     CHECK(st.metadata == std::map<std::string, std::string>{{"step", "100"}});
     REQUIRE(st.tensors.size() == 4);
     CHECK(st.tensors.at("a").to_vector<int64_t>() == std::vector<int64_t>{-5});
@@ -321,7 +323,8 @@ std::vector<BadFile> bad_files() {
         {"7 bytes", Bytes(7, 0), "file is 7 bytes, shorter than the 8-byte header length"},
         {"header length past the end of the file", assemble_with_length(1000, "{}"),
          "header length 1000 reaches past the end of the file (2 bytes follow the length field)"},
-        {"header length over 100 MB", le64(100'000'001), "header length 100000001 exceeds the limit of 100000000 bytes"},
+        {"header length over 100 MB", le64(100'000'001),
+         "header length 100000001 exceeds the limit of 100000000 bytes"},
         {"header length 2^64 - 1", le64(std::numeric_limits<uint64_t>::max()),
          "header length 18446744073709551615 exceeds the limit"},
         {"header length 0", le64(0), "header length is 0"},
@@ -329,7 +332,8 @@ std::vector<BadFile> bad_files() {
         {"header not UTF-8", assemble("{\"a\xff\":1}"), "header is not valid UTF-8 (byte 0xff at header offset 3)"},
         {"header with an overlong UTF-8 form", assemble("{\"\xc0\xaf\":1}"), "header is not valid UTF-8 (byte 0xc0"},
         {"header with a UTF-8 surrogate", assemble("{\"\xed\xa0\x80\":1}"), "header is not valid UTF-8 (byte 0xed"},
-        {"header ending inside a UTF-8 sequence", assemble("{}\xe2\x82"), "header is not valid UTF-8 (byte 0xe2 at header offset 2)"},
+        {"header ending inside a UTF-8 sequence", assemble("{}\xe2\x82"),
+         "header is not valid UTF-8 (byte 0xe2 at header offset 2)"},
         {"header not JSON", assemble(R"({"x": {"dtype": "F32",)"), "header is not valid JSON: "},
         {"header padded with NUL bytes", assemble(std::string("{}\0\0\0\0\0\0", 8)),
          "header holds a NUL byte at header offset 2"},
@@ -342,17 +346,21 @@ std::vector<BadFile> bad_files() {
         // double, and it escaped as "[json.exception.out_of_range.406] ..."
         {"header with a number beyond a double", assemble(R"({"__metadata__":{},"x":351e336})"),
          "header is not valid JSON: number overflow parsing '351e336'"},
-        {"header nested too deeply", assemble(R"({"x":[[[[[[[[[[]]]]]]]]]]})"), "header JSON is nested more than 8 levels deep"},
+        {"header nested too deeply", assemble(R"({"x":[[[[[[[[[[]]]]]]]]]]})"),
+         "header JSON is nested more than 8 levels deep"},
         // -- duplicate keys (nlohmann alone would keep the last one silently)
         {"duplicate tensor names",
-         assemble(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
-                  f32x2),
+         assemble(
+             R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"x":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+             f32x2),
          "duplicate key 'x' in the header"},
         {"duplicate field in an entry", assemble(one_entry(ok_x + R"(,"dtype":"F64")"), f32x2),
          "duplicate key 'dtype' inside 'x'"},
-        {"duplicate metadata key", assemble(R"({"__metadata__":{"k":"a","k":"b"}})"), "duplicate key 'k' inside '__metadata__'"},
+        {"duplicate metadata key", assemble(R"({"__metadata__":{"k":"a","k":"b"}})"),
+         "duplicate key 'k' inside '__metadata__'"},
         // -- entry structure
-        {"entry not an object", assemble(R"({"x":5})"), "entry for tensor 'x' must be an object with dtype, shape and data_offsets, got number"},
+        {"entry not an object", assemble(R"({"x":5})"),
+         "entry for tensor 'x' must be an object with dtype, shape and data_offsets, got number"},
         {"entry missing shape", assemble(one_entry(R"("dtype":"F32","data_offsets":[0,8])"), f32x2),
          "tensor 'x' is missing the field 'shape'"},
         {"entry missing data_offsets", assemble(one_entry(R"("dtype":"F32","shape":[2])"), f32x2),
@@ -370,7 +378,8 @@ std::vector<BadFile> bad_files() {
          "unknown dtype 'f32' for tensor 'x'"},
         {"unsupported dtype F16", assemble(one_entry(R"("dtype":"F16","shape":[2],"data_offsets":[0,4])"), Bytes(4, 0)),
          "unsupported dtype F16 for tensor 'x'"},
-        {"unsupported dtype BF16", assemble(one_entry(R"("dtype":"BF16","shape":[2],"data_offsets":[0,4])"), Bytes(4, 0)),
+        {"unsupported dtype BF16",
+         assemble(one_entry(R"("dtype":"BF16","shape":[2],"data_offsets":[0,4])"), Bytes(4, 0)),
          "unsupported dtype BF16 for tensor 'x'"},
         {"unsupported dtype I32", assemble(one_entry(R"("dtype":"I32","shape":[2],"data_offsets":[0,8])"), f32x2),
          "unsupported dtype I32 for tensor 'x'"},
@@ -381,71 +390,87 @@ std::vector<BadFile> bad_files() {
          "shape of tensor 'x' must be an array of non-negative integers, got [-2]"},
         {"shape with a fraction", assemble(one_entry(R"("dtype":"F32","shape":[1.5],"data_offsets":[0,8])"), f32x2),
          "got [1.5]"},
-        {"shape with an integral float", assemble(one_entry(R"("dtype":"F32","shape":[2.0],"data_offsets":[0,8])"), f32x2),
-         "got [2.0]"},
+        {"shape with an integral float",
+         assemble(one_entry(R"("dtype":"F32","shape":[2.0],"data_offsets":[0,8])"), f32x2), "got [2.0]"},
         {"shape with a string", assemble(one_entry(R"("dtype":"F32","shape":["2"],"data_offsets":[0,8])"), f32x2),
          R"(got ["2"])"},
-        {"shape with a size beyond 2^64", assemble(one_entry(R"("dtype":"F32","shape":[18446744073709551616],"data_offsets":[0,8])"), f32x2),
+        {"shape with a size beyond 2^64",
+         assemble(one_entry(R"("dtype":"F32","shape":[18446744073709551616],"data_offsets":[0,8])"), f32x2),
          "shape of tensor 'x' must be an array of non-negative integers"},
-        {"shape with 9 dimensions", assemble(one_entry(R"("dtype":"F32","shape":[1,1,1,1,1,1,1,1,2],"data_offsets":[0,8])"), f32x2),
+        {"shape with 9 dimensions",
+         assemble(one_entry(R"("dtype":"F32","shape":[1,1,1,1,1,1,1,1,2],"data_offsets":[0,8])"), f32x2),
          "shape of tensor 'x' has 9 dimensions; tformer supports at most 8"},
         // -- overflow
-        {"element count overflows", assemble(one_entry(R"("dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8])"), f32x2),
+        {"element count overflows",
+         assemble(one_entry(R"("dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,8])"), f32x2),
          "shape [4294967296,4294967296] of tensor 'x' overflows"},
-        {"size above int64", assemble(one_entry(R"("dtype":"BOOL","shape":[9223372036854775808],"data_offsets":[0,8])"), f32x2),
+        {"size above int64",
+         assemble(one_entry(R"("dtype":"BOOL","shape":[9223372036854775808],"data_offsets":[0,8])"), f32x2),
          "of tensor 'x' overflows: its element count does not fit in int64"},
-        {"byte size overflows", assemble(one_entry(R"("dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,8])"), f32x2),
+        {"byte size overflows",
+         assemble(one_entry(R"("dtype":"F64","shape":[2305843009213693952],"data_offsets":[0,8])"), f32x2),
          "tensor 'x' of shape (2305843009213693952) and dtype F64 has a byte size that overflows 64 bits"},
         // -- data_offsets on their own
         {"data_offsets not an array", assemble(one_entry(R"("dtype":"F32","shape":[2],"data_offsets":8)"), f32x2),
          "data_offsets of tensor 'x' must be [begin, end] with two non-negative integers, got 8"},
         {"data_offsets with one number", assemble(one_entry(R"("dtype":"F32","shape":[2],"data_offsets":[8])"), f32x2),
          "got [8]"},
-        {"data_offsets with three numbers", assemble(one_entry(R"("dtype":"F32","shape":[2],"data_offsets":[0,4,8])"), f32x2),
-         "got [0,4,8]"},
+        {"data_offsets with three numbers",
+         assemble(one_entry(R"("dtype":"F32","shape":[2],"data_offsets":[0,4,8])"), f32x2), "got [0,4,8]"},
         {"data_offsets negative", assemble(one_entry(R"("dtype":"F32","shape":[2],"data_offsets":[-8,0])"), f32x2),
          "got [-8,0]"},
         {"data_offsets fractional", assemble(one_entry(R"("dtype":"F32","shape":[2],"data_offsets":[0,8.0])"), f32x2),
          "got [0,8.0]"},
-        {"data_offsets begin after end", assemble(one_entry(R"("dtype":"F32","shape":[2],"data_offsets":[8,0])"), f32x2),
+        {"data_offsets begin after end",
+         assemble(one_entry(R"("dtype":"F32","shape":[2],"data_offsets":[8,0])"), f32x2),
          "data_offsets of tensor 'x' are [8, 0]: begin is after end"},
-        {"size not numel times element size", assemble(one_entry(R"("dtype":"F32","shape":[2],"data_offsets":[0,4])"), Bytes(4, 0)),
+        {"size not numel times element size",
+         assemble(one_entry(R"("dtype":"F32","shape":[2],"data_offsets":[0,4])"), Bytes(4, 0)),
          "tensor 'x' of shape (2) and dtype F32 needs 8 bytes, but data_offsets [0, 4] span 4 bytes"},
         {"0-d tensor with no bytes", assemble(one_entry(R"("dtype":"I64","shape":[],"data_offsets":[0,0])")),
          "tensor 'x' of shape () and dtype I64 needs 8 bytes, but data_offsets [0, 0] span 0 bytes"},
         // -- data_offsets together: the ranges must tile the data section
-        {"first tensor not at offset 0", assemble(one_entry(R"("dtype":"F32","shape":[1],"data_offsets":[4,8])"), f32x2),
+        {"first tensor not at offset 0",
+         assemble(one_entry(R"("dtype":"F32","shape":[1],"data_offsets":[4,8])"), f32x2),
          "4 unused bytes before the first tensor 'x' (data_offsets must start at 0)"},
         {"gap between tensors",
-         assemble(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
-                  Bytes(12, 0)),
+         assemble(
+             R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+             Bytes(12, 0)),
          "gap of 4 unused bytes between tensor 'a' (ends at 4) and tensor 'b' (begins at 8)"},
         {"overlapping tensors",
-         assemble(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
-                  Bytes(12, 0)),
+         assemble(
+             R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+             Bytes(12, 0)),
          "tensor 'b' (bytes [4, 12]) overlaps tensor 'a' (bytes [0, 8])"},
         {"two tensors sharing one range",
-         assemble(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
-                  Bytes(4, 0)),
+         assemble(
+             R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+             Bytes(4, 0)),
          "tensor 'b' (bytes [0, 4]) overlaps tensor 'a' (bytes [0, 4])"},
         {"empty tensor inside another",
-         assemble(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]}})",
-                  f32x2),
+         assemble(
+             R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]}})",
+             f32x2),
          "tensor 'e' (bytes [4, 4]) overlaps tensor 'a' (bytes [0, 8])"},
         {"tensor past the end of the file", assemble(one_entry(ok_x), Bytes(4, 0)),
          "tensor 'x' has data_offsets [0, 8], past the end of the data section (4 bytes; file truncated?)"},
-        {"trailing bytes after the last tensor", assemble(one_entry(R"("dtype":"F32","shape":[1],"data_offsets":[0,4])"), f32x2),
+        {"trailing bytes after the last tensor",
+         assemble(one_entry(R"("dtype":"F32","shape":[1],"data_offsets":[0,4])"), f32x2),
          "4 trailing bytes after the last tensor (the data section is 8 bytes, the tensors cover 4)"},
         {"trailing bytes and no tensors", assemble("{}", Bytes(3, 0)), "3 trailing bytes after the last tensor"},
         // -- metadata
-        {"__metadata__ a string", assemble(R"({"__metadata__":"v1"})"), "__metadata__ must be an object of strings, got string"},
-        {"__metadata__ null", assemble(R"({"__metadata__":null})"), "__metadata__ must be an object of strings, got null"},
+        {"__metadata__ a string", assemble(R"({"__metadata__":"v1"})"),
+         "__metadata__ must be an object of strings, got string"},
+        {"__metadata__ null", assemble(R"({"__metadata__":null})"),
+         "__metadata__ must be an object of strings, got null"},
         {"__metadata__ with a number", assemble(R"({"__metadata__":{"step":100}})"),
          "__metadata__ value for key 'step' must be a string, got number 100"},
         {"__metadata__ with an object", assemble(R"({"__metadata__":{"cfg":{"d":2}}})"),
          "__metadata__ value for key 'cfg' must be a string, got object"},
         // -- data
-        {"BOOL byte other than 0 and 1", assemble(one_entry(R"("dtype":"BOOL","shape":[3],"data_offsets":[0,3])"), {1, 0, 2}),
+        {"BOOL byte other than 0 and 1",
+         assemble(one_entry(R"("dtype":"BOOL","shape":[3],"data_offsets":[0,3])"), {1, 0, 2}),
          "tensor 'x' has dtype BOOL but holds the byte 2 at element 2 (must be 0 or 1)"},
     };
 }
@@ -476,8 +501,9 @@ TEST_CASE("load_safetensors(path): a missing file or a directory throws IOError 
     TempDir dir;
     const std::string missing = dir.file("missing.safetensors");
     REQUIRE_THROWS_AS(load_safetensors(missing), IOError);
-    REQUIRE_THROWS_WITH(load_safetensors(missing),
-                        Contains(fmt::format("load_safetensors: '{}': cannot open: No such file or directory", missing)));
+    REQUIRE_THROWS_WITH(
+        load_safetensors(missing),
+        Contains(fmt::format("load_safetensors: '{}': cannot open: No such file or directory", missing)));
     REQUIRE_THROWS_WITH(load_safetensors(dir.path.string()), Contains("is a directory, not a safetensors file"));
 }
 
@@ -544,9 +570,9 @@ TEST_CASE("save_safetensors(path, st): failures throw IOError and leave the old 
         fs::create_directory(target);
         write_file(target + "/inside.txt", as_bytes("keep me"));
         REQUIRE_THROWS_AS(save_safetensors(target, checkpoint_v(2)), IOError);
-        REQUIRE_THROWS_WITH(save_safetensors(target, checkpoint_v(2)),
-                            Contains(fmt::format("save_safetensors: cannot write '{}': ", target)) &&
-                                Contains("Is a directory"));
+        REQUIRE_THROWS_WITH(
+            save_safetensors(target, checkpoint_v(2)),
+            Contains(fmt::format("save_safetensors: cannot write '{}': ", target)) && Contains("Is a directory"));
         CHECK(fs::is_directory(target));
         CHECK(read_file(target + "/inside.txt") == as_bytes("keep me"));
         CHECK(dir.listing() == std::set<std::string>{"old.safetensors", "ckpt.safetensors"});
@@ -569,10 +595,10 @@ TEST_CASE("save_safetensors(path, st): failures throw IOError and leave the old 
         {
             const FileSizeLimit limit(4096);
             REQUIRE_THROWS_AS(save_safetensors(old_path, big), IOError);
-            REQUIRE_THROWS_WITH(save_safetensors(old_path, big),
-                                Contains(fmt::format("save_safetensors: cannot write '{}': writing the temporary file",
-                                                     old_path)) &&
-                                    Contains("File too large"));
+            REQUIRE_THROWS_WITH(
+                save_safetensors(old_path, big),
+                Contains(fmt::format("save_safetensors: cannot write '{}': writing the temporary file", old_path)) &&
+                    Contains("File too large"));
         }
         CHECK(read_file(old_path) == old_bytes);
         CHECK(dir.listing() == std::set<std::string>{"old.safetensors"});

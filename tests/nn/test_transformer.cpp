@@ -13,12 +13,19 @@ using core::Tensor;
 
 namespace {
 TransformerOptions tiny(double dropout = 0.0) {
-    return {.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .norm_shape = 8,
-            .ffn_num_input = 8, .ffn_num_hiddens = 16, .num_heads = 2, .num_layers = 2, .dropout = dropout};
+    return {.key_size = 8,
+            .query_size = 8,
+            .value_size = 8,
+            .num_hiddens = 8,
+            .norm_shape = 8,
+            .ffn_num_input = 8,
+            .ffn_num_hiddens = 16,
+            .num_heads = 2,
+            .num_layers = 2,
+            .dropout = dropout};
 }
 
-std::shared_ptr<EncoderDecoder> tiny_model(int64_t src_vocab, int64_t tgt_vocab, uint64_t seed,
-                                           double dropout = 0.0) {
+std::shared_ptr<EncoderDecoder> tiny_model(int64_t src_vocab, int64_t tgt_vocab, uint64_t seed, double dropout = 0.0) {
     core::Generator gen(seed);
     auto enc = std::make_shared<TransformerEncoder>(src_vocab, tiny(dropout), gen);
     auto dec = std::make_shared<TransformerDecoder>(tgt_vocab, tiny(dropout), gen);
@@ -60,9 +67,10 @@ TEST_CASE("EncoderDecoder::forward(enc_X, dec_X, valid_lens): logits (B, T, V)",
     CHECK(dec_w[1][0].shape() == core::Shape{6, 4, 5});
 }
 
-TEST_CASE("EncoderDecoder with TransformerOptions::fused: the composed model's logits, gradients and decoding, "
-          "dropout included",
-          "[nn][transformer]") {
+TEST_CASE(
+    "EncoderDecoder with TransformerOptions::fused: the composed model's logits, gradients and decoding, "
+    "dropout included",
+    "[nn][transformer]") {
     // the same weights and the same dropout draws twice (each model has its own generator from one seed)
     core::Generator gen_a(5), gen_b(5);
     auto make = [](core::Generator& gen, bool fused) {
@@ -140,7 +148,8 @@ TEST_CASE("TransformerDecoder::forward_step: the KV cache gives the full pass's 
         net->decoder->forward_step(tgt.slice(1, 1, 2).contiguous(), chunked);
         const Tensor rest = net->decoder->forward_step(tgt.slice(1, 2, 5).contiguous(), chunked).value();
         const std::vector<double> a = rest.to_vector(), b = full.slice(1, 2, 5).to_vector();
-        for (size_t i = 0; i < a.size(); ++i) REQUIRE(a[i] == Approx(b[i]).margin(dtype == DType::float32 ? 1e-5 : 1e-12));
+        for (size_t i = 0; i < a.size(); ++i)
+            REQUIRE(a[i] == Approx(b[i]).margin(dtype == DType::float32 ? 1e-5 : 1e-12));
     }
 }
 

@@ -21,8 +21,15 @@ TEST_CASE("TransformerClassifier learns which of two tokens a sequence holds mor
     // Sequences of 2..6 tokens drawn from {1, 2}; label 1 when 2 is the
     // majority token. The answer depends on every valid token and on no padding.
     core::Generator gen(8);
-    TransformerClassifier m({.vocab_size = 3, .num_classes = 2, .max_len = 6, .num_hiddens = 16, .ffn_num_hiddens = 32,
-                             .num_heads = 2, .num_layers = 1, .dropout = 0.0, .pooling = TransformerClassifier::Pooling::mean},
+    TransformerClassifier m({.vocab_size = 3,
+                             .num_classes = 2,
+                             .max_len = 6,
+                             .num_hiddens = 16,
+                             .ffn_num_hiddens = 32,
+                             .num_heads = 2,
+                             .num_layers = 1,
+                             .dropout = 0.0,
+                             .pooling = TransformerClassifier::Pooling::mean},
                             gen);
     optim::Adam opt(m.parameters(), {.lr = 0.01});
     auto batch = [&](int64_t B, Tensor& X, Tensor& L, Tensor& y) {

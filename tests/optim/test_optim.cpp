@@ -45,8 +45,10 @@ void quadratic_backward(const Variable& p, const std::vector<double>& c, const s
 
 // ---- SGD ------------------------------------------------------------------------------------------
 
-TEST_CASE("SGD(params, options).step(): three steps with momentum, dampening, nesterov and weight decay match "
-          "hand-computed values", "[optim][sgd]") {
+TEST_CASE(
+    "SGD(params, options).step(): three steps with momentum, dampening, nesterov and weight decay match "
+    "hand-computed values",
+    "[optim][sgd]") {
     // p starts at 1, the gradient is 1 at every step, lr = 0.1.
     struct Case {
         const char* what;
@@ -66,8 +68,7 @@ TEST_CASE("SGD(params, options).step(): three steps with momentum, dampening, ne
         {"weight decay 0.1", {.lr = 0.1, .weight_decay = 0.1}, {0.89, 0.7811, 0.673289}},
         // g' = 1.1 → b = 1.1, p = 0.89;  g' = 1.089 → b = 0.99 + 1.089 = 2.079, p = 0.6821;
         // g' = 1.06821 → b = 1.8711 + 1.06821 = 2.93931, p = 0.388169
-        {"momentum 0.9, weight decay 0.1", {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.1},
-         {0.89, 0.6821, 0.388169}},
+        {"momentum 0.9, weight decay 0.1", {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.1}, {0.89, 0.6821, 0.388169}},
     };
     for (const Case& c : cases) {
         for (DType dtype : {DType::float64, DType::float32}) {
@@ -150,9 +151,13 @@ TEST_CASE("AdamW(params, {.weight_decay}) decouples the decay; Adam adds it to t
         std::array<double, 2> expected;
     };
     const std::vector<Case> cases = {
-        {"AdamW", [](Variable p) { return std::make_unique<AdamW>(std::vector{p}, AdamWOptions{.lr = 0.1, .weight_decay = 0.1}); },
+        {"AdamW",
+         [](Variable p) {
+             return std::make_unique<AdamW>(std::vector{p}, AdamWOptions{.lr = 0.1, .weight_decay = 0.1});
+         },
          {0.890000002, 0.7811000039800006}},
-        {"Adam", [](Variable p) { return std::make_unique<Adam>(std::vector{p}, AdamOptions{.lr = 0.1, .weight_decay = 0.1}); },
+        {"Adam",
+         [](Variable p) { return std::make_unique<Adam>(std::vector{p}, AdamOptions{.lr = 0.1, .weight_decay = 0.1}); },
          {0.9000000016666666, 0.8000473404883316}},
     };
     for (const Case& c : cases) {
@@ -217,8 +222,10 @@ TEST_CASE("Adam.step() and AdamW.step(): the SIMD and multi-threaded float32 loo
                 const float decay = static_cast<float>(1 - lr * c.weight_decay);
                 for (int64_t i = 0; i < n; ++i) {
                     float x = ref[i], gi = g[i];
-                    if (c.decoupled) x = x * decay;
-                    else if (c.weight_decay != 0) gi = gi + static_cast<float>(c.weight_decay) * x;
+                    if (c.decoupled)
+                        x = x * decay;
+                    else if (c.weight_decay != 0)
+                        gi = gi + static_cast<float>(c.weight_decay) * x;
                     m[i] = static_cast<float>(b1) * m[i] + static_cast<float>(1 - b1) * gi;
                     v[i] = static_cast<float>(b2) * v[i] + static_cast<float>(1 - b2) * gi * gi;
                     ref[i] = x - step_size * m[i] / (std::sqrt(v[i]) / bias2_sqrt + static_cast<float>(eps));
@@ -250,10 +257,17 @@ struct Maker {
 const std::vector<Maker>& all_optimizers() {
     static const std::vector<Maker> makers = {
         {"SGD", [](const NamedParameters& p) { return std::make_unique<SGD>(p, SGDOptions{.lr = 0.05}); }},
-        {"SGD momentum", [](const NamedParameters& p) { return std::make_unique<SGD>(p, SGDOptions{.lr = 0.02, .momentum = 0.9}); }},
-        {"SGD nesterov", [](const NamedParameters& p) { return std::make_unique<SGD>(p, SGDOptions{.lr = 0.02, .momentum = 0.9, .nesterov = true}); }},
+        {"SGD momentum",
+         [](const NamedParameters& p) { return std::make_unique<SGD>(p, SGDOptions{.lr = 0.02, .momentum = 0.9}); }},
+        {"SGD nesterov",
+         [](const NamedParameters& p) {
+             return std::make_unique<SGD>(p, SGDOptions{.lr = 0.02, .momentum = 0.9, .nesterov = true});
+         }},
         {"Adam", [](const NamedParameters& p) { return std::make_unique<Adam>(p, AdamOptions{.lr = 0.05}); }},
-        {"AdamW", [](const NamedParameters& p) { return std::make_unique<AdamW>(p, AdamWOptions{.lr = 0.05, .weight_decay = 1e-4}); }},
+        {"AdamW",
+         [](const NamedParameters& p) {
+             return std::make_unique<AdamW>(p, AdamWOptions{.lr = 0.05, .weight_decay = 1e-4});
+         }},
     };
     return makers;
 }
@@ -400,10 +414,18 @@ TEST_CASE("Optimizer::load_state_dict(state_dict()): 5 + 5 resumed steps equal 1
           "[optim][state]") {
     using Make = std::function<std::unique_ptr<Optimizer>(const NamedParameters&)>;
     const std::vector<std::pair<const char*, Make>> makers = {
-        {"SGD nesterov", [](const NamedParameters& p) { return std::make_unique<SGD>(p, SGDOptions{.lr = 0.01, .momentum = 0.9, .nesterov = true}); }},
-        {"SGD dampening", [](const NamedParameters& p) { return std::make_unique<SGD>(p, SGDOptions{.lr = 0.01, .momentum = 0.8, .dampening = 0.3, .weight_decay = 0.01}); }},
+        {"SGD nesterov",
+         [](const NamedParameters& p) {
+             return std::make_unique<SGD>(p, SGDOptions{.lr = 0.01, .momentum = 0.9, .nesterov = true});
+         }},
+        {"SGD dampening",
+         [](const NamedParameters& p) {
+             return std::make_unique<SGD>(
+                 p, SGDOptions{.lr = 0.01, .momentum = 0.8, .dampening = 0.3, .weight_decay = 0.01});
+         }},
         {"Adam", [](const NamedParameters& p) { return std::make_unique<Adam>(p, AdamOptions{.weight_decay = 0.01}); }},
-        {"AdamW", [](const NamedParameters& p) { return std::make_unique<AdamW>(p, AdamWOptions{.weight_decay = 0.1}); }},
+        {"AdamW",
+         [](const NamedParameters& p) { return std::make_unique<AdamW>(p, AdamWOptions{.weight_decay = 0.1}); }},
     };
     const NoamLR schedule({.d_model = 16, .warmup = 4, .factor = 0.5});
     for (const auto& [name, make] : makers) {
@@ -473,8 +495,10 @@ TEST_CASE("Optimizer::state_dict(): keys carry the parameter index and name; sca
     CHECK(sgd_keys == std::vector<std::string>{"lr", "param_count", "state.0.momentum_buffer", "state.0.step", "step"});
 }
 
-TEST_CASE("Optimizer::load_state_dict(): a dict that does not fit is a ValueError listing every problem, and "
-          "changes nothing", "[optim][state]") {
+TEST_CASE(
+    "Optimizer::load_state_dict(): a dict that does not fit is a ValueError listing every problem, and "
+    "changes nothing",
+    "[optim][state]") {
     Variable a = param({1.0, 2.0});
     Variable b = param({3.0});
     Variable c = param({4.0, 5.0, 6.0});
@@ -560,7 +584,7 @@ TEST_CASE("clip_grad_norm(params, max_norm, options): returns the total norm and
     };
     const double inf = std::numeric_limits<double>::infinity();
     const std::vector<Case> cases = {
-        {2, 1.0, 13.0, true},  {2, 100.0, 13.0, false}, {1, 1.0, 19.0, true},
+        {2, 1.0, 13.0, true},   {2, 100.0, 13.0, false},  {1, 1.0, 19.0, true},
         {inf, 6.0, 12.0, true}, {inf, 12.5, 12.0, false}, {3, 1.0, std::cbrt(1819.0), true},
     };
     for (const Case& c : cases) {
@@ -582,8 +606,9 @@ TEST_CASE("clip_grad_norm(params, max_norm, options): returns the total norm and
             CHECK(a.grad().shares_storage(old_a) == !c.scales);  // replaced, never scaled in place
             CHECK(old_a.to_vector() == std::vector<double>{3, 4});
             CHECK_FALSE(no_grad.grad().defined());
-            if (c.scales) CHECK(clip_grad_norm({a, b}, c.max_norm, {.norm_type = c.norm_type}) ==
-                                Approx(c.max_norm).epsilon(1e-6));
+            if (c.scales)
+                CHECK(clip_grad_norm({a, b}, c.max_norm, {.norm_type = c.norm_type}) ==
+                      Approx(c.max_norm).epsilon(1e-6));
         }
     }
 }
@@ -601,8 +626,10 @@ TEST_CASE("clip_grad_norm(params, max_norm): a gradient shared with a parameter 
     CHECK(outside.grad().shares_storage(shared));
 }
 
-TEST_CASE("clip_grad_norm(params, max_norm, {.error_if_nonfinite}): NaN or Inf throws naming the first bad "
-          "parameter, or passes through", "[optim][clip]") {
+TEST_CASE(
+    "clip_grad_norm(params, max_norm, {.error_if_nonfinite}): NaN or Inf throws naming the first bad "
+    "parameter, or passes through",
+    "[optim][clip]") {
     const double nan = std::numeric_limits<double>::quiet_NaN();
     const double inf = std::numeric_limits<double>::infinity();
     for (double bad : {nan, inf}) {
@@ -645,7 +672,7 @@ TEST_CASE("NoamLR({d_model, warmup, factor}).lr_at(step): peaks at step = warmup
     const std::vector<Case> cases = {
         {0, 2.0 / std::sqrt(512.0) * std::pow(4000.0, -1.5)},  // step 0 counts as 1
         {1, 2.0 / std::sqrt(512.0) * std::pow(4000.0, -1.5)},
-        {2000, peak / 2},   // linear warm-up: half way, half the peak
+        {2000, peak / 2},  // linear warm-up: half way, half the peak
         {4000, peak},
         {16000, peak / 2},  // 1/√step after: four times the steps, half the rate
     };
@@ -667,10 +694,14 @@ TEST_CASE("CosineLR({base_lr, warmup_steps, total_steps, min_lr}).lr_at(step): w
         double expected;
     };
     const std::vector<Case> cases = {
-        {0, 1e-4},  {1, 1e-4},  {5, 5e-4}, {10, 1e-3},
-        {60, (1e-3 + 1e-5) / 2},                                         // half way down the cosine
+        {0, 1e-4},
+        {1, 1e-4},
+        {5, 5e-4},
+        {10, 1e-3},
+        {60, (1e-3 + 1e-5) / 2},  // half way down the cosine
         {35, 1e-5 + (1e-3 - 1e-5) * (1 + std::cos(std::numbers::pi / 4)) / 2},
-        {110, 1e-5}, {1000, 1e-5},
+        {110, 1e-5},
+        {1000, 1e-5},
     };
     for (const Case& c : cases) {
         INFO("step " << c.step);

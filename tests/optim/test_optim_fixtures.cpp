@@ -50,9 +50,10 @@ const std::vector<OptimizerCase> kCases = {
 
 }  // namespace
 
-TEST_CASE("Adam, AdamW, SGD (momentum, Nesterov).step(): ten steps match torch.optim, including a step where one "
-          "parameter has no gradient",
-          "[optim][fixtures]") {
+TEST_CASE(
+    "Adam, AdamW, SGD (momentum, Nesterov).step(): ten steps match torch.optim, including a step where one "
+    "parameter has no gradient",
+    "[optim][fixtures]") {
     for (const OptimizerCase& c : kCases) {
         SECTION(c.name) {
             Fixture fx(c.name);

@@ -63,11 +63,15 @@ TEST_CASE("bench_preset(name): an unknown name lists the presets", "[tasks][benc
     CHECK_THROWS_AS(bench_preset("huge"), ValueError);
     CHECK_THROWS_WITH(bench_preset("huge"),
                       Catch::Contains("bench: unknown preset 'huge' (available: d2l, copy, small, base, translate)"));
-    CHECK_THROWS_WITH(run_model_bench({.preset = "D2L", .threads = 1, .repeats = 1}), Catch::Contains("unknown preset 'D2L'"));
-    CHECK_THROWS_WITH(run_model_bench({.preset = "d2l", .threads = -1, .repeats = 1}), Catch::Contains("--threads must be positive"));
-    CHECK_THROWS_WITH(run_model_bench({.preset = "d2l", .threads = 1, .repeats = -3}), Catch::Contains("--repeats must be positive"));
-    CHECK_THROWS_WITH(run_model_bench({.preset = "copy", .threads = 1, .repeats = 1, .load_batches = "/nonexistent/b.json"}),
-                      Catch::Contains("cannot read batches from /nonexistent/b.json"));
+    CHECK_THROWS_WITH(run_model_bench({.preset = "D2L", .threads = 1, .repeats = 1}),
+                      Catch::Contains("unknown preset 'D2L'"));
+    CHECK_THROWS_WITH(run_model_bench({.preset = "d2l", .threads = -1, .repeats = 1}),
+                      Catch::Contains("--threads must be positive"));
+    CHECK_THROWS_WITH(run_model_bench({.preset = "d2l", .threads = 1, .repeats = -3}),
+                      Catch::Contains("--repeats must be positive"));
+    CHECK_THROWS_WITH(
+        run_model_bench({.preset = "copy", .threads = 1, .repeats = 1, .load_batches = "/nonexistent/b.json"}),
+        Catch::Contains("cannot read batches from /nonexistent/b.json"));
     CHECK_THROWS_WITH(measure_model(bench_preset("copy"), -1), Catch::Contains("repeats must be positive"));
 }
 
@@ -80,8 +84,9 @@ TEST_CASE("bench_valid_lengths(seed, n, T): splitmix64's reference stream", "[ta
         std::vector<int64_t> expected;
     };
     const Row rows[] = {
-        {10, {1 + 0xe220a8397b1dcdafULL % 10, 1 + 0x6e789e6aa1b965f4ULL % 10, 1 + 0x06c45d188009454fULL % 10,
-              1 + 0xf88bb8a8724c81ecULL % 10}},
+        {10,
+         {1 + 0xe220a8397b1dcdafULL % 10, 1 + 0x6e789e6aa1b965f4ULL % 10, 1 + 0x06c45d188009454fULL % 10,
+          1 + 0xf88bb8a8724c81ecULL % 10}},
         {10, {6, 1, 10, 5}},  // the same, worked out by hand
         {32, {16, 21, 16, 13}},
         {1, {1, 1, 1, 1}},
@@ -127,11 +132,23 @@ TEST_CASE("measure_model(preset, repeats): every figure, consistent with each ot
     const std::vector<BenchFigure> figures = measure_model(p, 1);
     std::map<std::string, double> by_name;
     for (const BenchFigure& f : figures) by_name[f.figure] = f.value;
-    const std::vector<std::string> expected = {
-        "train_step_ms",          "train_step_cpu_ms",        "forward_eval_ms",    "forward_eval_cpu_ms",
-        "greedy_decode_ms",       "greedy_decode_cpu_ms",     "train_tokens_per_s",     "train_step_gflop",         "train_step_gflops",  "train_step_sgemm_gflops",
-        "forward_eval_gflop",     "forward_eval_gflops",      "forward_eval_sgemm_gflops", "greedy_decode_gflop",
-        "greedy_decode_gflops",   "greedy_decode_sgemm_gflops", "peak_rss_mb"};
+    const std::vector<std::string> expected = {"train_step_ms",
+                                               "train_step_cpu_ms",
+                                               "forward_eval_ms",
+                                               "forward_eval_cpu_ms",
+                                               "greedy_decode_ms",
+                                               "greedy_decode_cpu_ms",
+                                               "train_tokens_per_s",
+                                               "train_step_gflop",
+                                               "train_step_gflops",
+                                               "train_step_sgemm_gflops",
+                                               "forward_eval_gflop",
+                                               "forward_eval_gflops",
+                                               "forward_eval_sgemm_gflops",
+                                               "greedy_decode_gflop",
+                                               "greedy_decode_gflops",
+                                               "greedy_decode_sgemm_gflops",
+                                               "peak_rss_mb"};
     REQUIRE(figures.size() == expected.size());
     for (size_t i = 0; i < expected.size(); ++i) {
         CHECK(figures[i].figure == expected[i]);

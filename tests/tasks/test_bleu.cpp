@@ -98,8 +98,7 @@ TEST_CASE("corpus_bleu(preds, refs, max_n): sums n-gram counts over the corpus",
     CHECK(corpus_bleu({tokenize("a b c")}, {tokenize("a b c")}, 3).score == Approx(1.0));
 }
 
-TEST_CASE("corpus_bleu(preds, refs, max_n): several references clip and choose the closest length",
-          "[tasks][bleu]") {
+TEST_CASE("corpus_bleu(preds, refs, max_n): several references clip and choose the closest length", "[tasks][bleu]") {
     // Papineni's example: "the" x7 against two references; "the" occurs at most
     // twice in one reference, so the modified unigram precision is 2/7. The
     // reference lengths are 6 and 7; 7 is closest to c = 7, so BP = 1.
@@ -115,8 +114,9 @@ TEST_CASE("corpus_bleu(preds, refs, max_n): several references clip and choose t
     // Tie: c = 5 is as close to 4 as to 6; the shorter (4) counts, so c > r and
     // BP = 1 (with 6 it would be exp(1 - 6/5) = 0.819). Clipping takes the
     // largest count over the references, so "e" (only in the second) matches.
-    const CorpusBleu tie = corpus_bleu({tokenize("a b c d e")},
-                                           std::vector<std::vector<TokenLine>>{{tokenize("a b c d"), tokenize("a b c d e f")}}, 1);
+    const CorpusBleu tie =
+        corpus_bleu({tokenize("a b c d e")},
+                    std::vector<std::vector<TokenLine>>{{tokenize("a b c d"), tokenize("a b c d e f")}}, 1);
     CHECK(tie.ref_length == 4);
     CHECK(tie.brevity_penalty == 1.0);
     CHECK(tie.score == Approx(1.0));

@@ -4,17 +4,17 @@
 // and resume training. tests/fixtures/checkpoint-v1-d2l.safetensors was
 // written by a tformer of that format (tests/fixtures/make_checkpoint_v1.sh
 // says how); the translations below are what that tformer printed for it.
-#include "tasks/seq2seq.hpp"
 #include "nn/safetensors.hpp"
+#include "tasks/seq2seq.hpp"
 #include "tasks/tokenizer.hpp"
 #include "tasks/train.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <unistd.h>
 #include <filesystem>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 using namespace tformer;
@@ -46,7 +46,8 @@ std::string translated(Loaded& l, const std::string& sentence, int64_t beam, boo
 }
 }  // namespace
 
-TEST_CASE("a tformer-checkpoint-1 d2l checkpoint (word vocabularies) loads and translates as before", "[tasks][checkpoint]") {
+TEST_CASE("a tformer-checkpoint-1 d2l checkpoint (word vocabularies) loads and translates as before",
+          "[tasks][checkpoint]") {
     const auto l = load(kD2l);
     CHECK(l->info.config.task == "translate");
     CHECK(l->info.config.transformer.num_hiddens == 8);
@@ -75,13 +76,22 @@ TEST_CASE("a tformer-checkpoint-1 d2l checkpoint resumes training with its loss 
     std::filesystem::create_directories(dir);
     std::filesystem::copy_file(kD2l, dir / "checkpoint.safetensors");
     const CheckpointInfo info = read_checkpoint_info(kD2l);
-    const FraEngData data = load_fra_eng({.path = TFORMER_SOURCE_DIR "/data/fra-eng/fra.txt", .num_examples = 200,
-                                          .sample_size = 0, .seed = 1, .val_fraction = 0, .num_steps = 10,
+    const FraEngData data = load_fra_eng({.path = TFORMER_SOURCE_DIR "/data/fra-eng/fra.txt",
+                                          .num_examples = 200,
+                                          .sample_size = 0,
+                                          .seed = 1,
+                                          .val_fraction = 0,
+                                          .num_steps = 10,
                                           .min_freq = 2});
     REQUIRE(data.src_vocab == *info.src_vocab);
     core::Generator gen(0);
     auto model = build_model(info.config, gen);
-    TrainOptions o{.epochs = 101, .batch_size = 64, .lr = 0.005, .seed = 1, .out_dir = dir.string(), .resume = true,
+    TrainOptions o{.epochs = 101,
+                   .batch_size = 64,
+                   .lr = 0.005,
+                   .seed = 1,
+                   .out_dir = dir.string(),
+                   .resume = true,
                    .quiet = true};
     const auto source = translation_source(data.train, o.batch_size, Tokenizer::kBos, 1);
     const TrainResult r = train(*model, gen, source, o, info);
@@ -97,7 +107,8 @@ TEST_CASE("a tformer-checkpoint-1 d2l checkpoint resumes training with its loss 
 // alone is over 300 KB), so this one is written here, key by key, in the
 // layout tformer-checkpoint-1 used: every field of the info as its own
 // metadata string, the tokenizer as JSON, the extras under "x.".
-TEST_CASE("a tformer-checkpoint-1 SentencePiece checkpoint (written in that layout here) loads", "[tasks][checkpoint]") {
+TEST_CASE("a tformer-checkpoint-1 SentencePiece checkpoint (written in that layout here) loads",
+          "[tasks][checkpoint]") {
     std::vector<std::string> sentences;
     for (const char* s : {"I'm home.", "He's calm.", "We are friends.", "Je suis chez moi.", "Il est calme.",
                           "Nous sommes amis.", "I lost.", "J'ai perdu."})
@@ -108,21 +119,29 @@ TEST_CASE("a tformer-checkpoint-1 SentencePiece checkpoint (written in that layo
     c.src_vocab_size = c.tgt_vocab_size = sp->size();
     c.num_steps = 12;
     c.tie_embeddings = true;
-    c.transformer = {.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .norm_shape = 8,
-                     .ffn_num_input = 8, .ffn_num_hiddens = 16, .num_heads = 2, .num_layers = 1};
+    c.transformer = {.key_size = 8,
+                     .query_size = 8,
+                     .value_size = 8,
+                     .num_hiddens = 8,
+                     .norm_shape = 8,
+                     .ffn_num_input = 8,
+                     .ffn_num_hiddens = 16,
+                     .num_heads = 2,
+                     .num_layers = 1};
     core::Generator gen(5);
     const auto model = build_model(c, gen);
     nn::SafeTensors st;
     for (auto& [name, t] : model->state_dict()) st.tensors["model." + name] = t;
-    st.metadata = {{"format", "tformer-checkpoint-1"},
-                   {"config", config_to_json(c)},
-                   {"step", "800"},
-                   {"epoch", "9"},
-                   {"rng", "1 2 3 18446744073709551615"},
-                   {"tokenizer", nlohmann::json{{"type", "sentencepiece"}, {"model", base64_encode(sp->serialized())}}.dump()},
-                   {"x.pipeline", "corpus"},
-                   {"x.epoch_losses", "4.4060917531731087 3.7219899926031448"},
-                   {"x.epoch_partial", "128205.06970477104 40632"}};
+    st.metadata = {
+        {"format", "tformer-checkpoint-1"},
+        {"config", config_to_json(c)},
+        {"step", "800"},
+        {"epoch", "9"},
+        {"rng", "1 2 3 18446744073709551615"},
+        {"tokenizer", nlohmann::json{{"type", "sentencepiece"}, {"model", base64_encode(sp->serialized())}}.dump()},
+        {"x.pipeline", "corpus"},
+        {"x.epoch_losses", "4.4060917531731087 3.7219899926031448"},
+        {"x.epoch_partial", "128205.06970477104 40632"}};
     const auto path = std::filesystem::temp_directory_path() / ("tformer-compat-sp-" + std::to_string(::getpid()));
     nn::save_safetensors(path.string(), st);
 

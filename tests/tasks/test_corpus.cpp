@@ -5,12 +5,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
-#include <unistd.h>
 
 using namespace tformer;
 using namespace tformer::tasks;
@@ -102,7 +102,8 @@ TEST_CASE("load_corpus on the bundled corpus: validation is drawn from every len
 }
 
 TEST_CASE("encode_pairs: ids per side, long pairs left out and counted", "[tasks][corpus]") {
-    const std::vector<TextPair> pairs = {{"Go.", "Va !"}, {"I see a big red house.", "Je vois une grande maison rouge."}};
+    const std::vector<TextPair> pairs = {{"Go.", "Va !"},
+                                         {"I see a big red house.", "Je vois une grande maison rouge."}};
     const TokenizerPair tok = word_tokenizers(pairs);
     const EncodedPairs all = encode_pairs(pairs, tok, 10);
     REQUIRE(all.size() == 2);
@@ -155,7 +156,8 @@ TEST_CASE("BucketBatcher: every pair exactly once per epoch, within the token bu
     CHECK_THROWS_AS(BucketBatcher(std::make_shared<EncodedPairs>(), 100, 0), ValueError);
 }
 
-TEST_CASE("BucketBatcher::batch: <eos> after the source, <bos> before the decoder input, labels shifted", "[tasks][corpus]") {
+TEST_CASE("BucketBatcher::batch: <eos> after the source, <bos> before the decoder input, labels shifted",
+          "[tasks][corpus]") {
     const auto data = synthetic({{2, 3}, {1, 1}});
     const BucketBatcher batcher(data, 1000, 0);
     const Batch b = batcher.batch({0, 1});

@@ -25,8 +25,16 @@ std::shared_ptr<nn::EncoderDecoder> small_model(uint64_t seed) {
     config.task = "copy";
     config.src_vocab_size = config.tgt_vocab_size = 11;
     config.num_steps = 8;
-    config.transformer = {.key_size = 16, .query_size = 16, .value_size = 16, .num_hiddens = 16, .norm_shape = 16,
-                          .ffn_num_input = 16, .ffn_num_hiddens = 32, .num_heads = 2, .num_layers = 2, .dropout = 0.0};
+    config.transformer = {.key_size = 16,
+                          .query_size = 16,
+                          .value_size = 16,
+                          .num_hiddens = 16,
+                          .norm_shape = 16,
+                          .ffn_num_input = 16,
+                          .ffn_num_hiddens = 32,
+                          .num_heads = 2,
+                          .num_layers = 2,
+                          .dropout = 0.0};
     core::Generator gen(seed);
     return tasks::build_model(config, gen);
 }
@@ -155,8 +163,8 @@ TEST_CASE("dist::GradientReducer: bad parameters and a second backward before fi
     CHECK_THROWS_WITH(dist::GradientReducer({}), Catch::Contains("no parameters"));
     CHECK_THROWS_WITH(dist::GradientReducer({Variable(core::zeros({2}), false)}),
                       Catch::Contains("does not require a gradient"));
-    CHECK_THROWS_WITH(dist::GradientReducer({Variable(core::zeros({2}), true),
-                                             Variable(core::zeros({2}, core::DType::float64), true)}),
+    CHECK_THROWS_WITH(dist::GradientReducer(
+                          {Variable(core::zeros({2}), true), Variable(core::zeros({2}, core::DType::float64), true)}),
                       Catch::Contains("one dtype; parameter 0 is float32, parameter 1 is float64"));
     const Variable x(core::tensor({1, 2}, {2}), true);
     dist::GradientReducer reducer({x});
@@ -179,7 +187,8 @@ TEST_CASE("dist::ReducerOptions::from_environment: the measuring knobs, checked"
     CHECK(o.bucket_bytes == 64 * 1024);
     CHECK_FALSE(o.overlap);
     setenv("TFORMER_OVERLAP", "yes", 1);
-    CHECK_THROWS_WITH(dist::ReducerOptions::from_environment(), Catch::Contains("TFORMER_OVERLAP must be a whole number from 0 to 1, got 'yes'"));
+    CHECK_THROWS_WITH(dist::ReducerOptions::from_environment(),
+                      Catch::Contains("TFORMER_OVERLAP must be a whole number from 0 to 1, got 'yes'"));
     unsetenv("TFORMER_BUCKET_KB");
     unsetenv("TFORMER_OVERLAP");
     o = dist::ReducerOptions::from_environment();

@@ -4,12 +4,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 using namespace tformer;
@@ -25,8 +25,7 @@ std::vector<int64_t> ints(const core::Tensor& t) { return t.to_vector<int64_t>()
 struct TempFile {
     std::filesystem::path path;
     TempFile(const std::string& name, const std::string& contents)
-        : path(std::filesystem::temp_directory_path() /
-               ("tformer_test_" + std::to_string(::getpid()) + "_" + name)) {
+        : path(std::filesystem::temp_directory_path() / ("tformer_test_" + std::to_string(::getpid()) + "_" + name)) {
         std::ofstream(path, std::ios::binary) << contents;
     }
     ~TempFile() { std::filesystem::remove(path); }
@@ -98,10 +97,9 @@ TEST_CASE("load_fra_eng(options): the whole file loads with no skipped line", "[
     CHECK(data.train.src_valid_len.at({-1}) == 10);
 }
 
-TEST_CASE("load_fra_eng(options): validation split shares no English sentence with training",
-          "[tasks][fra_eng]") {
-    const FraEngOptions options{.path = kFraEng, .sample_size = 30000, .seed = 11, .val_fraction = 0.2,
-                                .num_steps = 12, .min_freq = 2};
+TEST_CASE("load_fra_eng(options): validation split shares no English sentence with training", "[tasks][fra_eng]") {
+    const FraEngOptions options{
+        .path = kFraEng, .sample_size = 30000, .seed = 11, .val_fraction = 0.2, .num_steps = 12, .min_freq = 2};
     const FraEngData data = load_fra_eng(options);
     const FraEngReport& r = data.report;
     CHECK(r.train_pairs + r.val_pairs == 30000);
@@ -150,15 +148,15 @@ TEST_CASE("load_fra_eng(options): sample mode is deterministic for a seed", "[ta
 
 TEST_CASE("load_fra_eng(options): bad lines are skipped and counted", "[tasks][fra_eng]") {
     const TempFile file("bad_lines.txt",
-                        "Go.\tVa !\n"                 // 1 good
-                        "no tab here\n"               // 2 no tab
-                        "Hello.\t\n"                  // 3 empty French side
-                        "Bad \xff byte\tMauvais\n"    // 4 invalid UTF-8
-                        "a\tb\tc\n"                   // 5 two tabs
-                        "\n"                          // 6 blank
-                        "Hi.\tSalut !\r\n"            // 7 good, CRLF
-                        "  \tblank English\n"         // 8 English side only spaces
-                        "Run!\tCours\u202f!");        // 9 good, no final newline
+                        "Go.\tVa !\n"               // 1 good
+                        "no tab here\n"             // 2 no tab
+                        "Hello.\t\n"                // 3 empty French side
+                        "Bad \xff byte\tMauvais\n"  // 4 invalid UTF-8
+                        "a\tb\tc\n"                 // 5 two tabs
+                        "\n"                        // 6 blank
+                        "Hi.\tSalut !\r\n"          // 7 good, CRLF
+                        "  \tblank English\n"       // 8 English side only spaces
+                        "Run!\tCours\u202f!");      // 9 good, no final newline
     const FraEngData data = load_fra_eng({.path = file.path.string(), .min_freq = 1});
     const FraEngReport& r = data.report;
     CHECK(r.lines_read == 9);
@@ -189,12 +187,17 @@ TEST_CASE("load_fra_eng(options): missing file, empty file and bad options throw
     // issue 12's probe: a file without tabs, or a binary, gave "no training pair left (0 valid pairs ...)" or
     // trained on the one line of /bin/ls that held a tab
     const TempFile no_tabs("no_tabs.txt", "hello world\nno tabs on this line\n\nnor on this one\n");
-    REQUIRE_THROWS_WITH(load_fra_eng({.path = no_tabs.path.string()}),
-                        "load_fra_eng: '" + no_tabs.path.string() + "' is not a corpus of 'English<TAB>French' lines: "
-                        "only 0 of its 3 non-blank lines are such pairs (3 without exactly one tab, 0 with an empty "
-                        "side, 0 not UTF-8; the first skipped lines: 1, 2, 3, 4)");
+    REQUIRE_THROWS_WITH(
+        load_fra_eng({.path = no_tabs.path.string()}),
+        "load_fra_eng: '" + no_tabs.path.string() +
+            "' is not a corpus of 'English<TAB>French' lines: "
+            "only 0 of its 3 non-blank lines are such pairs (3 without exactly one tab, 0 with an empty "
+            "side, 0 not UTF-8; the first skipped lines: 1, 2, 3, 4)");
     std::string binary = "Go.\tVa !\n";
-    for (int i = 0; i < 20; ++i) binary += "\x7f" "ELF\x02\x01\xff\xfe\n";
+    for (int i = 0; i < 20; ++i)
+        binary +=
+            "\x7f"
+            "ELF\x02\x01\xff\xfe\n";
     const TempFile elf("binary.txt", binary);
     REQUIRE_THROWS_WITH(load_fra_eng({.path = elf.path.string()}), Catch::Contains("only 1 of its 21 non-blank lines"));
     REQUIRE_THROWS_WITH(load_fra_eng({.path = std::filesystem::temp_directory_path().string()}),

@@ -31,8 +31,8 @@ struct TempDir {
     fs::path path;
     TempDir() {
         static int counter = 0;
-        path = fs::temp_directory_path() / ("tformer-plot-test-" + std::to_string(::getpid()) + "-" +
-                                            std::to_string(counter++));
+        path = fs::temp_directory_path() /
+               ("tformer-plot-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
         fs::remove_all(path);
         fs::create_directories(path);
     }
@@ -111,9 +111,9 @@ TEST_CASE("text_width(text, style), font_metrics(style): DejaVu's measures scale
     CHECK(text_width("Keys", normal) > 20);
     CHECK(text_width("Keys", big) == Approx(2 * text_width("Keys", normal)).epsilon(0.05));
     CHECK(text_width("Keys", bold) > text_width("Keys", normal));
-    CHECK(text_width("W", normal) > text_width("i", normal));            // a proportional font
+    CHECK(text_width("W", normal) > text_width("i", normal));                     // a proportional font
     CHECK(text_width("arrivé", normal) == Approx(text_width("arrive", normal)));  // é is one letter, as wide as e
-    CHECK(text_width("a\xff", normal) > text_width("a", normal));         // ill-formed bytes show as U+FFFD
+    CHECK(text_width("a\xff", normal) > text_width("a", normal));                 // ill-formed bytes show as U+FFFD
     const FontMetrics m = font_metrics(normal);
     CHECK(m.ascent > m.cap_height);
     CHECK(m.cap_height > 8);
@@ -125,7 +125,8 @@ TEST_CASE("picture_format(path), parse_picture_format(name): .png and .svg, noth
     CHECK(picture_format("a/loss.png", "op") == PictureFormat::png);
     CHECK(picture_format("LOSS.SVG", "op") == PictureFormat::svg);
     CHECK_THROWS_AS(picture_format("loss.jpg", "plot_lines"), ValueError);
-    CHECK_THROWS_WITH(picture_format("loss", "plot_lines"), Catch::Contains("plot_lines: 'loss' must end in .png or .svg"));
+    CHECK_THROWS_WITH(picture_format("loss", "plot_lines"),
+                      Catch::Contains("plot_lines: 'loss' must end in .png or .svg"));
     CHECK(parse_picture_format("svg", "train") == PictureFormat::svg);
     CHECK(std::string(picture_extension(PictureFormat::svg)) == "svg");
     CHECK_THROWS_WITH(parse_picture_format("pdf", "train"), "train: --plot-format must be png or svg, got 'pdf'");
@@ -138,7 +139,8 @@ TEST_CASE("Canvas: every shape and text drawn, written as PNG and SVG; bad sizes
         canvas.fill_rect({10, 10, 50, 30}, {200, 30, 30});
         canvas.stroke_rect({5, 5, 310, 110}, colors::axis);
         canvas.set_clip({0, 0, 160, 120});
-        canvas.polyline(std::vector<PointF>{{10, 100}, {80, 50}, {300, 90}}, {.color = {31, 119, 180}, .dash = Dash::dashed});
+        canvas.polyline(std::vector<PointF>{{10, 100}, {80, 50}, {300, 90}},
+                        {.color = {31, 119, 180}, .dash = Dash::dashed});
         canvas.reset_clip();
         canvas.line({10, 60}, {300, 60}, {.dash = Dash::dotted});
         canvas.circle({200, 30}, 6, {44, 160, 44}, 0.7);
@@ -149,7 +151,8 @@ TEST_CASE("Canvas: every shape and text drawn, written as PNG and SVG; bad sizes
         canvas.write(path);
         check_picture(path, 320, 120);
     }
-    CHECK_THROWS_WITH(Canvas(0, 10, PictureFormat::png, "plot_lines"), Catch::Contains("plot_lines: picture size 0x10"));
+    CHECK_THROWS_WITH(Canvas(0, 10, PictureFormat::png, "plot_lines"),
+                      Catch::Contains("plot_lines: picture size 0x10"));
     CHECK_THROWS_AS(Canvas(10, kMaxImageSide + 1, PictureFormat::svg, "op"), ValueError);
     std::ofstream(dir.path / "broken.png") << "not a png";
     CHECK_THROWS_WITH(read_picture_info(dir.path / "broken.png"), Catch::Contains("is not a PNG picture"));
@@ -196,23 +199,12 @@ TEST_CASE("format_tick(value, step): decimals follow the step, no -0", "[tasks][
         const char* expected;
     };
     const Row rows[] = {
-        {0.5, 0.25, "0.50"},
-        {2000, 1000, "2000"},
-        {3, 1, "3"},
-        {-1.5, 0.5, "-1.5"},
-        {0.1 + 0.2, 0.1, "0.3"},
-        {0.001, 0.001, "0.001"},
-        {-0.0, 0.1, "0.0"},
-        {1e-17, 0.2, "0.0"},
-        {0, 1, "0"},
-        {0, 1e-6, "0"},
-        {50000, 10000, "50000"},
-        {200000, 100000, "2e5"},
-        {2.5e6, 5e5, "2.5e6"},
-        {1e20, 1e20, "1e20"},
-        {1e-6, 1e-6, "1e-6"},
-        {-3e-5, 1e-5, "-3e-5"},
-        {1.00001, 0.00001, "1.00001"},
+        {0.5, 0.25, "0.50"},    {2000, 1000, "2000"},          {3, 1, "3"},
+        {-1.5, 0.5, "-1.5"},    {0.1 + 0.2, 0.1, "0.3"},       {0.001, 0.001, "0.001"},
+        {-0.0, 0.1, "0.0"},     {1e-17, 0.2, "0.0"},           {0, 1, "0"},
+        {0, 1e-6, "0"},         {50000, 10000, "50000"},       {200000, 100000, "2e5"},
+        {2.5e6, 5e5, "2.5e6"},  {1e20, 1e20, "1e20"},          {1e-6, 1e-6, "1e-6"},
+        {-3e-5, 1e-5, "-3e-5"}, {1.00001, 0.00001, "1.00001"},
     };
     for (const Row& row : rows) {
         INFO("format_tick(" << row.value << ", " << row.step << ")");
@@ -281,7 +273,8 @@ TEST_CASE("layout_lines(plot): a log axis, NaN, one point, nothing finite, huge 
     CHECK(log.y_hi > 1);
     CHECK(log.x_lo < 1);  // points get a little room
     CHECK(log.x_hi > 5);
-    for (double t : log.y_ticks) CHECK(std::log10(t) == Approx(std::round(std::log10(t))).margin(0.31));  // 1-2-5 decades
+    for (double t : log.y_ticks)
+        CHECK(std::log10(t) == Approx(std::round(std::log10(t))).margin(0.31));  // 1-2-5 decades
 
     // One point: a unit window around it; an unnamed series: no legend.
     const LinePlotLayout one = layout_lines({.series = {{.y = {3}}}});
@@ -325,7 +318,8 @@ TEST_CASE("plot_lines(path, plot): bad input throws ValueError naming plot_lines
     const Row rows[] = {
         {"no series", {}, "plot_lines: no series to plot"},
         {"empty series", {.series = {{.name = "train"}}}, "plot_lines: series 0 ('train') has no points"},
-        {"x/y sizes", {.series = {{.name = "a", .x = {1, 2, 3}, .y = {1, 2}}}},
+        {"x/y sizes",
+         {.series = {{.name = "a", .x = {1, 2, 3}, .y = {1, 2}}}},
          "plot_lines: series 0 ('a') has 3 x values but 2 y values"},
         {"empty x limits", {.series = {{.y = {1, 2}}}, .x_min = 5, .x_max = 5}, "plot_lines: x axis limits [5, 5]"},
         {"log with y_min 0", {.series = {{.y = {1, 2}}}, .log_y = true, .y_min = 0}, "logarithmic y axis"},
@@ -366,7 +360,8 @@ TEST_CASE("plot_lines(path, plot): unwritable path throws IOError naming it and 
 
 // ---- heatmaps: the data behind them ----------------------------------------------------------------
 
-TEST_CASE("layout_heatmaps(maps): the colour scale of 1x1, constant, all-NaN, NaN and one-sided limits", "[tasks][plot]") {
+TEST_CASE("layout_heatmaps(maps): the colour scale of 1x1, constant, all-NaN, NaN and one-sided limits",
+          "[tasks][plot]") {
     const HeatmapLayout constant = layout_heatmaps({.matrices = {{core::full({1, 1}, 5.0)}}});
     CHECK(constant.vmin == 4.5);
     CHECK(constant.vmax == 5.5);
@@ -374,8 +369,8 @@ TEST_CASE("layout_heatmaps(maps): the colour scale of 1x1, constant, all-NaN, Na
     const HeatmapLayout nan = layout_heatmaps({.matrices = {{core::full({2, 2}, kNaN)}}});
     CHECK(nan.vmin == 0);
     CHECK(nan.vmax == 1);
-    const HeatmapLayout mixed = layout_heatmaps(
-        {.matrices = {{core::tensor({kNaN, 4, kInf, 2, -kInf, 3}, {2, 3}, core::DType::float64)}}});
+    const HeatmapLayout mixed =
+        layout_heatmaps({.matrices = {{core::tensor({kNaN, 4, kInf, 2, -kInf, 3}, {2, 3}, core::DType::float64)}}});
     CHECK(mixed.vmin == 2);  // the finite values only
     CHECK(mixed.vmax == 4);
     const HeatmapLayout capped = layout_heatmaps({.matrices = {{core::tensor({0, 0.5, 2, 7}, {2, 2})}}, .vmax = 1.0});
@@ -566,14 +561,14 @@ TEST_CASE("plot_lines / plot_heatmaps: the example pictures are written as PNG a
         pred.push_back(num / den);
     }
     const LinePlot pooling{.series = {{.name = "Truth", .x = x_test, .y = truth},
-                           {.name = "Pred", .x = x_test, .y = pred, .dash = Dash::dashed},
-                           {.name = "train", .x = x_train, .y = y_train, .style = SeriesStyle::points}},
-                .xlabel = "x",
-                .ylabel = "y",
-                .x_min = 0,
-                .x_max = 5,
-                .y_min = -1,
-                .y_max = 5};
+                                      {.name = "Pred", .x = x_test, .y = pred, .dash = Dash::dashed},
+                                      {.name = "train", .x = x_train, .y = y_train, .style = SeriesStyle::points}},
+                           .xlabel = "x",
+                           .ylabel = "y",
+                           .x_min = 0,
+                           .x_max = 5,
+                           .y_min = -1,
+                           .y_max = 5};
     both("attention-pooling", [&](const fs::path& p) { return plot_lines(p, pooling); });
 
     // 2 layers x 4 heads of 10x10 attention weights (rows are softmax outputs).
@@ -591,10 +586,10 @@ TEST_CASE("plot_lines / plot_heatmaps: the example pictures are written as PNG a
                     weights.set({l, h, q, k}, std::exp(2.5 * scores.at({l, h, q, k})) / total);
             }
     const Heatmaps heads{.matrices = heatmap_grid(weights),
-                   .titles = {"layer 1, head 1", "layer 1, head 2", "layer 1, head 3", "layer 1, head 4",
-                              "layer 2, head 1", "layer 2, head 2", "layer 2, head 3", "layer 2, head 4"},
-                   .x_ticks = source,
-                   .y_ticks = target};
+                         .titles = {"layer 1, head 1", "layer 1, head 2", "layer 1, head 3", "layer 1, head 4",
+                                    "layer 2, head 1", "layer 2, head 2", "layer 2, head 3", "layer 2, head 4"},
+                         .x_ticks = source,
+                         .y_ticks = target};
     both("attention-heads", [&](const fs::path& p) { return plot_heatmaps(p, heads); });
     Heatmaps viridis{.matrices = {{weights.select(0, 0).select(0, 0)}},
                      .title = "Encoder self-attention",
@@ -603,24 +598,24 @@ TEST_CASE("plot_lines / plot_heatmaps: the example pictures are written as PNG a
                      .cmap = Colormap::viridis};
     viridis.matrices[0][0].set({2, 7}, kNaN);
     both("attention-viridis", [&](const fs::path& p) { return plot_heatmaps(p, viridis); });
-    const std::vector<std::string> sentence = {"<bos>", "il", "y", "a", "beaucoup", "de", "gens", "qui",
-                                               "pensent", "que", "c'est", "une", "très", "bonne", "idée",
-                                               "mais", "je", "ne", "suis", "pas", "d'accord", ".", "<eos>",
-                                               "<pad>", "<pad>"};
+    const std::vector<std::string> sentence = {"<bos>", "il",      "y",     "a",     "beaucoup", "de",   "gens",
+                                               "qui",   "pensent", "que",   "c'est", "une",      "très", "bonne",
+                                               "idée",  "mais",    "je",    "ne",    "suis",     "pas",  "d'accord",
+                                               ".",     "<eos>",   "<pad>", "<pad>"};
     const core::Tensor long_scores = core::rand({4, 25, 25}, gen);
     const Heatmaps long_heads{.matrices = heatmap_grid(long_scores),
-                                               .titles = {"decoder head 1", "decoder head 2", "decoder head 3",
-                                                          "decoder head 4"},
-                                               .x_ticks = sentence,
-                                               .y_ticks = sentence};
+                              .titles = {"decoder head 1", "decoder head 2", "decoder head 3", "decoder head 4"},
+                              .x_ticks = sentence,
+                              .y_ticks = sentence};
     both("attention-long", [&](const fs::path& p) { return plot_heatmaps(p, long_heads); });
     both("large-values", [&](const fs::path& p) {
-        return plot_lines(p, {.series = {{.name = "tokens/s", .x = {0, 1, 2, 3}, .y = {0, 1.2e6, 2.9e6, 3.1e6}}},
-                              .xlabel = "epoch"});
+        return plot_lines(
+            p, {.series = {{.name = "tokens/s", .x = {0, 1, 2, 3}, .y = {0, 1.2e6, 2.9e6, 3.1e6}}}, .xlabel = "epoch"});
     });
     const core::Tensor big = core::rand({60, 80}, gen);
-    both("attention-60x80",
-         [&](const fs::path& p) { return plot_heatmaps(p, {.matrices = {{big, big}}, .titles = {"a", "b"}}); });
+    both("attention-60x80", [&](const fs::path& p) {
+        return plot_heatmaps(p, {.matrices = {{big, big}}, .titles = {"a", "b"}});
+    });
 
     for (const auto& [name, size] : expected) check_picture(out / name, size.first, size.second);
     // The 2x4 grid of 10x10 maps keeps its 26-pixel cells and word labels fit the cap.

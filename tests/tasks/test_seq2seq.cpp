@@ -1,15 +1,15 @@
 // tasks/seq2seq: configuration, checkpoints, greedy and beam decoding.
 #include "autograd/autograd.hpp"
 #include "core/core.hpp"
-#include "optim/adam.hpp"
 #include "nn/safetensors.hpp"
+#include "optim/adam.hpp"
 #include "tasks/seq2seq.hpp"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include <filesystem>
 #include <unistd.h>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <tuple>
@@ -26,13 +26,22 @@ ModelConfig small_config() {
     c.src_vocab_size = 11;
     c.tgt_vocab_size = 11;
     c.num_steps = 6;
-    c.transformer = {.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .norm_shape = 8,
-                     .ffn_num_input = 8, .ffn_num_hiddens = 16, .num_heads = 2, .num_layers = 2, .dropout = 0.1};
+    c.transformer = {.key_size = 8,
+                     .query_size = 8,
+                     .value_size = 8,
+                     .num_hiddens = 8,
+                     .norm_shape = 8,
+                     .ffn_num_input = 8,
+                     .ffn_num_hiddens = 16,
+                     .num_heads = 2,
+                     .num_layers = 2,
+                     .dropout = 0.1};
     return c;
 }
 
 std::string temp_path(const std::string& name) {
-    return (std::filesystem::temp_directory_path() / ("tformer-test-" + std::to_string(::getpid()) + "-" + name)).string();
+    return (std::filesystem::temp_directory_path() / ("tformer-test-" + std::to_string(::getpid()) + "-" + name))
+        .string();
 }
 }  // namespace
 
@@ -53,8 +62,9 @@ TEST_CASE("config_to_json / config_from_json: round trip and validation", "[task
         j["num_hiddens"] = nlohmann::json::parse(value);
         INFO(value);
         CHECK_THROWS_AS(config_from_json(j.dump()), IOError);
-        CHECK_THROWS_WITH(config_from_json(j.dump()),
-                          Catch::Contains("checkpoint config: field 'num_hiddens' must be a positive whole number, got "));
+        CHECK_THROWS_WITH(
+            config_from_json(j.dump()),
+            Catch::Contains("checkpoint config: field 'num_hiddens' must be a positive whole number, got "));
     }
 }
 
@@ -68,8 +78,13 @@ TEST_CASE("save_checkpoint / load_checkpoint: weights, optimizer state and info 
     auto loss = autograd::sum(model->forward(src, src, core::from_vector(std::vector<int64_t>{6, 3}, {2})));
     loss.backward();
     opt.step();
-    CheckpointInfo info{.config = c, .src_vocab = std::nullopt, .tgt_vocab = std::nullopt, .step = 1, .epoch = 0,
-                        .rng = gen.state(), .extra = {{"preset", "test"}}};
+    CheckpointInfo info{.config = c,
+                        .src_vocab = std::nullopt,
+                        .tgt_vocab = std::nullopt,
+                        .step = 1,
+                        .epoch = 0,
+                        .rng = gen.state(),
+                        .extra = {{"preset", "test"}}};
     const std::string path = temp_path("ckpt.safetensors");
     save_checkpoint(path, *model, &opt, info);
 
@@ -88,7 +103,8 @@ TEST_CASE("save_checkpoint / load_checkpoint: weights, optimizer state and info 
     const std::string junk = temp_path("junk.safetensors");
     std::ofstream(junk) << "not a checkpoint";
     CHECK_THROWS_AS(load_checkpoint(junk, *model2, nullptr), IOError);
-    CHECK_THROWS_WITH(load_checkpoint(temp_path("missing.safetensors"), *model2, nullptr), Catch::Contains("missing.safetensors"));
+    CHECK_THROWS_WITH(load_checkpoint(temp_path("missing.safetensors"), *model2, nullptr),
+                      Catch::Contains("missing.safetensors"));
     std::filesystem::remove(path);
     std::filesystem::remove(junk);
 }
@@ -99,12 +115,17 @@ TEST_CASE("checkpoint metadata is one JSON document: vocabularies as arrays, gen
     ModelConfig c = small_config();
     c.task = "translate";
     auto model = build_model(c, gen);
-    const Vocab vocab = Vocab::from_tokens({"<unk>", "<pad>", "<bos>", "<eos>", "a", "b", "c", "d", "new\nline",
-                                            "\"quoted\"", "j\u2019ai"});
-    const CheckpointInfo info{.config = c, .src_vocab = vocab, .tgt_vocab = vocab, .step = 12, .epoch = 3,
-                              .rng = {1, 2, 3, 18446744073709551615ULL},
-                              .losses = {.epochs = {2.5, 0.1 + 0.2, 1e-300}, .epoch_loss_sum = 7.25, .epoch_tokens = 40},
-                              .extra = {{"preset", "d2l"}}};
+    const Vocab vocab = Vocab::from_tokens(
+        {"<unk>", "<pad>", "<bos>", "<eos>", "a", "b", "c", "d", "new\nline", "\"quoted\"", "j\u2019ai"});
+    const CheckpointInfo info{
+        .config = c,
+        .src_vocab = vocab,
+        .tgt_vocab = vocab,
+        .step = 12,
+        .epoch = 3,
+        .rng = {1, 2, 3, 18446744073709551615ULL},
+        .losses = {.epochs = {2.5, 0.1 + 0.2, 1e-300}, .epoch_loss_sum = 7.25, .epoch_tokens = 40},
+        .extra = {{"preset", "d2l"}}};
     const std::string path = temp_path("json.safetensors");
     save_checkpoint(path, *model, nullptr, info);
 
@@ -189,8 +210,8 @@ TEST_CASE("beam_decode_batch: each sentence gets what beam_decode gives it alone
             const std::vector<Decoded> batch = beam_decode_batch(*model, src, lens, o);
             REQUIRE(batch.size() == 4);
             for (int64_t b = 0; b < 4; ++b) {
-                const Decoded one = beam_decode(*model, src.slice(0, b, b + 1).contiguous(),
-                                                lens.slice(0, b, b + 1).contiguous(), o);
+                const Decoded one =
+                    beam_decode(*model, src.slice(0, b, b + 1).contiguous(), lens.slice(0, b, b + 1).contiguous(), o);
                 INFO("K " << K << " alpha " << alpha << " sentence " << b);
                 CHECK(one.tokens == batch[b].tokens);
                 CHECK(one.score == Approx(batch[b].score).margin(1e-6));
@@ -230,8 +251,9 @@ TEST_CASE("build_model with tie_embeddings: one matrix for both embeddings and t
     const Tensor lens = core::from_vector(std::vector<int64_t>{5, 3}, {2});
     autograd::sum(autograd::mul(tied->forward(src, tgt, lens), tied->forward(src, tgt, lens))).backward();
     autograd::sum(autograd::mul(untied->forward(src, tgt, lens), untied->forward(src, tgt, lens))).backward();
-    const Tensor expected = core::add(core::add(untied->encoder->embedding->weight.grad(), untied->decoder->embedding->weight.grad()),
-                                      untied->decoder->dense->weight.grad());
+    const Tensor expected =
+        core::add(core::add(untied->encoder->embedding->weight.grad(), untied->decoder->embedding->weight.grad()),
+                  untied->decoder->dense->weight.grad());
     const std::vector<double> got = w.grad().to_vector(), want = expected.to_vector();
     REQUIRE(got.size() == want.size());
     for (size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == Approx(want[i]).margin(1e-4));
@@ -244,7 +266,8 @@ TEST_CASE("build_model with tie_embeddings: one matrix for both embeddings and t
     CHECK_THROWS_WITH(build_model(c, gen), Catch::Contains("needs one vocabulary"));
 }
 
-TEST_CASE("build_model: embeddings start N(0, 1) as in d2l, or N(0, 1/d) with scaled_embedding_init", "[tasks][seq2seq]") {
+TEST_CASE("build_model: embeddings start N(0, 1) as in d2l, or N(0, 1/d) with scaled_embedding_init",
+          "[tasks][seq2seq]") {
     ModelConfig c = small_config();
     c.task = "translate";
     c.src_vocab_size = c.tgt_vocab_size = 4000;  // many draws, so the spread is measured tightly
@@ -317,8 +340,9 @@ TEST_CASE("state_dict_size counts what build_model's state dict holds; check_con
     CHECK_THROWS_WITH(check_config(c, "test"), Catch::Contains("more than any machine holds"));
 }
 
-TEST_CASE("estimate_training_memory: weights as built (tied once), Adam's state three times that, activations per batch",
-          "[tasks][seq2seq]") {
+TEST_CASE(
+    "estimate_training_memory: weights as built (tied once), Adam's state three times that, activations per batch",
+    "[tasks][seq2seq]") {
     for (bool tie : {false, true}) {
         ModelConfig c = small_config();
         c.task = "translate";

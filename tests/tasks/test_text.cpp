@@ -21,23 +21,23 @@ TEST_CASE("preprocess_nmt(text): d2l's spaces, lowercase and space before , . ! 
     const std::vector<Case> cases = {
         // the first lines of fra.txt, as the d2l book prints them after preprocessing
         {"Go.\tVa !", "go .\tva !"},
-        {"Run!\tCours\u202f!", "run !\tcours !"},             // U+202F NARROW NO-BREAK SPACE -> ' '
-        {"Wow!\tÇa alors\u202f!", "wow !\tça alors !"},       // Ç -> ç
+        {"Run!\tCours\u202f!", "run !\tcours !"},        // U+202F NARROW NO-BREAK SPACE -> ' '
+        {"Wow!\tÇa alors\u202f!", "wow !\tça alors !"},  // Ç -> ç
         {"Go.\tVa !\nHi.\tSalut !\n", "go .\tva !\nhi .\tsalut !\n"},
-        {"I'd\u00a0do it.", "i'd do it ."},                   // U+00A0 NO-BREAK SPACE -> ' '
+        {"I'd\u00a0do it.", "i'd do it ."},  // U+00A0 NO-BREAK SPACE -> ' '
         // capitals with accents (core/utf8's tests compare every code point with Python's str.lower())
         {"ÉCOLE À ÇA ÊTRE ÔTER Â", "école à ça être ôter â"},
         {"ŒUVRE Ÿ Ł Ĳ Ś Ž", "œuvre ÿ ł ĳ ś ž"},
-        {"İ", "i\u0307"},                                     // as Python: "İ".lower() == "i̇"
+        {"İ", "i\u0307"},  // as Python: "İ".lower() == "i̇"
         {"СТОП Ѐ", "стоп ѐ"},
-        {"× ß ı ΟΔΟΣ", "× ß ı οδος"},                         // as Python: final sigma
+        {"× ß ı ΟΔΟΣ", "× ß ı οδος"},  // as Python: final sigma
         // the space rule looks at the previous character of the lowercased text
         {"a..", "a . ."},
         {"Hi, you?", "hi , you ?"},
         {"x ,y", "x ,y"},
-        {".start", ".start"},                                 // i > 0 in d2l: no space at the very start
-        {"thin\u2009!", "thin\u2009 !"},                      // U+2009 is kept and is not a space
-        {"a\u202f\u202f?", "a  ?"},                           // two replaced spaces, no extra one
+        {".start", ".start"},             // i > 0 in d2l: no space at the very start
+        {"thin\u2009!", "thin\u2009 !"},  // U+2009 is kept and is not a space
+        {"a\u202f\u202f?", "a  ?"},       // two replaced spaces, no extra one
         {"", ""},
     };
     for (const Case& c : cases) {
@@ -58,12 +58,9 @@ TEST_CASE("tokenize(line): Python's split(' '), keeping empty pieces", "[tasks][
         TokenLine tokens;
     };
     const std::vector<Case> cases = {
-        {"go .", {"go", "."}},
-        {"ça alors !", {"ça", "alors", "!"}},
-        {"a  b", {"a", "", "b"}},
-        {" a", {"", "a"}},
-        {"a ", {"a", ""}},
-        {"", {""}},
+        {"go .", {"go", "."}},    {"ça alors !", {"ça", "alors", "!"}},
+        {"a  b", {"a", "", "b"}}, {" a", {"", "a"}},
+        {"a ", {"a", ""}},        {"", {""}},
     };
     for (const Case& c : cases) {
         INFO("'" << c.line << "'");
@@ -71,8 +68,7 @@ TEST_CASE("tokenize(line): Python's split(' '), keeping empty pieces", "[tasks][
     }
 }
 
-TEST_CASE("tokenize_nmt(text, num_examples): d2l's line limit i > num_examples and skipped lines",
-          "[tasks][text]") {
+TEST_CASE("tokenize_nmt(text, num_examples): d2l's line limit i > num_examples and skipped lines", "[tasks][text]") {
     const std::string text = "go .\tva !\nhi .\tsalut !\nno tab\nrun !\tcours !\na\tb\tc\nwho ?\tqui ?\n";
     // All lines: the one without a tab and the one with two are skipped.
     const NmtTokens all = tokenize_nmt(text);
@@ -126,8 +122,7 @@ TEST_CASE("Vocab: to_index, to_tokens, unknown tokens and errors", "[tasks][text
     CHECK(vocab.to_tokens({3, 4, 0}) == TokenLine{"<eos>", "va", "<unk>"});
     REQUIRE_THROWS_AS(vocab.to_token(6), IndexError);
     REQUIRE_THROWS_WITH(vocab.to_token(-1), "Vocab::to_token: index -1 out of range for vocabulary of 6");
-    REQUIRE_THROWS_WITH(Vocab({}, 0, {"<pad>", "<pad>"}),
-                        "Vocab: reserved token '<pad>' appears twice (or is <unk>)");
+    REQUIRE_THROWS_WITH(Vocab({}, 0, {"<pad>", "<pad>"}), "Vocab: reserved token '<pad>' appears twice (or is <unk>)");
     REQUIRE_THROWS_AS(Vocab({}, 0, {"<unk>"}), ValueError);
     CHECK(Vocab().tokens() == std::vector<std::string>{"<unk>"});
 }
@@ -146,8 +141,9 @@ TEST_CASE("Vocab::from_tokens: the tokens() of a vocabulary give it back; repeat
 
 TEST_CASE("Vocab::deserialize (tformer-checkpoint-1's text): escapes and corrupt input", "[tasks][text]") {
     const Vocab vocab({{"a", "back\\slash", "new\nline", "tab\tbed", "", "cr\r"}}, 0, kNmtReserved);
-    const std::string text = "tformer-vocab 1 10\n<unk>\n<pad>\n<bos>\n<eos>\na\nback\\\\slash\nnew\\nline\n"
-                             "tab\\tbed\n\ncr\\r\n";
+    const std::string text =
+        "tformer-vocab 1 10\n<unk>\n<pad>\n<bos>\n<eos>\na\nback\\\\slash\nnew\\nline\n"
+        "tab\\tbed\n\ncr\\r\n";
     const Vocab back = Vocab::deserialize(text);
     CHECK(back == vocab);
     CHECK(back.to_index("tab\tbed") == vocab.to_index("tab\tbed"));

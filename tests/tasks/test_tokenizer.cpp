@@ -43,7 +43,8 @@ TEST_CASE("base64_encode / base64_decode: RFC 4648 vectors and a round trip of e
     CHECK(base64_encode("foobar") == "Zm9vYmFy");
     std::string all;
     for (int i = 0; i < 256; ++i) all += static_cast<char>(i);
-    for (size_t n = 0; n <= all.size(); n += 37) CHECK(base64_decode(base64_encode(all.substr(0, n))) == all.substr(0, n));
+    for (size_t n = 0; n <= all.size(); n += 37)
+        CHECK(base64_decode(base64_encode(all.substr(0, n))) == all.substr(0, n));
     CHECK_THROWS_WITH(base64_decode("Zm9"), Catch::Contains("not a multiple of 4"));
     CHECK_THROWS_WITH(base64_decode("Zm!v"), Catch::Contains("invalid character at offset 2"));
     CHECK_THROWS_WITH(base64_decode("Z=9v"), Catch::Contains("invalid character"));
@@ -55,7 +56,8 @@ TEST_CASE("WordTokenizer: d2l's preprocessing and ids; decode joins the words", 
     const WordTokenizer tok(vocab);
     CHECK(tok.kind() == "word");
     CHECK(tok.size() == vocab.size());
-    const std::vector<int64_t> ids = tok.encode("Je suis  chez moi.");  // lowercased, '.' split off, empty token dropped
+    const std::vector<int64_t> ids =
+        tok.encode("Je suis  chez moi.");  // lowercased, '.' split off, empty token dropped
     CHECK(ids == vocab.to_indices({"je", "suis", "chez", "moi", "."}));
     CHECK(tok.decode(ids) == "je suis chez moi .");
     CHECK(tok.encode("je dors") == std::vector<int64_t>{vocab.to_index("je"), Tokenizer::kUnk});
@@ -115,7 +117,8 @@ TEST_CASE("SentencePieceTokenizer::train: the same sentences and seed give the s
     CHECK_THROWS_WITH(SentencePieceTokenizer::train(text, {.vocab_size = 200, .model_type = "wordpiece"}),
                       Catch::Contains("bpe or unigram"));
     CHECK_THROWS_WITH(SentencePieceTokenizer::train({}, {}), Catch::Contains("no sentences"));
-    CHECK_THROWS_WITH(SentencePieceTokenizer::train({"ok", "caf\xc3"}, {}), Catch::Contains("sentence 2 is not valid UTF-8"));
+    CHECK_THROWS_WITH(SentencePieceTokenizer::train({"ok", "caf\xc3"}, {}),
+                      Catch::Contains("sentence 2 is not valid UTF-8"));
     // more pieces than the text can make: SentencePiece's own message comes through
     CHECK_THROWS_WITH(SentencePieceTokenizer::train({"a b", "b a"}, {.vocab_size = 5000, .threads = 1}),
                       Catch::Contains("SentencePiece says"));

@@ -1,15 +1,15 @@
 // tasks/train: the copy task learns to copy, and a resumed run repeats an
 // uninterrupted one exactly.
 #include "core/core.hpp"
-#include "tasks/seq2seq.hpp"
 #include "tasks/canvas.hpp"
+#include "tasks/seq2seq.hpp"
 #include "tasks/train.hpp"
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
 #include <filesystem>
 #include <numeric>
-#include <unistd.h>
 
 using namespace tformer;
 using namespace tformer::tasks;
@@ -20,13 +20,22 @@ ModelConfig copy_config(double dropout) {
     c.task = "copy";
     c.src_vocab_size = c.tgt_vocab_size = 11;
     c.num_steps = 10;
-    c.transformer = {.key_size = 32, .query_size = 32, .value_size = 32, .num_hiddens = 32, .norm_shape = 32,
-                     .ffn_num_input = 32, .ffn_num_hiddens = 64, .num_heads = 4, .num_layers = 2, .dropout = dropout};
+    c.transformer = {.key_size = 32,
+                     .query_size = 32,
+                     .value_size = 32,
+                     .num_hiddens = 32,
+                     .norm_shape = 32,
+                     .ffn_num_input = 32,
+                     .ffn_num_hiddens = 64,
+                     .num_heads = 4,
+                     .num_layers = 2,
+                     .dropout = dropout};
     return c;
 }
 
 std::string fresh_dir(const std::string& name) {
-    const auto dir = std::filesystem::temp_directory_path() / ("tformer-train-" + std::to_string(::getpid()) + "-" + name);
+    const auto dir =
+        std::filesystem::temp_directory_path() / ("tformer-train-" + std::to_string(::getpid()) + "-" + name);
     std::filesystem::remove_all(dir);
     return dir.string();
 }
@@ -88,15 +97,24 @@ TEST_CASE("train(): a resumed run gives the same losses as an uninterrupted one"
     CHECK(rest.epoch_loss == full.epoch_loss);
 }
 
-TEST_CASE("train(): --resume refuses a run that differs from the saved one; a warm-up longer than the run names --warmup",
-          "[tasks][train]") {
+TEST_CASE(
+    "train(): --resume refuses a run that differs from the saved one; a warm-up longer than the run names --warmup",
+    "[tasks][train]") {
     // issue 12's probe: --resume with another --batch-size was accepted, and trained on other batches
     ModelConfig c = copy_config(0.0);
-    c.transformer = {.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .norm_shape = 8,
-                     .ffn_num_input = 8, .ffn_num_hiddens = 16, .num_heads = 2, .num_layers = 1, .dropout = 0.0};
+    c.transformer = {.key_size = 8,
+                     .query_size = 8,
+                     .value_size = 8,
+                     .num_hiddens = 8,
+                     .norm_shape = 8,
+                     .ffn_num_input = 8,
+                     .ffn_num_hiddens = 16,
+                     .num_heads = 2,
+                     .num_layers = 1,
+                     .dropout = 0.0};
     const BatchSource source = copy_source(4, 10, 11, 2, 1);
-    TrainOptions o{.epochs = 1, .batch_size = 4, .lr = 0.003, .seed = 1, .out_dir = fresh_dir("resume-differs"),
-                   .quiet = true};
+    TrainOptions o{
+        .epochs = 1, .batch_size = 4, .lr = 0.003, .seed = 1, .out_dir = fresh_dir("resume-differs"), .quiet = true};
     o.extra = {{"batch_size", "4"}, {"seed", "1"}};
     core::Generator gen(1);
     auto model = build_model(c, gen);
@@ -193,7 +211,8 @@ TEST_CASE("loss_plot(epochs, title, steps): the per-step line, a running mean an
     }
 }
 
-TEST_CASE("train(): the fused output loss gives the losses of dense + masked cross-entropy, token mean", "[tasks][train]") {
+TEST_CASE("train(): the fused output loss gives the losses of dense + masked cross-entropy, token mean",
+          "[tasks][train]") {
     // the copy task with padding: valid lengths below T, so padded rows must not count
     ModelConfig c = copy_config(0.0);
     c.task = "translate";
@@ -275,5 +294,6 @@ TEST_CASE("attention_heatmaps(model, t): encoder blocks x heads, the decoder's l
     const auto written = plot_attention(dir, "copy", *model, t, PictureFormat::svg);
     REQUIRE(written.size() == 3);
     CHECK(written[1] == dir + "/copy-decoder-self.svg");
-    for (size_t i = 0; i < 3; ++i) CHECK(read_picture_info(written[i]).width == layout_heatmaps(pictures[i].maps).width);
+    for (size_t i = 0; i < 3; ++i)
+        CHECK(read_picture_info(written[i]).width == layout_heatmaps(pictures[i].maps).width);
 }

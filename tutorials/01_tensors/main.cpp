@@ -98,30 +98,33 @@ int main(int argc, char** argv) {
     const c::Tensor x = c::arange(12, c::DType::int64).view({3, 4});
 
     t.step("1. A tensor is a buffer plus shape, strides and offset", [&] {
-        note("A tensor is a flat buffer of numbers (the storage) and three small pieces of metadata that say "
-             "how to read it as a grid: the shape (how many entries along each dimension), the strides (how far "
-             "to move in the buffer to take one step along each dimension) and the offset (where element "
-             "(0, 0, ...) is). Strides count elements, not bytes.");
+        note(
+            "A tensor is a flat buffer of numbers (the storage) and three small pieces of metadata that say "
+            "how to read it as a grid: the shape (how many entries along each dimension), the strides (how far "
+            "to move in the buffer to take one step along each dimension) and the offset (where element "
+            "(0, 0, ...) is). Strides count elements, not bytes.");
         show("x", x);
         describe("x", x);
-        note("\nMoving one row down in x skips a whole row of 4 numbers, so stride[0] = 4; moving one column "
-             "right moves to the next number, so stride[1] = 1. This row-major ('C order') layout is what every "
-             "new tensor gets: the last stride is 1 and each earlier stride is the product of the sizes after it.");
+        note(
+            "\nMoving one row down in x skips a whole row of 4 numbers, so stride[0] = 4; moving one column "
+            "right moves to the next number, so stride[1] = 1. This row-major ('C order') layout is what every "
+            "new tensor gets: the last stride is 1 and each earlier stride is the product of the sizes after it.");
         t.check(x.strides() == c::Strides{4, 1}, "x has strides (4, 1)");
         t.check(x.offset() == 0 && x.numel() == 12, "x starts at offset 0 and has 3 · 4 = 12 elements");
         t.check(x.is_contiguous(), "x is contiguous (row-major, no gaps)");
         for (const c::Shape& shape : {c::Shape{3, 4}, c::Shape{2, 3, 4}, c::Shape{2, 1, 5}, c::Shape{7}}) {
             const c::Strides mine = row_major_strides(shape);
-            t.check(mine == c::contiguous_strides(shape),
-                    fmt::format("row-major strides of {} by hand: {} (same as the library's)", tuple(shape),
-                                tuple(mine)));
+            t.check(
+                mine == c::contiguous_strides(shape),
+                fmt::format("row-major strides of {} by hand: {} (same as the library's)", tuple(shape), tuple(mine)));
         }
     });
 
     t.step("2. index_to_position by hand", [&] {
-        note("Element (i, j) of x lives at buffer position offset + i·stride[0] + j·stride[1]. That one line "
-             "is the whole secret of strided tensors (minitorch calls it index_to_position); every kernel in "
-             "core/ is a fast way of doing it for many elements at once.");
+        note(
+            "Element (i, j) of x lives at buffer position offset + i·stride[0] + j·stride[1]. That one line "
+            "is the whole secret of strided tensors (minitorch calls it index_to_position); every kernel in "
+            "core/ is a fast way of doing it for many elements at once.");
         const int64_t* buffer = buffer_of(x);
         fmt::print("\n    index    position = 0 + i·4 + j·1    buffer[position]    x.at(index)\n");
         for (const c::Dims& index : {c::Dims{0, 0}, c::Dims{0, 3}, c::Dims{1, 0}, c::Dims{2, 1}, c::Dims{2, 3}}) {
@@ -137,22 +140,25 @@ int main(int argc, char** argv) {
         }
         t.check(all_match, "for all 12 indices, buffer[index_to_position(index)] == x.at(index)");
         t.check(round_trip, "to_index undoes index_to_position for a contiguous tensor");
-        note("\nIn 3-D the same rule holds with one more term: element (1, 2, 3) of a (2, 3, 4) tensor is at "
-             "1·12 + 2·4 + 3·1 = 23, the last one.");
+        note(
+            "\nIn 3-D the same rule holds with one more term: element (1, 2, 3) of a (2, 3, 4) tensor is at "
+            "1·12 + 2·4 + 3·1 = 23, the last one.");
         t.check(index_to_position({1, 2, 3}, c::contiguous_strides({2, 3, 4}), 0) == 23,
                 "index (1, 2, 3) of a (2, 3, 4) tensor is at position 23");
     });
 
     t.step("3. Views: transpose, slice and select share the storage", [&] {
-        note("A view is a new (shape, strides, offset) over the SAME buffer. Nothing is copied, so views are "
-             "free, and writing through a view changes the original.");
+        note(
+            "A view is a new (shape, strides, offset) over the SAME buffer. Nothing is copied, so views are "
+            "free, and writing through a view changes the original.");
         c::Tensor xt = x.transpose(0, 1);
         show("x.transpose(0, 1)", xt);
         describe("xt", xt);
         describe("x ", x);
-        note("\nTransposing just swaps the shape and the strides: xt(i, j) = buffer[i·1 + j·4] = x(j, i). The "
-             "buffer is the same (same storage number), and xt is not contiguous: reading it row by row jumps "
-             "through the buffer in steps of 4.");
+        note(
+            "\nTransposing just swaps the shape and the strides: xt(i, j) = buffer[i·1 + j·4] = x(j, i). The "
+            "buffer is the same (same storage number), and xt is not contiguous: reading it row by row jumps "
+            "through the buffer in steps of 4.");
         t.check(xt.shares_storage(x), "xt shares x's storage (no copy)");
         t.check(xt.strides() == c::Strides{1, 4} && !xt.is_contiguous(), "xt has strides (1, 4): not contiguous");
         bool transposed = true;
@@ -187,8 +193,9 @@ int main(int argc, char** argv) {
 
     t.step("4. Copies: contiguous(), reshape() and when view() refuses", [&] {
         const c::Tensor xt = x.transpose(0, 1);
-        note("Some code needs row-major data (BLAS, for example). contiguous() returns the tensor itself when "
-             "it already is row-major and a fresh row-major copy otherwise.");
+        note(
+            "Some code needs row-major data (BLAS, for example). contiguous() returns the tensor itself when "
+            "it already is row-major and a fresh row-major copy otherwise.");
         const c::Tensor copy = xt.contiguous();
         describe("xt             ", xt);
         describe("xt.contiguous()", copy);
@@ -197,8 +204,9 @@ int main(int argc, char** argv) {
         t.check_close(copy, xt, 0, "and it holds the same values as xt");
         t.check(x.contiguous().shares_storage(x), "x.contiguous() is x itself: nothing to copy");
 
-        note("\nview(shape) reinterprets the same buffer with a new shape. For x that always works: "
-             "x.view({2, 6}) and x.view({6, -1}) (-1 means 'whatever size is left').");
+        note(
+            "\nview(shape) reinterprets the same buffer with a new shape. For x that always works: "
+            "x.view({2, 6}) and x.view({6, -1}) (-1 means 'whatever size is left').");
         describe("x.view({2, 6})", x.view({2, 6}));
         describe("x.view({6, -1})", x.view({6, -1}));
         t.check(x.view({2, 6}).shares_storage(x) && x.view({6, -1}).shape() == c::Shape{6, 2},
@@ -207,24 +215,28 @@ int main(int argc, char** argv) {
         std::vector<int64_t> order;
         for (const c::Dims& index : all_indices(xt.shape()))
             order.push_back(index_to_position(index, xt.strides(), xt.offset()));
-        note("\nBut flattening xt cannot be a view. Read row by row, xt visits the buffer positions\n"
-             "    {}\nand no single stride walks 0, 4, 8, 1, ... so there is no (shape, strides, offset) that "
-             "describes it:",
-             fmt::join(order, ", "));
-        t.check_throws<ShapeError>("xt.view({12}) throws ShapeError", [&] { (void)xt.view({12}); }, "without a copy");
+        note(
+            "\nBut flattening xt cannot be a view. Read row by row, xt visits the buffer positions\n"
+            "    {}\nand no single stride walks 0, 4, 8, 1, ... so there is no (shape, strides, offset) that "
+            "describes it:",
+            fmt::join(order, ", "));
+        t.check_throws<ShapeError>(
+            "xt.view({12}) throws ShapeError", [&] { (void)xt.view({12}); }, "without a copy");
         const c::Tensor flat = xt.reshape({12});
         t.check(!flat.shares_storage(x) && flat.at({1}) == 4,
                 "xt.reshape({12}) copies instead (a new buffer; its element 1 is x(1, 0) = 4)");
-        note("reshape() is 'view if you can, copy if you must'. That is exactly PyTorch's rule, and the "
-             "reason seed 000's transpose_qkv works (step 7).");
+        note(
+            "reshape() is 'view if you can, copy if you must'. That is exactly PyTorch's rule, and the "
+            "reason seed 000's transpose_qkv works (step 7).");
     });
 
     t.step("5. Broadcasting", [&] {
-        note("Elementwise ops (add, mul, ...) accept operands of different shapes when they broadcast:\n"
-             "  1. line the shapes up from the right (a missing leading size counts as 1);\n"
-             "  2. at each position the sizes must be equal, or one of them must be 1;\n"
-             "  3. a size 1 stretches to match the other, by reusing the same element.\n"
-             "Here is that rule written by hand next to the library's core::broadcast_shapes:");
+        note(
+            "Elementwise ops (add, mul, ...) accept operands of different shapes when they broadcast:\n"
+            "  1. line the shapes up from the right (a missing leading size counts as 1);\n"
+            "  2. at each position the sizes must be equal, or one of them must be 1;\n"
+            "  3. a size 1 stretches to match the other, by reusing the same element.\n"
+            "Here is that rule written by hand next to the library's core::broadcast_shapes:");
         struct Case {
             c::Shape a, b;
             const char* comment;
@@ -268,8 +280,9 @@ int main(int argc, char** argv) {
             rows_ok = rows_ok && sum.at(index) == a.at(index) + b.at({index[1]});
         t.check(rows_ok, "(a + b)(i, j) == a(i, j) + b(j) for every i, j");
 
-        note("\nBroadcasting copies nothing: it is a view with stride 0, so stepping along the stretched "
-             "dimension stays on the same element. expand() shows the view the kernel reads:");
+        note(
+            "\nBroadcasting copies nothing: it is a view with stride 0, so stepping along the stretched "
+            "dimension stays on the same element. expand() shows the view the kernel reads:");
         const c::Tensor stretched = b.expand({2, 3});
         describe("b.expand({2, 3})", stretched);
         t.check(stretched.strides() == c::Strides{0, 1} && stretched.shares_storage(b),
@@ -282,23 +295,29 @@ int main(int argc, char** argv) {
                       "a (2, 1) column plus a (3) row is the (2, 3) table of all sums");
 
         note("\nShapes that do not broadcast are an error that names the op and both shapes:");
-        t.check_throws<ShapeError>("add((2, 3), (2)) throws ShapeError",
-                                   [&] { (void)c::add(a, c::tensor({1, 2}, {2})); }, "cannot broadcast");
-        note("To add one number per ROW, make it a column first: a (2) tensor unsqueezed to (2, 1) "
-             "(PyTorch: x[:, None]).");
+        t.check_throws<ShapeError>(
+            "add((2, 3), (2)) throws ShapeError",
+            [&] {
+                (void)c::add(a, c::tensor({1, 2}, {2}));
+            },
+            "cannot broadcast");
+        note(
+            "To add one number per ROW, make it a column first: a (2) tensor unsqueezed to (2, 1) "
+            "(PyTorch: x[:, None]).");
         const c::Tensor per_row = c::add(a, c::tensor({100, 200}, {2}).unsqueeze(1));
         show("a + [100, 200].unsqueeze(1)", per_row);
         t.check(per_row.at({1, 0}) == 204, "row 1 got 200 added: 4 + 200 = 204");
     });
 
     t.step("6. Seed 000: the position-wise FFN reshape (b, n, d) -> (bn, d) -> (b, n, d)", [&] {
-        note("Seed 000 (基于位置的前馈网络) explains the position-wise feed-forward network this way: turn the "
-             "input of shape (b, n, d) into (bn, d), apply the dense layers to each of the bn rows, and turn "
-             "the (bn, d') result back into (b, n, d'). n is the sequence length, which changes from batch to "
-             "batch, so the layer must not depend on it: it treats every position the same way.");
+        note(
+            "Seed 000 (基于位置的前馈网络) explains the position-wise feed-forward network this way: turn the "
+            "input of shape (b, n, d) into (bn, d), apply the dense layers to each of the bn rows, and turn "
+            "the (bn, d') result back into (b, n, d'). n is the sequence length, which changes from batch to "
+            "batch, so the layer must not depend on it: it treats every position the same way.");
         note("\nHere b = 2 sequences, n = 3 positions, d = 4 features:");
         const c::Tensor X = c::arange(24, c::DType::float64).view({2, 3, 4});  // (b, n, d)
-        const c::Tensor X2 = X.view({6, 4});                                     // (bn, d)
+        const c::Tensor X2 = X.view({6, 4});                                   // (bn, d)
         show("X", X);
         describe("X      ", X);
         describe("X2 = X.view({6, 4})", X2);
@@ -310,9 +329,9 @@ int main(int argc, char** argv) {
 
         note("\nA dense layer y = x Wᵀ + bias with W of shape (d', d) = (5, 4), applied to all 6 rows at once:");
         const c::Tensor W = c::sub(c::mul(c::arange(20, c::DType::float64).view({5, 4}), 0.1), 1.0);  // (d', d)
-        const c::Tensor bias = c::tensor({0.5, -0.5, 1, 0, 2}, {5}, c::DType::float64);                  // (d')
-        const c::Tensor Y2 = c::linear(X2, W, bias);  // (bn, d')
-        const c::Tensor Y = Y2.view({2, 3, 5});       // (b, n, d')
+        const c::Tensor bias = c::tensor({0.5, -0.5, 1, 0, 2}, {5}, c::DType::float64);               // (d')
+        const c::Tensor Y2 = c::linear(X2, W, bias);                                                  // (bn, d')
+        const c::Tensor Y = Y2.view({2, 3, 5});                                                       // (b, n, d')
         note("    Y = linear(X2, W, bias).view({2, 3, 5})");
         show("Y", Y);
         t.check(Y.shares_storage(Y2) && Y.shape() == c::Shape{2, 3, 5},
@@ -325,19 +344,22 @@ int main(int argc, char** argv) {
                 for (int64_t k = 0; k < 5; ++k) per_position = per_position && one.at({0, k}) == Y.at({i, j, k});
             }
         t.check(per_position, "Y[i, j] equals the dense layer applied to position X[i, j] alone (all 6 positions)");
-        t.check_close(c::linear(X, W, bias), Y, 0,
-                      "linear() on the 3-D X directly gives the same Y (it works on the last dimension, like nn.Linear)");
-        note("\nThat last check is the remark in seed 000's code: nn.Linear accepts any number of leading "
-             "dimensions and only looks at the last one, so the reshape is a view, not work.");
+        t.check_close(
+            c::linear(X, W, bias), Y, 0,
+            "linear() on the 3-D X directly gives the same Y (it works on the last dimension, like nn.Linear)");
+        note(
+            "\nThat last check is the remark in seed 000's code: nn.Linear accepts any number of leading "
+            "dimensions and only looks at the last one, so the reshape is a view, not work.");
     });
 
     t.step("7. Seed 000's transpose_qkv: when a reshape has to copy", [&] {
-        note("Multi-head attention (多头注意力) splits the d features of every position into h heads of d/h "
-             "features and moves the head dimension next to the batch, so that all heads of all sequences are "
-             "one batch of attention problems. Seed 000's transpose_qkv does it in three lines:\n"
-             "    X.reshape(b, n, h, d/h)   a view: just splits the last dimension\n"
-             "    X.permute(0, 2, 1, 3)     a view: shape (b, h, n, d/h), strides reordered\n"
-             "    X.reshape(b*h, n, d/h)    a COPY: the permuted layout has no single stride for b*h");
+        note(
+            "Multi-head attention (多头注意力) splits the d features of every position into h heads of d/h "
+            "features and moves the head dimension next to the batch, so that all heads of all sequences are "
+            "one batch of attention problems. Seed 000's transpose_qkv does it in three lines:\n"
+            "    X.reshape(b, n, h, d/h)   a view: just splits the last dimension\n"
+            "    X.permute(0, 2, 1, 3)     a view: shape (b, h, n, d/h), strides reordered\n"
+            "    X.reshape(b*h, n, d/h)    a COPY: the permuted layout has no single stride for b*h");
         const int64_t b = 2, n = 3, d = 4, h = 2;
         const c::Tensor X = c::arange(b * n * d, c::DType::int64).view({b, n, d});
         const c::Tensor split = X.view({b, n, h, d / h});
@@ -366,9 +388,10 @@ int main(int argc, char** argv) {
 
     // ---- the exercise (--exercise): tutorials/01_tensors/exercise.cpp -------------------------
     t.exercise("Exercise 1. transpose_output, the inverse of transpose_qkv", [&] {
-        note("Write exercise::transpose_output(X, num_heads): X (B·H, T, d) -> (B, T, H·d), the inverse of "
-             "step 7's transpose_qkv. The checks run it on the heads of two random (B, T, D) tensors and "
-             "compare with the tensor they came from, and with the library's nn-level transpose_output.");
+        note(
+            "Write exercise::transpose_output(X, num_heads): X (B·H, T, d) -> (B, T, H·d), the inverse of "
+            "step 7's transpose_qkv. The checks run it on the heads of two random (B, T, D) tensors and "
+            "compare with the tensor they came from, and with the library's nn-level transpose_output.");
         c::Generator gen(101);
         for (const auto& [B, T, D, H] : {std::array<int64_t, 4>{2, 3, 4, 2}, std::array<int64_t, 4>{3, 5, 12, 4}}) {
             const c::Tensor X = c::randn({B, T, D}, gen, c::DType::float64);

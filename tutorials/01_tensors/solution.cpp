@@ -8,9 +8,10 @@ using tformer::core::Tensor;
 
 Tensor transpose_output(const Tensor& X, int64_t num_heads) {
     const int64_t T = X.size(1), d = X.size(2);
-    return X.view({-1, num_heads, T, d})  // (B, H, T, d): a view, the rows b·H .. b·H + H - 1 grouped
-        .permute({0, 2, 1, 3})            // (B, T, H, d): a view with reordered strides
-        .reshape({-1, T, num_heads * d}); // (B, T, H·d): must copy, the heads are not adjacent in memory
+    return X
+        .view({-1, num_heads, T, d})       // (B, H, T, d): a view, the rows b·H .. b·H + H - 1 grouped
+        .permute({0, 2, 1, 3})             // (B, T, H, d): a view with reordered strides
+        .reshape({-1, T, num_heads * d});  // (B, T, H·d): must copy, the heads are not adjacent in memory
 }
 
 // x.transpose(0, 1) is (4, 3) with strides (1, 4); slicing rows 1..3 moves the

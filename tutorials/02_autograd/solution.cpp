@@ -12,9 +12,8 @@ namespace c = tformer::core;
 ag::Variable cube(const ag::Variable& x) {
     c::Tensor y = c::pow(x.value(), 3);
     c::Tensor saved = x.value();
-    return ag::record("cube", y, {x}, [saved](const c::Tensor& dy, ag::Grads& g) {
-        g[0] = c::mul(dy, c::mul(c::pow(saved, 2), 3.0));
-    });
+    return ag::record("cube", y, {x},
+                      [saved](const c::Tensor& dy, ag::Grads& g) { g[0] = c::mul(dy, c::mul(c::pow(saved, 2), 3.0)); });
 }
 
 // d/da (a·b + tanh a) = b + 1 - tanh²(a)

@@ -61,9 +61,9 @@ Variable add_bias(const Variable& x, const Variable& bias, BiasGrad rule) {
     return ag::record("add_bias", c::add(x.value(), bias.value()), {x, bias}, [rule](const Tensor& dy, ag::Grads& g) {
         g[0] = dy;  // (B, D)
         switch (rule) {
-            case BiasGrad::sum_rows: g[1] = c::sum(dy, {0}); break;          // (D)   right
-            case BiasGrad::forget_to_reduce: g[1] = dy; break;                 // (B, D) BUG: wrong shape
-            case BiasGrad::mean_rows: g[1] = c::mean(dy, {0}); break;          // (D)   BUG: 1/B too small
+            case BiasGrad::sum_rows: g[1] = c::sum(dy, {0}); break;    // (D)   right
+            case BiasGrad::forget_to_reduce: g[1] = dy; break;         // (B, D) BUG: wrong shape
+            case BiasGrad::mean_rows: g[1] = c::mean(dy, {0}); break;  // (D)   BUG: 1/B too small
         }
     });
 }
@@ -89,12 +89,13 @@ int main(int argc, char** argv) {
                                       "(tutorials/03_gradcheck/exercise.cpp)"});
 
     t.step("1. Finite differences, and why gradcheck wants float64", [&] {
-        note("For f(x) = x³ at x = 1.5 the derivative is f'(x) = 3x² = 6.75. Two ways to estimate it from "
-             "values of f alone:\n"
-             "    forward difference  (f(x + h) - f(x)) / h          error ≈ h·|f''|/2     = 4.5·h\n"
-             "    central difference  (f(x + h) - f(x - h)) / 2h     error ≈ h²·|f'''|/6   = h²\n"
-             "Both also suffer rounding: f is only known to about 1e-16·|f| in float64 (1e-7 in float32), "
-             "and dividing by h magnifies that to about 1e-16/h. The table shows both effects:");
+        note(
+            "For f(x) = x³ at x = 1.5 the derivative is f'(x) = 3x² = 6.75. Two ways to estimate it from "
+            "values of f alone:\n"
+            "    forward difference  (f(x + h) - f(x)) / h          error ≈ h·|f''|/2     = 4.5·h\n"
+            "    central difference  (f(x + h) - f(x - h)) / 2h     error ≈ h²·|f'''|/6   = h²\n"
+            "Both also suffer rounding: f is only known to about 1e-16·|f| in float64 (1e-7 in float32), "
+            "and dividing by h magnifies that to about 1e-16/h. The table shows both effects:");
         const double x0 = 1.5, exact = 6.75;
         auto f64 = [](double x) { return x * x * x; };
         auto f32 = [](float x) { return x * x * x; };
@@ -110,8 +111,10 @@ int main(int argc, char** argv) {
             fmt::print("    {:>7.0e}  {:>16.2e}  {:>16.2e}  {:>18.2e}\n", h, forward_error(h), central_error(h),
                        central_error_32(h));
         fmt::print("\n");
-        t.check_close(central_error(1e-2), 1e-4, 1e-9, "central difference at h = 1e-2: error h² = 1e-4 (exact for x³)");
-        t.check_close(forward_error(1e-2), 4.5e-2 + 1e-4, 1e-9, "forward difference at h = 1e-2: error 4.5h + h² ≈ 0.045");
+        t.check_close(central_error(1e-2), 1e-4, 1e-9,
+                      "central difference at h = 1e-2: error h² = 1e-4 (exact for x³)");
+        t.check_close(forward_error(1e-2), 4.5e-2 + 1e-4, 1e-9,
+                      "forward difference at h = 1e-2: error 4.5h + h² ≈ 0.045");
         t.check(central_error(1e-6) < 1e-8, "float64, central, h = 1e-6 (gradcheck's default eps): error below 1e-8");
         t.check(central_error(1e-10) > central_error(1e-6), "a smaller h is not better: at 1e-10 rounding dominates");
         t.check(central_error_32(1e-6) > 1e-2, "float32 with h = 1e-6 is useless: the error is above 0.01");
@@ -126,14 +129,15 @@ int main(int argc, char** argv) {
     });
 
     t.step("2. The Jacobian, built both ways, by hand", [&] {
-        note("For a function with several inputs and outputs, 'the derivative' is the Jacobian matrix "
-             "J[i][j] = ∂out_i / ∂in_j. gradcheck builds it twice:\n"
-             "- numerically, one COLUMN j at a time: move in_j by ±eps, rerun f, and divide the change of "
-             "every output by 2·eps;\n"
-             "- analytically, one ROW i at a time: run backward() with the gradient seed e_i (1 at output i, 0 "
-             "elsewhere); the input's gradient is then row i, ∂out_i/∂in.\n"
-             "Here it is by hand for out = x / Σx (a normalisation, as in softmax), whose exact Jacobian is "
-             "J[i][j] = δ_ij/S - x_i/S² with S = Σx:");
+        note(
+            "For a function with several inputs and outputs, 'the derivative' is the Jacobian matrix "
+            "J[i][j] = ∂out_i / ∂in_j. gradcheck builds it twice:\n"
+            "- numerically, one COLUMN j at a time: move in_j by ±eps, rerun f, and divide the change of "
+            "every output by 2·eps;\n"
+            "- analytically, one ROW i at a time: run backward() with the gradient seed e_i (1 at output i, 0 "
+            "elsewhere); the input's gradient is then row i, ∂out_i/∂in.\n"
+            "Here it is by hand for out = x / Σx (a normalisation, as in softmax), whose exact Jacobian is "
+            "J[i][j] = δ_ij/S - x_i/S² with S = Σx:");
         const Variable x(c::tensor({1, 2, 4}, {3}, F64), true);
         auto f = [](const Variable& v) { return ag::div(v, ag::sum(v)); };  // (3) / () broadcasts
         const int64_t n = 3;
@@ -164,8 +168,7 @@ int main(int argc, char** argv) {
         Tensor exact = c::zeros({n, n}, F64);
         const double S = 7;
         for (int64_t i = 0; i < n; ++i)
-            for (int64_t j = 0; j < n; ++j)
-                exact.set({i, j}, (i == j ? 1 / S : 0) - x.value().at({i}) / (S * S));
+            for (int64_t j = 0; j < n; ++j) exact.set({i, j}, (i == j ? 1 / S : 0) - x.value().at({i}) / (S * S));
 
         show("x", x.value());
         show("out", out.value());
@@ -181,13 +184,14 @@ int main(int argc, char** argv) {
     });
 
     t.step("3. The tolerance rule, and what eps does", [&] {
-        note("The two Jacobians never agree exactly, so gradcheck accepts an entry when\n"
-             "    |analytical - numerical| <= atol + rtol · |numerical|\n"
-             "with atol = 1e-5 and rtol = 1e-3 (PyTorch's values), and eps = 1e-6. These are fields of "
-             "GradcheckOptions; a test that needs other values says so:\n"
-             "    ag::gradcheck(f, {x}, {.eps = 1e-4, .atol = 1e-6});\n"
-             "A step that is too large makes a correct backward fail. For exp, the central difference with "
-             "eps = 0.1 is e^x · sinh(0.1)/0.1 = e^x · 1.00167, 1.7e-3 relative: more than rtol allows.");
+        note(
+            "The two Jacobians never agree exactly, so gradcheck accepts an entry when\n"
+            "    |analytical - numerical| <= atol + rtol · |numerical|\n"
+            "with atol = 1e-5 and rtol = 1e-3 (PyTorch's values), and eps = 1e-6. These are fields of "
+            "GradcheckOptions; a test that needs other values says so:\n"
+            "    ag::gradcheck(f, {x}, {.eps = 1e-4, .atol = 1e-6});\n"
+            "A step that is too large makes a correct backward fail. For exp, the central difference with "
+            "eps = 0.1 is e^x · sinh(0.1)/0.1 = e^x · 1.00167, 1.7e-3 relative: more than rtol allows.");
         const Variable x(c::tensor({-0.5, 0.3, 1.2}, {3}, F64), true);
         auto exp_f = [](const std::vector<Variable>& in) { return ag::exp(in[0]); };
         const ag::GradcheckResult coarse = ag::gradcheck(exp_f, {x}, {.eps = 0.1});
@@ -202,9 +206,10 @@ int main(int argc, char** argv) {
     });
 
     t.step("4. gradcheck on a table of ops", [&] {
-        note("The library's tests run gradcheck on every differentiable op, with broadcast and non-contiguous "
-             "inputs because that is where backward functions go wrong. A few of them, with random float64 "
-             "inputs (seeded, so the run is repeatable):\n");
+        note(
+            "The library's tests run gradcheck on every differentiable op, with broadcast and non-contiguous "
+            "inputs because that is where backward functions go wrong. A few of them, with random float64 "
+            "inputs (seeded, so the run is repeatable):\n");
         c::Generator gen(3);
         auto randn = [&](const c::Shape& s) { return Variable(c::randn(s, gen, F64), true); };
         auto positive = [&](const c::Shape& s) { return Variable(c::uniform(s, 0.5, 2.0, gen, F64), true); };
@@ -217,29 +222,35 @@ int main(int argc, char** argv) {
         // a transposed (non-contiguous) input: strides (1, 2) instead of (3, 1)
         const Variable transposed(c::randn({3, 2}, gen, F64).transpose(0, 1), true);
         const std::vector<Case> cases = {
-            {"mul, broadcast (2x3) · (3)", [](const auto& in) { return ag::mul(in[0], in[1]); },
+            {"mul, broadcast (2x3) · (3)",
+             [](const auto& in) { return ag::mul(in[0], in[1]); },
              {randn({2, 3}), randn({3})}},
-            {"div, broadcast (2x3) / (2x1)", [](const auto& in) { return ag::div(in[0], in[1]); },
+            {"div, broadcast (2x3) / (2x1)",
+             [](const auto& in) { return ag::div(in[0], in[1]); },
              {randn({2, 3}), positive({2, 1})}},
-            {"sub, 0-d scalar minus (4)", [](const auto& in) { return ag::sub(in[0], in[1]); },
+            {"sub, 0-d scalar minus (4)",
+             [](const auto& in) { return ag::sub(in[0], in[1]); },
              {Variable(c::scalar(0.7, F64), true), randn({4})}},
             {"tanh (2x3)", [](const auto& in) { return ag::tanh(in[0]); }, {randn({2, 3})}},
             {"sigmoid (2x3)", [](const auto& in) { return ag::sigmoid(in[0]); }, {randn({2, 3})}},
             {"log of positives (4)", [](const auto& in) { return ag::log(in[0]); }, {positive({4})}},
             {"sqrt of positives (4)", [](const auto& in) { return ag::sqrt(in[0]); }, {positive({4})}},
             {"pow(x, 3) (4)", [](const auto& in) { return ag::pow(in[0], 3); }, {randn({4})}},
-            {"sum over dim 1, keepdim (2x3)", [](const auto& in) { return ag::sum(in[0], {1}, true); },
+            {"sum over dim 1, keepdim (2x3)",
+             [](const auto& in) { return ag::sum(in[0], {1}, true); },
              {randn({2, 3})}},
             {"mean over dim 0 (2x3)", [](const auto& in) { return ag::mean(in[0], {0}); }, {randn({2, 3})}},
             {"max over dim 1 (2x3)", [](const auto& in) { return ag::max(in[0], {1}); }, {randn({2, 3})}},
-            {"var, unbiased, dim 1 (2x4)", [](const auto& in) { return ag::var(in[0], {1}, true); },
-             {randn({2, 4})}},
+            {"var, unbiased, dim 1 (2x4)", [](const auto& in) { return ag::var(in[0], {1}, true); }, {randn({2, 4})}},
             {"exp of a transposed view (2x3)", [](const auto& in) { return ag::exp(in[0]); }, {transposed}},
-            {"matmul (2x3) @ (3x4)", [](const auto& in) { return ag::matmul(in[0], in[1]); },
+            {"matmul (2x3) @ (3x4)",
+             [](const auto& in) { return ag::matmul(in[0], in[1]); },
              {randn({2, 3}), randn({3, 4})}},
             {"softmax over rows (2x4)", [](const auto& in) { return ag::softmax(in[0]); }, {randn({2, 4})}},
             {"masked_softmax, valid_lens [2, 3] (2x2x4)",
-             [](const auto& in) { return ag::masked_softmax(in[0], c::tensor({2, 3}, {2}, c::DType::int64)); },
+             [](const auto& in) {
+                 return ag::masked_softmax(in[0], c::tensor({2, 3}, {2}, c::DType::int64));
+             },
              {randn({2, 2, 4})}},
             {"layer_norm over the last dim (2x4)",
              [](const auto& in) { return ag::layer_norm(in[0], in[1], in[2], 1e-5); },
@@ -262,21 +273,22 @@ int main(int argc, char** argv) {
                 ag::NoGradGuard no_grad;
                 out = k.f(k.inputs);
             }
-            passed += check_gradcheck(
-                t, fmt::format("{:<42} Jacobian {} x {}", k.name, out.numel(), columns), k.f, k.inputs);
+            passed +=
+                check_gradcheck(t, fmt::format("{:<42} Jacobian {} x {}", k.name, out.numel(), columns), k.f, k.inputs);
         }
         t.check(passed == static_cast<int>(cases.size()), fmt::format("all {} ops pass", cases.size()));
         note("\n(max is differentiable only where the maximum is unique; random inputs have no ties.)");
     });
 
     t.step("5. A deliberately wrong op: a sigmoid that forgets a factor", [&] {
-        note("autograd::record is how every op is written: a name, the forward value, the inputs, and a "
-             "backward lambda. Here is a sigmoid whose backward forgets the factor (1 - σ):\n"
-             "    Tensor y = c::sigmoid(x.value());\n"
-             "    return ag::record(\"buggy_sigmoid\", y, {x}, [y](const Tensor& dy, ag::Grads& g) {\n"
-             "        g[0] = c::mul(dy, y);  // BUG: should be dy · y · (1 - y)\n"
-             "    });\n"
-             "Its forward values are perfect, so no test of values alone can catch it:");
+        note(
+            "autograd::record is how every op is written: a name, the forward value, the inputs, and a "
+            "backward lambda. Here is a sigmoid whose backward forgets the factor (1 - σ):\n"
+            "    Tensor y = c::sigmoid(x.value());\n"
+            "    return ag::record(\"buggy_sigmoid\", y, {x}, [y](const Tensor& dy, ag::Grads& g) {\n"
+            "        g[0] = c::mul(dy, y);  // BUG: should be dy · y · (1 - y)\n"
+            "    });\n"
+            "Its forward values are perfect, so no test of values alone can catch it:");
         const Variable x(c::tensor({-1.0, 0.0, 2.0}, {3}, F64), true);
         show("buggy_sigmoid(x)", buggy_sigmoid(x).value());
         t.check_close(buggy_sigmoid(x).value(), c::sigmoid(x.value()), 0, "the forward is exactly sigmoid");
@@ -290,21 +302,24 @@ int main(int argc, char** argv) {
         const double s0 = 1 / (1 + std::exp(1.0));  // σ(-1)
         t.check(r.input == 0 && r.input_element == 0 && r.output_element == 0,
                 "the report points at input 0, element [0], output element [0]");
-        t.check_close(r.analytical, s0, 1e-12, fmt::format("its 'analytical' value is σ(-1) = {:.6f}: the bug's dy·σ", s0));
+        t.check_close(r.analytical, s0, 1e-12,
+                      fmt::format("its 'analytical' value is σ(-1) = {:.6f}: the bug's dy·σ", s0));
         t.check_close(r.numerical, s0 * (1 - s0), 1e-8,
                       fmt::format("its 'numerical' value is σ(1 - σ) = {:.6f}: the true slope", s0 * (1 - s0)));
         t.check(r.mismatches == 3,
                 "3 Jacobian entries disagree: the diagonal (σ(x_i) never equals σ(x_i)(1 - σ(x_i)) for finite x)");
-        note("\nReading the report: the analytical value is what YOUR backward said, the numerical one is what "
-             "the function actually does. A ratio of 1/(1 - σ) between them points at the missing factor.");
+        note(
+            "\nReading the report: the analytical value is what YOUR backward said, the numerical one is what "
+            "the function actually does. A ratio of 1/(1 - σ) between them points at the missing factor.");
         check_gradcheck(t, "with the backward fixed, gradcheck passes",
                         [](const std::vector<Variable>& in) { return fixed_sigmoid(in[0]); }, {x});
     });
 
     t.step("6. A broadcast whose backward forgets to reduce", [&] {
-        note("The other classic bug: an op that broadcasts, x (B, D) + bias (D), must send the bias the SUM "
-             "over the B rows of dy, because the bias was used once per row (core::sum_to_shape does this for "
-             "the library's ops). Two ways to get it wrong:");
+        note(
+            "The other classic bug: an op that broadcasts, x (B, D) + bias (D), must send the bias the SUM "
+            "over the B rows of dy, because the bias was used once per row (core::sum_to_shape does this for "
+            "the library's ops). Two ways to get it wrong:");
         c::Generator gen(6);
         const Variable x(c::randn({2, 3}, gen, F64), true);
         const Variable bias(c::tensor({0.1, -0.2, 0.3}, {3}, F64), true);
@@ -312,14 +327,19 @@ int main(int argc, char** argv) {
             return [rule](const std::vector<Variable>& in) { return add_bias(in[0], in[1], rule); };
         };
 
-        note("\n1. Handing back dy unreduced gives the bias a gradient of the wrong SHAPE. backward() checks "
-             "every gradient's shape against its input and stops with an error naming the op:");
-        t.check_throws<ValueError>("add_bias with g[1] = dy: backward() throws ValueError",
-                                   [&] { (void)ag::gradcheck(with(BiasGrad::forget_to_reduce), {x, bias}); },
-                                   "gradient for input 1 has shape (2x3)");
+        note(
+            "\n1. Handing back dy unreduced gives the bias a gradient of the wrong SHAPE. backward() checks "
+            "every gradient's shape against its input and stops with an error naming the op:");
+        t.check_throws<ValueError>(
+            "add_bias with g[1] = dy: backward() throws ValueError",
+            [&] {
+                (void)ag::gradcheck(with(BiasGrad::forget_to_reduce), {x, bias});
+            },
+            "gradient for input 1 has shape (2x3)");
 
-        note("\n2. Averaging instead of summing has the right shape, so only the values are wrong (by a "
-             "factor B = 2). The engine cannot see that; gradcheck can:\n");
+        note(
+            "\n2. Averaging instead of summing has the right shape, so only the values are wrong (by a "
+            "factor B = 2). The engine cannot see that; gradcheck can:\n");
         const ag::GradcheckResult r = ag::gradcheck(with(BiasGrad::mean_rows), {x, bias});
         tutorial::quote(r.report);
         fmt::print("\n");
@@ -333,9 +353,10 @@ int main(int argc, char** argv) {
 
     // ---- the exercise (--exercise): tutorials/03_gradcheck/exercise.cpp -------------------------
     t.exercise("Exercise. The numerical Jacobian", [&] {
-        note("Write exercise::numerical_jacobian(f, x, eps), the column-by-column half of step 2. The checks use "
-             "it on out = x / Σx, whose exact Jacobian is δ_ij/S - x_i/S², and on softmax, against the "
-             "Jacobian that backward() builds row by row.");
+        note(
+            "Write exercise::numerical_jacobian(f, x, eps), the column-by-column half of step 2. The checks use "
+            "it on out = x / Σx, whose exact Jacobian is δ_ij/S - x_i/S², and on softmax, against the "
+            "Jacobian that backward() builds row by row.");
         const Tensor x = c::tensor({1, 2, 4}, {3}, F64);
         const Tensor J = exercise::numerical_jacobian([](const Tensor& v) { return c::div(v, c::sum(v)); }, x, 1e-6);
         Tensor exact = c::zeros({3, 3}, F64);
@@ -355,10 +376,11 @@ int main(int argc, char** argv) {
             p.backward(seed, {.retain_graph = true});
             for (int64_t j = 0; j < 4; ++j) analytical.set({i, j}, z.grad().at({j}));
         }
-        const Tensor numerical = exercise::numerical_jacobian([](const Tensor& v) { return c::softmax(v); }, z.value(), 1e-6);
+        const Tensor numerical =
+            exercise::numerical_jacobian([](const Tensor& v) { return c::softmax(v); }, z.value(), 1e-6);
         t.check_close(numerical, analytical, 1e-8, "softmax: your Jacobian equals backward()'s, row by row, to 1e-8");
-        const Tensor coarse = exercise::numerical_jacobian([](const Tensor& v) { return c::exp(v); },
-                                                           c::tensor({0.3}, {1}, F64), 0.1);
+        const Tensor coarse =
+            exercise::numerical_jacobian([](const Tensor& v) { return c::exp(v); }, c::tensor({0.3}, {1}, F64), 0.1);
         t.check_close(coarse.at({0, 0}), std::exp(0.3) * std::sinh(0.1) / 0.1, 1e-12,
                       "with eps = 0.1 on exp it gives e^x · sinh(0.1)/0.1, as step 3 says");
     });

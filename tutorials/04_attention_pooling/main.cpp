@@ -81,17 +81,18 @@ int main(int argc, char** argv) {
     double mse_average = 0, mse_plain = 0, mse_learned = 0, w_learned = 0;
 
     t.step("1. Queries, keys and values: seed 003's search engine (查询、键和值)", [&] {
-        note("Seed 003 introduces the three names with a search engine: the QUERY is what you type, the KEYS "
-             "identify the documents (their keywords), the VALUES are the documents returned. The engine "
-             "compares the query with every key and returns the values the best keys belong to. Attention "
-             "pooling does the same softly: it scores the query against every key, turns the scores into "
-             "weights with a softmax, and returns the weighted average of the values. Five pages, each key a "
-             "bag of keywords, each value the page itself (a one-hot vector); the query is 'deep learning':");
-        const std::vector<std::string> words = {"deep", "learning", "book", "code", "sea", "fishing", "machine",
-                                                "course", "cooking", "swim"};
-        const std::vector<std::string> pages = {"动手学深度学习 (Dive into Deep Learning)", "A guide to deep-sea fishing",
-                                                "A machine learning course", "The cooking book",
-                                                "Learning to swim"};
+        note(
+            "Seed 003 introduces the three names with a search engine: the QUERY is what you type, the KEYS "
+            "identify the documents (their keywords), the VALUES are the documents returned. The engine "
+            "compares the query with every key and returns the values the best keys belong to. Attention "
+            "pooling does the same softly: it scores the query against every key, turns the scores into "
+            "weights with a softmax, and returns the weighted average of the values. Five pages, each key a "
+            "bag of keywords, each value the page itself (a one-hot vector); the query is 'deep learning':");
+        const std::vector<std::string> words = {"deep",    "learning", "book",   "code",    "sea",
+                                                "fishing", "machine",  "course", "cooking", "swim"};
+        const std::vector<std::string> pages = {"动手学深度学习 (Dive into Deep Learning)",
+                                                "A guide to deep-sea fishing", "A machine learning course",
+                                                "The cooking book", "Learning to swim"};
         const std::vector<std::vector<int>> keywords = {{0, 1, 2, 3}, {0, 4, 5}, {6, 1, 7}, {8, 2}, {1, 9}};
         c::Tensor K = c::zeros({5, static_cast<int64_t>(words.size())}, c::DType::float64);  // (pages, words)
         for (int64_t p = 0; p < 5; ++p)
@@ -99,8 +100,8 @@ int main(int argc, char** argv) {
         c::Tensor q = c::zeros({static_cast<int64_t>(words.size())}, c::DType::float64);
         q.set({0}, 1.0);
         q.set({1}, 1.0);
-        const c::Tensor values = c::eye(5, c::DType::float64);                 // page p's value: e_p
-        const c::Tensor scores = c::matmul(K, q.unsqueeze(1)).view({5});       // shared keywords per page
+        const c::Tensor values = c::eye(5, c::DType::float64);            // page p's value: e_p
+        const c::Tensor scores = c::matmul(K, q.unsqueeze(1)).view({5});  // shared keywords per page
         for (int64_t p = 0; p < 5; ++p) {
             std::string kw;
             for (int w : keywords[p]) kw += (kw.empty() ? "" : ", ") + words[w];
@@ -114,22 +115,25 @@ int main(int argc, char** argv) {
             fmt::print("      {:<7}  {:.4f}\n", tau, fmt::join(pool(tau).to_vector(), "  "));
         fmt::print("\n");
         const c::Tensor soft = pool(1.0);
-        t.check(c::argmax(soft, 0).item() == 0, "the best-scoring key belongs to 《动手学深度学习》: it gets the largest weight");
+        t.check(c::argmax(soft, 0).item() == 0,
+                "the best-scoring key belongs to 《动手学深度学习》: it gets the largest weight");
         t.check_close(c::sum(soft).item(), 1.0, 1e-12, "the weights are a distribution over the pages");
         t.check(pool(0.01).at({0}) > 0.999, "τ → 0: all weight on the best key, a hard lookup like a dictionary's");
         t.check(c::max(c::abs(c::sub(pool(1000.0), c::full({5}, 0.2, c::DType::float64)))).item() < 0.001,
                 "τ → ∞: 1/5 each, the query ignored: average pooling (step 3)");
-        note("The engine of seed 003 is the limit τ → 0; the rest of this tutorial uses scores that depend on "
-             "distance (x - x_i)², and the same softmax. (The seed's next heading, 注意力汇聚：查询和键的相互租用, "
-             "has a typo: 租用 'rent' for 作用, 'interact'.)");
+        note(
+            "The engine of seed 003 is the limit τ → 0; the rest of this tutorial uses scores that depend on "
+            "distance (x - x_i)², and the same softmax. (The seed's next heading, 注意力汇聚：查询和键的相互租用, "
+            "has a typo: 租用 'rent' for 作用, 'interact'.)");
     });
 
     t.step("2. The data: 50 noisy samples of f(x) = 2 sin(x) + x^0.8", [&] {
-        note("Seed 003 explains attention pooling as regression: we know n pairs (x_i, y_i) and want f(x) "
-             "at new points x. In attention words the new point x is the QUERY, the training inputs x_i are "
-             "the KEYS and the training outputs y_i are the VALUES. The data are d2l's: 50 inputs drawn "
-             "uniformly from [0, 5) and sorted, outputs y_i = 2 sin(x_i) + x_i^0.8 + ε with ε ~ N(0, 0.5²), "
-             "and a test grid x = 0, 0.1, ..., 4.9 where we compare with the noise-free f.");
+        note(
+            "Seed 003 explains attention pooling as regression: we know n pairs (x_i, y_i) and want f(x) "
+            "at new points x. In attention words the new point x is the QUERY, the training inputs x_i are "
+            "the KEYS and the training outputs y_i are the VALUES. The data are d2l's: 50 inputs drawn "
+            "uniformly from [0, 5) and sorted, outputs y_i = 2 sin(x_i) + x_i^0.8 + ε with ε ~ N(0, 0.5²), "
+            "and a test grid x = 0, 0.1, ..., 4.9 where we compare with the noise-free f.");
         show("x_train[:6]", data.x_train.slice(0, 0, 6));
         show("y_train[:6]", data.y_train.slice(0, 0, 6));
         show("x_test[:6] ", data.x_test.slice(0, 0, 6));
@@ -141,9 +145,10 @@ int main(int argc, char** argv) {
     });
 
     t.step("3. Average pooling (平均汇聚): f(x) = 1/n Σ y_i", [&] {
-        note("The simplest estimator ignores the query altogether and predicts the mean of all training "
-             "outputs everywhere. In attention language: every key gets the same weight 1/n, whatever the "
-             "query is.");
+        note(
+            "The simplest estimator ignores the query altogether and predicts the mean of all training "
+            "outputs everywhere. In attention language: every key gets the same weight 1/n, whatever the "
+            "query is.");
         y_average = nn::average_pooling(x_test, y_train).value();
         show("f(x_test)[:6]", y_average.slice(0, 0, 6));
         const std::vector<double> y = data.y_train.to_vector();
@@ -156,12 +161,13 @@ int main(int argc, char** argv) {
     });
 
     t.step("4. Non-parametric attention pooling (非参数注意力汇聚)", [&] {
-        note("Nadaraya and Watson weight each y_i by how close its key x_i is to the query x:\n"
-             "    α(x, x_i) = exp(-(x - x_i)²/2) / Σ_j exp(-(x - x_j)²/2) = softmax_i(-(x - x_i)²/2)\n"
-             "    f(x) = Σ_i α(x, x_i) y_i\n"
-             "The score -(x - x_i)²/2 is largest (0) for a key equal to the query, so close keys 'get more "
-             "attention'. The weights are a probability distribution over the keys: non-negative, summing "
-             "to 1. Here it is by hand for the query x = 2.5 (test point 25):");
+        note(
+            "Nadaraya and Watson weight each y_i by how close its key x_i is to the query x:\n"
+            "    α(x, x_i) = exp(-(x - x_i)²/2) / Σ_j exp(-(x - x_j)²/2) = softmax_i(-(x - x_i)²/2)\n"
+            "    f(x) = Σ_i α(x, x_i) y_i\n"
+            "The score -(x - x_i)²/2 is largest (0) for a key equal to the query, so close keys 'get more "
+            "attention'. The weights are a probability distribution over the keys: non-negative, summing "
+            "to 1. Here it is by hand for the query x = 2.5 (test point 25):");
         const int64_t q = 25;
         const double query = data.x_test.at({q});
         const std::vector<double> xs = data.x_train.to_vector(), ys = data.y_train.to_vector();
@@ -189,23 +195,26 @@ int main(int argc, char** argv) {
         tutorial::describe("nadaraya_watson(x_test, x_train, y_train).attention_weights", weights_plain);
         t.check_close(pooled.attention_weights.select(0, q), c::tensor(alpha, {n_train}), 1e-6,
                       "row 25 of nn::nadaraya_watson's weights equals the hand-computed α(2.5, x_i)");
-        t.check_close(y_plain.at({q}), by_hand, 1e-5, fmt::format("f(2.5) = Σ α y_i = {:.4f}, by hand and by the library", by_hand));
+        t.check_close(y_plain.at({q}), by_hand, 1e-5,
+                      fmt::format("f(2.5) = Σ α y_i = {:.4f}, by hand and by the library", by_hand));
         t.check(worst_row_sum_error(weights_plain) < 1e-5, "each of the 50 rows of weights sums to 1");
         mse_plain = mse(y_plain, data.y_truth);
-        note("    test MSE, average pooling:         {:.4f}\n"
-             "    test MSE, non-parametric pooling:  {:.4f}",
-             mse_average, mse_plain);
+        note(
+            "    test MSE, average pooling:         {:.4f}\n"
+            "    test MSE, non-parametric pooling:  {:.4f}",
+            mse_average, mse_plain);
         t.check(mse_plain < mse_average, "non-parametric pooling fits the test grid better than average pooling");
     });
 
     t.step("5. Parametric attention pooling (带参数注意力汇聚): learning w", [&] {
-        note("The kernel's width is fixed above. Seed 003 multiplies the distance by a learned scalar w:\n"
-             "    α(x, x_i) = softmax_i(-((x - x_i) w)²/2)\n"
-             "A larger w makes the kernel narrower: each query then looks at fewer, closer keys. "
-             "nn::NWKernelRegression holds w (initialised uniform in [0, 1), like torch.rand).\n\n"
-             "Training uses the training pairs themselves as queries. Each training input x_i must NOT be "
-             "one of its own keys (step 6 shows why), so its keys and values are the OTHER 49 pairs: "
-             "nn::leave_one_out turns x (50) into a (50, 49) matrix whose row i is x without x_i.");
+        note(
+            "The kernel's width is fixed above. Seed 003 multiplies the distance by a learned scalar w:\n"
+            "    α(x, x_i) = softmax_i(-((x - x_i) w)²/2)\n"
+            "A larger w makes the kernel narrower: each query then looks at fewer, closer keys. "
+            "nn::NWKernelRegression holds w (initialised uniform in [0, 1), like torch.rand).\n\n"
+            "Training uses the training pairs themselves as queries. Each training input x_i must NOT be "
+            "one of its own keys (step 6 shows why), so its keys and values are the OTHER 49 pairs: "
+            "nn::leave_one_out turns x (50) into a (50, 49) matrix whose row i is x without x_i.");
         const c::Tensor keys = nn::leave_one_out(data.x_train), values = nn::leave_one_out(data.y_train);
         tutorial::describe("keys = leave_one_out(x_train)", keys);
         show("keys[:3, :4]", keys.slice(0, 0, 3).slice(1, 0, 4));
@@ -215,8 +224,10 @@ int main(int argc, char** argv) {
 
         nn::NWKernelRegression net(gen);
         const double w0 = net.w.item();
-        note("\nThe loss is d2l's: the squared errors (ŷ_i - y_i)² summed over the 50 training points; "
-             "5 epochs of plain SGD with lr 0.5, each one a single full-batch step. Initial w = {:.4f}.", w0);
+        note(
+            "\nThe loss is d2l's: the squared errors (ŷ_i - y_i)² summed over the 50 training points; "
+            "5 epochs of plain SGD with lr 0.5, each one a single full-batch step. Initial w = {:.4f}.",
+            w0);
 
         // One check that backward() gets dloss/dw right before we trust it for training.
         auto loss_at = [&](double w) {
@@ -235,7 +246,7 @@ int main(int argc, char** argv) {
         for (int epoch = 1; epoch <= 5; ++epoch) {
             sgd.zero_grad();
             const Variable err = net(x_train, Variable(keys), Variable(values)) - y_train;  // (50)
-            const Variable loss = ag::sum(err * err);                                         // ()
+            const Variable loss = ag::sum(err * err);                                       // ()
             loss.backward();
             grads.push_back(net.w.grad().item());
             losses.push_back(loss.item());
@@ -247,32 +258,37 @@ int main(int argc, char** argv) {
         t.check(losses.back() < losses.front(), "the training loss went down");
         const double h = 1e-3;  // float32 values: a larger step than gradcheck's 1e-6
         const double numerical = (loss_at(w0 + h) - loss_at(w0 - h)) / (2 * h);
-        t.check_close(grads.front(), numerical, 2e-2 * std::abs(numerical) + 1e-2,
-                      fmt::format("the first dloss/dw from backward() agrees with central differences ({:.4f})",
-                                  numerical));
-        note("The first step alone moves w from {:.2f} to {:.2f}: lr 0.5 times a gradient of {:.1f}. The loss "
-             "is a SUM over 50 points, so its gradient, and with it the step, is large. After that the "
-             "gradient is small and w creeps back.",
-             w0, w0 - 0.5 * grads.front(), grads.front());
+        t.check_close(
+            grads.front(), numerical, 2e-2 * std::abs(numerical) + 1e-2,
+            fmt::format("the first dloss/dw from backward() agrees with central differences ({:.4f})", numerical));
+        note(
+            "The first step alone moves w from {:.2f} to {:.2f}: lr 0.5 times a gradient of {:.1f}. The loss "
+            "is a SUM over 50 points, so its gradient, and with it the step, is large. After that the "
+            "gradient is small and w creeps back.",
+            w0, w0 - 0.5 * grads.front(), grads.front());
 
-        note("\nAt test time every test point is a query against all 50 training pairs (d2l: keys = "
-             "x_train.repeat((n_test, 1))):");
+        note(
+            "\nAt test time every test point is a query against all 50 training pairs (d2l: keys = "
+            "x_train.repeat((n_test, 1))):");
         ag::NoGradGuard no_grad;
-        y_learned = net(x_test, Variable(repeat_rows(data.x_train, n_test)), Variable(repeat_rows(data.y_train, n_test)))
-                        .value();
+        y_learned =
+            net(x_test, Variable(repeat_rows(data.x_train, n_test)), Variable(repeat_rows(data.y_train, n_test)))
+                .value();
         weights_learned = net.attention_weights;
         mse_learned = mse(y_learned, data.y_truth);
-        note("    test MSE, average pooling:         {:.4f}\n"
-             "    test MSE, non-parametric (w = 1):  {:.4f}\n"
-             "    test MSE, parametric (w = {:.2f}):  {:.4f}",
-             mse_average, mse_plain, w_learned, mse_learned);
+        note(
+            "    test MSE, average pooling:         {:.4f}\n"
+            "    test MSE, non-parametric (w = 1):  {:.4f}\n"
+            "    test MSE, parametric (w = {:.2f}):  {:.4f}",
+            mse_average, mse_plain, w_learned, mse_learned);
         t.check(mse_learned < mse_average, "parametric pooling beats average pooling on the test grid");
         t.check(weights_learned.shape() == c::Shape{50, 50} && worst_row_sum_error(weights_learned) < 1e-5,
                 "its (50, 50) test weights are 50 distributions: every row sums to 1");
-        note("\nHow concentrated is the attention? The mean over test queries of the largest weight in the row:\n"
-             "    non-parametric (w = 1):  {:.3f}\n"
-             "    parametric (w = {:.2f}):  {:.3f}",
-             mean_row_max(weights_plain), w_learned, mean_row_max(weights_learned));
+        note(
+            "\nHow concentrated is the attention? The mean over test queries of the largest weight in the row:\n"
+            "    non-parametric (w = 1):  {:.3f}\n"
+            "    parametric (w = {:.2f}):  {:.3f}",
+            mean_row_max(weights_plain), w_learned, mean_row_max(weights_learned));
         if (w_learned > 1)
             t.check(mean_row_max(weights_learned) > mean_row_max(weights_plain),
                     "w > 1 narrows the kernel, so each query's weights are more concentrated");
@@ -282,10 +298,11 @@ int main(int argc, char** argv) {
     });
 
     t.step("6. Why a training input must not be its own key", [&] {
-        note("If x_i were among its own keys, its score would be 0, the largest possible, and the "
-             "larger w gets, the more weight that one key takes: the prediction at x_i becomes y_i itself, "
-             "noise included. The training loss can then be driven to 0 just by growing w, while the "
-             "curve gets worse. Evaluating the loss for a few values of w (no training needed):");
+        note(
+            "If x_i were among its own keys, its score would be 0, the largest possible, and the "
+            "larger w gets, the more weight that one key takes: the prediction at x_i becomes y_i itself, "
+            "noise included. The training loss can then be driven to 0 just by growing w, while the "
+            "curve gets worse. Evaluating the loss for a few values of w (no training needed):");
         nn::NWKernelRegression probe(gen);
         ag::NoGradGuard no_grad;
         const Variable self_keys(repeat_rows(data.x_train, n_train)), self_values(repeat_rows(data.y_train, n_train));
@@ -302,7 +319,8 @@ int main(int argc, char** argv) {
             with_self.push_back(sse(self_keys, self_values));
             left_out.push_back(sse(loo_keys, loo_values));
             test.push_back(mse(probe(x_test, test_keys, test_values).value(), data.y_truth));
-            fmt::print("      {:>5} {:>26.4f} {:>23.4f} {:>11.4f}\n", w, with_self.back(), left_out.back(), test.back());
+            fmt::print("      {:>5} {:>26.4f} {:>23.4f} {:>11.4f}\n", w, with_self.back(), left_out.back(),
+                       test.back());
         }
         fmt::print("\n");
         t.check(std::is_sorted(with_self.rbegin(), with_self.rend()) && with_self.back() < 0.05 * with_self.front(),
@@ -312,18 +330,22 @@ int main(int argc, char** argv) {
         t.check(left_out.back() > *std::min_element(left_out.begin(), left_out.end()),
                 "the leave-one-out loss does not reward a huge w, so training it is meaningful");
         const size_t best = std::min_element(left_out.begin(), left_out.end()) - left_out.begin();
-        note("In this table the leave-one-out loss is smallest at w = {}; the 5 large SGD steps of step 5 "
-             "overshot to w ≈ {:.0f}. A smaller learning rate, or more epochs, would settle closer.",
-             ws[best], w_learned);
+        note(
+            "In this table the leave-one-out loss is smallest at w = {}; the 5 large SGD steps of step 5 "
+            "overshot to w ≈ {:.0f}. A smaller learning rate, or more epochs, would settle closer.",
+            ws[best], w_learned);
     });
 
     t.step("7. Pictures: the fitted curves and the attention weights", [&] {
         tasks::LinePlot plot{.title = "Nadaraya-Watson attention pooling (seed 003)", .xlabel = "x", .ylabel = "y"};
         const std::vector<double> grid = data.x_test.to_vector();
         plot.series.push_back({.name = "truth", .x = grid, .y = data.y_truth.to_vector()});
-        plot.series.push_back({.name = "average pooling", .x = grid, .y = y_average.to_vector(), .dash = tasks::Dash::dotted});
-        plot.series.push_back({.name = "non-parametric", .x = grid, .y = y_plain.to_vector(), .dash = tasks::Dash::dashed});
-        plot.series.push_back({.name = fmt::format("parametric, w = {:.2f}", w_learned), .x = grid, .y = y_learned.to_vector()});
+        plot.series.push_back(
+            {.name = "average pooling", .x = grid, .y = y_average.to_vector(), .dash = tasks::Dash::dotted});
+        plot.series.push_back(
+            {.name = "non-parametric", .x = grid, .y = y_plain.to_vector(), .dash = tasks::Dash::dashed});
+        plot.series.push_back(
+            {.name = fmt::format("parametric, w = {:.2f}", w_learned), .x = grid, .y = y_learned.to_vector()});
         plot.series.push_back({.name = "training data",
                                .x = data.x_train.to_vector(),
                                .y = data.y_train.to_vector(),
@@ -339,13 +361,15 @@ int main(int argc, char** argv) {
                              .title = "attention weights alpha(x, x_i)"};
         const auto heatmap = t.out_path("pooling_weights.png");
         tasks::plot_heatmaps(heatmap, maps);
-        note("Wrote\n    {}\n    {}\nThe heatmap is d2l's picture: the test inputs and the sorted training inputs both "
-             "increase along their axes, so the weight sits on the diagonal, where key and query are close; "
-             "the learned w makes the band {}.",
-             curves.string(), heatmap.string(), w_learned > 1 ? "narrower" : "wider");
+        note(
+            "Wrote\n    {}\n    {}\nThe heatmap is d2l's picture: the test inputs and the sorted training inputs both "
+            "increase along their axes, so the weight sits on the diagonal, where key and query are close; "
+            "the learned w makes the band {}.",
+            curves.string(), heatmap.string(), w_learned > 1 ? "narrower" : "wider");
 
-        note("\nThe data behind the pictures, checked against independent computations. The parametric curve "
-             "and its weights, by a double loop over the 50 test points and the 50 keys with the learned w:");
+        note(
+            "\nThe data behind the pictures, checked against independent computations. The parametric curve "
+            "and its weights, by a double loop over the 50 test points and the 50 keys with the learned w:");
         const std::vector<double> xs = data.x_train.to_vector(), ys = data.y_train.to_vector();
         std::vector<double> curve(n_test);
         c::Tensor by_hand = c::zeros({n_test, n_train}, c::DType::float64);
@@ -353,7 +377,8 @@ int main(int argc, char** argv) {
             const double x = data.x_test.at({q});
             std::vector<double> score(n_train);
             double top = -1e300, total = 0;
-            for (int64_t i = 0; i < n_train; ++i) top = std::max(top, score[i] = -0.5 * std::pow((x - xs[i]) * w_learned, 2));
+            for (int64_t i = 0; i < n_train; ++i)
+                top = std::max(top, score[i] = -0.5 * std::pow((x - xs[i]) * w_learned, 2));
             for (int64_t i = 0; i < n_train; ++i) total += score[i] = std::exp(score[i] - top);
             for (int64_t i = 0; i < n_train; ++i) {
                 by_hand.set({q, i}, score[i] / total);
@@ -368,11 +393,13 @@ int main(int argc, char** argv) {
             for (int64_t q = 0; q < n_test; ++q) {
                 int64_t nearest = 0;
                 for (int64_t i = 1; i < n_train; ++i)
-                    if (std::abs(data.x_test.at({q}) - xs[i]) < std::abs(data.x_test.at({q}) - xs[nearest])) nearest = i;
+                    if (std::abs(data.x_test.at({q}) - xs[i]) < std::abs(data.x_test.at({q}) - xs[nearest]))
+                        nearest = i;
                 diagonal = diagonal && c::argmax(w.select(0, q), 0).item() == static_cast<double>(nearest);
             }
-        t.check(diagonal, "in both heatmap panels every row's largest weight sits on the training input nearest "
-                          "to the query: the bright band is the diagonal of 'closest key'");
+        t.check(diagonal,
+                "in both heatmap panels every row's largest weight sits on the training input nearest "
+                "to the query: the bright band is the diagonal of 'closest key'");
         t.check_close(c::tensor(y_average.to_vector(), {n_test}, c::DType::float64),
                       c::full({n_test}, std::accumulate(ys.begin(), ys.end(), 0.0) / static_cast<double>(n_train),
                               c::DType::float64),
@@ -381,13 +408,15 @@ int main(int argc, char** argv) {
 
     // ---- the exercise (--exercise): tutorials/04_attention_pooling/exercise.cpp -----------------
     t.exercise("Exercise. A Laplace kernel: softmax(-|x - x_i| w)", [&] {
-        note("Write exercise::laplace_pooling: the same pooling with the score -|x - x_i| w. The checks compare "
-             "one query with a hand computation, test that a large w picks the nearest key's value, run "
-             "gradcheck with respect to w, and fit the test grid better than average pooling.");
+        note(
+            "Write exercise::laplace_pooling: the same pooling with the score -|x - x_i| w. The checks compare "
+            "one query with a hand computation, test that a large w picks the nearest key's value, run "
+            "gradcheck with respect to w, and fit the test grid better than average pooling.");
         const c::Tensor xs = c::tensor({0.5, 1.0, 2.0, 3.5}, {4}, c::DType::float64);
         const c::Tensor yv = c::tensor({1.0, 3.0, -2.0, 4.0}, {4}, c::DType::float64);
         const Variable queries(c::tensor({1.2, 3.0}, {2}, c::DType::float64));
-        const Variable keys(xs.unsqueeze(0).expand({2, 4}).contiguous()), values(yv.unsqueeze(0).expand({2, 4}).contiguous());
+        const Variable keys(xs.unsqueeze(0).expand({2, 4}).contiguous()),
+            values(yv.unsqueeze(0).expand({2, 4}).contiguous());
         const Variable w(c::scalar(1.5, c::DType::float64), true);
         const exercise::Pooled out = exercise::laplace_pooling(queries, keys, values, w);
         // by hand, query 1.2: scores -|1.2 - x_i| · 1.5
@@ -396,21 +425,27 @@ int main(int argc, char** argv) {
         for (int64_t i = 0; i < 4; ++i) value += std::exp(-std::abs(1.2 - xs.at({i})) * 1.5) / total * yv.at({i});
         t.check(out.output.shape() == c::Shape{2} && out.weights.shape() == c::Shape{2, 4},
                 "output (2) and weights (2, 4) for 2 queries of 4 keys");
-        if (out.output.shape() == c::Shape{2}) t.check_close(out.output.value().at({0}), value, 1e-12, "f(1.2) equals the hand computation");
-        t.check_close(c::sum(out.weights, {1}), c::ones({2}, c::DType::float64), 1e-12, "each row of weights sums to 1");
-        const exercise::Pooled sharp = exercise::laplace_pooling(queries, keys, values, Variable(c::scalar(200.0, c::DType::float64)));
+        if (out.output.shape() == c::Shape{2})
+            t.check_close(out.output.value().at({0}), value, 1e-12, "f(1.2) equals the hand computation");
+        t.check_close(c::sum(out.weights, {1}), c::ones({2}, c::DType::float64), 1e-12,
+                      "each row of weights sums to 1");
+        const exercise::Pooled sharp =
+            exercise::laplace_pooling(queries, keys, values, Variable(c::scalar(200.0, c::DType::float64)));
         t.check_close(sharp.output.value(), c::tensor({3.0, 4.0}, {2}, c::DType::float64), 1e-6,
                       "w = 200: each query takes the value of its nearest key (1.0 → 3, 3.5 → 4)");
         if (t.check(out.output.requires_grad(), "the output depends on w (it requires a gradient)")) {
             const ag::GradcheckResult r = ag::gradcheck(
-                [&](const std::vector<Variable>& in) { return exercise::laplace_pooling(queries, keys, values, in[0]).output; },
+                [&](const std::vector<Variable>& in) {
+                    return exercise::laplace_pooling(queries, keys, values, in[0]).output;
+                },
                 {w});
             if (!r.passed) tutorial::quote(r.report);
             t.check(r.passed, "gradcheck with respect to w: the kernel can be trained");
         }
         ag::NoGradGuard no_grad;
         const Variable test_keys(repeat_rows(data.x_train, n_test)), test_values(repeat_rows(data.y_train, n_test));
-        const exercise::Pooled fit = exercise::laplace_pooling(x_test, test_keys, test_values, Variable(c::scalar(2.0)));
+        const exercise::Pooled fit =
+            exercise::laplace_pooling(x_test, test_keys, test_values, Variable(c::scalar(2.0)));
         t.check(mse(fit.output.value(), data.y_truth) < mse(nn::average_pooling(x_test, y_train).value(), data.y_truth),
                 "with w = 2 it fits the test grid better than average pooling");
     });

@@ -11,8 +11,8 @@
 // seeds 000, 002 and 004 with PyTorch (tests/fixtures/).
 // Read it with tutorials/07_multihead_attention/README.md.
 #include "autograd/autograd.hpp"
-#include "common/tutorial.hpp"
 #include "common/reference.hpp"
+#include "common/tutorial.hpp"
 #include "core/core.hpp"
 #include "exercise.hpp"
 #include "nn/attention.hpp"
@@ -69,9 +69,9 @@ c::Tensor heads_one_by_one(const nn::MultiHeadAttention& mha, const c::Tensor& q
         std::vector<c::Tensor> heads;
         for (int64_t h = 0; h < H; ++h) {
             // W_i^(q) of the documents: rows h·d .. (h+1)·d of W_q's (D, q) weight
-            const c::Tensor Wq = mha.W_q->weight.value().slice(0, h * d, (h + 1) * d);  // (d, q)
-            const c::Tensor Wk = mha.W_k->weight.value().slice(0, h * d, (h + 1) * d);  // (d, k)
-            const c::Tensor Wv = mha.W_v->weight.value().slice(0, h * d, (h + 1) * d);  // (d, v)
+            const c::Tensor Wq = mha.W_q->weight.value().slice(0, h * d, (h + 1) * d);                       // (d, q)
+            const c::Tensor Wk = mha.W_k->weight.value().slice(0, h * d, (h + 1) * d);                       // (d, k)
+            const c::Tensor Wv = mha.W_v->weight.value().slice(0, h * d, (h + 1) * d);                       // (d, v)
             const c::Tensor q = counted_matmul(queries.select(0, b), Wq.transpose(0, 1), macs.projections);  // (T, d)
             const c::Tensor k = counted_matmul(keys.select(0, b), Wk.transpose(0, 1), macs.projections);     // (S, d)
             const c::Tensor v = counted_matmul(values.select(0, b), Wv.transpose(0, 1), macs.projections);   // (S, d)
@@ -133,14 +133,15 @@ int main(int argc, char** argv) {
         mha(Variable(queries), Variable(keys), Variable(values), valid_lens).value();  // (B, T, D)
 
     t.step("1. The layer: H heads, each with its own projections", [&] {
-        note("Seed 000 and seed 003: instead of one attention over D-dimensional queries, keys and values, "
-             "project them H times into smaller spaces (d = D/H each), attend in each, concatenate the H "
-             "results and project once more:\n"
-             "    head_i = attention(W_i^(q) q, W_i^(k) k, W_i^(v) v)       (d)\n"
-             "    output = W_o [head_1; ...; head_H]                        (D)\n"
-             "Each head can learn to look for something different (seed 001: 'representation subspaces'). "
-             "The layer stores the H matrices W_i^(q) stacked as the rows of one Linear weight, so all heads "
-             "are projected by one matrix product. Here queries have size 5, keys 6, values 7, D = 8, H = 2:");
+        note(
+            "Seed 000 and seed 003: instead of one attention over D-dimensional queries, keys and values, "
+            "project them H times into smaller spaces (d = D/H each), attend in each, concatenate the H "
+            "results and project once more:\n"
+            "    head_i = attention(W_i^(q) q, W_i^(k) k, W_i^(v) v)       (d)\n"
+            "    output = W_o [head_1; ...; head_H]                        (D)\n"
+            "Each head can learn to look for something different (seed 001: 'representation subspaces'). "
+            "The layer stores the H matrices W_i^(q) stacked as the rows of one Linear weight, so all heads "
+            "are projected by one matrix product. Here queries have size 5, keys 6, values 7, D = 8, H = 2:");
         for (const auto& [name, p] : mha.named_parameters()) note("    {:<14} {}", name, c::shape_str(p.shape()));
         t.check(mha.W_q->weight.shape() == c::Shape{D, 5} && mha.W_o->weight.shape() == c::Shape{D, D},
                 "W_q.weight is (D, query_size) = (8, 5): two (4, 5) blocks W_1^(q), W_2^(q) stacked");
@@ -149,12 +150,13 @@ int main(int argc, char** argv) {
     });
 
     t.step("2. transpose_qkv: (B, T, D) -> (B·H, T, d), shape by shape", [&] {
-        note("Seed 000's trick to run all heads at once: move the head dimension into the batch. For the "
-             "projected queries P = W_q(queries):");
-        const Variable P = (*mha.W_q)(Variable(queries));                   // (B, T, D)
-        const Variable split = ag::reshape(P, {B, T, H, d});                // (B, T, H, d)
-        const Variable moved = ag::permute(split, {0, 2, 1, 3});            // (B, H, T, d)
-        const Variable heads = ag::reshape(moved, {B * H, T, d});           // (B·H, T, d)
+        note(
+            "Seed 000's trick to run all heads at once: move the head dimension into the batch. For the "
+            "projected queries P = W_q(queries):");
+        const Variable P = (*mha.W_q)(Variable(queries));          // (B, T, D)
+        const Variable split = ag::reshape(P, {B, T, H, d});       // (B, T, H, d)
+        const Variable moved = ag::permute(split, {0, 2, 1, 3});   // (B, H, T, d)
+        const Variable heads = ag::reshape(moved, {B * H, T, d});  // (B·H, T, d)
         describe("P = W_q(queries)           ", P.value());
         describe("reshape (B, T, H, d)       ", split.value());
         describe("permute(0, 2, 1, 3)        ", moved.value());
@@ -162,13 +164,14 @@ int main(int argc, char** argv) {
         show("P[0]", P.value().select(0, 0));
         show("heads[0] (batch 0, head 1)", heads.value().select(0, 0));
         show("heads[1] (batch 0, head 2)", heads.value().select(0, 1));
-        t.check_close(nn::transpose_qkv(P, H).value(), heads.value(), 0, "nn::transpose_qkv does exactly these three steps");
+        t.check_close(nn::transpose_qkv(P, H).value(), heads.value(), 0,
+                      "nn::transpose_qkv does exactly these three steps");
         bool layout = true;
         for (int64_t b = 0; b < B; ++b)
             for (int64_t h = 0; h < H; ++h)
-                layout = layout && c::sub(heads.value().select(0, b * H + h),
-                                          P.value().select(0, b).slice(1, h * d, (h + 1) * d))
-                                           .to_vector() == std::vector<double>(T * d, 0.0);
+                layout = layout &&
+                         c::sub(heads.value().select(0, b * H + h), P.value().select(0, b).slice(1, h * d, (h + 1) * d))
+                                 .to_vector() == std::vector<double>(T * d, 0.0);
         t.check(layout, "row b·H + h of the result is columns h·d .. (h+1)·d - 1 of P[b]: head h of sequence b");
         t.check(split.value().shares_storage(P.value()) && moved.value().shares_storage(P.value()) &&
                     !heads.value().shares_storage(P.value()),
@@ -179,24 +182,26 @@ int main(int argc, char** argv) {
     });
 
     t.step("3. The valid lengths, repeated for every head", [&] {
-        note("The (B·H) rows are batch 0 head 1, batch 0 head 2, batch 1 head 1, ... so every valid length "
-             "must appear H times in a row: seed 000's torch.repeat_interleave(valid_lens, num_heads, dim=0).");
+        note(
+            "The (B·H) rows are batch 0 head 1, batch 0 head 2, batch 1 head 1, ... so every valid length "
+            "must appear H times in a row: seed 000's torch.repeat_interleave(valid_lens, num_heads, dim=0).");
         const c::Tensor repeated = valid_lens.unsqueeze(1).expand({B, H}).reshape({B * H});
         show("valid_lens", valid_lens);
         show("repeat_interleave(valid_lens, 2)", repeated);
         t.check(repeated.to_vector() == std::vector<double>{4, 4, 2, 2}, "[4, 2] becomes [4, 4, 2, 2]");
 
-        note("\nThe whole layer, in d2l's order: project, transpose_qkv, one batched attention over B·H, "
-             "transpose_output, W_o:");
+        note(
+            "\nThe whole layer, in d2l's order: project, transpose_qkv, one batched attention over B·H, "
+            "transpose_output, W_o:");
         const Variable q = nn::transpose_qkv((*mha.W_q)(Variable(queries)), H);  // (B·H, T, d)
         const Variable k = nn::transpose_qkv((*mha.W_k)(Variable(keys)), H);     // (B·H, S, d)
         const Variable v = nn::transpose_qkv((*mha.W_v)(Variable(values)), H);   // (B·H, S, d)
-        const Variable o = (*mha.attention)(q, k, v, repeated);                   // (B·H, T, d)
-        const Variable concat = nn::transpose_output(o, H);                       // (B, T, D)
-        const Variable out = (*mha.W_o)(concat);                                  // (B, T, D)
-        note("    q {}  k {}  v {}\n    ->  attention {}  ->  transpose_output {}  ->  W_o {}",
-             c::shape_str(q.shape()), c::shape_str(k.shape()), c::shape_str(v.shape()), c::shape_str(o.shape()),
-             c::shape_str(concat.shape()), c::shape_str(out.shape()));
+        const Variable o = (*mha.attention)(q, k, v, repeated);                  // (B·H, T, d)
+        const Variable concat = nn::transpose_output(o, H);                      // (B, T, D)
+        const Variable out = (*mha.W_o)(concat);                                 // (B, T, D)
+        note("    q {}  k {}  v {}\n    ->  attention {}  ->  transpose_output {}  ->  W_o {}", c::shape_str(q.shape()),
+             c::shape_str(k.shape()), c::shape_str(v.shape()), c::shape_str(o.shape()), c::shape_str(concat.shape()),
+             c::shape_str(out.shape()));
         show("output[1]", out.value().select(0, 1));
         t.check_close(out.value(), reference, 1e-14, "equal to mha(queries, keys, values, valid_lens)");
         t.check(mha.attention_weights().shape() == c::Shape{B * H, T, S},
@@ -204,10 +209,11 @@ int main(int argc, char** argv) {
     });
 
     t.step("3b. The layer against PyTorch, and d2l's (2, 4, 100) example", [&] {
-        note("tests/fixtures/multihead_attention.safetensors holds seed 000's MultiHeadAttention (d2l's class "
-             "with transpose_qkv and transpose_output, written out in make_fixtures.py) run by torch: "
-             "key_size 7, query_size 6, value_size 5, num_hiddens 8, 2 heads, valid lengths [6, 3], and the "
-             "gradients of sum(output · u). nn::MultiHeadAttention with the same weights:");
+        note(
+            "tests/fixtures/multihead_attention.safetensors holds seed 000's MultiHeadAttention (d2l's class "
+            "with transpose_qkv and transpose_output, written out in make_fixtures.py) run by torch: "
+            "key_size 7, query_size 6, value_size 5, num_hiddens 8, 2 heads, valid lengths [6, 3], and the "
+            "gradients of sum(output · u). nn::MultiHeadAttention with the same weights:");
         const tutorial::Reference ref("multihead_attention");
         nn::MultiHeadAttention m({.key_size = 7, .query_size = 6, .value_size = 5, .num_hiddens = 8, .num_heads = 2});
         m.load_state_dict(ref.params(""));
@@ -221,27 +227,34 @@ int main(int argc, char** argv) {
         for (const auto& [name, p] : m.named_parameters())
             t.check_allclose(p.grad(), ref["grad.param." + name], 1e-4, "d/d " + name + " matches");
 
-        note("\nd2l's own test of the class (the chapter seed 000 follows): num_hiddens 100, 5 heads, a batch of 2 "
-             "with 4 queries and 6 key-value pairs, valid lengths [3, 2], X = ones (2, 4, 100), Y = ones (2, 6, "
-             "100); attention(X, Y, Y, valid_lens).shape prints torch.Size([2, 4, 100]):");
-        nn::MultiHeadAttention d2l({.key_size = 100, .query_size = 100, .value_size = 100, .num_hiddens = 100,
-                                    .num_heads = 5, .dropout = 0.5});
+        note(
+            "\nd2l's own test of the class (the chapter seed 000 follows): num_hiddens 100, 5 heads, a batch of 2 "
+            "with 4 queries and 6 key-value pairs, valid lengths [3, 2], X = ones (2, 4, 100), Y = ones (2, 6, "
+            "100); attention(X, Y, Y, valid_lens).shape prints torch.Size([2, 4, 100]):");
+        nn::MultiHeadAttention d2l({.key_size = 100,
+                                    .query_size = 100,
+                                    .value_size = 100,
+                                    .num_hiddens = 100,
+                                    .num_heads = 5,
+                                    .dropout = 0.5});
         d2l.eval();
         const Variable X(c::ones({2, 4, 100})), Y(c::ones({2, 6, 100}));
         const Variable o = d2l(X, Y, Y, c::from_vector(std::vector<int64_t>{3, 2}, {2}));
         note("    attention(X, Y, Y, valid_lens).shape = {}", c::shape_str(o.shape()));
-        t.check(o.shape() == c::Shape{2, 4, 100}, "(batch_size, num_queries, num_hiddens) = (2, 4, 100), as d2l prints");
+        t.check(o.shape() == c::Shape{2, 4, 100},
+                "(batch_size, num_queries, num_hiddens) = (2, 4, 100), as d2l prints");
         t.check(d2l.attention_weights().shape() == c::Shape{10, 4, 6}, "with weights (B·H, 4, 6) = (10, 4, 6) inside");
     });
 
     t.step("4. Seeds 002 and 004: split into (B, H, T, d), concat back", [&] {
-        note("Seed 002's MultiHeadAttention keeps the heads as their own dimension instead of folding them "
-             "into the batch:\n"
-             "    split:  tensor.view(B, T, H, d).transpose(1, 2)                 (B, H, T, d)\n"
-             "    attention on 4-D tensors, the mask broadcast over the heads\n"
-             "    concat: out.transpose(1, 2).contiguous().view(B, T, D)          (B, T, D)\n"
-             "Seed 004 does the same, with mask.unsqueeze(1) to add the head dimension. The masks are "
-             "boolean there; the valid lengths [4, 2] as a keep mask of shape (B, 1, 1, S):");
+        note(
+            "Seed 002's MultiHeadAttention keeps the heads as their own dimension instead of folding them "
+            "into the batch:\n"
+            "    split:  tensor.view(B, T, H, d).transpose(1, 2)                 (B, H, T, d)\n"
+            "    attention on 4-D tensors, the mask broadcast over the heads\n"
+            "    concat: out.transpose(1, 2).contiguous().view(B, T, D)          (B, T, D)\n"
+            "Seed 004 does the same, with mask.unsqueeze(1) to add the head dimension. The masks are "
+            "boolean there; the valid lengths [4, 2] as a keep mask of shape (B, 1, 1, S):");
         auto split = [&](const Variable& x) { return ag::transpose(ag::reshape(x, {B, -1, H, d}), 1, 2); };
         const Variable q = split((*mha.W_q)(Variable(queries)));  // (B, H, T, d)
         const Variable k = split((*mha.W_k)(Variable(keys)));     // (B, H, S, d)
@@ -249,7 +262,7 @@ int main(int argc, char** argv) {
         const c::Tensor keep = c::lt(c::arange(S, DType::int64).view({1, 1, 1, S}), valid_lens.view({B, 1, 1, 1}));
         show("keep[1]", keep.select(0, 1).select(0, 0));
         nn::DotProductAttention attention({.dropout = 0.0});
-        const Variable o = attention(q, k, v, keep);                                               // (B, H, T, d)
+        const Variable o = attention(q, k, v, keep);  // (B, H, T, d)
         const Variable out = (*mha.W_o)(ag::reshape(ag::contiguous(ag::transpose(o, 1, 2)), {B, T, D}));  // (B, T, D)
         note("    q {}  ->  attention {}  ->  concat {}", c::shape_str(q.shape()), c::shape_str(o.shape()),
              c::shape_str(out.shape()));
@@ -259,22 +272,23 @@ int main(int argc, char** argv) {
     });
 
     t.step("4b. Seeds 002 and 004 against PyTorch, masks included", [&] {
-        note("tests/fixtures/attention_masks.safetensors holds seed 002's ScaleDotProductAttention and "
-             "MultiHeadAttention and seed 004's MultiHeadedAttention, as the documents write them, run by torch "
-             "with the documents' boolean masks (pad id 1 for seed 002, 0 for seed 004). Both multi-head layers "
-             "are nn::MultiHeadAttention with biases; only the names differ (w_q ... fc, linears.0 ... 3).\n\n"
-             "One difference is deliberate: a query whose whole row is masked (a padded target position) gets "
-             "uniform weights in PyTorch (every score is -1e9) and zero weights here. No correct model reads "
-             "such a row, and the fixture's u is zero there, so outputs are compared on the other rows and all "
-             "gradients everywhere.");
+        note(
+            "tests/fixtures/attention_masks.safetensors holds seed 002's ScaleDotProductAttention and "
+            "MultiHeadAttention and seed 004's MultiHeadedAttention, as the documents write them, run by torch "
+            "with the documents' boolean masks (pad id 1 for seed 002, 0 for seed 004). Both multi-head layers "
+            "are nn::MultiHeadAttention with biases; only the names differ (w_q ... fc, linears.0 ... 3).\n\n"
+            "One difference is deliberate: a query whose whole row is masked (a padded target position) gets "
+            "uniform weights in PyTorch (every score is -1e9) and zero weights here. No correct model reads "
+            "such a row, and the fixture's u is zero there, so outputs are compared on the other rows and all "
+            "gradients everywhere.");
         const tutorial::Reference ref("attention_masks");
-        const c::Tensor trg_mask = c::ne(ref["mask.trg_mask"], 0.0);          // (B, 1, T, T)
-        const c::Tensor rows = c::ne(ref["mha002.input.upstream"], 0.0);     // the rows PyTorch and we both define
+        const c::Tensor trg_mask = c::ne(ref["mask.trg_mask"], 0.0);      // (B, 1, T, T)
+        const c::Tensor rows = c::ne(ref["mha002.input.upstream"], 0.0);  // the rows PyTorch and we both define
 
         // seed 002's ScaleDotProductAttention on 4-D heads with the (B, 1, T, S) cross mask
         nn::DotProductAttention sdpa({.dropout = 0.0});
         const Variable Q(ref["sdpa.input.Q"], true), K(ref["sdpa.input.K"], true), V(ref["sdpa.input.V"], true);
-        const c::Tensor cross_mask = c::ne(ref["mask.src_trg_mask"], 0.0);   // (B, 1, T, S)
+        const c::Tensor cross_mask = c::ne(ref["mask.src_trg_mask"], 0.0);  // (B, 1, T, S)
         const Variable o = sdpa(Q, K, V, cross_mask);
         ag::sum(o * Variable(ref["sdpa.input.upstream"])).backward();
         const c::Tensor valid = c::ne(ref["sdpa.input.upstream"], 0.0);
@@ -298,8 +312,8 @@ int main(int argc, char** argv) {
                 "uniformly, 1/6 on each of the 6 keys");
 
         // seed 002's MultiHeadAttention(8, 2) with trg_mask (pad & no-peek)
-        nn::MultiHeadAttention m002({.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .num_heads = 2,
-                                     .bias = true});
+        nn::MultiHeadAttention m002(
+            {.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .num_heads = 2, .bias = true});
         load_renamed(m002, ref.params("mha002"), {"w_q", "w_k", "w_v", "fc"});
         const Variable x2(ref["mha002.input.x"], true);
         const Variable out2 = m002(x2, x2, x2, trg_mask.squeeze(1));
@@ -318,23 +332,26 @@ int main(int argc, char** argv) {
         }
 
         // seed 004's MultiHeadedAttention(2, 8) with make_std_mask's (B, T, T) mask
-        nn::MultiHeadAttention m004({.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .num_heads = 2,
-                                     .bias = true});
+        nn::MultiHeadAttention m004(
+            {.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .num_heads = 2, .bias = true});
         load_renamed(m004, ref.params("mha004"), {"linears.0", "linears.1", "linears.2", "linears.3"});
         const Variable x4(ref["mha004.input.x"], true);
         const Variable out4 = m004(x4, x4, x4, c::ne(ref["mask.std_mask"], 0.0));
         ag::sum(out4 * Variable(ref["mha004.input.upstream"])).backward();
         t.check_allclose(out4.value(), ref["mha004.output"], 1e-5,
-                         "seed 004 MultiHeadedAttention with make_std_mask: the output matches everywhere (its mask hides keys only)");
+                         "seed 004 MultiHeadedAttention with make_std_mask: the output matches everywhere (its mask "
+                         "hides keys only)");
         t.check_allclose(x4.grad(), ref["mha004.grad.input.x"], 1e-4, "d/dx matches");
-        t.check_allclose(m004.W_o->bias.grad(), ref["mha004.grad.param.linears.3.bias"], 1e-4, "d/d linears.3.bias matches");
+        t.check_allclose(m004.W_o->bias.grad(), ref["mha004.grad.param.linears.3.bias"], 1e-4,
+                         "d/d linears.3.bias matches");
     });
 
     std::vector<c::Tensor> loop_weights;
     t.step("5. The same thing, one head at a time", [&] {
-        note("Without any reshaping: for each sequence and each head, take that head's d rows of W_q, W_k and "
-             "W_v, run an ordinary attention, put the H results side by side and apply W_o. This is the "
-             "formula of seed 000 and seed 003 read literally.");
+        note(
+            "Without any reshaping: for each sequence and each head, take that head's d rows of W_q, W_k and "
+            "W_v, run an ordinary attention, put the H results side by side and apply W_o. This is the "
+            "formula of seed 000 and seed 003 read literally.");
         Macs macs;
         const c::Tensor out = heads_one_by_one(mha, queries, keys, values, valid_lens, macs, &loop_weights);
         show("head 1 of sequence 0: weights", loop_weights[0]);
@@ -351,12 +368,13 @@ int main(int argc, char** argv) {
     });
 
     t.step("6. The cost: O(n²d) for one head or for h heads", [&] {
-        note("Seed 004 closes with: one head costs O(n²d); h heads cost O(n²·d/h · h) = O(n²d), the same. "
-             "Counting the multiply-adds of the loop above for n = 10 queries and keys, D = 32, one sequence:\n"
-             "- projections: 3 inputs × n × D × D, whatever H is (each head uses D/H of the rows);\n"
-             "- scores q kᵀ: H heads × n × n × D/H = n²D;\n"
-             "- weighted sum of values: the same, n²D;\n"
-             "- W_o: n × D × D.");
+        note(
+            "Seed 004 closes with: one head costs O(n²d); h heads cost O(n²·d/h · h) = O(n²d), the same. "
+            "Counting the multiply-adds of the loop above for n = 10 queries and keys, D = 32, one sequence:\n"
+            "- projections: 3 inputs × n × D × D, whatever H is (each head uses D/H of the rows);\n"
+            "- scores q kᵀ: H heads × n × n × D/H = n²D;\n"
+            "- weighted sum of values: the same, n²D;\n"
+            "- W_o: n × D × D.");
         constexpr int64_t n = 10, Dm = 32;
         const c::Tensor x = c::randn({1, n, Dm}, gen, DType::float64);
         const c::Tensor lens = c::from_vector(std::vector<int64_t>{n}, {1});
@@ -364,13 +382,13 @@ int main(int argc, char** argv) {
         bool constant = true, formula = true, equal = true;
         int64_t first = -1;
         for (int64_t heads : {1, 2, 4, 8}) {
-            nn::MultiHeadAttention m({.key_size = Dm, .query_size = Dm, .value_size = Dm, .num_hiddens = Dm,
-                                      .num_heads = heads},
-                                     gen);
+            nn::MultiHeadAttention m(
+                {.key_size = Dm, .query_size = Dm, .value_size = Dm, .num_hiddens = Dm, .num_heads = heads}, gen);
             m.to(DType::float64);
             Macs macs;
             const c::Tensor out = heads_one_by_one(m, x, x, x, lens, macs);
-            equal = equal && c::max(c::abs(c::sub(out, m(Variable(x), Variable(x), Variable(x), lens).value()))).item() < 1e-12;
+            equal = equal &&
+                    c::max(c::abs(c::sub(out, m(Variable(x), Variable(x), Variable(x), lens).value()))).item() < 1e-12;
             fmt::print("    {:>3} {:>8} {:>14} {:>8} {:>12} {:>6} {:>20} {:>7}\n", heads, Dm / heads, macs.projections,
                        macs.scores, macs.weighted, macs.output, macs.attention(), macs.exps);
             if (first < 0) first = macs.total();
@@ -382,14 +400,15 @@ int main(int argc, char** argv) {
         t.check(formula, "attention costs exactly 2·n²·D = 6400 multiply-adds for every H; projections 3nD², W_o nD²");
         t.check(constant, fmt::format("the total, {} multiply-adds, does not depend on the number of heads", first));
         t.check(equal, "and for every H the counted loop gives the layer's output");
-        note("Two remarks on the documents:\n"
-             "- Seed 000 says folding the heads into the batch 'saves a for loop': it saves the loop's overhead "
-             "(one batched matrix product instead of H small ones), not arithmetic — the multiply-adds are the "
-             "same, as counted above.\n"
-             "- Seed 004 says multi-head attention additionally 'passes the concatenated heads through a "
-             "non-linear layer'. W_o is linear (no activation), and the one-head layer of seed 004's code has "
-             "it too. What does grow with H is the softmax: H·n² exponentials instead of n², as the last "
-             "column shows — small next to the multiply-adds while d = D/H is large.");
+        note(
+            "Two remarks on the documents:\n"
+            "- Seed 000 says folding the heads into the batch 'saves a for loop': it saves the loop's overhead "
+            "(one batched matrix product instead of H small ones), not arithmetic — the multiply-adds are the "
+            "same, as counted above.\n"
+            "- Seed 004 says multi-head attention additionally 'passes the concatenated heads through a "
+            "non-linear layer'. W_o is linear (no activation), and the one-head layer of seed 004's code has "
+            "it too. What does grow with H is the softmax: H·n² exponentials instead of n², as the last "
+            "column shows — small next to the multiply-adds while d = D/H is large.");
     });
 
     t.step("7. Heatmap: every head of every sequence", [&] {
@@ -406,20 +425,22 @@ int main(int argc, char** argv) {
         bool panels = maps.matrices.size() == static_cast<size_t>(B);
         for (int64_t b = 0; panels && b < B; ++b)
             for (int64_t h = 0; h < H; ++h)
-                panels = panels && c::max(c::abs(c::sub(maps.matrices[b][h], loop_weights.at(b * H + h)))).item() < 1e-15;
+                panels =
+                    panels && c::max(c::abs(c::sub(maps.matrices[b][h], loop_weights.at(b * H + h)))).item() < 1e-15;
         t.check(panels, "panel (sequence b, head h) is exactly the weight matrix step 5's loop computed for that head");
     });
 
     t.step("8. Why several heads? Seed 001's 'it', seed 004's question", [&] {
-        note("Seed 001: multi-head attention 'expands the model's ability to focus on different positions': in "
-             "'The animal didn't cross the street because it was too tired' a model wants to know what 'it' "
-             "refers to, and perhaps also what is said about it. Seed 004 asks 多头attention的优点? and answers "
-             "'it captures information from several subspaces'. Below, the weights are SET BY HAND (a trained "
-             "model finds its own): every word is a vector of six features (noun, animate, pronoun, adjective, "
-             "verb, function word); head 1 maps a pronoun's query onto 'animate' keys, head 2 onto 'adjective' "
-             "keys.");
-        const std::vector<std::string> words = {"The", "animal", "didn't", "cross", "the", "street",
-                                                "because", "it", "was", "too", "tired"};
+        note(
+            "Seed 001: multi-head attention 'expands the model's ability to focus on different positions': in "
+            "'The animal didn't cross the street because it was too tired' a model wants to know what 'it' "
+            "refers to, and perhaps also what is said about it. Seed 004 asks 多头attention的优点? and answers "
+            "'it captures information from several subspaces'. Below, the weights are SET BY HAND (a trained "
+            "model finds its own): every word is a vector of six features (noun, animate, pronoun, adjective, "
+            "verb, function word); head 1 maps a pronoun's query onto 'animate' keys, head 2 onto 'adjective' "
+            "keys.");
+        const std::vector<std::string> words = {"The",     "animal", "didn't", "cross", "the",  "street",
+                                                "because", "it",     "was",    "too",   "tired"};
         const std::vector<int> kind = {5, 1, 4, 4, 5, 0, 5, 2, 4, 5, 3};  // the feature each word has
         c::Tensor Xs = c::zeros({1, 11, 6}, DType::float64);
         for (int64_t i = 0; i < 11; ++i) Xs.set({0, i, kind[i]}, 1.0);
@@ -427,11 +448,11 @@ int main(int argc, char** argv) {
         nn::MultiHeadAttention two({.key_size = 6, .query_size = 6, .value_size = 6, .num_hiddens = 6, .num_heads = 2});
         two.to(DType::float64);
         for (const auto& [name, p] : two.named_parameters()) c::fill_(p.value(), 0.0);
-        const double s = 4.0;                          // how sharp: scores of s·√3 against 0
-        set_entry(two.W_q->weight, {0, 2}, s);        // head 1 (rows 0-2): a pronoun asks ...
-        set_entry(two.W_k->weight, {0, 1}, s);        //   ... for animate words
-        set_entry(two.W_q->weight, {3, 2}, s);        // head 2 (rows 3-5): a pronoun asks ...
-        set_entry(two.W_k->weight, {3, 3}, s);        //   ... for adjectives
+        const double s = 4.0;                   // how sharp: scores of s·√3 against 0
+        set_entry(two.W_q->weight, {0, 2}, s);  // head 1 (rows 0-2): a pronoun asks ...
+        set_entry(two.W_k->weight, {0, 1}, s);  //   ... for animate words
+        set_entry(two.W_q->weight, {3, 2}, s);  // head 2 (rows 3-5): a pronoun asks ...
+        set_entry(two.W_k->weight, {3, 3}, s);  //   ... for adjectives
         c::copy_(two.W_v->weight.value(), c::eye(6, DType::float64));
         c::copy_(two.W_o->weight.value(), c::eye(6, DType::float64));
         two(Variable(Xs), Variable(Xs), Variable(Xs));
@@ -447,7 +468,7 @@ int main(int argc, char** argv) {
         nn::MultiHeadAttention one({.key_size = 6, .query_size = 6, .value_size = 6, .num_hiddens = 6, .num_heads = 1});
         one.to(DType::float64);
         for (const auto& [name, p] : one.named_parameters()) c::fill_(p.value(), 0.0);
-        set_entry(one.W_q->weight, {0, 2}, s);        // one head must look for both at once
+        set_entry(one.W_q->weight, {0, 2}, s);  // one head must look for both at once
         set_entry(one.W_k->weight, {0, 1}, s);
         set_entry(one.W_k->weight, {0, 3}, s);
         c::copy_(one.W_v->weight.value(), c::eye(6, DType::float64));
@@ -459,21 +480,24 @@ int main(int argc, char** argv) {
                 "a single head splits one distribution between the two: each gets less than half");
         t.check(w.select(0, 0).at({7, 1}) > 0.5 && w.select(0, 1).at({7, 10}) > 0.5,
                 "two heads give each target more than half of their own distribution");
-        note("That is seed 004's answer made concrete: each head's softmax is one distribution over the "
-             "positions, so one head must share its attention between two relations, while H heads keep H "
-             "distributions in H subspaces (here features 0-2 and 3-5 of the output), and W_o mixes them. In a "
-             "trained model nobody sets W_q and W_k by hand, and heads do not split up so neatly.");
+        note(
+            "That is seed 004's answer made concrete: each head's softmax is one distribution over the "
+            "positions, so one head must share its attention between two relations, while H heads keep H "
+            "distributions in H subspaces (here features 0-2 and 3-5 of the output), and W_o mixes them. In a "
+            "trained model nobody sets W_q and W_k by hand, and heads do not split up so neatly.");
     });
 
     // ---- the exercise (--exercise): tutorials/07_multihead_attention/exercise.cpp -------------
     t.exercise("Exercise. Seed 002's split and concat, against PyTorch", [&] {
-        note("Write exercise::split_heads and exercise::concat_heads. The checks test the layout on numbers you "
-             "can read, then run seed 002's whole MultiHeadAttention.forward with YOUR split and concat "
-             "(w_q, split, ScaleDotProductAttention with the mask, concat, fc) on the weights and input of "
-             "tests/fixtures/attention_masks.safetensors and compare with PyTorch's output and gradient.");
+        note(
+            "Write exercise::split_heads and exercise::concat_heads. The checks test the layout on numbers you "
+            "can read, then run seed 002's whole MultiHeadAttention.forward with YOUR split and concat "
+            "(w_q, split, ScaleDotProductAttention with the mask, concat, fc) on the weights and input of "
+            "tests/fixtures/attention_masks.safetensors and compare with PyTorch's output and gradient.");
         const Variable x(c::arange(2 * 3 * 4, DType::float64).view({2, 3, 4}));
         const Variable heads = exercise::split_heads(x, 2);
-        t.check(heads.shape() == c::Shape{2, 2, 3, 2}, "split_heads((2, 3, 4), 2) has shape (B, H, T, d) = (2, 2, 3, 2)");
+        t.check(heads.shape() == c::Shape{2, 2, 3, 2},
+                "split_heads((2, 3, 4), 2) has shape (B, H, T, d) = (2, 2, 3, 2)");
         if (heads.shape() == c::Shape{2, 2, 3, 2})
             t.check(heads.value().at({1, 1, 2, 0}) == x.value().at({1, 2, 2}),
                     "head 1 of sequence 1, position 2, feature 0 is x[1, 2, 2] (features 2..3 belong to head 1)");
@@ -484,10 +508,13 @@ int main(int argc, char** argv) {
         std::map<std::string, Variable> p;
         for (const auto& [name, value] : w) p.emplace(name, Variable(value));
         const Variable xin(ref["mha002.input.x"], true);
-        auto linear = [&](const Variable& v, const std::string& name) { return ag::linear(v, p.at(name + ".weight"), p.at(name + ".bias")); };
+        auto linear = [&](const Variable& v, const std::string& name) {
+            return ag::linear(v, p.at(name + ".weight"), p.at(name + ".bias"));
+        };
         nn::DotProductAttention sdpa({.dropout = 0.0});
         const c::Tensor mask = c::ne(ref["mask.trg_mask"], 0.0);  // (B, 1, T, T)
-        const Variable q = exercise::split_heads(linear(xin, "w_q"), 2), k = exercise::split_heads(linear(xin, "w_k"), 2),
+        const Variable q = exercise::split_heads(linear(xin, "w_q"), 2),
+                       k = exercise::split_heads(linear(xin, "w_k"), 2),
                        v = exercise::split_heads(linear(xin, "w_v"), 2);
         const Variable out = linear(exercise::concat_heads(sdpa(q, k, v, mask)), "fc");
         ag::sum(out * Variable(ref["mha002.input.upstream"])).backward();
@@ -495,7 +522,8 @@ int main(int argc, char** argv) {
         t.check_allclose(c::where(rows, out.value(), zeros_like(out.value())),
                          c::where(rows, ref["mha002.output"], zeros_like(out.value())), 1e-5,
                          "seed 002's forward with your split and concat matches PyTorch's output");
-        t.check_allclose(xin.grad(), ref["mha002.grad.input.x"], 1e-4, "and PyTorch's gradient with respect to the input");
+        t.check_allclose(xin.grad(), ref["mha002.grad.input.x"], 1e-4,
+                         "and PyTorch's gradient with respect to the input");
     });
 
     return t.finish();

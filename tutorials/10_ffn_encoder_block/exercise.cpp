@@ -17,7 +17,7 @@ ag::Variable conv1d(const ag::Variable& x, const ag::Variable& weight, const ag:
     // a (C_out, C_in) matrix, to its channels, and add the results; then the bias.
     // This placeholder uses the middle tap only: right for k = 1, not for k = 3.
     const int64_t k = weight.shape()[2];
-    const ag::Variable w = ag::select(weight, 2, k / 2);                                 // (C_out, C_in)
+    const ag::Variable w = ag::select(weight, 2, k / 2);                                // (C_out, C_in)
     const ag::Variable y = ag::matmul(ag::transpose(x, 1, 2), ag::transpose(w, 0, 1));  // (B, T, C_out)
     return ag::transpose(ag::add(y, bias), 1, 2);                                       // (B, C_out, T)
 }

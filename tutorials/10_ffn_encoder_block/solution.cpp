@@ -20,8 +20,9 @@ ag::Variable conv1d(const ag::Variable& x, const ag::Variable& weight, const ag:
     const ag::Variable channels_last = ag::transpose(padded, 1, 2);  // (B, T + 2p, C_in)
     ag::Variable y;
     for (int64_t j = 0; j < k; ++j) {
-        const ag::Variable window = ag::slice(channels_last, 1, j, j + T_out);                   // (B, T_out, C_in)
-        const ag::Variable tap = ag::matmul(window, ag::transpose(ag::select(weight, 2, j), 0, 1));  // (B, T_out, C_out)
+        const ag::Variable window = ag::slice(channels_last, 1, j, j + T_out);  // (B, T_out, C_in)
+        const ag::Variable tap =
+            ag::matmul(window, ag::transpose(ag::select(weight, 2, j), 0, 1));  // (B, T_out, C_out)
         y = j == 0 ? tap : ag::add(y, tap);
     }
     return ag::transpose(ag::add(y, bias), 1, 2);  // (B, C_out, T_out)

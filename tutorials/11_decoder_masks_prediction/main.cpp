@@ -11,8 +11,8 @@
 // 002's complete Transformer (5.1) with PyTorch (tests/fixtures/).
 // Read it with tutorials/11_decoder_masks_prediction/README.md.
 #include "autograd/autograd.hpp"
-#include "common/tutorial.hpp"
 #include "common/reference.hpp"
+#include "common/tutorial.hpp"
 #include "core/core.hpp"
 #include "exercise.hpp"
 #include "nn/transformer.hpp"
@@ -74,9 +74,10 @@ public:
 
     Variable forward(const c::Tensor& src, const c::Tensor& trg) const {
         const int64_t T = trg.size(1);
-        const c::Tensor src_mask = make_pad_mask(src, src, 1, 1);                                      // (B, 1, S, S)
-        const c::Tensor src_trg_mask = make_pad_mask(trg, src, 1, 1);                                  // (B, 1, T, S)
-        const c::Tensor trg_mask = c::logical_and(make_pad_mask(trg, trg, 1, 1), make_no_peak_mask(T, T));  // (B, 1, T, T)
+        const c::Tensor src_mask = make_pad_mask(src, src, 1, 1);      // (B, 1, S, S)
+        const c::Tensor src_trg_mask = make_pad_mask(trg, src, 1, 1);  // (B, 1, T, S)
+        const c::Tensor trg_mask =
+            c::logical_and(make_pad_mask(trg, trg, 1, 1), make_no_peak_mask(T, T));  // (B, 1, T, T)
         Variable x = embed("encoder", src);
         for (int64_t i = 0; i < n_layers_; ++i) {
             const std::string l = fmt::format("encoder.layers.{}.", i);
@@ -110,7 +111,8 @@ private:
         const auto s = x.shape();
         return ag::transpose(ag::reshape(x, {s[0], s[1], n_head_, s[2] / n_head_}), 1, 2);
     }
-    Variable attention(const Variable& q_in, const Variable& kv_in, const c::Tensor& mask, const std::string& name) const {
+    Variable attention(const Variable& q_in, const Variable& kv_in, const c::Tensor& mask,
+                       const std::string& name) const {
         const Variable q = split(linear(q_in, name + ".w_q")), k = split(linear(kv_in, name + ".w_k")),
                        v = split(linear(kv_in, name + ".w_v"));
         const double scale = std::sqrt(static_cast<double>(q.shape()[3]));
@@ -143,12 +145,13 @@ int main(int argc, char** argv) {
     c::Generator gen(11);
 
     t.step("1. The no-peek mask", [&] {
-        note("Seed 000 (有掩码的多头注意力): when the decoder computes the output for position i it must not "
-             "look at positions after i — at prediction time they do not exist yet. During training the "
-             "whole target sequence is fed at once, so the attention weights to later positions are masked: "
-             "'pretend the sequence has length i'. Seed 004 writes the mask as subsequent_mask(size) = "
-             "(triu(ones(1, size, size), diagonal=1) == 0); seed 002 as tril(ones(len_q, len_k)); d2l as "
-             "valid lengths [1, 2, ..., T] for every row:");
+        note(
+            "Seed 000 (有掩码的多头注意力): when the decoder computes the output for position i it must not "
+            "look at positions after i — at prediction time they do not exist yet. During training the "
+            "whole target sequence is fed at once, so the attention weights to later positions are masked: "
+            "'pretend the sequence has length i'. Seed 004 writes the mask as subsequent_mask(size) = "
+            "(triu(ones(1, size, size), diagonal=1) == 0); seed 002 as tril(ones(len_q, len_k)); d2l as "
+            "valid lengths [1, 2, ..., T] for every row:");
         const c::Tensor mask = nn::subsequent_mask(5);  // (1, 5, 5), true = may attend
         show_mask("subsequent_mask(5)", mask);
         const c::Tensor lens = nn::causal_valid_lens(2, 5);
@@ -166,10 +169,11 @@ int main(int argc, char** argv) {
     });
 
     t.step("2. Padding masks (seed 002) and seed 004's Batch mask", [&] {
-        note("Seed 002 builds its masks from the token ids, with padding id 1:\n"
-             "    src_mask = make_pad_mask(src, src)                        (B, 1, S, S)\n"
-             "    trg_mask = make_pad_mask(trg, trg) * make_no_peak_mask(trg, trg)\n"
-             "make_pad_mask keeps (query, key) when NEITHER is padding.");
+        note(
+            "Seed 002 builds its masks from the token ids, with padding id 1:\n"
+            "    src_mask = make_pad_mask(src, src)                        (B, 1, S, S)\n"
+            "    trg_mask = make_pad_mask(trg, trg) * make_no_peak_mask(trg, trg)\n"
+            "make_pad_mask keeps (query, key) when NEITHER is padding.");
         const c::Tensor src = c::from_vector(std::vector<int64_t>{5, 7, 3, 1, 1, 4, 2, 8, 6, 1}, {2, 5});
         const c::Tensor trg = c::from_vector(std::vector<int64_t>{2, 9, 4, 1, 2, 6, 1, 1}, {2, 4});
         show("src", src);
@@ -183,9 +187,10 @@ int main(int argc, char** argv) {
         t.check(c::sum(src_mask.select(0, 0).select(0, 0).to(DType::float32)).item() == 9,
                 "sequence 0 of src has 3 real tokens: 3 × 3 = 9 allowed (query, key) pairs");
 
-        note("\nThe query half of the mask blanks whole ROWS: a padded query may attend to nothing. Seed "
-             "002 fills masked scores with -1e9, which spreads such a row uniformly over all keys; tformer "
-             "gives it all-zero weights (tutorial 05, step 3):");
+        note(
+            "\nThe query half of the mask blanks whole ROWS: a padded query may attend to nothing. Seed "
+            "002 fills masked scores with -1e9, which spreads such a row uniformly over all keys; tformer "
+            "gives it all-zero weights (tutorial 05, step 3):");
         const c::Tensor scores = c::randn({2, 1, 4, 4}, gen);
         const c::Tensor w = nn::masked_softmax(Variable(scores), trg_mask).value();
         show("weights[1, 0] with trg_mask", w.select(0, 1).select(0, 0));
@@ -194,8 +199,9 @@ int main(int argc, char** argv) {
         t.check_close(c::sum(w.select(0, 1).select(0, 0).slice(0, 0, 2), {1}), c::ones({2}), 1e-6,
                       "rows 0 and 1 are distributions over the keys they may see");
 
-        note("\nSeed 004's Batch.make_std_mask (padding id 0) masks keys only:\n"
-             "    tgt_mask = (tgt != pad).unsqueeze(-2) & subsequent_mask(T)      (B, T, T)");
+        note(
+            "\nSeed 004's Batch.make_std_mask (padding id 0) masks keys only:\n"
+            "    tgt_mask = (tgt != pad).unsqueeze(-2) & subsequent_mask(T)      (B, T, T)");
         const c::Tensor tgt = c::from_vector(std::vector<int64_t>{1, 3, 5, 0, 0}, {1, 5});
         const c::Tensor std_mask = c::logical_and(c::ne(tgt, 0.0).unsqueeze(-2), nn::subsequent_mask(5));
         show_mask("make_std_mask([[1, 3, 5, 0, 0]], 0)[0]", std_mask.select(0, 0));
@@ -204,61 +210,76 @@ int main(int argc, char** argv) {
     });
 
     t.step("2b. The masks against PyTorch's", [&] {
-        note("tests/fixtures/attention_masks.safetensors holds the masks torch builds with the documents' own "
-             "functions (copied into make_fixtures.py as written) for src [[5, 7, 3, 9, 1, 1], [4, 2, 8, 6, 11, "
-             "12]] and trg [[2, 9, 4, 1, 1], [2, 6, 10, 14, 3]] (pad id 1), and seed 004's for tgt [[1, 3, 5, 0, "
-             "0], [1, 4, 4, 2, 9]] (pad id 0). This tutorial's masks, element by element:");
+        note(
+            "tests/fixtures/attention_masks.safetensors holds the masks torch builds with the documents' own "
+            "functions (copied into make_fixtures.py as written) for src [[5, 7, 3, 9, 1, 1], [4, 2, 8, 6, 11, "
+            "12]] and trg [[2, 9, 4, 1, 1], [2, 6, 10, 14, 3]] (pad id 1), and seed 004's for tgt [[1, 3, 5, 0, "
+            "0], [1, 4, 4, 2, 9]] (pad id 0). This tutorial's masks, element by element:");
         const tutorial::Reference ref("attention_masks");
         const c::Tensor src = ref["ids.src"], trg = ref["ids.trg"];
         auto as_ints = [](const c::Tensor& mask) { return mask.to(DType::int64); };
-        t.check_close(as_ints(make_pad_mask(src, src, 1, 1)), ref["mask.src_mask"], 0, "src_mask = make_pad_mask(src, src) (2, 1, 6, 6)");
+        t.check_close(as_ints(make_pad_mask(src, src, 1, 1)), ref["mask.src_mask"], 0,
+                      "src_mask = make_pad_mask(src, src) (2, 1, 6, 6)");
         t.check_close(as_ints(make_pad_mask(trg, src, 1, 1)), ref["mask.src_trg_mask"], 0,
                       "src_trg_mask = make_pad_mask(trg, src) (2, 1, 5, 6)");
-        t.check_close(as_ints(c::logical_and(make_pad_mask(trg, trg, 1, 1), make_no_peak_mask(5, 5))), ref["mask.trg_mask"], 0,
+        t.check_close(as_ints(c::logical_and(make_pad_mask(trg, trg, 1, 1), make_no_peak_mask(5, 5))),
+                      ref["mask.trg_mask"], 0,
                       "trg_mask = make_pad_mask(trg, trg) * make_no_peak_mask(trg, trg) (2, 1, 5, 5)");
-        t.check_close(as_ints(nn::subsequent_mask(5)), ref["mask.subsequent_mask_5"], 0, "nn::subsequent_mask(5) = seed 004's");
+        t.check_close(as_ints(nn::subsequent_mask(5)), ref["mask.subsequent_mask_5"], 0,
+                      "nn::subsequent_mask(5) = seed 004's");
         const c::Tensor tgt = ref["ids.tgt004"];
-        t.check_close(as_ints(c::logical_and(c::ne(tgt, 0.0).unsqueeze(-2), nn::subsequent_mask(5))), ref["mask.std_mask"], 0,
-                      "Batch.make_std_mask(tgt, 0) (2, 5, 5)");
+        t.check_close(as_ints(c::logical_and(c::ne(tgt, 0.0).unsqueeze(-2), nn::subsequent_mask(5))),
+                      ref["mask.std_mask"], 0, "Batch.make_std_mask(tgt, 0) (2, 5, 5)");
     });
 
     t.step("3. Valid lengths and bool masks give the same attention", [&] {
         note("nn::MultiHeadAttention accepts either form. With the same weights and inputs:");
-        nn::MultiHeadAttention mha({.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .num_heads = 2}, gen);
+        nn::MultiHeadAttention mha({.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .num_heads = 2},
+                                   gen);
         mha.to(DType::float64);
         const Variable X(c::randn({2, 5, 8}, gen, DType::float64));
         const c::Tensor lens = c::from_vector(std::vector<int64_t>{5, 3}, {2});
         const c::Tensor key_pad = c::lt(c::arange(5, DType::int64).view({1, 1, 5}), lens.view({2, 1, 1}));  // (B, 1, S)
 
         const double pad_diff = max_abs_diff(mha(X, X, X, lens).value(), mha(X, X, X, key_pad).value());
-        const double causal_diff =
-            max_abs_diff(mha(X, X, X, nn::causal_valid_lens(2, 5)).value(), mha(X, X, X, nn::subsequent_mask(5)).value());
+        const double causal_diff = max_abs_diff(mha(X, X, X, nn::causal_valid_lens(2, 5)).value(),
+                                                mha(X, X, X, nn::subsequent_mask(5)).value());
         // both at once: row t of sequence b keeps min(t + 1, lens[b]) keys
         const c::Tensor both_lens = c::from_vector(std::vector<int64_t>{1, 2, 3, 4, 5, 1, 2, 3, 3, 3}, {2, 5});
         const double both_diff = max_abs_diff(mha(X, X, X, both_lens).value(),
                                               mha(X, X, X, c::logical_and(key_pad, nn::subsequent_mask(5))).value());
-        note("    largest |difference| of the outputs:\n"
-             "      valid_lens [5, 3]                      vs  bool key mask (B, 1, S)         {:.1e}\n"
-             "      causal_valid_lens(2, 5)                vs  subsequent_mask(5)              {:.1e}\n"
-             "      lens [[1..5], [1, 2, 3, 3, 3]] (B, T)  vs  key mask & subsequent_mask      {:.1e}",
-             pad_diff, causal_diff, both_diff);
+        note(
+            "    largest |difference| of the outputs:\n"
+            "      valid_lens [5, 3]                      vs  bool key mask (B, 1, S)         {:.1e}\n"
+            "      causal_valid_lens(2, 5)                vs  subsequent_mask(5)              {:.1e}\n"
+            "      lens [[1..5], [1, 2, 3, 3, 3]] (B, T)  vs  key mask & subsequent_mask      {:.1e}",
+            pad_diff, causal_diff, both_diff);
         t.check(pad_diff < 1e-15, "padding: valid lengths == bool key mask");
         t.check(causal_diff < 1e-15, "no-peek: d2l's dec_valid_lens == seed 004's subsequent_mask");
-        t.check(both_diff < 1e-15, "padding and no-peek together: per-row lengths min(t + 1, len) == seed 004's tgt_mask");
+        t.check(both_diff < 1e-15,
+                "padding and no-peek together: per-row lengths min(t + 1, len) == seed 004's tgt_mask");
     });
 
     t.step("4. DecoderBlock: masked self-attention, cross-attention, FFN", [&] {
-        note("Seed 000's decoder block has three sub-layers, each followed by AddNorm:\n"
-             "    X2 = attention1(X, X, X, no-peek)                   masked self-attention\n"
-             "    Y  = AddNorm(X, X2)\n"
-             "    Y2 = attention2(Y, enc_outputs, enc_outputs, enc_valid_lens)   cross-attention\n"
-             "    Z  = AddNorm(Y, Y2);   out = AddNorm(Z, FFN(Z))\n"
-             "The queries of the cross-attention come from the target, its keys and values from the encoder "
-             "(seed 002: 'K, V from the encoder's matrix C, Q from the previous decoder block'). d2l's "
-             "example: X (2, 100, 24), 8 heads, encoder valid lengths [3, 2], eval mode.");
-        const nn::TransformerOptions options{.key_size = 24, .query_size = 24, .value_size = 24, .num_hiddens = 24,
-                                             .norm_shape = 24, .ffn_num_input = 24, .ffn_num_hiddens = 48,
-                                             .num_heads = 8, .num_layers = 1, .dropout = 0.5};
+        note(
+            "Seed 000's decoder block has three sub-layers, each followed by AddNorm:\n"
+            "    X2 = attention1(X, X, X, no-peek)                   masked self-attention\n"
+            "    Y  = AddNorm(X, X2)\n"
+            "    Y2 = attention2(Y, enc_outputs, enc_outputs, enc_valid_lens)   cross-attention\n"
+            "    Z  = AddNorm(Y, Y2);   out = AddNorm(Z, FFN(Z))\n"
+            "The queries of the cross-attention come from the target, its keys and values from the encoder "
+            "(seed 002: 'K, V from the encoder's matrix C, Q from the previous decoder block'). d2l's "
+            "example: X (2, 100, 24), 8 heads, encoder valid lengths [3, 2], eval mode.");
+        const nn::TransformerOptions options{.key_size = 24,
+                                             .query_size = 24,
+                                             .value_size = 24,
+                                             .num_hiddens = 24,
+                                             .norm_shape = 24,
+                                             .ffn_num_input = 24,
+                                             .ffn_num_hiddens = 48,
+                                             .num_heads = 8,
+                                             .num_layers = 1,
+                                             .dropout = 0.5};
         nn::EncoderBlock encoder_blk(options, gen);
         nn::DecoderBlock decoder_blk(options, 0, gen);
         encoder_blk.eval();
@@ -276,9 +297,11 @@ int main(int argc, char** argv) {
              c::shape_str(self_w.shape()), c::shape_str(cross_w.shape()));
         t.check(out.shape() == c::Shape{2, 100, 24}, "decoder_blk(X, state) has X's shape (2, 100, 24)");
         bool upper_zero = true;
-        for (int64_t i = 0; i < 99; ++i) upper_zero = upper_zero && max_abs(self_w.slice(1, i, i + 1).slice(2, i + 1, 100)) == 0;
+        for (int64_t i = 0; i < 99; ++i)
+            upper_zero = upper_zero && max_abs(self_w.slice(1, i, i + 1).slice(2, i + 1, 100)) == 0;
         t.check(upper_zero, "self-attention: every weight above the diagonal is exactly 0, in all 16 heads");
-        t.check(max_abs(cross_w.slice(0, 0, 8).slice(2, 3, 100)) == 0 && max_abs(cross_w.slice(0, 8, 16).slice(2, 2, 100)) == 0,
+        t.check(max_abs(cross_w.slice(0, 0, 8).slice(2, 3, 100)) == 0 &&
+                    max_abs(cross_w.slice(0, 8, 16).slice(2, 2, 100)) == 0,
                 "cross-attention: source positions beyond the valid lengths [3, 2] get 0");
 
         c::Tensor later = X.value().clone();
@@ -286,18 +309,27 @@ int main(int argc, char** argv) {
         const c::Tensor out2 = decoder_blk.forward(Variable(later), state).value();
         t.check(max_abs_diff(out2.slice(1, 0, 50), out.slice(1, 0, 50)) == 0 && max_abs_diff(out2, out) > 0,
                 "replacing target positions 50..99 leaves the outputs at 0..49 exactly unchanged");
-        note("d2l's block passes dec_valid_lens only in training mode and None in eval mode, relying on "
-             "prediction feeding one token at a time. nn::DecoderBlock::forward always applies the mask "
-             "(teacher forcing in either mode); prediction uses forward_step, below.");
+        note(
+            "d2l's block passes dec_valid_lens only in training mode and None in eval mode, relying on "
+            "prediction feeding one token at a time. nn::DecoderBlock::forward always applies the mask "
+            "(teacher forcing in either mode); prediction uses forward_step, below.");
     });
 
     t.step("4b. The DecoderBlock against PyTorch", [&] {
-        note("tests/fixtures/decoder_block.safetensors: seed 000's DecoderBlock (D = 8, 2 heads, FFN 16, i = 0) "
-             "run by torch in training mode, so with d2l's dec_valid_lens [1..5] per row, state [enc_outputs, "
-             "[6, 3], [None]], and the gradients of sum(output · u) for X, the encoder outputs and all 18 parameters:");
+        note(
+            "tests/fixtures/decoder_block.safetensors: seed 000's DecoderBlock (D = 8, 2 heads, FFN 16, i = 0) "
+            "run by torch in training mode, so with d2l's dec_valid_lens [1..5] per row, state [enc_outputs, "
+            "[6, 3], [None]], and the gradients of sum(output · u) for X, the encoder outputs and all 18 parameters:");
         const tutorial::Reference ref("decoder_block");
-        const nn::TransformerOptions o{.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .norm_shape = 8,
-                                       .ffn_num_input = 8, .ffn_num_hiddens = 16, .num_heads = 2, .num_layers = 1,
+        const nn::TransformerOptions o{.key_size = 8,
+                                       .query_size = 8,
+                                       .value_size = 8,
+                                       .num_hiddens = 8,
+                                       .norm_shape = 8,
+                                       .ffn_num_input = 8,
+                                       .ffn_num_hiddens = 16,
+                                       .num_heads = 2,
+                                       .num_layers = 1,
                                        .dropout = 0.0};
         c::Generator g(1104);  // not `gen`: step 5's model keeps its numbers
         nn::DecoderBlock blk(o, 0, g);
@@ -311,13 +343,15 @@ int main(int argc, char** argv) {
         ag::sum(out * Variable(ref["input.upstream"])).backward();
         t.check_allclose(out.value(), ref["output"], 1e-5, "output (2, 5, 8) matches PyTorch's");
         t.check_allclose(X.grad(), ref["grad.input.X"], 1e-4, "d/dX matches");
-        t.check_allclose(enc.grad(), ref["grad.input.enc_outputs"], 1e-4, "d/d enc_outputs matches (through the cross-attention)");
+        t.check_allclose(enc.grad(), ref["grad.input.enc_outputs"], 1e-4,
+                         "d/d enc_outputs matches (through the cross-attention)");
         int matched = 0, count = 0;
         for (const auto& [name, p] : blk.named_parameters()) {
             ++count;
             const c::Tensor& theirs = ref["grad.param." + name];
             const double excess = c::max(c::sub(c::abs(c::sub(p.grad().to(DType::float64), theirs.to(DType::float64))),
-                                                c::mul(c::add(c::abs(theirs.to(DType::float64)), 1.0), 1e-4))).item();
+                                                c::mul(c::add(c::abs(theirs.to(DType::float64)), 1.0), 1e-4)))
+                                      .item();
             matched += excess <= 0;
             if (excess > 0) t.check_allclose(p.grad(), theirs, 1e-4, "d/d " + name);
         }
@@ -325,20 +359,21 @@ int main(int argc, char** argv) {
     });
 
     t.step("4c. Seed 002's complete Transformer (5.1), end to end, against PyTorch", [&] {
-        note("Seed 002's last section puts it all together: Transformer(src_pad_idx, trg_pad_idx, ...).forward("
-             "src, trg) builds src_mask, src_trg_mask and trg_mask from the ids, encodes, decodes and returns the "
-             "logits. tests/fixtures/seed002_transformer.safetensors holds that class run by torch (d_model 8, 2 "
-             "heads, FFN 16, 2 layers, vocabularies 13 and 17, pad id 1, dropout 0) on the src and trg of step "
-             "2b, with the gradient of sum(logits · u) for every weight; u is zero at the padded target "
-             "positions (their rows are fully masked: PyTorch spreads them uniformly, tformer gives them zero "
-             "weights, and no loss should read them). The same forward, written here with autograd ops:");
+        note(
+            "Seed 002's last section puts it all together: Transformer(src_pad_idx, trg_pad_idx, ...).forward("
+            "src, trg) builds src_mask, src_trg_mask and trg_mask from the ids, encodes, decodes and returns the "
+            "logits. tests/fixtures/seed002_transformer.safetensors holds that class run by torch (d_model 8, 2 "
+            "heads, FFN 16, 2 layers, vocabularies 13 and 17, pad id 1, dropout 0) on the src and trg of step "
+            "2b, with the gradient of sum(logits · u) for every weight; u is zero at the padded target "
+            "positions (their rows are fully masked: PyTorch spreads them uniformly, tformer gives them zero "
+            "weights, and no loss should read them). The same forward, written here with autograd ops:");
         const tutorial::Reference ref("seed002_transformer");
         Seed002Transformer model(ref.params("model"), 2, 2);
         const c::Tensor src = ref["model.input.src"], trg = ref["model.input.trg"];
         const Variable logits = model.forward(src, trg);
         ag::sum(logits * Variable(ref["model.input.upstream"])).backward();
-        note("    src {} and trg {} -> logits {}; {} weight tensors", c::shape_str(src.shape()), c::shape_str(trg.shape()),
-             c::shape_str(logits.shape()), model.params.size());
+        note("    src {} and trg {} -> logits {}; {} weight tensors", c::shape_str(src.shape()),
+             c::shape_str(trg.shape()), c::shape_str(logits.shape()), model.params.size());
         const c::Tensor real = c::ne(trg, 1.0).unsqueeze(2).expand(logits.shape());
         const c::Tensor zero = c::zeros(logits.shape());
         t.check_allclose(c::where(real, logits.value(), zero), c::where(real, ref["model.output"], zero), 1e-5,
@@ -348,12 +383,16 @@ int main(int argc, char** argv) {
         for (const auto& [name, p] : model.params) {
             const c::Tensor& theirs = ref["model.grad.param." + name];
             const double excess = c::max(c::sub(c::abs(c::sub(p.grad().to(DType::float64), theirs.to(DType::float64))),
-                                                c::mul(c::add(c::abs(theirs.to(DType::float64)), 1.0), 1e-4))).item();
-            if (excess <= 0) ++matched;
-            else worst = name;
+                                                c::mul(c::add(c::abs(theirs.to(DType::float64)), 1.0), 1e-4)))
+                                      .item();
+            if (excess <= 0)
+                ++matched;
+            else
+                worst = name;
         }
         t.check(matched == static_cast<int>(model.params.size()) && matched == 88,
-                fmt::format("the gradients of all {} weights match{}", model.params.size(), worst.empty() ? "" : " (not " + worst + ")"));
+                fmt::format("the gradients of all {} weights match{}", model.params.size(),
+                            worst.empty() ? "" : " (not " + worst + ")"));
         t.check(c::sum(c::abs(model.params.at("decoder.emb.tok_emb.weight").grad().select(0, 1))).item() == 0,
                 "the padding row (id 1) of the target embedding gets no gradient, in both");
     });
@@ -362,17 +401,23 @@ int main(int argc, char** argv) {
     std::vector<int64_t> generated;
 
     t.step("5. Prediction, token by token, with a key/value cache", [&] {
-        note("Seed 000 (预测): to predict token t + 1, the decoder's self-attention uses the t tokens so far "
-             "as keys and values and the newest one as the query. Seed 004's inference_test does it by "
-             "re-running the decoder on the WHOLE prefix with subsequent_mask at every step and keeping the "
-             "last position. d2l keeps each block's past inputs in state[2][i] instead, and tformer goes "
-             "one step further: DecoderState keeps each block's PROJECTED keys and values (W_k x, W_v x) and "
-             "the encoder outputs' projections, so each step only processes the new token.\n\n"
-             "The model: seed 000's sizes (32 hidden, 4 heads, 2 blocks, FFN 64), vocabulary 11 as in seed "
-             "004's copy task, untrained. Source [[1, 2, ..., 10]], decoding starts from token 0 (seed 004's "
-             "tgt = zeros(1, 1)); greedy: the next token is the argmax of the last logits.");
-        const nn::TransformerOptions options{.num_hiddens = 32, .norm_shape = 32, .ffn_num_input = 32,
-                                             .ffn_num_hiddens = 64, .num_heads = 4, .num_layers = 2, .dropout = 0.1};
+        note(
+            "Seed 000 (预测): to predict token t + 1, the decoder's self-attention uses the t tokens so far "
+            "as keys and values and the newest one as the query. Seed 004's inference_test does it by "
+            "re-running the decoder on the WHOLE prefix with subsequent_mask at every step and keeping the "
+            "last position. d2l keeps each block's past inputs in state[2][i] instead, and tformer goes "
+            "one step further: DecoderState keeps each block's PROJECTED keys and values (W_k x, W_v x) and "
+            "the encoder outputs' projections, so each step only processes the new token.\n\n"
+            "The model: seed 000's sizes (32 hidden, 4 heads, 2 blocks, FFN 64), vocabulary 11 as in seed "
+            "004's copy task, untrained. Source [[1, 2, ..., 10]], decoding starts from token 0 (seed 004's "
+            "tgt = zeros(1, 1)); greedy: the next token is the argmax of the last logits.");
+        const nn::TransformerOptions options{.num_hiddens = 32,
+                                             .norm_shape = 32,
+                                             .ffn_num_input = 32,
+                                             .ffn_num_hiddens = 64,
+                                             .num_heads = 4,
+                                             .num_layers = 2,
+                                             .dropout = 0.1};
         nn::TransformerEncoder encoder(11, options, gen);
         nn::TransformerDecoder decoder(11, options, gen);
         encoder.eval();
@@ -388,63 +433,72 @@ int main(int argc, char** argv) {
         double worst = 0;
         bool same_tokens = true;
         int64_t full_positions = 0, full_rows = 0, cached_rows = 0;
-        fmt::print("\n      step  fed   next token:      max |logit   block 0 cache keys:\n"
-                   "                 full   cached    difference|   self        cross\n");
+        fmt::print(
+            "\n      step  fed   next token:      max |logit   block 0 cache keys:\n"
+            "                 full   cached    difference|   self        cross\n");
         for (int64_t step = 1; step <= 9; ++step) {
             // seed 004: decode the whole prefix again, keep the last position
             const c::Tensor tgt = c::from_vector(prefix, {1, static_cast<int64_t>(prefix.size())});
             nn::DecoderState fresh = decoder.init_state(memory, src_lens);
-            const c::Tensor full = decoder.forward(tgt, fresh).value();        // (1, t, V)
-            full_rows += decoder.attention_weights()[0][0].size(1);            // (B·H, t, t): t query rows
-            const c::Tensor last_full = full.select(1, full.size(1) - 1);      // (1, V)
+            const c::Tensor full = decoder.forward(tgt, fresh).value();    // (1, t, V)
+            full_rows += decoder.attention_weights()[0][0].size(1);        // (B·H, t, t): t query rows
+            const c::Tensor last_full = full.select(1, full.size(1) - 1);  // (1, V)
             full_positions += static_cast<int64_t>(prefix.size());
             // tformer: feed only the newest token; the cache holds the rest
             const c::Tensor newest = c::from_vector(std::vector<int64_t>{prefix.back()}, {1, 1});
             const c::Tensor last_cached = decoder.forward_step(newest, cached).value().select(1, 0);  // (1, V)
-            cached_rows += decoder.attention_weights()[0][0].size(1);          // one query row per step
+            cached_rows += decoder.attention_weights()[0][0].size(1);  // one query row per step
 
             const int64_t next_full = static_cast<int64_t>(c::argmax(last_full, 1).item());
             const int64_t next_cached = static_cast<int64_t>(c::argmax(last_cached, 1).item());
             const double diff = max_abs_diff(last_full, last_cached);
             worst = std::max(worst, diff);
             same_tokens = same_tokens && next_full == next_cached;
-            fmt::print("      {:>4} {:>4} {:>7} {:>8} {:>13.1e}   {:<11} {}\n", step, prefix.back(), next_full, next_cached,
-                       diff, c::shape_str(cached.caches[0].self.keys.shape()),
+            fmt::print("      {:>4} {:>4} {:>7} {:>8} {:>13.1e}   {:<11} {}\n", step, prefix.back(), next_full,
+                       next_cached, diff, c::shape_str(cached.caches[0].self.keys.shape()),
                        c::shape_str(cached.caches[0].cross.keys.shape()));
             prefix.push_back(next_cached);
         }
         fmt::print("\n");
         generated = prefix;
-        note("    untrained model prediction: {}\n(seed 004's inference_test prints such a sequence too; "
-             "training the copy task is tutorial 12)",
-             fmt::join(prefix, " "));
+        note(
+            "    untrained model prediction: {}\n(seed 004's inference_test prints such a sequence too; "
+            "training the copy task is tutorial 12)",
+            fmt::join(prefix, " "));
         t.check(worst < 1e-5, fmt::format("at every step the cached logits equal the full pass's last position "
-                                          "(largest difference {:.1e}, float32)", worst));
+                                          "(largest difference {:.1e}, float32)",
+                                          worst));
         t.check(same_tokens, "so greedy decoding picks the same 9 tokens either way");
         t.check(cached.steps_done == 9 && cached.caches[0].self.keys.shape() == c::Shape{4, 9, 8} &&
                     cached.caches[1].cross.keys.shape() == c::Shape{4, 10, 8},
                 "after 9 steps each block caches (B·H, 9, d) = (4, 9, 8) self keys and (4, 10, 8) encoder keys");
-        note("What the cache holds: for every block, the self-attention keys and values of all tokens fed so "
-             "far (one more step each time, B·H = 4 rows of d = 8 features per head), and the encoder "
-             "outputs projected by the cross-attention's W_k and W_v (computed at the first step, then reused). "
-             "Work done: the full passes pushed 1 + 2 + ... + 9 = {} positions through the decoder; the cached "
-             "steps pushed 9.", full_positions);
+        note(
+            "What the cache holds: for every block, the self-attention keys and values of all tokens fed so "
+            "far (one more step each time, B·H = 4 rows of d = 8 features per head), and the encoder "
+            "outputs projected by the cross-attention's W_k and W_v (computed at the first step, then reused). "
+            "Work done: the full passes pushed 1 + 2 + ... + 9 = {} positions through the decoder; the cached "
+            "steps pushed 9.",
+            full_positions);
         t.check(full_rows == 45 && cached_rows == 9,
                 fmt::format("measured in the self-attention weights of block 0: the full passes had {} query rows in "
-                            "all, the cached steps {}", full_rows, cached_rows));
+                            "all, the cached steps {}",
+                            full_rows, cached_rows));
 
-        note("\nA cache may also take several tokens at once (a chunk is masked causally inside itself). "
-             "Feeding the first three tokens together, then the rest one by one:");
+        note(
+            "\nA cache may also take several tokens at once (a chunk is masked causally inside itself). "
+            "Feeding the first three tokens together, then the rest one by one:");
         nn::DecoderState chunked = decoder.init_state(memory, src_lens);
         const c::Tensor all = c::from_vector(std::vector<int64_t>(prefix.begin(), prefix.end() - 1), {1, 9});
         const c::Tensor head = decoder.forward_step(all.slice(1, 0, 3).contiguous(), chunked).value();  // (1, 3, V)
         std::vector<c::Tensor> pieces = {head};
-        for (int64_t i = 3; i < 9; ++i) pieces.push_back(decoder.forward_step(all.slice(1, i, i + 1).contiguous(), chunked).value());
+        for (int64_t i = 3; i < 9; ++i)
+            pieces.push_back(decoder.forward_step(all.slice(1, i, i + 1).contiguous(), chunked).value());
         nn::DecoderState fresh = decoder.init_state(memory, src_lens);
         const c::Tensor teacher = decoder.forward(all, fresh).value();  // (1, 9, V)
         const double chunk_diff = max_abs_diff(c::concat(pieces, 1), teacher);
         t.check(chunk_diff < 1e-5, fmt::format("chunk of 3, then 6 single steps == one teacher-forced pass over all 9 "
-                                               "(largest difference {:.1e})", chunk_diff));
+                                               "(largest difference {:.1e})",
+                                               chunk_diff));
         final_weights = decoder.attention_weights();  // of that last full pass
     });
 
@@ -476,7 +530,8 @@ int main(int argc, char** argv) {
              self_png.string(), cross_png.string());
         bool triangular = true;
         for (const c::Tensor& w : final_weights[0])
-            for (int64_t i = 0; i < 8; ++i) triangular = triangular && max_abs(w.slice(1, i, i + 1).slice(2, i + 1, 9)) == 0;
+            for (int64_t i = 0; i < 8; ++i)
+                triangular = triangular && max_abs(w.slice(1, i, i + 1).slice(2, i + 1, 9)) == 0;
         t.check(triangular, "every self-attention weight above the diagonal is 0, in both blocks");
         bool rows_sum = true;
         for (const auto& row : cross.matrices)
@@ -488,24 +543,29 @@ int main(int argc, char** argv) {
 
     // ---- the exercise (--exercise): tutorials/11_decoder_masks_prediction/exercise.cpp --------
     t.exercise("Exercise. Padding and no-peek together", [&] {
-        note("Write exercise::make_std_mask (seed 004's bool form) and exercise::causal_padded_lens (the same "
-             "mask as per-row valid lengths). The checks compare the first with the mask torch built with seed "
-             "004's own function, and run a MultiHeadAttention with both forms: the outputs must agree.");
+        note(
+            "Write exercise::make_std_mask (seed 004's bool form) and exercise::causal_padded_lens (the same "
+            "mask as per-row valid lengths). The checks compare the first with the mask torch built with seed "
+            "004's own function, and run a MultiHeadAttention with both forms: the outputs must agree.");
         const tutorial::Reference ref("attention_masks");
         const c::Tensor tgt = ref["ids.tgt004"];
         const c::Tensor mine = exercise::make_std_mask(tgt, 0);
-        t.check_close(mine.to(DType::int64), ref["mask.std_mask"], 0, "make_std_mask(tgt, 0) equals PyTorch's (2, 5, 5)");
+        t.check_close(mine.to(DType::int64), ref["mask.std_mask"], 0,
+                      "make_std_mask(tgt, 0) equals PyTorch's (2, 5, 5)");
         const c::Tensor lens = c::from_vector(std::vector<int64_t>{5, 3}, {2});
         const c::Tensor rows = exercise::causal_padded_lens(lens, 5);
-        t.check(rows.shape() == c::Shape{2, 5} && rows.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 3, 4, 5, 1, 2, 3, 3, 3},
+        t.check(rows.shape() == c::Shape{2, 5} &&
+                    rows.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 3, 4, 5, 1, 2, 3, 3, 3},
                 "causal_padded_lens([5, 3], 5) = [[1, 2, 3, 4, 5], [1, 2, 3, 3, 3]]");
         c::Generator g(1111);
-        nn::MultiHeadAttention mha({.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .num_heads = 2}, g);
+        nn::MultiHeadAttention mha({.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .num_heads = 2},
+                                   g);
         mha.to(DType::float64);
         const Variable X(c::randn({2, 5, 8}, g, DType::float64));
         const c::Tensor padded = c::from_vector(std::vector<int64_t>{1, 3, 5, 2, 2, 1, 4, 4, 0, 0}, {2, 5});
         const double diff = c::max(c::abs(c::sub(mha(X, X, X, exercise::causal_padded_lens(lens, 5)).value(),
-                                                 mha(X, X, X, exercise::make_std_mask(padded, 0)).value()))).item();
+                                                 mha(X, X, X, exercise::make_std_mask(padded, 0)).value())))
+                                .item();
         t.check(diff < 1e-15, "for sequences of lengths 5 and 3 (padded with 0), both masks give the same attention");
     });
 

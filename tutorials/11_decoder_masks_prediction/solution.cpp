@@ -14,7 +14,7 @@ c::Tensor make_std_mask(const c::Tensor& tgt, int64_t pad) {
 }
 
 c::Tensor causal_padded_lens(const c::Tensor& valid_lens, int64_t T) {
-    const c::Tensor steps = c::arange(1, T + 1, 1, c::DType::float64).unsqueeze(0);          // (1, T): 1 .. T
+    const c::Tensor steps = c::arange(1, T + 1, 1, c::DType::float64).unsqueeze(0);               // (1, T): 1 .. T
     return c::minimum(steps, valid_lens.to(c::DType::float64).unsqueeze(1)).to(c::DType::int64);  // (B, T)
 }
 

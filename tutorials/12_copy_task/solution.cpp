@@ -14,8 +14,8 @@ Batch make_batch(const c::Tensor& src, const c::Tensor& tgt, int64_t pad) {
     b.src = src;
     b.tgt = tgt.slice(1, 0, L - 1);  // (B, T): <start> and all but the last symbol
     b.tgt_y = tgt.slice(1, 1, L);    // (B, T): every symbol after <start>
-    const c::Tensor real_keys = c::ne(b.tgt, static_cast<double>(pad)).unsqueeze(1);     // (B, 1, T)
-    b.tgt_mask = c::logical_and(real_keys, tformer::nn::subsequent_mask(L - 1));         // (B, T, T)
+    const c::Tensor real_keys = c::ne(b.tgt, static_cast<double>(pad)).unsqueeze(1);  // (B, 1, T)
+    b.tgt_mask = c::logical_and(real_keys, tformer::nn::subsequent_mask(L - 1));      // (B, T, T)
     b.ntokens = static_cast<int64_t>(c::sum(c::ne(b.tgt_y, static_cast<double>(pad)).to(c::DType::float64)).item());
     return b;
 }

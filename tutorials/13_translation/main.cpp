@@ -69,9 +69,9 @@ namespace {
 // ---- the program's own options ------------------------------------------------------------
 
 struct OwnArgs {
-    std::string checkpoint;        // --checkpoint FILE
-    std::string data;              // --data FILE
-    std::vector<char*> rest;       // everything else, for tutorial::Tutorial
+    std::string checkpoint;   // --checkpoint FILE
+    std::string data;         // --data FILE
+    std::vector<char*> rest;  // everything else, for tutorial::Tutorial
 };
 
 // Takes --checkpoint and --data out of argv; the common options stay for the framework.
@@ -88,11 +88,12 @@ OwnArgs take_own_args(int argc, char** argv) {
             a.data = std::string(arg.substr(7));
         } else {
             if (arg == "--help" || arg == "-h")
-                fmt::print("Tutorial 13 also takes:\n"
-                           "  --checkpoint FILE   use a model written by `tformer train translate` instead of\n"
-                           "                      training a small one here\n"
-                           "  --data FILE         the corpus fra.txt (default: data/fra-eng/fra.txt, looked for\n"
-                           "                      from the program's folder and the working folder upwards)\n\n");
+                fmt::print(
+                    "Tutorial 13 also takes:\n"
+                    "  --checkpoint FILE   use a model written by `tformer train translate` instead of\n"
+                    "                      training a small one here\n"
+                    "  --data FILE         the corpus fra.txt (default: data/fra-eng/fra.txt, looked for\n"
+                    "                      from the program's folder and the working folder upwards)\n\n");
             a.rest.push_back(argv[i]);
         }
     }
@@ -140,11 +141,11 @@ std::vector<std::pair<int64_t, double>> top_k(const std::vector<double>& p, size
 // A sentence as the encoder sees it (d2l's predict_seq2seq): preprocessed,
 // tokenised, ids + <eos>, padded to num_steps, with its valid length.
 struct Source {
-    TokenLine words;             // e.g. {"i", "left", "."}
-    std::vector<int64_t> ids;    // padded to num_steps
-    int64_t valid = 0;           // ids that are not <pad>
-    Tensor src;                  // (1, num_steps) int64
-    Tensor lens;                 // (1) int64
+    TokenLine words;           // e.g. {"i", "left", "."}
+    std::vector<int64_t> ids;  // padded to num_steps
+    int64_t valid = 0;         // ids that are not <pad>
+    Tensor src;                // (1, num_steps) int64
+    Tensor lens;               // (1) int64
 };
 
 Source encode_source(const std::string& sentence, const tasks::Vocab& vocab, int64_t num_steps) {
@@ -171,7 +172,8 @@ double sequence_logp(nn::EncoderDecoder& model, const Source& s, const std::vect
     std::vector<int64_t> dec_in = {bos};  // the labels shifted right behind <bos>
     dec_in.insert(dec_in.end(), label.begin(), label.end() - 1);
     const auto n = static_cast<int64_t>(dec_in.size());
-    const Tensor logp = c::log_softmax(model.forward(s.src, c::from_vector(dec_in, {1, n}), s.lens).value());  // (1, n, V)
+    const Tensor logp =
+        c::log_softmax(model.forward(s.src, c::from_vector(dec_in, {1, n}), s.lens).value());  // (1, n, V)
     double total = 0;
     for (int64_t i = 0; i < n; ++i) total += logp.at({0, i, label[i]});
     return total;
@@ -218,7 +220,8 @@ BleuWorking bleu_by_hand(const TokenLine& pred, const TokenLine& label, int k) {
         w.matches.push_back(matched);
         w.totals.push_back(std::max<int64_t>(total, 0));
         // a prediction with no n-grams of this order: d2l divides by zero, tasks::bleu says 0
-        w.score *= total <= 0 ? 0.0 : std::pow(static_cast<double>(matched) / static_cast<double>(total), std::pow(0.5, n));
+        w.score *=
+            total <= 0 ? 0.0 : std::pow(static_cast<double>(matched) / static_cast<double>(total), std::pow(0.5, n));
     }
     return w;
 }
@@ -241,8 +244,10 @@ std::pair<double, double> row_sums_and_padding(const Tensor& w, int64_t valid) {
 // ---- what the steps share ---------------------------------------------------------------
 
 // seed 000's four test sentences and d2l's references
-const std::vector<std::pair<std::string, std::string>> kSeedSentences = {
-    {"go .", "va !"}, {"i lost .", "j'ai perdu ."}, {"he's calm .", "il est calme ."}, {"i'm home .", "je suis chez moi ."}};
+const std::vector<std::pair<std::string, std::string>> kSeedSentences = {{"go .", "va !"},
+                                                                         {"i lost .", "j'ai perdu ."},
+                                                                         {"he's calm .", "il est calme ."},
+                                                                         {"i'm home .", "je suis chez moi ."}};
 
 // Seed 003's walk-through sentence (step 3), cut off as the seed cuts it, and
 // the translation the seed gives it in both genders. A model whose
@@ -260,17 +265,17 @@ struct Model {
     int64_t num_steps = 10;
     bool trained_here = false;
     bool on_d2l_pairs = false;  // trained on d2l's 601 pairs (here, or `--preset d2l`)
-    std::string how;  // one line: which path was taken
+    std::string how;            // one line: which path was taken
 };
 
 // What step 3 records for the heatmaps of step 6.
 struct WalkThrough {
-    std::string sentence;                // kSeedWalkSentence or kFallbackWalkSentence
+    std::string sentence;  // kSeedWalkSentence or kFallbackWalkSentence
     std::vector<std::string> references;
     Source source;
-    std::vector<std::string> fed;       // <bos>, then the generated tokens fed back
-    std::vector<std::string> produced;  // the generated tokens, then <eos> if it came
-    std::vector<Tensor> encoder;        // [block] (H, S, S)
+    std::vector<std::string> fed;                  // <bos>, then the generated tokens fed back
+    std::vector<std::string> produced;             // the generated tokens, then <eos> if it came
+    std::vector<Tensor> encoder;                   // [block] (H, S, S)
     std::vector<std::vector<Tensor>> self, cross;  // [block][step] (H, step + 1) and (H, S)
 };
 
@@ -306,10 +311,12 @@ int main(int argc, char** argv) {
     WalkThrough walk;
 
     t.step("1. The corpus, d2l's preprocessing, vocabularies and padding", [&] {
-        note("Seed 000's training cell starts with d2l.load_data_nmt(batch_size, num_steps): read fra.txt "
-             "(one 'English<TAB>French' pair per line, from Tatoeba), preprocess, tokenise, build a vocabulary "
-             "per language, and turn every sentence into num_steps = 10 ids. tasks::load_fra_eng does the same; "
-             "here is each stage by hand first. Corpus: {}", corpus);
+        note(
+            "Seed 000's training cell starts with d2l.load_data_nmt(batch_size, num_steps): read fra.txt "
+            "(one 'English<TAB>French' pair per line, from Tatoeba), preprocess, tokenise, build a vocabulary "
+            "per language, and turn every sentence into num_steps = 10 ids. tasks::load_fra_eng does the same; "
+            "here is each stage by hand first. Corpus: {}",
+            corpus);
         {
             std::ifstream in(corpus, std::ios::binary);
             if (!in) fail<IOError>("cannot open the corpus '{}' (give it with --data FILE)", corpus);
@@ -332,10 +339,11 @@ int main(int argc, char** argv) {
             before += fmt::format("    {:>4}  {}\n", number, visible(raw));
         }
         note(before);
-        note("d2l's preprocess_nmt does three things: U+202F NARROW NO-BREAK SPACE and U+00A0 NO-BREAK SPACE "
-             "become ordinary spaces (French typography puts them before ! ? : ;), everything is lowercased, and "
-             "a space goes before every , . ! ? that follows a non-space, so punctuation becomes its own token. "
-             "tokenize then splits at single spaces (Python's split(' ')):");
+        note(
+            "d2l's preprocess_nmt does three things: U+202F NARROW NO-BREAK SPACE and U+00A0 NO-BREAK SPACE "
+            "become ordinary spaces (French typography puts them before ! ? : ;), everything is lowercased, and "
+            "a space goes before every , . ! ? that follows a non-space, so punctuation becomes its own token. "
+            "tokenize then splits at single spaces (Python's split(' ')):");
         std::string after;
         for (int number : {1, 6, 8, 48, 470}) {
             const std::string processed = tasks::preprocess_nmt(lines.at(static_cast<size_t>(number - 1)));
@@ -350,9 +358,10 @@ int main(int argc, char** argv) {
         t.check(tasks::preprocess_nmt(lines.at(469)) == "who fell ?\tqui est tombé ?",
                 "line 470's U+00A0 becomes a plain space");
 
-        note("\nNow the whole pipeline: tasks::load_fra_eng with d2l's num_examples = 600, num_steps = 10 and "
-             "min_freq = 2. (d2l's tokenize_nmt stops AFTER line index 600, so it reads 601 lines; the library "
-             "keeps that off-by-one so the vocabularies match d2l's.)");
+        note(
+            "\nNow the whole pipeline: tasks::load_fra_eng with d2l's num_examples = 600, num_steps = 10 and "
+            "min_freq = 2. (d2l's tokenize_nmt stops AFTER line index 600, so it reads 601 lines; the library "
+            "keeps that off-by-one so the vocabularies match d2l's.)");
         data = tasks::load_fra_eng({.path = corpus, .num_examples = 600, .num_steps = 10, .min_freq = 2});
         const tasks::FraEngData& d = *data;
         note("    {} pairs; vocabularies: {} English tokens, {} French tokens", d.report.train_pairs,
@@ -363,10 +372,11 @@ int main(int argc, char** argv) {
 
         std::vector<std::string> first;
         for (int64_t i = 0; i < 12; ++i) first.push_back(fmt::format("{}:{}", i, d.tgt_vocab.to_token(i)));
-        note("\nThe French vocabulary begins (index:token)\n    {}\n'<unk>' is always 0, then the reserved "
-             "'<pad>' (padding), '<bos>' (begin: the decoder's first input) and '<eos>' (end of sentence), then "
-             "every token that occurs at least min_freq = 2 times, most frequent first.",
-             join(first));
+        note(
+            "\nThe French vocabulary begins (index:token)\n    {}\n'<unk>' is always 0, then the reserved "
+            "'<pad>' (padding), '<bos>' (begin: the decoder's first input) and '<eos>' (end of sentence), then "
+            "every token that occurs at least min_freq = 2 times, most frequent first.",
+            join(first));
         t.check(d.tgt_vocab.to_index("<unk>") == 0 && d.tgt_vocab.to_index("<pad>") == 1 &&
                     d.tgt_vocab.to_index("<bos>") == 2 && d.tgt_vocab.to_index("<eos>") == 3,
                 "<unk> <pad> <bos> <eos> are 0 1 2 3 in both vocabularies");
@@ -375,22 +385,24 @@ int main(int argc, char** argv) {
         std::map<std::string, int64_t> count;
         for (const auto& p : d.train.pairs)
             for (const std::string& w : tasks::tokenize(p.tgt)) ++count[w];
-        note("\nmin_freq = 2 by example: 'parti' occurs {} times in the French side, 'resté' {} time(s). So "
-             "'resté' is not in the vocabulary and maps to <unk> (index {}): a model trained on these 601 pairs "
-             "can never write 'je suis resté', although 'I stayed.' is in the data.",
-             count["parti"], count["resté"], d.tgt_vocab.to_index("resté"));
+        note(
+            "\nmin_freq = 2 by example: 'parti' occurs {} times in the French side, 'resté' {} time(s). So "
+            "'resté' is not in the vocabulary and maps to <unk> (index {}): a model trained on these 601 pairs "
+            "can never write 'je suis resté', although 'I stayed.' is in the data.",
+            count["parti"], count["resté"], d.tgt_vocab.to_index("resté"));
         t.check(count["parti"] >= 2 && d.tgt_vocab.contains("parti"), "'parti' (2 or more times) has its own index");
-        t.check(count["resté"] == 1 && d.tgt_vocab.to_index("resté") == tasks::Vocab::kUnk,
-                "'resté' (once) is <unk>");
+        t.check(count["resté"] == 1 && d.tgt_vocab.to_index("resté") == tasks::Vocab::kUnk, "'resté' (once) is <unk>");
 
         // padding and valid lengths
         int64_t row = -1;
         for (size_t i = 0; i < d.train.pairs.size(); ++i)
             if (d.train.pairs[i].src == "i left ." && row < 0) row = static_cast<int64_t>(i);
         const Tensor src_row = d.train.src.select(0, row), tgt_row = d.train.tgt.select(0, row);
-        note("\nbuild_array_nmt turns each sentence into its ids + <eos>, padded with <pad> (1) to num_steps = 10; "
-             "the valid length counts the ids that are not padding. Row {} of the arrays, the pair "
-             "'{}' → '{}':", row, d.train.pairs[row].src, d.train.pairs[row].tgt);
+        note(
+            "\nbuild_array_nmt turns each sentence into its ids + <eos>, padded with <pad> (1) to num_steps = 10; "
+            "the valid length counts the ids that are not padding. Row {} of the arrays, the pair "
+            "'{}' → '{}':",
+            row, d.train.pairs[row].src, d.train.pairs[row].tgt);
         show("src[row]", src_row);
         note("    = [{}], valid length {}", join(d.src_vocab.to_tokens(src_row.to_vector<int64_t>()), ", "),
              d.train.src_valid_len.at({row}));
@@ -402,9 +414,11 @@ int main(int argc, char** argv) {
 
         size_t station = 0;  // seed 003's sentence, as the corpus has it
         while (station < lines.size() && !lines[station].starts_with("I arrived at the station.\t")) ++station;
-        note("\nA sentence longer than num_steps is cut: d2l's truncate_pad keeps the first 10 ids and the "
-             "<eos> is lost (valid length 10). Seed 003's sentence, as the corpus has it on line {}, with "
-             "num_steps = 5:", station + 1);
+        note(
+            "\nA sentence longer than num_steps is cut: d2l's truncate_pad keeps the first 10 ids and the "
+            "<eos> is lost (valid length 10). Seed 003's sentence, as the corpus has it on line {}, with "
+            "num_steps = 5:",
+            station + 1);
         const std::string long_line = tasks::preprocess_nmt("I arrived at the station.");
         const tasks::NmtArray cut = tasks::build_array_nmt({tasks::tokenize(long_line)}, d.src_vocab, 5);
         show("build_array_nmt(['i arrived at the station .'], num_steps=5).tokens", cut.tokens);
@@ -433,13 +447,15 @@ int main(int argc, char** argv) {
             m.how = fmt::format("loaded from {} ({} optimizer steps, preset '{}')", own.checkpoint, info.step,
                                 preset == info.extra.end() ? "?" : preset->second);
             const nn::TransformerOptions& o = info.config.transformer;
-            note("{} optimizer steps, {} epochs; d = {}, FFN {}, {} heads, {} blocks; num_steps {}; "
-                 "vocabularies {} / {}; {} parameters. Steps 3-6 use this model and ITS vocabularies (the "
-                 "600-pair vocabularies of step 1 were only the example).",
-                 info.step, info.epoch, o.num_hiddens, o.ffn_num_hiddens, o.num_heads, o.num_layers, m.num_steps,
-                 m.src_vocab.size(), m.tgt_vocab.size(), m.net->num_parameters());
-            t.check(m.src_vocab.size() == info.config.src_vocab_size && m.tgt_vocab.size() == info.config.tgt_vocab_size,
-                    "the checkpoint's vocabularies fit its embedding and output layers");
+            note(
+                "{} optimizer steps, {} epochs; d = {}, FFN {}, {} heads, {} blocks; num_steps {}; "
+                "vocabularies {} / {}; {} parameters. Steps 3-6 use this model and ITS vocabularies (the "
+                "600-pair vocabularies of step 1 were only the example).",
+                info.step, info.epoch, o.num_hiddens, o.ffn_num_hiddens, o.num_heads, o.num_layers, m.num_steps,
+                m.src_vocab.size(), m.tgt_vocab.size(), m.net->num_parameters());
+            t.check(
+                m.src_vocab.size() == info.config.src_vocab_size && m.tgt_vocab.size() == info.config.tgt_vocab_size,
+                "the checkpoint's vocabularies fit its embedding and output layers");
         } else {
             if (!data) fail<ValueError>("tutorial 13: no corpus, so nothing to train on (step 1 failed)");
             const bool literal = t.literal();
@@ -476,37 +492,58 @@ int main(int argc, char** argv) {
             config.num_steps = 10;
             config.src_vocab_size = d.src_vocab.size();
             config.tgt_vocab_size = d.tgt_vocab.size();
-            config.transformer = {.key_size = 32, .query_size = 32, .value_size = 32, .num_hiddens = 32,
-                                  .norm_shape = 32, .ffn_num_input = 32, .ffn_num_hiddens = 64, .num_heads = 4,
-                                  .num_layers = 2, .dropout = literal ? 0.1 : 0.0};
+            config.transformer = {.key_size = 32,
+                                  .query_size = 32,
+                                  .value_size = 32,
+                                  .num_hiddens = 32,
+                                  .norm_shape = 32,
+                                  .ffn_num_input = 32,
+                                  .ffn_num_hiddens = 64,
+                                  .num_heads = 4,
+                                  .num_layers = 2,
+                                  .dropout = literal ? 0.1 : 0.0};
             const uint64_t seed = 1;  // `tformer train translate --preset d2l`'s seed
-            tasks::TrainOptions o{.epochs = 40, .batch_size = 64, .lr = 0.01, .schedule = "cosine", .warmup = 40,
-                                  .clip = 1.0, .seed = seed, .out_dir = t.out_dir().string(), .quiet = true, .extra = {}};
+            tasks::TrainOptions o{.epochs = 40,
+                                  .batch_size = 64,
+                                  .lr = 0.01,
+                                  .schedule = "cosine",
+                                  .warmup = 40,
+                                  .clip = 1.0,
+                                  .seed = seed,
+                                  .out_dir = t.out_dir().string(),
+                                  .quiet = true,
+                                  .extra = {}};
             if (literal) o.epochs = 200, o.lr = 0.005, o.schedule = "constant", o.warmup = 0;
             // what `tformer eval` needs to reload the data of this checkpoint (the augmented file: --data it)
-            o.extra = {{"preset", literal ? "tutorial-13-literal" : "tutorial-13"}, {"seed", std::to_string(seed)},
-                       {"num_examples", literal ? "600" : "0"}, {"sample_size", "0"}, {"data_seed", "0"},
-                       {"val_fraction", "0"}, {"num_steps", "10"}};
+            o.extra = {{"preset", literal ? "tutorial-13-literal" : "tutorial-13"},
+                       {"seed", std::to_string(seed)},
+                       {"num_examples", literal ? "600" : "0"},
+                       {"sample_size", "0"},
+                       {"data_seed", "0"},
+                       {"val_fraction", "0"},
+                       {"num_steps", "10"}};
             if (literal)
-                note("PATH TAKEN: --literal, seed 000's training cell exactly as written:\n"
-                     "    num_hiddens, num_layers, dropout, batch_size, num_steps = 32, 2, 0.1, 64, 10\n"
-                     "    lr, num_epochs = 0.005, 200;  ffn_num_hiddens, num_heads = 64, 4\n"
-                     "    train_iter, src_vocab, tgt_vocab = d2l.load_data_nmt(batch_size, num_steps)\n"
-                     "    d2l.train_seq2seq(net, train_iter, lr, num_epochs, tgt_vocab, device)\n"
-                     "on the 601 pairs of step 1: Adam at a constant 0.005, gradient clipping at 1 and Xavier-uniform "
-                     "weights as train_seq2seq does, 200 epochs of 10 batches = 2,000 steps, dropout 0.1 (the same "
-                     "run as `tformer train translate --preset d2l`).");
+                note(
+                    "PATH TAKEN: --literal, seed 000's training cell exactly as written:\n"
+                    "    num_hiddens, num_layers, dropout, batch_size, num_steps = 32, 2, 0.1, 64, 10\n"
+                    "    lr, num_epochs = 0.005, 200;  ffn_num_hiddens, num_heads = 64, 4\n"
+                    "    train_iter, src_vocab, tgt_vocab = d2l.load_data_nmt(batch_size, num_steps)\n"
+                    "    d2l.train_seq2seq(net, train_iter, lr, num_epochs, tgt_vocab, device)\n"
+                    "on the 601 pairs of step 1: Adam at a constant 0.005, gradient clipping at 1 and Xavier-uniform "
+                    "weights as train_seq2seq does, 200 epochs of 10 batches = 2,000 steps, dropout 0.1 (the same "
+                    "run as `tformer train translate --preset d2l`).");
             else
-                note("PATH TAKEN: no --checkpoint given, so a small model is trained here, now.\n\n"
-                     "Seed 000 trains num_hiddens 32, 2 blocks, 4 heads, FFN 64, dropout 0.1, batch 64, num_steps "
-                     "10, Adam at lr 0.005 for 200 epochs on d2l's 601 pairs (2000 steps; `--literal` runs exactly "
-                     "that). This run keeps the model and shortens the schedule to 40 epochs (400 steps): Adam with "
-                     "a warm-up of 40 steps to lr 0.01 and a cosine decay, gradient clipping at 1 as d2l, dropout 0 "
-                     "— the goal is to fit the pairs quickly, not to generalise. To the 601 pairs it adds the {} "
-                     "short pairs of the corpus that start with 'I arrived' (the first is line 22,852; d2l's "
-                     "prefix never reaches it), so that step 3 can follow seed 003's own sentence: {} pairs, "
-                     "vocabularies {} / {}.",
-                     added, d.report.train_pairs, d.src_vocab.size(), d.tgt_vocab.size());
+                note(
+                    "PATH TAKEN: no --checkpoint given, so a small model is trained here, now.\n\n"
+                    "Seed 000 trains num_hiddens 32, 2 blocks, 4 heads, FFN 64, dropout 0.1, batch 64, num_steps "
+                    "10, Adam at lr 0.005 for 200 epochs on d2l's 601 pairs (2000 steps; `--literal` runs exactly "
+                    "that). This run keeps the model and shortens the schedule to 40 epochs (400 steps): Adam with "
+                    "a warm-up of 40 steps to lr 0.01 and a cosine decay, gradient clipping at 1 as d2l, dropout 0 "
+                    "— the goal is to fit the pairs quickly, not to generalise. To the 601 pairs it adds the {} "
+                    "short pairs of the corpus that start with 'I arrived' (the first is line 22,852; d2l's "
+                    "prefix never reaches it), so that step 3 can follow seed 003's own sentence: {} pairs, "
+                    "vocabularies {} / {}.",
+                    added, d.report.train_pairs, d.src_vocab.size(), d.tgt_vocab.size());
             c::Generator gen(seed);
             m.net = tasks::build_model(config, gen);
             note("{} parameters. Batches: each epoch a fresh shuffle of the {} pairs in batches of 64.",
@@ -515,33 +552,44 @@ int main(int argc, char** argv) {
             const int64_t bos = d.tgt_vocab.to_index("<bos>");
             const tasks::BatchSource source = tasks::translation_source(d.train, o.batch_size, bos, seed);
             const tasks::Batch first = source.get(0, 0);
-            note("\nOne batch in d2l's framing (train_seq2seq): the decoder input is the target shifted right "
-                 "behind <bos> (teacher forcing), the label is the target itself. Its first row:");
+            note(
+                "\nOne batch in d2l's framing (train_seq2seq): the decoder input is the target shifted right "
+                "behind <bos> (teacher forcing), the label is the target itself. Its first row:");
             show("enc_X[0]", first.enc_X.select(0, 0));
             show("dec_in[0]", first.dec_in.select(0, 0));
             show("label[0]", first.label.select(0, 0));
-            t.check(first.dec_in.at({0, 0}) == static_cast<double>(bos) && first.dec_in.at({0, 1}) == first.label.at({0, 0}),
+            t.check(first.dec_in.at({0, 0}) == static_cast<double>(bos) &&
+                        first.dec_in.at({0, 1}) == first.label.at({0, 0}),
                     "dec_in = [<bos>, label[:-1]]");
 
             const auto start = std::chrono::steady_clock::now();
-            const tasks::TrainResult r =
-                tasks::train(*m.net, gen, source, o,
-                             {.config = config, .src_vocab = d.src_vocab, .tgt_vocab = d.tgt_vocab, .step = 0,
-                              .epoch = 0, .rng = {}, .extra = {}});
+            const tasks::TrainResult r = tasks::train(*m.net, gen, source, o,
+                                                      {.config = config,
+                                                       .src_vocab = d.src_vocab,
+                                                       .tgt_vocab = d.tgt_vocab,
+                                                       .step = 0,
+                                                       .epoch = 0,
+                                                       .rng = {},
+                                                       .extra = {}});
             const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
             std::string curve;
             for (size_t e = 0; e < r.epoch_loss.size(); ++e)
                 if (e == 0 || (e + 1) % (literal ? 20 : 5) == 0)
                     curve += fmt::format("    epoch {:>3}  loss {:.4f}\n", e + 1, r.epoch_loss[e]);
-            note("\nTraining ({} steps, {} thread{}{}): d2l's loss per epoch, Σ masked cross-entropy / Σ valid "
-                 "target tokens:\n{}", r.steps, c::get_num_threads(), c::get_num_threads() == 1 ? "" : "s",
-                 threads_given ? ", from OMP_NUM_THREADS" : "; set OMP_NUM_THREADS for more", curve);
-            note("{:.1f} s for {} steps ({:.0f} target tokens/s). Written to {}: checkpoint.safetensors, "
-                 "loss.csv, loss.png.",
-                 seconds, r.steps, r.tokens_per_second, t.out_dir().string());
+            note(
+                "\nTraining ({} steps, {} thread{}{}): d2l's loss per epoch, Σ masked cross-entropy / Σ valid "
+                "target tokens:\n{}",
+                r.steps, c::get_num_threads(), c::get_num_threads() == 1 ? "" : "s",
+                threads_given ? ", from OMP_NUM_THREADS" : "; set OMP_NUM_THREADS for more", curve);
+            note(
+                "{:.1f} s for {} steps ({:.0f} target tokens/s). Written to {}: checkpoint.safetensors, "
+                "loss.csv, loss.png.",
+                seconds, r.steps, r.tokens_per_second, t.out_dir().string());
             if (literal) {
-                note("d2l's train_seq2seq prints, for this cell, 'loss 0.033, ... tokens/sec'; here:\n    loss {:.3f}, "
-                     "{:.1f} tokens/sec on cpu", r.final_loss, r.tokens_per_second);
+                note(
+                    "d2l's train_seq2seq prints, for this cell, 'loss 0.033, ... tokens/sec'; here:\n    loss {:.3f}, "
+                    "{:.1f} tokens/sec on cpu",
+                    r.final_loss, r.tokens_per_second);
                 t.check(r.steps == 2000, "2,000 optimizer steps: 200 epochs of 10 batches");
                 t.check(r.final_loss < 0.06,
                         fmt::format("the final loss {:.4f} is near d2l's printed 0.033 (below 0.06)", r.final_loss));
@@ -549,15 +597,19 @@ int main(int argc, char** argv) {
                 t.check(r.steps == 400, "400 optimizer steps: 40 epochs of 10 batches");
                 t.check(r.final_loss < 0.1 * r.epoch_loss.front(),
                         fmt::format("the loss fell more than tenfold ({:.3f} → {:.4f}); seed 000's 200-epoch run "
-                                    "ends near 0.03", r.epoch_loss.front(), r.final_loss));
+                                    "ends near 0.03",
+                                    r.epoch_loss.front(), r.final_loss));
             }
             m.src_vocab = d.src_vocab;
             m.tgt_vocab = d.tgt_vocab;
             m.num_steps = config.num_steps;
             m.trained_here = true;
             m.on_d2l_pairs = true;
-            m.how = literal ? fmt::format("trained here with --literal: seed 000's recipe, 601 pairs, 2,000 steps in {:.1f} s", seconds)
-                            : fmt::format("trained here: seed 000's model, 601 + {} pairs, 400 steps in {:.1f} s", added, seconds);
+            m.how = literal ? fmt::format(
+                                  "trained here with --literal: seed 000's recipe, 601 pairs, 2,000 steps in {:.1f} s",
+                                  seconds)
+                            : fmt::format("trained here: seed 000's model, 601 + {} pairs, 400 steps in {:.1f} s",
+                                          added, seconds);
         }
         m.net->eval();  // dropout off from here on (seed 000 predicts with net.eval())
         note("\nModel: {}", m.how);
@@ -565,50 +617,58 @@ int main(int argc, char** argv) {
 
     t.step("3. Seed 003's walk-through, one token at a time", [&] {
         if (!m.net) fail<ValueError>("tutorial 13: there is no model (step 2 failed)");
-        const bool seed_sentence = m.src_vocab.contains("arrived") && m.src_vocab.contains("at") && m.src_vocab.contains("the");
+        const bool seed_sentence =
+            m.src_vocab.contains("arrived") && m.src_vocab.contains("at") && m.src_vocab.contains("the");
         walk.sentence = seed_sentence ? kSeedWalkSentence : kFallbackWalkSentence;
         walk.references = seed_sentence ? kSeedWalkReferences : kFallbackWalkReferences;
-        note("Seed 003 follows 'I arrived at the' → 'Je suis arrivé' through the Transformer: (1) tokenization, (2) "
-             "word embeddings, (3) positional encoding, the encoder's (4) self-attention and (5) feed-forward "
-             "network, the decoder's (6) masked self-attention and (7) cross-attention, and 4. 生成翻译, a "
-             "softmax over the French vocabulary.");
+        note(
+            "Seed 003 follows 'I arrived at the' → 'Je suis arrivé' through the Transformer: (1) tokenization, (2) "
+            "word embeddings, (3) positional encoding, the encoder's (4) self-attention and (5) feed-forward "
+            "network, the decoder's (6) masked self-attention and (7) cross-attention, and 4. 生成翻译, a "
+            "softmax over the French vocabulary.");
         if (!corpus_text.empty()) {
             // where the corpus first has the seed's words (1-based line numbers)
             auto line_of = [&](std::string_view needle) -> int64_t {
                 size_t pos = corpus_text.find(needle);
                 if (pos == std::string::npos) return -1;
                 if (needle.front() == '\n') ++pos;  // the match starts at the end of the line before
-                return 1 + std::count(corpus_text.begin(), corpus_text.begin() + static_cast<std::ptrdiff_t>(pos), '\n');
+                return 1 +
+                       std::count(corpus_text.begin(), corpus_text.begin() + static_cast<std::ptrdiff_t>(pos), '\n');
             };
             const int64_t arrived = line_of(" arrived"), i_arrived = line_of("\nI arrived"),
                           at_the = line_of("\nI arrived at the");
-            note("    first English sentence with 'arrived':          line {}\n"
-                 "    first sentence starting 'I arrived':            line {}\n"
-                 "    first sentence starting 'I arrived at the':     line {}\n"
-                 "The file is sorted by length and d2l trains on its first 601 lines, whose vocabulary has no "
-                 "'arrived' (step 1).", arrived, i_arrived, at_the);
+            note(
+                "    first English sentence with 'arrived':          line {}\n"
+                "    first sentence starting 'I arrived':            line {}\n"
+                "    first sentence starting 'I arrived at the':     line {}\n"
+                "The file is sorted by length and d2l trains on its first 601 lines, whose vocabulary has no "
+                "'arrived' (step 1).",
+                arrived, i_arrived, at_the);
             t.check(arrived > 601 && i_arrived > 601, "neither 'arrived' nor 'I arrived' occurs in d2l's 601 lines");
         }
         if (seed_sentence)
-            note("This model was trained with the corpus's short 'I arrived ...' pairs added (step 2), so it knows "
-                 "the words: we follow the seed's own, unfinished sentence 'I arrived at the'. Seed 003 (7): "
-                 "'注意性别和语法，使 arrivé 变为正确的 je suis arrivé': the English 'I arrived' becomes the French "
-                 "passé composé with être, two French words for one English one, and the participle agrees with the "
-                 "speaker's gender (arrivé / arrivée), which the English 'I' does not show.");
+            note(
+                "This model was trained with the corpus's short 'I arrived ...' pairs added (step 2), so it knows "
+                "the words: we follow the seed's own, unfinished sentence 'I arrived at the'. Seed 003 (7): "
+                "'注意性别和语法，使 arrivé 变为正确的 je suis arrivé': the English 'I arrived' becomes the French "
+                "passé composé with être, two French words for one English one, and the participle agrees with the "
+                "speaker's gender (arrivé / arrivée), which the English 'I' does not show.");
         else
-            note("This model knows only d2l's 601 pairs (--literal, or a checkpoint trained on them), so it has no "
-                 "'arrived'. We follow the closest sentence those pairs support, 'I left.' → 'Je suis parti.' / 'Je "
-                 "suis partie.' (lines 48 and 49): the same construction, passé composé with être and a participle "
-                 "that agrees with the speaker (parti / partie).");
+            note(
+                "This model knows only d2l's 601 pairs (--literal, or a checkpoint trained on them), so it has no "
+                "'arrived'. We follow the closest sentence those pairs support, 'I left.' → 'Je suis parti.' / 'Je "
+                "suis partie.' (lines 48 and 49): the same construction, passé composé with être and a participle "
+                "that agrees with the speaker (parti / partie).");
 
         const tasks::Vocab& sv = m.src_vocab;
         const tasks::Vocab& tv = m.tgt_vocab;
         walk.source = encode_source(walk.sentence, sv, m.num_steps);
         const Source& s = walk.source;
         const int64_t S = m.num_steps, D = m.net->encoder->options.num_hiddens, H = m.net->encoder->options.num_heads;
-        note("\n(1) Tokenization. d2l splits at spaces after preprocess_nmt (seed 003 mentions BPE and "
-             "WordPiece: subword units, tutorial 15). '{}' → [{}] + <eos>, padded to num_steps = {}:",
-             walk.sentence, join(s.words, ", "), S);
+        note(
+            "\n(1) Tokenization. d2l splits at spaces after preprocess_nmt (seed 003 mentions BPE and "
+            "WordPiece: subword units, tutorial 15). '{}' → [{}] + <eos>, padded to num_steps = {}:",
+            walk.sentence, join(s.words, ", "), S);
         show("ids", s.src);
         note("    = [{}], valid length {}", join(sv.to_tokens(s.ids), ", "), s.valid);
         bool known = true;
@@ -619,30 +679,35 @@ int main(int argc, char** argv) {
         const int64_t show_n = std::min<int64_t>(6, D);
         const Tensor E = m.net->encoder->embedding->forward(s.src).value();  // (1, S, D)
         const Tensor scaled = c::mul(E, std::sqrt(static_cast<double>(D)));
-        const Tensor P = m.net->encoder->pos_encoding->P.slice(1, 0, S);    // (1, S, D)
+        const Tensor P = m.net->encoder->pos_encoding->P.slice(1, 0, S);  // (1, S, D)
         const Tensor X = c::add(scaled, P);
-        note("\n(2) Word embeddings: row id of the learned table encoder.embedding.weight ({} × {}), "
-             "seed 003's 'Embeddings(I) → [0.1, 0.5, 0.8, ...]'. Seed 000's encoder multiplies them by √d = "
-             "√{} = {:.3f} (the positional encoding lies in [-1, 1] and should not drown them). First {} of {} "
-             "features, one row per token ({}, <eos>):",
-             sv.size(), D, D, std::sqrt(static_cast<double>(D)), show_n, D, join(s.words, ", "));
+        note(
+            "\n(2) Word embeddings: row id of the learned table encoder.embedding.weight ({} × {}), "
+            "seed 003's 'Embeddings(I) → [0.1, 0.5, 0.8, ...]'. Seed 000's encoder multiplies them by √d = "
+            "√{} = {:.3f} (the positional encoding lies in [-1, 1] and should not drown them). First {} of {} "
+            "features, one row per token ({}, <eos>):",
+            sv.size(), D, D, std::sqrt(static_cast<double>(D)), show_n, D, join(s.words, ", "));
         show("embedding × √d", scaled.select(0, 0).slice(0, 0, s.valid).slice(1, 0, show_n));
-        note("\n(3) Positional encoding: P[pos, 2j] = sin(pos / 10000^(2j/d)), P[pos, 2j+1] = cos(...). Row 0 is "
-             "[0, 1, 0, 1, ...]; seed 003's 'PositionalEncoding(0) = [0.0000, 0.8415, ...]' are sin 1, sin 2, "
-             "... one position off (tutorial 08).");
+        note(
+            "\n(3) Positional encoding: P[pos, 2j] = sin(pos / 10000^(2j/d)), P[pos, 2j+1] = cos(...). Row 0 is "
+            "[0, 1, 0, 1, ...]; seed 003's 'PositionalEncoding(0) = [0.0000, 0.8415, ...]' are sin 1, sin 2, "
+            "... one position off (tutorial 08).");
         show("P[:4, :6]", P.select(0, 0).slice(0, 0, s.valid).slice(1, 0, show_n));
         show("X = embedding × √d + P", X.select(0, 0).slice(0, 0, s.valid).slice(1, 0, show_n));
-        t.check_close(P.select(0, 0).select(0, 0).slice(0, 0, 4), c::from_vector(std::vector<float>{0, 1, 0, 1}, {4}), 0,
-                      "P[0] starts [0, 1, 0, 1]");
+        t.check_close(P.select(0, 0).select(0, 0).slice(0, 0, 4), c::from_vector(std::vector<float>{0, 1, 0, 1}, {4}),
+                      0, "P[0] starts [0, 1, 0, 1]");
         t.check_close(P.at({0, 1, 0}), std::sin(1.0), 1e-6, "P[1, 0] = sin 1 = 0.8415 (seed 003's number)");
 
-        note("\n(4)-(5) The encoder: {} blocks of multi-head self-attention (every source token looks at every "
-             "valid source token) + AddNorm + FFN + AddNorm. Running the blocks by hand on X, then asking the "
-             "encoder itself:", m.net->encoder->blks->size());
+        note(
+            "\n(4)-(5) The encoder: {} blocks of multi-head self-attention (every source token looks at every "
+            "valid source token) + AddNorm + FFN + AddNorm. Running the blocks by hand on X, then asking the "
+            "encoder itself:",
+            m.net->encoder->blks->size());
         Variable Hh(X);
         for (auto& blk : *m.net->encoder->blks) Hh = blk->forward(Hh, s.lens);
         const Tensor enc = m.net->encoder->forward(s.src, s.lens).value();  // (1, S, D)
-        for (const Tensor& w : m.net->encoder->attention_weights()) walk.encoder.push_back(w.clone());  // [block] (H, S, S)
+        for (const Tensor& w : m.net->encoder->attention_weights())
+            walk.encoder.push_back(w.clone());  // [block] (H, S, S)
         show("enc_outputs[0, :4, :6]", enc.select(0, 0).slice(0, 0, s.valid).slice(1, 0, show_n));
         note("    enc_outputs: {}; encoder self-attention weights: {} blocks of {}", c::shape_str(enc.shape()),
              walk.encoder.size(), c::shape_str(walk.encoder.front().shape()));
@@ -658,18 +723,20 @@ int main(int argc, char** argv) {
             }
             rows += "\n";
         }
-        note("Where each token looks in the last encoder block (mean of the {} heads; the padded keys get 0):\n{}",
-             H, rows);
+        note("Where each token looks in the last encoder block (mean of the {} heads; the padded keys get 0):\n{}", H,
+             rows);
 
         // ---- decoding, one token at a time ----
         const int64_t bos = tv.to_index("<bos>"), eos = tv.to_index("<eos>");
-        note("(6)-(7) and 4. 生成翻译. The decoder starts from <bos> and produces one token per step. Each step "
-             "feeds ONLY the newest token: nn::DecoderState keeps, per block, the projected keys and values of "
-             "the tokens fed so far (masked self-attention over the prefix) and of the encoder outputs "
-             "(cross-attention: queries from the French side, keys and values from the English side, seed 000 "
-             "信息传递). The logits of the new position go through a softmax over the {} French tokens; greedy "
-             "search takes the largest. Printed per step: the three most likely next tokens, and the "
-             "cross-attention row of the last block (mean over heads) over the source tokens.", tv.size());
+        note(
+            "(6)-(7) and 4. 生成翻译. The decoder starts from <bos> and produces one token per step. Each step "
+            "feeds ONLY the newest token: nn::DecoderState keeps, per block, the projected keys and values of "
+            "the tokens fed so far (masked self-attention over the prefix) and of the encoder outputs "
+            "(cross-attention: queries from the French side, keys and values from the English side, seed 000 "
+            "信息传递). The logits of the new position go through a softmax over the {} French tokens; greedy "
+            "search takes the largest. Printed per step: the three most likely next tokens, and the "
+            "cross-attention row of the last block (mean over heads) over the source tokens.",
+            tv.size());
         nn::DecoderState state = m.net->decoder->init_state(Variable(enc), s.lens);
         const size_t blocks = m.net->decoder->blks->size();
         walk.self.assign(blocks, {});
@@ -681,9 +748,9 @@ int main(int argc, char** argv) {
         int64_t next = bos;
         fmt::print("\n");
         for (int64_t step = 0; step < m.num_steps; ++step) {
-            const Tensor fed = c::from_vector(std::vector<int64_t>{next}, {1, 1});     // (B, t) = (1, 1)
+            const Tensor fed = c::from_vector(std::vector<int64_t>{next}, {1, 1});   // (B, t) = (1, 1)
             const Tensor logits = m.net->decoder->forward_step(fed, state).value();  // (1, 1, V)
-            const std::vector<double> probs = c::softmax(logits).to_vector();  // (1, 1, V) → V
+            const std::vector<double> probs = c::softmax(logits).to_vector();        // (1, 1, V) → V
             const auto top = top_k(probs, 3);
             tops.push_back(top);
             const auto weights = m.net->decoder->attention_weights();
@@ -700,10 +767,11 @@ int main(int argc, char** argv) {
             }
             next = top.front().first;
             logp_total += std::log(top.front().second);
-            fmt::print("    step {}  fed {:<7} next: {:<9} {:.3f} | {:<9} {:.3f} | {:<9} {:.3f}  → {}\n"
-                       "            cross-attention:{}\n",
-                       step + 1, walk.fed.back(), tv.to_token(top[0].first), top[0].second, tv.to_token(top[1].first),
-                       top[1].second, tv.to_token(top[2].first), top[2].second, tv.to_token(next), cross_row);
+            fmt::print(
+                "    step {}  fed {:<7} next: {:<9} {:.3f} | {:<9} {:.3f} | {:<9} {:.3f}  → {}\n"
+                "            cross-attention:{}\n",
+                step + 1, walk.fed.back(), tv.to_token(top[0].first), top[0].second, tv.to_token(top[1].first),
+                top[1].second, tv.to_token(top[2].first), top[2].second, tv.to_token(next), cross_row);
             walk.produced.push_back(tv.to_token(next));
             if (next == eos) break;
             generated.push_back(next);
@@ -712,12 +780,13 @@ int main(int argc, char** argv) {
         const std::string translation = join(tv.to_tokens(generated));
         note("\n    '{}' → '{}'   (log-probability {:.4f})", walk.sentence, translation, logp_total);
 
-        note("\nSeed 003 writes P(Je | I) = 0.92, P(suis | arrived) = 0.87, P(arrivé | at) = 0.95, as if each "
-             "French word were predicted from one English word. The decoder's softmax is P(y_t | y_1 .. y_t-1, "
-             "whole source): every step sees every source token through the cross-attention above and every "
-             "earlier French token through its self-attention. Read the rows above as where the last block "
-             "looked, not as an alignment: a step may spread its attention over several source tokens, and "
-             "'suis' has no English word of its own.");
+        note(
+            "\nSeed 003 writes P(Je | I) = 0.92, P(suis | arrived) = 0.87, P(arrivé | at) = 0.95, as if each "
+            "French word were predicted from one English word. The decoder's softmax is P(y_t | y_1 .. y_t-1, "
+            "whole source): every step sees every source token through the cross-attention above and every "
+            "earlier French token through its self-attention. Read the rows above as where the last block "
+            "looked, not as an alignment: a step may spread its attention over several source tokens, and "
+            "'suis' has no English word of its own.");
 
         const int64_t steps = static_cast<int64_t>(walk.produced.size());
         t.check(state.steps_done == steps && state.caches.front().self.steps() == steps &&
@@ -740,9 +809,10 @@ int main(int argc, char** argv) {
                 walk.produced.begin(), walk.produced.begin() + std::min<size_t>(3, walk.produced.size())));
             t.check(std::find(walk.references.begin(), walk.references.end(), start3) != walk.references.end(),
                     fmt::format("the translation starts with the seed's 'je suis arrivé' (or arrivée): '{}'", start3));
-            note("Seed 003 shows only these three words. Its sentence stops after 'the', a sentence the model never "
-                 "saw in training, so after them the model has no good continuation and may wander (as printed "
-                 "above) until it runs out of steps.");
+            note(
+                "Seed 003 shows only these three words. Its sentence stops after 'the', a sentence the model never "
+                "saw in training, so after them the model has no good continuation and may wander (as printed "
+                "above) until it runs out of steps.");
         } else if (m.trained_here) {
             t.check(std::find(walk.references.begin(), walk.references.end(), translation) != walk.references.end(),
                     "the trained model translates 'I left.' as the corpus does (parti or partie)");
@@ -755,9 +825,10 @@ int main(int argc, char** argv) {
         };
         if (tops.size() >= 3 && is_participle(tops[2][0].first) && is_participle(tops[2][1].first)) {
             const auto& third = tops[2];
-            note("Look at step 3: after 'je suis' the choice is between the two genders of the participle, both in "
-                 "the corpus; the model's split is {} {:.2f} / {} {:.2f}.",
-                 tv.to_token(third[0].first), third[0].second, tv.to_token(third[1].first), third[1].second);
+            note(
+                "Look at step 3: after 'je suis' the choice is between the two genders of the participle, both in "
+                "the corpus; the model's split is {} {:.2f} / {} {:.2f}.",
+                tv.to_token(third[0].first), third[0].second, tv.to_token(third[1].first), third[1].second);
         }
     });
 
@@ -765,11 +836,12 @@ int main(int argc, char** argv) {
         if (!m.net) fail<ValueError>("tutorial 13: there is no model (step 2 failed)");
         const tasks::Vocab& tv = m.tgt_vocab;
         const int64_t bos = tv.to_index("<bos>"), eos = tv.to_index("<eos>");
-        note("Greedy search commits to the best token at every step. Beam search keeps the K best partial "
-             "translations by total log-probability, extends each by every token, and keeps the K best again; "
-             "a hypothesis that ends with <eos> is scored log p / length^α (α = 1 here, the length counting "
-             "<eos>) so that short ones are not favoured just for having fewer factors below 1. With K = 1 it "
-             "is greedy search.");
+        note(
+            "Greedy search commits to the best token at every step. Beam search keeps the K best partial "
+            "translations by total log-probability, extends each by every token, and keeps the K best again; "
+            "a hypothesis that ends with <eos> is scored log p / length^α (α = 1 here, the length counting "
+            "<eos>) so that short ones are not favoured just for having fewer factors below 1. With K = 1 it "
+            "is greedy search.");
         std::vector<std::string> sentences = {walk.sentence.empty() ? kFallbackWalkSentence : walk.sentence};
         for (const auto& [eng, fra] : kSeedSentences) sentences.push_back(eng);
         bool beam1_same = true, score_same = true;
@@ -793,8 +865,8 @@ int main(int argc, char** argv) {
             worst_recomputed =
                 std::max(worst_recomputed, std::abs(logp4 / scored_length(beam4, m.num_steps) - beam4.score));
             table += fmt::format("    {:<12} greedy: {:<22} {:>7.3f}   beam 4: {:<22} {:>7.3f}\n", sentence,
-                                 join(tv.to_tokens(greedy.tokens)), greedy.score / len1, join(tv.to_tokens(beam4.tokens)),
-                                 beam4.score);
+                                 join(tv.to_tokens(greedy.tokens)), greedy.score / len1,
+                                 join(tv.to_tokens(beam4.tokens)), beam4.score);
         }
         note("\nScores are log p / length (higher is better):\n{}", table);
         t.check(beam1_same, "beam 1 gives exactly greedy's tokens for all five sentences");
@@ -811,9 +883,11 @@ int main(int argc, char** argv) {
             const double lp = sequence_logp(*m.net, s, ids, bos, eos);
             both += fmt::format("    P('{}' | '{}') = exp({:.4f}) = {:.4f}\n", ref, join(s.words), lp, std::exp(lp));
         }
-        note("The two correct translations of the walk-through sentence, scored by teacher forcing:\n{}"
-             "A beam cannot help here: both share 'je suis' and differ in one token, so the search only "
-             "reads off which of the two the model prefers.", both);
+        note(
+            "The two correct translations of the walk-through sentence, scored by teacher forcing:\n{}"
+            "A beam cannot help here: both share 'je suis' and differ in one token, so the search only "
+            "reads off which of the two the model prefers.",
+            both);
 
         if (!data) return;
         // every distinct English sentence of the 601 pairs, with all its French translations
@@ -845,27 +919,29 @@ int main(int argc, char** argv) {
         }
         const tasks::CorpusBleu greedy_bleu = tasks::corpus_bleu(greedy_out, refs, 4);
         const tasks::CorpusBleu beam_bleu = tasks::corpus_bleu(beam_out, refs, 4);
-        note("\nOn all {} distinct English sentences of d2l's 601 pairs, beam 4 changes {} translations "
-             "(the first ones below); its choice scores higher by log p / length in {} of them (beam search "
-             "prunes, so it is not guaranteed to beat greedy).\n{}"
-             "A higher score is what the model believes, not a better translation: a sequence that avoids one "
-             "unlikely token (an <unk>, say) can outscore the right words.\n"
-             "Corpus BLEU-4 against all the corpus's translations of each sentence{}: greedy {:.1f}, beam 4 "
-             "{:.1f}.",
-             english.size(), n_changed, n_higher, changed,
-             m.on_d2l_pairs ? " (the training data, so this measures how well the pairs were fitted)" : "",
-             100 * greedy_bleu.score, 100 * beam_bleu.score);
+        note(
+            "\nOn all {} distinct English sentences of d2l's 601 pairs, beam 4 changes {} translations "
+            "(the first ones below); its choice scores higher by log p / length in {} of them (beam search "
+            "prunes, so it is not guaranteed to beat greedy).\n{}"
+            "A higher score is what the model believes, not a better translation: a sequence that avoids one "
+            "unlikely token (an <unk>, say) can outscore the right words.\n"
+            "Corpus BLEU-4 against all the corpus's translations of each sentence{}: greedy {:.1f}, beam 4 "
+            "{:.1f}.",
+            english.size(), n_changed, n_higher, changed,
+            m.on_d2l_pairs ? " (the training data, so this measures how well the pairs were fitted)" : "",
+            100 * greedy_bleu.score, 100 * beam_bleu.score);
         t.check(static_cast<int64_t>(greedy_out.size()) == static_cast<int64_t>(english.size()),
                 fmt::format("decoded all {} sentences both ways", english.size()));
     });
 
     t.step("5. BLEU", [&] {
         if (!m.net) fail<ValueError>("tutorial 13: there is no model (step 2 failed)");
-        note("Seed 000 ends with predict_seq2seq on four sentences and d2l.bleu(translation, reference, k=2):\n"
-             "    bleu = exp(min(0, 1 - len_label / len_pred)) · Π_{n=1..k} p_n^(1/2^n)\n"
-             "p_n: the share of the prediction's n-grams found in the reference (each reference n-gram used at "
-             "most as often as it occurs there). The first factor punishes a prediction shorter than the "
-             "reference; the weights 1/2, 1/4 make long n-grams count less. The same printout as seed 000:");
+        note(
+            "Seed 000 ends with predict_seq2seq on four sentences and d2l.bleu(translation, reference, k=2):\n"
+            "    bleu = exp(min(0, 1 - len_label / len_pred)) · Π_{n=1..k} p_n^(1/2^n)\n"
+            "p_n: the share of the prediction's n-grams found in the reference (each reference n-gram used at "
+            "most as often as it occurs there). The first factor punishes a prediction shorter than the "
+            "reference; the weights 1/2, 1/4 make long n-grams count less. The same printout as seed 000:");
         std::vector<std::pair<TokenLine, TokenLine>> results;
         std::string printout;
         for (const auto& [eng, fra] : kSeedSentences) {
@@ -881,22 +957,26 @@ int main(int argc, char** argv) {
         for (size_t i = 0; i < results.size(); ++i) {
             const double b = tasks::bleu(results[i].first, results[i].second, 2);
             perfect += b == 1.0;
-            if (!results[i].first.empty()) by_hand = by_hand && std::abs(b - bleu_by_hand(results[i].first, results[i].second, 2).score) < 1e-12;
+            if (!results[i].first.empty())
+                by_hand = by_hand && std::abs(b - bleu_by_hand(results[i].first, results[i].second, 2).score) < 1e-12;
         }
         t.check(by_hand, "each printed BLEU equals d2l's formula computed by hand (below) on that translation");
         if (t.literal() && m.trained_here)
-            t.check(perfect >= 3, fmt::format("--literal: {} of the 4 sentences at BLEU 1.000 (seed 000's printed run has "
-                                              "4; this recipe with seed 1 measured 4 of 4, other seeds 2-4)", perfect));
+            t.check(perfect >= 3,
+                    fmt::format("--literal: {} of the 4 sentences at BLEU 1.000 (seed 000's printed run has "
+                                "4; this recipe with seed 1 measured 4 of 4, other seeds 2-4)",
+                                perfect));
         else
             note("{} of the 4 at BLEU 1.000 (checked with --literal, which trains seed 000's full recipe).", perfect);
         if (data && m.on_d2l_pairs) {
             bool seen = false;
             for (const auto& p : data->train.pairs) seen = seen || p.src == "he's calm .";
             if (!seen)
-                note("'he's calm .' is not one of the 601 training pairs (they have 'i'm calm .' and 'be calm .'): "
-                     "it tests whether the model combines 'he's' → 'il est' with 'calm' → 'calme'. Seed 000's "
-                     "printed run (200 epochs, dropout 0.1) gets it right; a short fit without dropout often does "
-                     "not.\n");
+                note(
+                    "'he's calm .' is not one of the 601 training pairs (they have 'i'm calm .' and 'be calm .'): "
+                    "it tests whether the model combines 'he's' → 'il est' with 'calm' → 'calme'. Seed 000's "
+                    "printed run (200 epochs, dropout 0.1) gets it right; a short fit without dropout often does "
+                    "not.\n");
         }
 
         // The hand computation, on the first imperfect translation long enough to
@@ -921,25 +1001,28 @@ int main(int argc, char** argv) {
                                       w.totals[n - 1], n, p_n, 1 << n);
                 factors += fmt::format(" · {:.4f}^(1/{})", p_n, 1 << n);
             }
-            note("By hand for '{}' => '{}' (reference '{}'):\n"
-                 "    len_pred = {}, len_label = {}: brevity factor exp(min(0, 1 - {}/{})) = {:.4f}\n{}"
-                 "    bleu = {} = {:.4f}",
-                 kSeedSentences[*pick].first, join(pred), join(label), w.len_pred, w.len_label, w.len_label,
-                 w.len_pred, w.brevity, counts, factors, w.score);
+            note(
+                "By hand for '{}' => '{}' (reference '{}'):\n"
+                "    len_pred = {}, len_label = {}: brevity factor exp(min(0, 1 - {}/{})) = {:.4f}\n{}"
+                "    bleu = {} = {:.4f}",
+                kSeedSentences[*pick].first, join(pred), join(label), w.len_pred, w.len_label, w.len_label, w.len_pred,
+                w.brevity, counts, factors, w.score);
             t.check_close(tasks::bleu(pred, label, 2), w.score, 1e-12, "tasks::bleu gives the same number");
         } else {
-            note("No translation has two tokens, so there is no bigram to count; the examples below show the "
-                 "computation instead.");
+            note(
+                "No translation has two tokens, so there is no bigram to count; the examples below show the "
+                "computation instead.");
         }
 
         note("\nTwo more with numbers to check on paper:");
         const double wrong_word = tasks::bleu("il est riche .", "il est calme .", 2);
         const double too_short = tasks::bleu("je suis .", "je suis chez moi .", 2);
-        note("    'il est riche .' vs 'il est calme .': p_1 = 3/4, p_2 = 1/3 (only 'il est'), no brevity factor\n"
-             "        bleu = (3/4)^(1/2) · (1/3)^(1/4) = {:.4f}\n"
-             "    'je suis .' vs 'je suis chez moi .': p_1 = 3/3, p_2 = 1/2, brevity exp(1 - 5/3) = {:.4f}\n"
-             "        bleu = {:.4f} · 1 · (1/2)^(1/4) = {:.4f}",
-             wrong_word, std::exp(1.0 - 5.0 / 3.0), std::exp(1.0 - 5.0 / 3.0), too_short);
+        note(
+            "    'il est riche .' vs 'il est calme .': p_1 = 3/4, p_2 = 1/3 (only 'il est'), no brevity factor\n"
+            "        bleu = (3/4)^(1/2) · (1/3)^(1/4) = {:.4f}\n"
+            "    'je suis .' vs 'je suis chez moi .': p_1 = 3/3, p_2 = 1/2, brevity exp(1 - 5/3) = {:.4f}\n"
+            "        bleu = {:.4f} · 1 · (1/2)^(1/4) = {:.4f}",
+            wrong_word, std::exp(1.0 - 5.0 / 3.0), std::exp(1.0 - 5.0 / 3.0), too_short);
         t.check_close(wrong_word, std::sqrt(0.75) * std::pow(1.0 / 3.0, 0.25), 1e-12, "one wrong word of four: 0.6580");
         t.check_close(too_short, std::exp(1.0 - 5.0 / 3.0) * std::pow(0.5, 0.25), 1e-12,
                       "every word right but two missing: the brevity factor makes it 0.4317");
@@ -954,11 +1037,14 @@ int main(int argc, char** argv) {
         const int64_t H = m.net->encoder->options.num_heads, V = s.valid;
         const auto steps = static_cast<int64_t>(walk.produced.size());
         const size_t enc_blocks = walk.encoder.size(), dec_blocks = walk.cross.size();
-        std::vector<std::string> src_tokens = m.src_vocab.to_tokens(std::vector<int64_t>(s.ids.begin(), s.ids.begin() + V));
+        std::vector<std::string> src_tokens =
+            m.src_vocab.to_tokens(std::vector<int64_t>(s.ids.begin(), s.ids.begin() + V));
         std::vector<std::string> head_titles;
         for (int64_t h = 0; h < H; ++h) head_titles.push_back(fmt::format("head {}", h + 1));
-        note("d2l's show_heatmaps for the sentence of step 3, one panel per (block, head), rows = queries, "
-             "columns = keys; as in d2l only the {} valid source tokens are drawn.", V);
+        note(
+            "d2l's show_heatmaps for the sentence of step 3, one panel per (block, head), rows = queries, "
+            "columns = keys; as in d2l only the {} valid source tokens are drawn.",
+            V);
 
         // encoder: (H, S, S) per block; the padded keys must get exactly 0
         double enc_sum = 0, enc_pad = 0;
@@ -1006,62 +1092,84 @@ int main(int argc, char** argv) {
         const auto self_png = t.out_path("decoder_self_attention.png");
         const auto cross_png = t.out_path("decoder_cross_attention.png");
         const tasks::HeatmapLayout enc_layout = tasks::plot_heatmaps(
-            enc_png, {.matrices = enc_grid, .xlabel = "Keys (source tokens)", .ylabel = "Queries",
-                      .titles = head_titles, .title = fmt::format("encoder self-attention, '{}' (rows: blocks)", join(s.words)),
-                      .x_ticks = src_tokens, .y_ticks = src_tokens});
-        const tasks::HeatmapLayout self_layout = tasks::plot_heatmaps(
-            self_png, {.matrices = self_grid, .xlabel = "Keys (tokens fed)", .ylabel = "Queries (token fed)",
-                       .titles = head_titles, .title = "decoder self-attention (rows: blocks)",
-                       .x_ticks = fed, .y_ticks = fed});
-        const tasks::HeatmapLayout cross_layout = tasks::plot_heatmaps(
-            cross_png, {.matrices = cross_grid, .xlabel = "Keys (source tokens)", .ylabel = "Queries (token produced)",
-                        .titles = head_titles, .title = "encoder-decoder attention (rows: blocks)",
-                        .x_ticks = src_tokens, .y_ticks = walk.produced});
-        note("Wrote\n"
-             "    {}  {} × {} panels of {} × {}\n"
-             "    {}  {} × {} panels of {} × {}\n"
-             "    {}  {} × {} panels of {} × {}",
-             enc_png.string(), enc_layout.rows, enc_layout.cols, enc_layout.queries, enc_layout.keys, self_png.string(),
-             self_layout.rows, self_layout.cols, self_layout.queries, self_layout.keys, cross_png.string(),
-             cross_layout.rows, cross_layout.cols, cross_layout.queries, cross_layout.keys);
+            enc_png, {.matrices = enc_grid,
+                      .xlabel = "Keys (source tokens)",
+                      .ylabel = "Queries",
+                      .titles = head_titles,
+                      .title = fmt::format("encoder self-attention, '{}' (rows: blocks)", join(s.words)),
+                      .x_ticks = src_tokens,
+                      .y_ticks = src_tokens});
+        const tasks::HeatmapLayout self_layout =
+            tasks::plot_heatmaps(self_png, {.matrices = self_grid,
+                                            .xlabel = "Keys (tokens fed)",
+                                            .ylabel = "Queries (token fed)",
+                                            .titles = head_titles,
+                                            .title = "decoder self-attention (rows: blocks)",
+                                            .x_ticks = fed,
+                                            .y_ticks = fed});
+        const tasks::HeatmapLayout cross_layout =
+            tasks::plot_heatmaps(cross_png, {.matrices = cross_grid,
+                                             .xlabel = "Keys (source tokens)",
+                                             .ylabel = "Queries (token produced)",
+                                             .titles = head_titles,
+                                             .title = "encoder-decoder attention (rows: blocks)",
+                                             .x_ticks = src_tokens,
+                                             .y_ticks = walk.produced});
+        note(
+            "Wrote\n"
+            "    {}  {} × {} panels of {} × {}\n"
+            "    {}  {} × {} panels of {} × {}\n"
+            "    {}  {} × {} panels of {} × {}",
+            enc_png.string(), enc_layout.rows, enc_layout.cols, enc_layout.queries, enc_layout.keys, self_png.string(),
+            self_layout.rows, self_layout.cols, self_layout.queries, self_layout.keys, cross_png.string(),
+            cross_layout.rows, cross_layout.cols, cross_layout.queries, cross_layout.keys);
         t.check(enc_layout.rows == static_cast<int>(enc_blocks) && enc_layout.cols == H && enc_layout.queries == V &&
                     enc_layout.keys == V,
                 fmt::format("encoder: {} blocks × {} heads of {} × {}", enc_blocks, H, V, V));
         t.check(self_layout.rows == static_cast<int>(dec_blocks) && self_layout.queries == steps &&
                     self_layout.keys == steps && cross_layout.queries == steps && cross_layout.keys == V,
-                fmt::format("decoder: {} blocks × {} heads; self {} × {} (one row per step), cross {} × {}",
-                            dec_blocks, H, steps, steps, steps, V));
+                fmt::format("decoder: {} blocks × {} heads; self {} × {} (one row per step), cross {} × {}", dec_blocks,
+                            H, steps, steps, steps, V));
         t.check(enc_sum < 1e-5 && enc_pad == 0,
                 "encoder: every valid query's row sums to 1 over the valid tokens; the padded keys get exactly 0");
         t.check(cross_sum < 1e-5 && cross_pad == 0,
                 "cross-attention: every row sums to 1 over the valid source tokens; the padding gets exactly 0");
         t.check(self_sum < 1e-5, "decoder self-attention: step t's row sums to 1 over the t tokens fed so far");
 
-        note("\ntasks::plot_attention draws the same three pictures for a tasks::translate result (the "
-             "pictures `tformer train translate` writes; it draws the decoder's last block only):");
+        note(
+            "\ntasks::plot_attention draws the same three pictures for a tasks::translate result (the "
+            "pictures `tformer train translate` writes; it draws the decoder's last block only):");
         const tasks::Translation tr = tasks::translate(*m.net, m.src_vocab, m.tgt_vocab, walk.sentence, m.num_steps,
                                                        {.max_steps = m.num_steps, .keep_attention = true});
-        const std::vector<std::string> pictures = tasks::plot_attention(t.out_dir().string(), "plot_attention", *m.net, tr);
+        const std::vector<std::string> pictures =
+            tasks::plot_attention(t.out_dir().string(), "plot_attention", *m.net, tr);
         note("    {}", join(pictures, "\n    "));
-        t.check(pictures.size() == 3 && tr.tokens == std::vector<std::string>(walk.produced.begin(),
-                                                                              walk.produced.end() - (walk.produced.back() == "<eos>")),
+        t.check(pictures.size() == 3 &&
+                    tr.tokens == std::vector<std::string>(walk.produced.begin(),
+                                                          walk.produced.end() - (walk.produced.back() == "<eos>")),
                 "plot_attention drew three pictures of the same translation as step 3's");
         double worst = 0;
         for (size_t i = 0; i < tr.decoded.cross_attention.size() && i < walk.cross.back().size(); ++i)
             worst = std::max(worst, c::max(c::abs(c::sub(tr.decoded.cross_attention[i], walk.cross.back()[i]))).item());
         t.check(tr.decoded.cross_attention.size() == walk.cross.back().size() && worst < 1e-6,
                 "and its cross-attention rows are step 3's, row for row");
-        note("Like decoder_self_attention.png above, its decoder self-attention picture labels the rows with "
-             "the tokens produced and the key columns with the tokens fed: <bos>, then the tokens so far.");
+        note(
+            "Like decoder_self_attention.png above, its decoder self-attention picture labels the rows with "
+            "the tokens produced and the key columns with the tokens fed: <bos>, then the tokens so far.");
     });
 
     // ---- the exercise (--exercise): tutorials/13_translation/exercise.cpp ----------------------
     t.exercise("Exercise. d2l's preprocess_nmt", [&] {
-        note("Write exercise::preprocess_nmt. The checks compare it with tasks::preprocess_nmt on hand-picked "
-             "lines and on the first 2,000 lines of the corpus.");
-        const std::vector<std::string> cases = {"Go.\tVa !", "Wow!\tÇa alors\u202F!", "Who fell?\tQui est tombé\u00A0?",
-                                                "I'm home.\tJe suis chez moi.", "Hi, Tom!\tSalut, Tom !",
-                                                "Stop...\tArrête...", " ! ,"};
+        note(
+            "Write exercise::preprocess_nmt. The checks compare it with tasks::preprocess_nmt on hand-picked "
+            "lines and on the first 2,000 lines of the corpus.");
+        const std::vector<std::string> cases = {"Go.\tVa !",
+                                                "Wow!\tÇa alors\u202F!",
+                                                "Who fell?\tQui est tombé\u00A0?",
+                                                "I'm home.\tJe suis chez moi.",
+                                                "Hi, Tom!\tSalut, Tom !",
+                                                "Stop...\tArrête...",
+                                                " ! ,"};
         for (const std::string& line : cases)
             t.check(exercise::preprocess_nmt(line) == tasks::preprocess_nmt(line),
                     fmt::format("'{}' → '{}'", visible(line), visible(tasks::preprocess_nmt(line))));

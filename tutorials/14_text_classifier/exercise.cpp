@@ -16,7 +16,7 @@ c::Tensor mask_queries(const c::Tensor& weights, const c::Tensor& ids) {
     // then unsqueeze(2) to (H·B, T, 1) and multiply.
     // This placeholder repeats each sequence H times in a row (d2l's b·H + h order) instead.
     const int64_t H = weights.size(0) / ids.size(0);
-    const c::Tensor keep = c::ne(ids, 0.0).to(weights.dtype());                       // (B, T)
+    const c::Tensor keep = c::ne(ids, 0.0).to(weights.dtype());  // (B, T)
     const c::Tensor tiled = keep.unsqueeze(1).expand({ids.size(0), H, ids.size(1)}).reshape({-1, ids.size(1)});
     return c::mul(weights, tiled.unsqueeze(2));
 }

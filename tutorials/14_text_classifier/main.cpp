@@ -53,13 +53,13 @@ const char* language(int64_t label) { return label == kEnglish ? "English" : "Fr
 
 // The hyperparameters. Seed 001 reads them from self.config without printing
 // the values; these are small ones that train in seconds.
-constexpr int64_t kMaxLen = 10;       // sequence_length (d2l's num_steps for this corpus, seed 000)
-constexpr int64_t kHiddens = 32;      // embedding_size
-constexpr int64_t kFilters = 64;      // filters: the FFN's inner width
-constexpr int64_t kHeads = 4;         // num_heads
-constexpr int64_t kBlocks = 1;        // num_blocks
-constexpr double kDropout = 0.1;      // 1 - keep_prob
-constexpr double kLambda = 1e-3;      // l2_reg_lambda
+constexpr int64_t kMaxLen = 10;   // sequence_length (d2l's num_steps for this corpus, seed 000)
+constexpr int64_t kHiddens = 32;  // embedding_size
+constexpr int64_t kFilters = 64;  // filters: the FFN's inner width
+constexpr int64_t kHeads = 4;     // num_heads
+constexpr int64_t kBlocks = 1;    // num_blocks
+constexpr double kDropout = 0.1;  // 1 - keep_prob
+constexpr double kLambda = 1e-3;  // l2_reg_lambda
 constexpr int64_t kBatch = 64;
 constexpr int64_t kSteps = 300;
 constexpr double kLr = 2e-3;
@@ -181,8 +181,9 @@ Curve train(nn::TransformerClassifier& model, const Split& train_split, c::Gener
         window_right += c::sum(c::eq(c::argmax(logits.value(), 1), b.labels).to(DType::float32)).item();
         window_rows += static_cast<double>(kBatch);
         if (verbose && step % 50 == 0) {
-            fmt::print("      step {:>3}/{}  loss {:.4f} = cross-entropy {:.4f} + λ·l2 {:.5f}   batch accuracy {:5.1f}%\n",
-                       step, kSteps, window_loss / 50, window_ce / 50, curve.l2.back(), 100 * window_right / window_rows);
+            fmt::print(
+                "      step {:>3}/{}  loss {:.4f} = cross-entropy {:.4f} + λ·l2 {:.5f}   batch accuracy {:5.1f}%\n",
+                step, kSteps, window_loss / 50, window_ce / 50, curve.l2.back(), 100 * window_right / window_rows);
             window_loss = window_ce = window_right = window_rows = 0;
         }
     }
@@ -204,7 +205,7 @@ int main(int argc, char** argv) {
     // gains nothing, and on one thread every printed number is the same on
     // every machine (the library's results depend on the thread count only).
     c::set_num_threads(1);
-    c::Generator gen(14);        // the probe model of step 2, training batches
+    c::Generator gen(14);         // the probe model of step 2, training batches
     c::Generator model_gen(140);  // the classifier's weights and its dropout masks: the model keeps
                                   // a pointer to it, so it must live as long as the model
 
@@ -215,12 +216,13 @@ int main(int argc, char** argv) {
     std::array<double, 2> unk_rate{};  // % of training tokens that are <unk>, English and French
 
     t.step("1. The data: English and French sentences, one shared vocabulary", [&] {
-        note("Seed 001 trains its encoder as a sentence classifier. Our sentences come from the corpus every "
-             "other tutorial uses, data/fra-eng/fra.txt (English<TAB>French per line): each side becomes a "
-             "sentence of its own, labelled 0 = English or 1 = French. tasks::load_fra_eng draws a seeded "
-             "random sample of pairs, applies d2l's preprocessing (lowercase, a space before , . ! ?) and holds "
-             "out a test split by distinct English sentence, with all its translations, so that the translation "
-             "of a test sentence is never a training sentence.");
+        note(
+            "Seed 001 trains its encoder as a sentence classifier. Our sentences come from the corpus every "
+            "other tutorial uses, data/fra-eng/fra.txt (English<TAB>French per line): each side becomes a "
+            "sentence of its own, labelled 0 = English or 1 = French. tasks::load_fra_eng draws a seeded "
+            "random sample of pairs, applies d2l's preprocessing (lowercase, a space before , . ! ?) and holds "
+            "out a test split by distinct English sentence, with all its translations, so that the translation "
+            "of a test sentence is never a training sentence.");
         const fs::path corpus = tutorial::find_corpus();
         const tasks::FraEngData data = tasks::load_fra_eng(
             {.path = corpus.string(), .sample_size = 3000, .seed = 14, .val_fraction = 0.2, .num_steps = kMaxLen});
@@ -247,8 +249,10 @@ int main(int argc, char** argv) {
                 }
                 test_rows.push_back({text, tasks::tokenize(text), label});
             }
-        note("{} training sentences; {} test sentences after dropping {} that also occur in training or twice in "
-             "the test split.", train_rows.size(), test_rows.size(), dropped);
+        note(
+            "{} training sentences; {} test sentences after dropping {} that also occur in training or twice in "
+            "the test split.",
+            train_rows.size(), test_rows.size(), dropped);
 
         // One vocabulary for both languages, built on the training sentences only (d2l's Vocab,
         // min_freq 2): "<unk>" at 0, then "<pad>", then the tokens by frequency.
@@ -262,23 +266,28 @@ int main(int argc, char** argv) {
         std::vector<std::string> shared;  // in vocabulary order, so the most frequent first
         for (const auto& w : vocab.tokens())
             if (english_words.count(w) && french_words.count(w)) shared.push_back(w);
-        note("The vocabulary has {} tokens; the 12 most frequent: {}. {} of them occur on both sides, for "
-             "example: {}. A word seen fewer than 2 times in training becomes <unk> (index 0), in training and "
-             "in the test alike.",
-             vocab.size(), fmt::join(std::vector<std::string>(vocab.tokens().begin(), vocab.tokens().begin() + 12), " "),
-             shared.size(), fmt::join(std::vector<std::string>(shared.begin(), shared.begin() + std::min<size_t>(12, shared.size())), " "));
+        note(
+            "The vocabulary has {} tokens; the 12 most frequent: {}. {} of them occur on both sides, for "
+            "example: {}. A word seen fewer than 2 times in training becomes <unk> (index 0), in training and "
+            "in the test alike.",
+            vocab.size(), fmt::join(std::vector<std::string>(vocab.tokens().begin(), vocab.tokens().begin() + 12), " "),
+            shared.size(),
+            fmt::join(std::vector<std::string>(shared.begin(), shared.begin() + std::min<size_t>(12, shared.size())),
+                      " "));
 
         train_split = encode(std::move(train_rows), vocab, kMaxLen);
         test_split = encode(std::move(test_rows), vocab, kMaxLen);
-        note("Every sentence is cut or padded with <pad> (index {}) to sequence_length = {} ids; its valid length "
-             "counts the real ones. (Seed 001 never prints its sequence_length; we take seed 000's num_steps "
-             "for this corpus.) The first rows of the training split:",
-             vocab.to_index("<pad>"), kMaxLen);
+        note(
+            "Every sentence is cut or padded with <pad> (index {}) to sequence_length = {} ids; its valid length "
+            "counts the real ones. (Seed 001 never prints its sequence_length; we take seed 000's num_steps "
+            "for this corpus.) The first rows of the training split:",
+            vocab.to_index("<pad>"), kMaxLen);
         for (int64_t r = 0; r < 6; ++r) {
             const Sentence& s = train_split.rows[static_cast<size_t>(r)];
             fmt::print("      {} {:<8} valid {:>2}  \"{}\"\n", train_split.labels.at({r}) == kFrench ? 1 : 0,
                        language(s.label), static_cast<int64_t>(train_split.valid_lens.at({r})), s.text);
-            fmt::print("        ids {}\n        =   {}\n", fmt::join(train_split.X.select(0, r).to_vector<int64_t>(), " "),
+            fmt::print("        ids {}\n        =   {}\n",
+                       fmt::join(train_split.X.select(0, r).to_vector<int64_t>(), " "),
                        ids_to_text(vocab, train_split, r, true));
         }
         fmt::print("\n");
@@ -288,12 +297,14 @@ int main(int argc, char** argv) {
             for (const auto& w : s.tokens)
                 if (w.find("\xE2\x80\x89") != std::string::npos) ++thin, thin_words.insert(w);
         if (thin > 0)
-            note("A token may hide a character: {} training tokens ({} distinct) hold U+2009 THIN SPACE, which "
-                 "French typography puts before ! and ?, and which d2l's preprocess_nmt leaves as it is (it only "
-                 "replaces U+202F and U+00A0). So \"retire-toi\" followed by a thin space is one token, different "
-                 "from \"retire-toi\"; {} of these tokens made it into the vocabulary.",
-                 thin, thin_words.size(),
-                 std::count_if(thin_words.begin(), thin_words.end(), [&](const std::string& w) { return vocab.contains(w); }));
+            note(
+                "A token may hide a character: {} training tokens ({} distinct) hold U+2009 THIN SPACE, which "
+                "French typography puts before ! and ?, and which d2l's preprocess_nmt leaves as it is (it only "
+                "replaces U+202F and U+00A0). So \"retire-toi\" followed by a thin space is one token, different "
+                "from \"retire-toi\"; {} of these tokens made it into the vocabulary.",
+                thin, thin_words.size(), std::count_if(thin_words.begin(), thin_words.end(), [&](const std::string& w) {
+                    return vocab.contains(w);
+                }));
         show("train X[:4]", train_split.X.slice(0, 0, 4));
         show("train valid_lens[:4]", train_split.valid_lens.slice(0, 0, 4));
         show("train labels[:4]", train_split.labels.slice(0, 0, 4));
@@ -302,7 +313,8 @@ int main(int argc, char** argv) {
         const auto lens = train_split.valid_lens.to_vector<int64_t>();
         const auto labels = train_split.labels.to_vector<int64_t>();
         int64_t french = std::count(labels.begin(), labels.end(), kFrench), full = 0;
-        for (size_t i = 0; i < train_split.rows.size(); ++i) full += train_split.rows[i].tokens.size() > size_t(kMaxLen);
+        for (size_t i = 0; i < train_split.rows.size(); ++i)
+            full += train_split.rows[i].tokens.size() > size_t(kMaxLen);
         // The share of tokens that are <unk>, per split and language (whole sentences, before truncation).
         auto unk_share = [&](const Split& s, int64_t label) {
             double tokens = 0, unknown = 0;
@@ -312,11 +324,12 @@ int main(int argc, char** argv) {
             return 100 * unknown / tokens;
         };
         unk_rate = {unk_share(train_split, kEnglish), unk_share(train_split, kFrench)};
-        note("{} of the {} training sentences are French (each pair gives one of each); {} are longer than {} "
-             "tokens and lose their end. <unk> tokens: {:.1f}% of the English and {:.1f}% of the French "
-             "training tokens (words seen once), {:.1f}% and {:.1f}% of the test tokens.",
-             french, labels.size(), full, kMaxLen, unk_rate[kEnglish], unk_rate[kFrench],
-             unk_share(test_split, kEnglish), unk_share(test_split, kFrench));
+        note(
+            "{} of the {} training sentences are French (each pair gives one of each); {} are longer than {} "
+            "tokens and lose their end. <unk> tokens: {:.1f}% of the English and {:.1f}% of the French "
+            "training tokens (words seen once), {:.1f}% and {:.1f}% of the test tokens.",
+            french, labels.size(), full, kMaxLen, unk_rate[kEnglish], unk_rate[kFrench],
+            unk_share(test_split, kEnglish), unk_share(test_split, kFrench));
         t.check(2 * french == static_cast<int64_t>(labels.size()), "the training split is half English, half French");
         t.check(train_split.X.shape() == c::Shape{static_cast<int64_t>(labels.size()), kMaxLen},
                 "X is (N, sequence_length) token ids");
@@ -325,7 +338,8 @@ int main(int argc, char** argv) {
         const int64_t pad = vocab.to_index("<pad>");
         for (size_t r = 0; r < lens.size(); ++r) {
             lens_ok = lens_ok && lens[r] == std::min<int64_t>(train_split.rows[r].tokens.size(), kMaxLen);
-            for (int64_t k = 0; k < kMaxLen; ++k) pads_ok = pads_ok && ((ids[r * kMaxLen + k] == pad) == (k >= lens[r]));
+            for (int64_t k = 0; k < kMaxLen; ++k)
+                pads_ok = pads_ok && ((ids[r * kMaxLen + k] == pad) == (k >= lens[r]));
         }
         t.check(lens_ok && pads_ok, "valid length = min(tokens, sequence_length), and <pad> fills exactly the rest");
         bool no_leak = true;
@@ -335,44 +349,57 @@ int main(int argc, char** argv) {
     });
 
     t.step("2. Seed 001's position embedding, by hand and in the library", [&] {
-        note("Seed 001's _position_embedding builds a (sequence_length, embedding_size) table\n"
-             "    angle[pos, i] = pos / 10000^((i - i % 2) / embedding_size)\n"
-             "then applies sin to the even columns ([:, 0::2]) and cos to the odd ones ([:, 1::2]); i - i % 2 is "
-             "the 2i of seed 002's formula, so columns 2i and 2i+1 share one frequency (tutorial 08). The "
-             "classifier's encoder holds this table as nn::PositionalEncoding::P. Columns 0 to 5 of the first "
-             "4 positions, by hand:");
+        note(
+            "Seed 001's _position_embedding builds a (sequence_length, embedding_size) table\n"
+            "    angle[pos, i] = pos / 10000^((i - i % 2) / embedding_size)\n"
+            "then applies sin to the even columns ([:, 0::2]) and cos to the odd ones ([:, 1::2]); i - i % 2 is "
+            "the 2i of seed 002's formula, so columns 2i and 2i+1 share one frequency (tutorial 08). The "
+            "classifier's encoder holds this table as nn::PositionalEncoding::P. Columns 0 to 5 of the first "
+            "4 positions, by hand:");
         const c::Tensor mine = seed001_position_embedding(kMaxLen, kHiddens);
         show("angle -> sin/cos [:4, :6]", mine.slice(0, 0, 4).slice(1, 0, 6));
-        nn::TransformerClassifier probe({.vocab_size = vocab.size(), .max_len = kMaxLen, .num_hiddens = kHiddens,
-                                         .ffn_num_hiddens = kFilters, .num_heads = kHeads, .num_layers = 0},
+        nn::TransformerClassifier probe({.vocab_size = vocab.size(),
+                                         .max_len = kMaxLen,
+                                         .num_hiddens = kHiddens,
+                                         .ffn_num_hiddens = kFilters,
+                                         .num_heads = kHeads,
+                                         .num_layers = 0},
                                         gen);
         const c::Tensor P = probe.encoder->pos_encoding->P.select(0, 0).slice(0, 0, kMaxLen);  // (T, D)
         t.check_close(P, mine, 1e-6, "the library's table equals seed 001's formula (float32 against double)");
 
-        note("Seed 001 then adds it to the word embeddings as they are, embedded_words + embedded_position. "
-             "Seed 000's encoder first multiplies the embeddings by √D (tutorial 08, step 6); the classifier "
-             "turns that off (TransformerOptions::scale_embedding = false). With no block at all (num_layers "
-             "= 0) the encoder's output is just that sum, which we check on two training sentences:");
+        note(
+            "Seed 001 then adds it to the word embeddings as they are, embedded_words + embedded_position. "
+            "Seed 000's encoder first multiplies the embeddings by √D (tutorial 08, step 6); the classifier "
+            "turns that off (TransformerOptions::scale_embedding = false). With no block at all (num_layers "
+            "= 0) the encoder's output is just that sum, which we check on two training sentences:");
         probe.eval();  // no dropout on the sum
         const Batch b = rows_of(train_split, {0, 1});
         ag::NoGradGuard no_grad;
         const c::Tensor H = probe.encoder->forward(b.X, b.valid_lens).value();  // (2, T, D)
-        const c::Tensor E = c::index_select(probe.encoder->embedding->weight.value(), 0, b.X.flatten()).view({2, kMaxLen, kHiddens});
+        const c::Tensor E =
+            c::index_select(probe.encoder->embedding->weight.value(), 0, b.X.flatten()).view({2, kMaxLen, kHiddens});
         t.check(!probe.encoder->options.scale_embedding, "the classifier's encoder has scale_embedding = false");
         t.check_close(H, c::add(E, P.unsqueeze(0)), 1e-6, "encoder output = E[X] + P, with no √D");
     });
 
     t.step("3. The model: seed 001's encoder, flatten, dropout and output layer", [&] {
-        model = std::make_unique<nn::TransformerClassifier>(
-            nn::TransformerClassifier::Options{.vocab_size = vocab.size(), .num_classes = 2, .max_len = kMaxLen,
-                                               .num_hiddens = kHiddens, .ffn_num_hiddens = kFilters,
-                                               .num_heads = kHeads, .num_layers = kBlocks, .dropout = kDropout,
-                                               .pooling = Pooling::flatten},
-            model_gen);
-        note("nn::TransformerClassifier({{.vocab_size = {}, .num_classes = 2, .max_len = {}, .num_hiddens = {}, "
-             ".ffn_num_hiddens = {}, .num_heads = {}, .num_layers = {}, .dropout = {}, .pooling = flatten}}). "
-             "Its parameters:",
-             vocab.size(), kMaxLen, kHiddens, kFilters, kHeads, kBlocks, kDropout);
+        model =
+            std::make_unique<nn::TransformerClassifier>(nn::TransformerClassifier::Options{.vocab_size = vocab.size(),
+                                                                                           .num_classes = 2,
+                                                                                           .max_len = kMaxLen,
+                                                                                           .num_hiddens = kHiddens,
+                                                                                           .ffn_num_hiddens = kFilters,
+                                                                                           .num_heads = kHeads,
+                                                                                           .num_layers = kBlocks,
+                                                                                           .dropout = kDropout,
+                                                                                           .pooling = Pooling::flatten},
+                                                        model_gen);
+        note(
+            "nn::TransformerClassifier({{.vocab_size = {}, .num_classes = 2, .max_len = {}, .num_hiddens = {}, "
+            ".ffn_num_hiddens = {}, .num_heads = {}, .num_layers = {}, .dropout = {}, .pooling = flatten}}). "
+            "Its parameters:",
+            vocab.size(), kMaxLen, kHiddens, kFilters, kHeads, kBlocks, kDropout);
         int64_t total = 0;
         for (const auto& [name, p] : model->named_parameters()) {
             fmt::print("      {:<44} {}\n", name, c::shape_str(p.shape()));
@@ -382,21 +409,23 @@ int main(int argc, char** argv) {
         t.check(total == model->num_parameters(), fmt::format("{} parameters in all", total));
         const int64_t block = 4 * kHiddens * kHiddens + (kHiddens * kFilters + kFilters) +
                               (kFilters * kHiddens + kHiddens) + 2 * 2 * kHiddens;
-        t.check(total == vocab.size() * kHiddens + kBlocks * block + (kMaxLen * kHiddens * 2 + 2),
-                fmt::format("= V·D embedding ({}) + {} block(s) of 4·D² + FFN + 2 LayerNorms ({}) + output T·D·2 + 2 ({})",
-                            vocab.size() * kHiddens, kBlocks, block, kMaxLen * kHiddens * 2 + 2));
+        t.check(
+            total == vocab.size() * kHiddens + kBlocks * block + (kMaxLen * kHiddens * 2 + 2),
+            fmt::format("= V·D embedding ({}) + {} block(s) of 4·D² + FFN + 2 LayerNorms ({}) + output T·D·2 + 2 ({})",
+                        vocab.size() * kHiddens, kBlocks, block, kMaxLen * kHiddens * 2 + 2));
 
-        note("The blocks are seed 000's EncoderBlock (tutorial 10): self-attention, then residual + layer "
-             "norm (seed 001's `outputs += queries` and _layer_normalization), then the kernel-1 convolution "
-             "FFN (_feed_forward), residual + layer norm again. Each sentence ends as a (T, D) matrix; seed 001 "
-             "flattens it, tf.reshape(..., [-1, sequence_length * embedding_size]), so every position has its "
-             "own weights in the output layer. We take two sentences through the model piece by piece:");
+        note(
+            "The blocks are seed 000's EncoderBlock (tutorial 10): self-attention, then residual + layer "
+            "norm (seed 001's `outputs += queries` and _layer_normalization), then the kernel-1 convolution "
+            "FFN (_feed_forward), residual + layer norm again. Each sentence ends as a (T, D) matrix; seed 001 "
+            "flattens it, tf.reshape(..., [-1, sequence_length * embedding_size]), so every position has its "
+            "own weights in the output layer. We take two sentences through the model piece by piece:");
         model->eval();  // dropout off, to compare exactly
         const Batch b = rows_of(train_split, {0, 1});
         ag::NoGradGuard no_grad;
         const c::Tensor H = model->encoder->forward(b.X, b.valid_lens).value();  // (B, T, D)
         const c::Tensor mask = nn::sequence_mask(b.valid_lens, kMaxLen, DType::float32).view({2, kMaxLen, 1});
-        const c::Tensor flat = c::mul(H, mask).reshape({2, kMaxLen * kHiddens});   // (B, T·D)
+        const c::Tensor flat = c::mul(H, mask).reshape({2, kMaxLen * kHiddens});  // (B, T·D)
         const c::Tensor W = model->output->weight.value(), bias = model->output->bias.value();
         const c::Tensor logits = c::add(c::matmul(flat, W.transpose(0, 1)), bias);  // xw_plus_b
         tutorial::describe("encoder output H (B, T, D)", H);
@@ -422,16 +451,17 @@ int main(int argc, char** argv) {
         t.check_close(std::sqrt(c::mean(c::mul(W, W)).item()), bound / std::sqrt(3.0), 0.01,
                       "and its root mean square is about bound / √3, as a uniform distribution gives");
 
-        note("Three places where this model is not seed 001's TensorFlow, listed at the top of nn/classifier.hpp:\n"
-             "- seed 001 makes Q, K and V with tf.layers.dense(..., activation=tf.nn.relu); ours are plain "
-             "linear maps, as in seeds 000, 002 and 004;\n"
-             "- seed 001 concatenates the heads and adds the residual directly; ours passes the concatenation "
-             "through one more matrix, W_o (attention.W_o.weight above);\n"
-             "- the query mask, which seed 001 applies after the softmax:\n"
-             "    masked_weights = tf.where(tf.equal(query_masks, 0), paddings, weights)\n"
-             "with paddings = -2 ** 32 + 1, the constant of the key mask. That puts -4294967295 into every row "
-             "whose query is padding, not 0. Here is one head of a 3-step sentence with valid length 2, done "
-             "the seed's way:");
+        note(
+            "Three places where this model is not seed 001's TensorFlow, listed at the top of nn/classifier.hpp:\n"
+            "- seed 001 makes Q, K and V with tf.layers.dense(..., activation=tf.nn.relu); ours are plain "
+            "linear maps, as in seeds 000, 002 and 004;\n"
+            "- seed 001 concatenates the heads and adds the residual directly; ours passes the concatenation "
+            "through one more matrix, W_o (attention.W_o.weight above);\n"
+            "- the query mask, which seed 001 applies after the softmax:\n"
+            "    masked_weights = tf.where(tf.equal(query_masks, 0), paddings, weights)\n"
+            "with paddings = -2 ** 32 + 1, the constant of the key mask. That puts -4294967295 into every row "
+            "whose query is padding, not 0. Here is one head of a 3-step sentence with valid length 2, done "
+            "the seed's way:");
         const c::Tensor scores = c::tensor({0.2, 0.1, 0.4, 0.3, 0.5, 0.6, 0.9, 0.7, 0.8}, {3, 3}, DType::float64);
         const double paddings = -4294967295.0;  // Python's -2 ** 32 + 1 = -(2 ** 32) + 1
         c::Tensor key_masked = scores.clone();
@@ -443,36 +473,40 @@ int main(int argc, char** argv) {
         show("seed 001's masked_weights", seed_weights);
         t.check(weights.at({0, 2}) == 0 && std::abs(weights.at({0, 0}) + weights.at({0, 1}) - 1) < 1e-12,
                 "the key mask works: padded key 2 gets weight 0, each row still sums to 1");
-        note("Row 2 (the padded query) now holds -4294967295 where it should hold nothing; step 3b runs seed 001's "
-             "_multihead_attention as written and measures what that does to the output.");
-        note("A mask after the softmax must multiply by 0 or 1: a padded query should contribute nothing. "
-             "The library leaves the attention of padded queries alone (they attend to the valid keys like any "
-             "other) and zeroes the padded steps of H before pooling, as the piece-by-piece forward above did. "
-             "That is what the query mask is for: whatever the padding holds, the logits do not change.");
+        note(
+            "Row 2 (the padded query) now holds -4294967295 where it should hold nothing; step 3b runs seed 001's "
+            "_multihead_attention as written and measures what that does to the output.");
+        note(
+            "A mask after the softmax must multiply by 0 or 1: a padded query should contribute nothing. "
+            "The library leaves the attention of padded queries alone (they attend to the valid keys like any "
+            "other) and zeroes the padded steps of H before pooling, as the piece-by-piece forward above did. "
+            "That is what the query mask is for: whatever the padding holds, the logits do not change.");
         c::Tensor other_padding = b.X.clone();
         for (int64_t r = 0; r < 2; ++r)
-            for (int64_t k = static_cast<int64_t>(b.valid_lens.at({r})); k < kMaxLen; ++k) other_padding.set({r, k}, 5 + k);
+            for (int64_t k = static_cast<int64_t>(b.valid_lens.at({r})); k < kMaxLen; ++k)
+                other_padding.set({r, k}, 5 + k);
         t.check_close(model->forward(other_padding, b.valid_lens).value(), logits, 0,
                       "other tokens in the padded steps give exactly the same logits");
         model->train();
     });
 
     t.step("3b. Seed 001's _multihead_attention, run as written", [&] {
-        note("The library's block differs from seed 001's _multihead_attention in three ways (above). Here is "
-             "seed 001's function itself, line by line, on two sentences of 4 token ids (0 = padding), D = 8, "
-             "2 heads:\n"
-             "    Q = K = V = tf.layers.dense(x, D, activation=tf.nn.relu)    (three dense layers with a ReLU)\n"
-             "    Q_ = tf.concat(tf.split(Q, H, axis=-1), axis=0)             (H·B, T, D/H), head-major\n"
-             "    similarity = Q_ K_ᵀ / √(D/H)\n"
-             "    key mask: -2^32 + 1 where the key id is 0; softmax\n"
-             "    query mask: tf.where(query id == 0, -2^32 + 1, weights)\n"
-             "    outputs = weights V_, heads back: tf.concat(tf.split(outputs, H, axis=0), axis=2)\n"
-             "    outputs += queries; _layer_normalization(outputs)");
+        note(
+            "The library's block differs from seed 001's _multihead_attention in three ways (above). Here is "
+            "seed 001's function itself, line by line, on two sentences of 4 token ids (0 = padding), D = 8, "
+            "2 heads:\n"
+            "    Q = K = V = tf.layers.dense(x, D, activation=tf.nn.relu)    (three dense layers with a ReLU)\n"
+            "    Q_ = tf.concat(tf.split(Q, H, axis=-1), axis=0)             (H·B, T, D/H), head-major\n"
+            "    similarity = Q_ K_ᵀ / √(D/H)\n"
+            "    key mask: -2^32 + 1 where the key id is 0; softmax\n"
+            "    query mask: tf.where(query id == 0, -2^32 + 1, weights)\n"
+            "    outputs = weights V_, heads back: tf.concat(tf.split(outputs, H, axis=0), axis=2)\n"
+            "    outputs += queries; _layer_normalization(outputs)");
         c::Generator g(1401);
         const int64_t B = 2, T = 4, D = 8, H = 2, d = D / H;
         const c::Tensor ids = c::from_vector(std::vector<int64_t>{5, 3, 8, 0, 2, 7, 0, 0}, {B, T});
         const c::Tensor x = c::randn({B, T, D}, g, DType::float64);  // embedded words + positions
-        std::vector<std::unique_ptr<nn::Linear>> dense;  // tf.layers.dense: weights and a bias
+        std::vector<std::unique_ptr<nn::Linear>> dense;              // tf.layers.dense: weights and a bias
         for (int i = 0; i < 3; ++i) {
             dense.push_back(std::make_unique<nn::Linear>(nn::Linear::Options{.in_features = D, .out_features = D}, g));
             dense.back()->to(DType::float64);
@@ -486,23 +520,25 @@ int main(int argc, char** argv) {
             return c::concat(parts, 0);  // (H·B, T, d)
         };
         const c::Tensor Q_ = heads_first(Q), K_ = heads_first(K), V_ = heads_first(V);
-        t.check_close(Q_.select(0, 1 * B + 0), Q.select(0, 0).slice(1, d, D), 0,
-                      "row h·B + b of Q_ is head h of sequence b: row 2 is head 1 of sequence 0 (d2l puts it at b·H + h = 1)");
-        const double paddings = -4294967295.0;  // Python's -2 ** 32 + 1
+        t.check_close(
+            Q_.select(0, 1 * B + 0), Q.select(0, 0).slice(1, d, D), 0,
+            "row h·B + b of Q_ is head h of sequence b: row 2 is head 1 of sequence 0 (d2l puts it at b·H + h = 1)");
+        const double paddings = -4294967295.0;            // Python's -2 ** 32 + 1
         const c::Tensor mask = c::concat({ids, ids}, 0);  // tf.tile(inputs, [num_heads, 1]): (H·B, T)
         const c::Tensor similarity = c::div(c::matmul(Q_, K_.transpose(1, 2)), std::sqrt(double(d)));
         const c::Tensor key_pad = c::eq(mask, 0.0).unsqueeze(1).expand({H * B, T, T});
-        const c::Tensor weights = c::softmax(c::where(key_pad, c::full({H * B, T, T}, paddings, DType::float64), similarity));
+        const c::Tensor weights =
+            c::softmax(c::where(key_pad, c::full({H * B, T, T}, paddings, DType::float64), similarity));
         const c::Tensor query_pad = c::eq(mask, 0.0).unsqueeze(2).expand({H * B, T, T});
         const c::Tensor seed_weights = c::where(query_pad, c::full({H * B, T, T}, paddings, DType::float64), weights);
         const c::Tensor right_weights = c::where(query_pad, c::zeros({H * B, T, T}, DType::float64), weights);
-        auto finish = [&](const c::Tensor& w) {  // weights -> block output, as the seed writes it
-            const c::Tensor o = c::matmul(w, V_);                                     // (H·B, T, d)
+        auto finish = [&](const c::Tensor& w) {    // weights -> block output, as the seed writes it
+            const c::Tensor o = c::matmul(w, V_);  // (H·B, T, d)
             std::vector<c::Tensor> parts;
             for (int64_t h = 0; h < H; ++h) parts.push_back(o.slice(0, h * B, (h + 1) * B));
-            const c::Tensor merged = c::add(c::concat(parts, 2), Q);                  // (B, T, D), += queries
+            const c::Tensor merged = c::add(c::concat(parts, 2), Q);  // (B, T, D), += queries
             const c::Tensor mean = c::mean(merged, {2}, true);
-            const c::Tensor var = c::var(merged, {2}, false, true);                   // tf.nn.moments: biased
+            const c::Tensor var = c::var(merged, {2}, false, true);  // tf.nn.moments: biased
             return std::pair{merged, c::div(c::sub(merged, mean), c::sqrt(c::add(var, 1e-8)))};
         };
         const auto [seed_raw, seed_out] = finish(seed_weights);
@@ -511,31 +547,37 @@ int main(int argc, char** argv) {
         t.check(c::max(c::abs(c::where(key_pad, weights, c::zeros(weights.shape(), DType::float64)))).item() == 0,
                 "the key mask works: every padded key gets weight exactly 0 (e^(-4294967295) underflows)");
         const double huge = c::max(c::abs(seed_raw.select(0, 1).slice(0, 2, 4))).item();
-        note("    largest |output| at the padded positions before the layer norm: seed 001's {:.3g}, multiplying "
-             "by 0 instead: {:.3g}", huge, c::max(c::abs(right_raw.select(0, 1).slice(0, 2, 4))).item());
-        t.check(huge > 1e8, "the seed's query mask puts -4294967295 weights into padded rows: outputs of size ~1e9 there");
+        note(
+            "    largest |output| at the padded positions before the layer norm: seed 001's {:.3g}, multiplying "
+            "by 0 instead: {:.3g}",
+            huge, c::max(c::abs(right_raw.select(0, 1).slice(0, 2, 4))).item());
+        t.check(huge > 1e8,
+                "the seed's query mask puts -4294967295 weights into padded rows: outputs of size ~1e9 there");
         t.check_close(seed_out.select(0, 0).slice(0, 0, 3), right_out.select(0, 0).slice(0, 0, 3), 1e-12,
                       "the real positions are not affected by it (a query row only feeds its own position)");
         t.check_close(seed_out.select(0, 1).slice(0, 0, 2), right_out.select(0, 1).slice(0, 0, 2), 1e-12,
                       "in the second sentence too");
-        note("So inside the block the damage stays at the padded positions, and the next block's key mask hides "
-             "them as keys. But seed 001 then flattens every position, padding included, into the output layer, "
-             "so whatever the padded rows hold reaches the logits: that is why the library zeroes the padded "
-             "steps of H before pooling (above), and why the query mask should multiply by 0 (the exercise).");
+        note(
+            "So inside the block the damage stays at the padded positions, and the next block's key mask hides "
+            "them as keys. But seed 001 then flattens every position, padding included, into the output layer, "
+            "so whatever the padded rows hold reaches the logits: that is why the library zeroes the padded "
+            "steps of H before pooling (above), and why the query mask should multiply by 0 (the exercise).");
     });
 
     t.step("4. Seed 001's L2 term: l2_loss and loss = CE + λ·l2", [&] {
-        note("Seed 001 adds tf.nn.l2_loss(output_w) and tf.nn.l2_loss(output_b) to self.l2_loss, and "
-             "tf.nn.l2_loss(t) is sum(t²) / 2, so\n"
-             "    l2_loss = ½‖output_w‖² + ½‖output_b‖²\n"
-             "    loss    = cross_entropy + l2_reg_lambda · l2_loss\n"
-             "Only the output layer is penalised, not the encoder. By hand, in double:");
+        note(
+            "Seed 001 adds tf.nn.l2_loss(output_w) and tf.nn.l2_loss(output_b) to self.l2_loss, and "
+            "tf.nn.l2_loss(t) is sum(t²) / 2, so\n"
+            "    l2_loss = ½‖output_w‖² + ½‖output_b‖²\n"
+            "    loss    = cross_entropy + l2_reg_lambda · l2_loss\n"
+            "Only the output layer is penalised, not the encoder. By hand, in double:");
         double w2 = 0, b2 = 0;
         for (double w : model->output->weight.value().to_vector()) w2 += w * w;
         for (double v : model->output->bias.value().to_vector()) b2 += v * v;
         const double l2 = 0.5 * w2 + 0.5 * b2;
-        fmt::print("      ½‖W‖² = ½ · {:.6f} = {:.6f}\n      ½‖b‖² = ½ · (0.1² + 0.1²) = {:.6f}\n      l2_loss = {:.6f}\n\n",
-                   w2, 0.5 * w2, 0.5 * b2, l2);
+        fmt::print(
+            "      ½‖W‖² = ½ · {:.6f} = {:.6f}\n      ½‖b‖² = ½ · (0.1² + 0.1²) = {:.6f}\n      l2_loss = {:.6f}\n\n",
+            w2, 0.5 * w2, 0.5 * b2, l2);
         t.check_close(model->l2_loss().value().item(), l2, 1e-5, "TransformerClassifier::l2_loss() is the same");
         t.check_close(0.5 * b2, 0.01, 1e-9, "the bias part at initialisation is ½ · 2 · 0.01 = 0.01");
 
@@ -547,12 +589,14 @@ int main(int argc, char** argv) {
         for (int64_t r = 0; r < 8; ++r) ce -= logp.at({r, static_cast<int64_t>(b.labels.at({r}))});
         ce /= 8;
         const Variable loss = model->loss(logits, b.labels, kLambda);
-        fmt::print("      cross-entropy of 8 sentences  = mean(-log softmax(logits)[label]) = {:.6f}\n"
-                   "      + λ · l2_loss = {} · {:.6f}         = {:.6f}\n\n",
-                   ce, kLambda, l2, ce + kLambda * l2);
+        fmt::print(
+            "      cross-entropy of 8 sentences  = mean(-log softmax(logits)[label]) = {:.6f}\n"
+            "      + λ · l2_loss = {} · {:.6f}         = {:.6f}\n\n",
+            ce, kLambda, l2, ce + kLambda * l2);
         t.check_close(loss.value().item(), ce + kLambda * l2, 1e-5, "model.loss(logits, labels, λ) = CE + λ·l2");
-        note("Its gradient adds λ·W to the output weights' gradient, weight decay on the output layer only. "
-             "One backward with λ and one without:");
+        note(
+            "Its gradient adds λ·W to the output weights' gradient, weight decay on the output layer only. "
+            "One backward with λ and one without:");
         model->zero_grad();
         model->loss(model->forward(b.X, b.valid_lens), b.labels, 0.0).backward();
         const c::Tensor g0 = model->output->weight.grad().clone();
@@ -566,9 +610,10 @@ int main(int argc, char** argv) {
     });
 
     t.step("5. Training with Adam; test accuracy; sentences of our own", [&] {
-        note("Adam (lr {}), batches of {} shuffled training sentences, {} steps (about {:.1f} epochs), dropout "
-             "{} on, λ = {}. One line per 50 steps, with the means over those 50 batches:",
-             kLr, kBatch, kSteps, double(kSteps * kBatch) / train_split.rows.size(), kDropout, kLambda);
+        note(
+            "Adam (lr {}), batches of {} shuffled training sentences, {} steps (about {:.1f} epochs), dropout "
+            "{} on, λ = {}. One line per 50 steps, with the means over those 50 batches:",
+            kLr, kBatch, kSteps, double(kSteps * kBatch) / train_split.rows.size(), kDropout, kLambda);
         const auto t0 = std::chrono::steady_clock::now();
         curve = train(*model, train_split, gen, true);
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -579,36 +624,43 @@ int main(int argc, char** argv) {
         std::vector<double> smooth;  // mean of the last (up to) 20 batches
         for (size_t i = 0; i < curve.total.size(); ++i) {
             const size_t from = i >= 19 ? i - 19 : 0;
-            smooth.push_back(std::accumulate(curve.total.begin() + from, curve.total.begin() + i + 1, 0.0) / (i + 1 - from));
+            smooth.push_back(std::accumulate(curve.total.begin() + from, curve.total.begin() + i + 1, 0.0) /
+                             (i + 1 - from));
         }
         // (the picture's font has no Greek letters: lambda is spelt out)
-        tasks::plot_lines(png, {.series = {{.name = "loss per batch", .x = curve.step, .y = curve.total, .line_width = 1},
-                                           {.name = "mean of 20 batches", .x = curve.step, .y = smooth},
-                                           {.name = "lambda * L2 term", .x = curve.step, .y = curve.l2, .dash = tasks::Dash::dashed}},
-                                .title = "English or French? loss = CE + lambda * L2",
-                                .xlabel = "step",
-                                .ylabel = "loss",
-                                .log_y = true});
-        note("Wrote {}: the loss per batch, its running mean, and the L2 part alone (dashed), which stays near "
-             "{:.4f}, a thousandth of the cross-entropy at the start.",
-             png.string(), curve.l2.back());
+        tasks::plot_lines(
+            png, {.series = {{.name = "loss per batch", .x = curve.step, .y = curve.total, .line_width = 1},
+                             {.name = "mean of 20 batches", .x = curve.step, .y = smooth},
+                             {.name = "lambda * L2 term", .x = curve.step, .y = curve.l2, .dash = tasks::Dash::dashed}},
+                  .title = "English or French? loss = CE + lambda * L2",
+                  .xlabel = "step",
+                  .ylabel = "loss",
+                  .log_y = true});
+        note(
+            "Wrote {}: the loss per batch, its running mean, and the L2 part alone (dashed), which stays near "
+            "{:.4f}, a thousandth of the cross-entropy at the start.",
+            png.string(), curve.l2.back());
         const double first = std::accumulate(curve.total.begin(), curve.total.begin() + 20, 0.0) / 20;
         const double last = std::accumulate(curve.total.end() - 20, curve.total.end(), 0.0) / 20;
-        t.check(last < 0.25 * first, fmt::format("the loss fell: mean of the first 20 steps {:.3f}, of the last 20 {:.3f}", first, last));
+        t.check(last < 0.25 * first,
+                fmt::format("the loss fell: mean of the first 20 steps {:.3f}, of the last 20 {:.3f}", first, last));
 
         const std::vector<double> p = prob_french(*model, test_split.X, test_split.valid_lens);
         const double acc = accuracy(p, test_split.labels);
-        const double train_acc = accuracy(prob_french(*model, train_split.X, train_split.valid_lens), train_split.labels);
+        const double train_acc =
+            accuracy(prob_french(*model, train_split.X, train_split.valid_lens), train_split.labels);
         note("Accuracy on the {} test sentences: {:.2f}% (training sentences: {:.2f}%).", test_split.rows.size(),
              100 * acc, 100 * train_acc);
         t.check(acc > 0.96, "test accuracy above 96%");
 
-        note("A few test sentences with P(French), then every mistake (word-for-word what the model saw, "
-             "<unk> included):");
+        note(
+            "A few test sentences with P(French), then every mistake (word-for-word what the model saw, "
+            "<unk> included):");
         auto print_row = [&](size_t r) {
             const Sentence& s = test_split.rows[r];
             fmt::print("      {:<8} P(French) = {:.3f}  {}  \"{}\"\n", language(s.label), p[r],
-                       (p[r] > 0.5) == (s.label == kFrench) ? "right" : "WRONG", ids_to_text(vocab, test_split, int64_t(r)));
+                       (p[r] > 0.5) == (s.label == kFrench) ? "right" : "WRONG",
+                       ids_to_text(vocab, test_split, int64_t(r)));
         };
         for (size_t r = 0; r < 8; ++r) print_row(r);
         fmt::print("      ...\n");
@@ -618,29 +670,35 @@ int main(int argc, char** argv) {
                 if (++mistakes <= 12) print_row(r);
             }
         fmt::print("\n");
-        note("{} mistakes. Most are short, or lean on <unk>, names (\"tom\") and punctuation, which carry "
-             "little evidence either way; a few are plain sentences the model has simply not learned.",
-             mistakes);
+        note(
+            "{} mistakes. Most are short, or lean on <unk>, names (\"tom\") and punctuation, which carry "
+            "little evidence either way; a few are plain sentences the model has simply not learned.",
+            mistakes);
 
         note("Sentences of our own, preprocessed and tokenised like the corpus:");
-        const std::vector<Sentence> mine = {
-            sentence("I would like a cup of tea, please.", kEnglish), sentence("Je voudrais une tasse de thé, s'il vous plaît.", kFrench),
-            sentence("Where is the station?", kEnglish),               sentence("Où est la gare ?", kFrench),
-            sentence("Tom is my friend.", kEnglish),                    sentence("Tom est mon ami.", kFrench),
-            sentence("Tom!", kEnglish),                                 sentence("Xyzzy plugh.", kEnglish)};
+        const std::vector<Sentence> mine = {sentence("I would like a cup of tea, please.", kEnglish),
+                                            sentence("Je voudrais une tasse de thé, s'il vous plaît.", kFrench),
+                                            sentence("Where is the station?", kEnglish),
+                                            sentence("Où est la gare ?", kFrench),
+                                            sentence("Tom is my friend.", kEnglish),
+                                            sentence("Tom est mon ami.", kFrench),
+                                            sentence("Tom!", kEnglish),
+                                            sentence("Xyzzy plugh.", kEnglish)};
         const Split own = encode(mine, vocab, kMaxLen);
         const std::vector<double> q = prob_french(*model, own.X, own.valid_lens);
         for (size_t r = 0; r < mine.size(); ++r)
             fmt::print("      P(French) = {:.3f}  \"{}\"  (seen as \"{}\")\n", q[r], mine[r].text,
                        ids_to_text(vocab, own, int64_t(r)));
         fmt::print("\n");
-        note("The French sentence of 11 tokens lost its final \".\" to sequence_length = 10, and still reads "
-             "as French. The last two have no language. \"tom !\" is made of tokens both sides use, so the "
-             "answer is whatever leaned one way in training (other seeds give anything from 0.4 to 0.9). "
-             "\"xyzzy plugh .\" is \"<unk> <unk> .\" to the model, and <unk> is not neutral: French has more "
-             "word forms (gender, conjugation), so more of its words are rare, and {:.1f}% of the French training "
-             "tokens are <unk> against {:.1f}% of the English ones; with twelve other seeds it leaned French ten "
-             "times.", unk_rate[kFrench], unk_rate[kEnglish]);
+        note(
+            "The French sentence of 11 tokens lost its final \".\" to sequence_length = 10, and still reads "
+            "as French. The last two have no language. \"tom !\" is made of tokens both sides use, so the "
+            "answer is whatever leaned one way in training (other seeds give anything from 0.4 to 0.9). "
+            "\"xyzzy plugh .\" is \"<unk> <unk> .\" to the model, and <unk> is not neutral: French has more "
+            "word forms (gender, conjugation), so more of its words are rare, and {:.1f}% of the French training "
+            "tokens are <unk> against {:.1f}% of the English ones; with twelve other seeds it leaned French ten "
+            "times.",
+            unk_rate[kFrench], unk_rate[kEnglish]);
         bool clear_ok = true;
         for (size_t r = 0; r < 6; ++r) clear_ok = clear_ok && (q[r] > 0.5) == (mine[r].label == kFrench);
         t.check(clear_ok, "the six full sentences of our own are all classified right");
@@ -664,9 +722,10 @@ int main(int argc, char** argv) {
             model->forward(one.X, one.valid_lens);
         }
         const c::Tensor A = model->attention_weights().at(0);  // (B·H, T, T) = (H, T, T)
-        note("The self-attention weights of \"{}\" ({} tokens), block 1: {} heads of shape (T, T) = ({}, {}). "
-             "The heatmaps show the valid {}×{} corner; every column beyond it is 0 (the key mask).",
-             test_split.rows[pick].text, L, kHeads, kMaxLen, kMaxLen, L, L);
+        note(
+            "The self-attention weights of \"{}\" ({} tokens), block 1: {} heads of shape (T, T) = ({}, {}). "
+            "The heatmaps show the valid {}×{} corner; every column beyond it is 0 (the key mask).",
+            test_split.rows[pick].text, L, kHeads, kMaxLen, kMaxLen, L, L);
         t.check(A.shape() == c::Shape{kHeads, kMaxLen, kMaxLen}, "attention_weights()[0] is (B·H, T, T) for B = 1");
         t.check_close(c::sum(A.slice(2, L, kMaxLen)).item(), 0.0, 0, "no weight on the padded keys");
         t.check_close(c::sum(A, {2}), c::ones({kHeads, kMaxLen}), 1e-5, "every row of every head sums to 1");
@@ -688,31 +747,44 @@ int main(int argc, char** argv) {
         note("Wrote {}.", png.string());
         t.check(corner.shape() == c::Shape{kHeads, L, L} && static_cast<int64_t>(ticks.size()) == L &&
                     c::max(c::abs(c::sub(c::sum(corner, {2}), c::ones({kHeads, L})))).item() < 1e-5,
-                fmt::format("the picture's {} panels of {} × {}: every row still sums to 1 over the valid keys alone", kHeads, L, L));
+                fmt::format("the picture's {} panels of {} × {}: every row still sums to 1 over the valid keys alone",
+                            kHeads, L, L));
 
-        note("Flatten pooling ties each output weight to one position, so the input must have exactly "
-             "sequence_length steps:");
+        note(
+            "Flatten pooling ties each output weight to one position, so the input must have exactly "
+            "sequence_length steps:");
         const c::Tensor short_X = one.X.slice(1, 0, L).contiguous();
-        t.check_throws<ShapeError>(fmt::format("flatten pooling refuses the sentence as {} steps", L), [&] { (*model)(short_X, one.valid_lens); },
-                                   "flatten pooling needs exactly max_len");
-        note("Pooling::mean averages the valid steps, (B, T, D) → (B, D), so its output layer has D·2 + 2 = "
-             "{} parameters instead of T·D·2 + 2 = {}, and any length up to max_len is accepted. The same model "
-             "with mean pooling, trained the same way:", kHiddens * 2 + 2, kMaxLen * kHiddens * 2 + 2);
+        t.check_throws<ShapeError>(
+            fmt::format("flatten pooling refuses the sentence as {} steps", L),
+            [&] { (*model)(short_X, one.valid_lens); }, "flatten pooling needs exactly max_len");
+        note(
+            "Pooling::mean averages the valid steps, (B, T, D) → (B, D), so its output layer has D·2 + 2 = "
+            "{} parameters instead of T·D·2 + 2 = {}, and any length up to max_len is accepted. The same model "
+            "with mean pooling, trained the same way:",
+            kHiddens * 2 + 2, kMaxLen * kHiddens * 2 + 2);
         c::Generator init_gen(140), train_gen(14);
-        nn::TransformerClassifier mean_model({.vocab_size = vocab.size(), .num_classes = 2, .max_len = kMaxLen,
-                                              .num_hiddens = kHiddens, .ffn_num_hiddens = kFilters, .num_heads = kHeads,
-                                              .num_layers = kBlocks, .dropout = kDropout, .pooling = Pooling::mean},
+        nn::TransformerClassifier mean_model({.vocab_size = vocab.size(),
+                                              .num_classes = 2,
+                                              .max_len = kMaxLen,
+                                              .num_hiddens = kHiddens,
+                                              .ffn_num_hiddens = kFilters,
+                                              .num_heads = kHeads,
+                                              .num_layers = kBlocks,
+                                              .dropout = kDropout,
+                                              .pooling = Pooling::mean},
                                              init_gen);
         const auto t0 = std::chrono::steady_clock::now();
         const Curve mean_curve = train(mean_model, train_split, train_gen, false);
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const double flat_acc = accuracy(prob_french(*model, test_split.X, test_split.valid_lens), test_split.labels);
-        const double mean_acc = accuracy(prob_french(mean_model, test_split.X, test_split.valid_lens), test_split.labels);
+        const double mean_acc =
+            accuracy(prob_french(mean_model, test_split.X, test_split.valid_lens), test_split.labels);
         fmt::print("      pooling   output parameters   final loss (mean of last 20)   test accuracy\n");
         auto tail = [](const Curve& cv) { return std::accumulate(cv.total.end() - 20, cv.total.end(), 0.0) / 20; };
-        fmt::print("      flatten   {:>17}   {:>28.4f}   {:>12.2f}%\n", model->output->weight.value().numel() + 2, tail(curve), 100 * flat_acc);
-        fmt::print("      mean      {:>17}   {:>28.4f}   {:>12.2f}%   ({:.1f} s)\n\n", mean_model.output->weight.value().numel() + 2,
-                   tail(mean_curve), 100 * mean_acc, seconds);
+        fmt::print("      flatten   {:>17}   {:>28.4f}   {:>12.2f}%\n", model->output->weight.value().numel() + 2,
+                   tail(curve), 100 * flat_acc);
+        fmt::print("      mean      {:>17}   {:>28.4f}   {:>12.2f}%   ({:.1f} s)\n\n",
+                   mean_model.output->weight.value().numel() + 2, tail(mean_curve), 100 * mean_acc, seconds);
         t.check(mean_acc > 0.96, "mean pooling also passes 96% on the test sentences");
         {
             ag::NoGradGuard no_grad;
@@ -722,19 +794,22 @@ int main(int argc, char** argv) {
             show(fmt::format("mean pooling, {} steps", L), unpadded);
             t.check_close(unpadded, padded, 1e-5, "mean pooling gives the same logits with or without the padding");
         }
-        note("The two are within a point of each other (over ten seeds of data, weights and batches we tried, "
-             "flatten gave 97.4–98.9% and mean 97.8–98.9%). Which language a sentence is in does not depend on "
-             "where its words stand, so the position-specific weights of flatten pooling buy nothing here, and "
-             "mean pooling does as well with {} times fewer output weights.", kMaxLen);
+        note(
+            "The two are within a point of each other (over ten seeds of data, weights and batches we tried, "
+            "flatten gave 97.4–98.9% and mean 97.8–98.9%). Which language a sentence is in does not depend on "
+            "where its words stand, so the position-specific weights of flatten pooling buy nothing here, and "
+            "mean pooling does as well with {} times fewer output weights.",
+            kMaxLen);
     });
 
     const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     note("The whole tutorial took {:.1f} s.", total);
     // ---- the exercise (--exercise): tutorials/14_text_classifier/exercise.cpp ------------------
     t.exercise("Exercise. Seed 001's query mask, done right", [&] {
-        note("Write exercise::mask_queries: zero the rows of padded queries in seed 001's head-major layout. "
-             "The checks use 3 sentences and 2 heads, so that the head-major order (row h·B + b) and d2l's "
-             "order (row b·H + h) put different sequences in the same row.");
+        note(
+            "Write exercise::mask_queries: zero the rows of padded queries in seed 001's head-major layout. "
+            "The checks use 3 sentences and 2 heads, so that the head-major order (row h·B + b) and d2l's "
+            "order (row b·H + h) put different sequences in the same row.");
         c::Generator g(1414);
         const c::Tensor ids = c::from_vector(std::vector<int64_t>{4, 9, 0, 0, 3, 3, 3, 0, 7, 0, 0, 0}, {3, 4});
         const c::Tensor w = c::softmax(c::randn({6, 4, 4}, g, DType::float64));

@@ -9,9 +9,9 @@ namespace tformer::tutorial {
 
 std::filesystem::path fixture_path(std::string_view name) {
     const char* dir = std::getenv("TFORMER_FIXTURE_DIR");
-    const std::filesystem::path base =
-        dir != nullptr && *dir != '\0' ? std::filesystem::path(dir)
-                                       : std::filesystem::path(TFORMER_SOURCE_DIR) / "tests" / "fixtures";
+    const std::filesystem::path base = dir != nullptr && *dir != '\0'
+                                           ? std::filesystem::path(dir)
+                                           : std::filesystem::path(TFORMER_SOURCE_DIR) / "tests" / "fixtures";
     return base / (std::string(name) + ".safetensors");
 }
 

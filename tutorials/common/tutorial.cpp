@@ -20,7 +20,7 @@ namespace tformer::tutorial {
 
 namespace {
 
-constexpr int kWidth = 78;           // the width text is wrapped to
+constexpr int kWidth = 78;  // the width text is wrapped to
 constexpr std::string_view kIndent = "  ";
 
 // Columns a UTF-8 string takes on a terminal: one per code point, two for
@@ -31,7 +31,8 @@ int display_width(std::string_view s) {
         const auto c = static_cast<unsigned char>(s[i]);
         const int len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
         char32_t cp = len == 1 ? c : c & (0xFF >> (len + 1));
-        for (int k = 1; k < len && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+        for (int k = 1; k < len && i + k < s.size(); ++k)
+            cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
         const bool wide = (cp >= 0x2E80 && cp <= 0x9FFF) || (cp >= 0xAC00 && cp <= 0xD7A3) ||
                           (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0xFF00 && cp <= 0xFF60);
         width += wide ? 2 : 1;
@@ -223,8 +224,7 @@ void Tutorial::run_part(std::string_view name, const std::function<void()>& body
     try {
         body();
     } catch (const std::exception& e) {
-        record(false, "the step ran to the end",
-               fmt::format("it threw {}: {}", error_kind(e), e.what()));
+        record(false, "the step ran to the end", fmt::format("it threw {}: {}", error_kind(e), e.what()));
     }
     std::fflush(stdout);
     if (stepping_) pause();
@@ -274,9 +274,9 @@ bool Tutorial::check_close(const core::Tensor& actual, const core::Tensor& expec
         return false;
     }
     if (!(actual.shape() == expected.shape())) {
-        record(false, what,
-               fmt::format("shapes differ: {} vs {}", core::shape_str(actual.shape()),
-                           core::shape_str(expected.shape())));
+        record(
+            false, what,
+            fmt::format("shapes differ: {} vs {}", core::shape_str(actual.shape()), core::shape_str(expected.shape())));
         return false;
     }
     const std::vector<double> a = actual.to_vector(), b = expected.to_vector();
@@ -293,11 +293,10 @@ bool Tutorial::check_close(const core::Tensor& actual, const core::Tensor& expec
     }
     const bool ok = !nan && worst <= tol;
     record(ok, what,
-           ok ? std::string()
-           : nan
-               ? std::string("a NaN where a number was expected")
-               : fmt::format("largest |difference| {:.3g} > tolerance {:.3g} at flat element {} ({:.10g} vs {:.10g})",
-                             worst, tol, where, a[where], b[where]));
+           ok    ? std::string()
+           : nan ? std::string("a NaN where a number was expected")
+                 : fmt::format("largest |difference| {:.3g} > tolerance {:.3g} at flat element {} ({:.10g} vs {:.10g})",
+                               worst, tol, where, a[where], b[where]));
     return ok;
 }
 
@@ -326,8 +325,8 @@ bool Tutorial::check_allclose(const core::Tensor& actual, const core::Tensor& ex
     record(ok, fmt::format("{} (largest |difference| {:.1e})", what, largest),
            ok    ? std::string()
            : nan ? std::string("a NaN where a number was expected")
-                 : fmt::format("at flat element {}: {:.10g} vs {:.10g}, beyond tolerance {:.1e}·(1 + |expected|)", where,
-                               a[where], b[where], tol));
+                 : fmt::format("at flat element {}: {:.10g} vs {:.10g}, beyond tolerance {:.1e}·(1 + |expected|)",
+                               where, a[where], b[where], tol));
     return ok;
 }
 
@@ -350,12 +349,13 @@ int Tutorial::finish() {
         const std::string number = digits.find_first_not_of('0') == std::string::npos
                                        ? digits
                                        : digits.substr(digits.find_first_not_of('0'));  // "01" -> "1"
-        fmt::print("\nThe exercise is not solved yet. What to do:\n"
-                   "  1. edit tutorials/{0}/exercise.cpp: the lines marked TODO\n"
-                   "  2. rebuild:  cmake --build --preset release --target tutorial_{0}\n"
-                   "  3. run:      ./build/release/tutorials/tutorial_{0} --exercise   (or: tformer tutorial {1} --exercise)\n"
-                   "Stuck? tutorials/{0}/solution.cpp is one answer.\n",
-                   name_, number);
+        fmt::print(
+            "\nThe exercise is not solved yet. What to do:\n"
+            "  1. edit tutorials/{0}/exercise.cpp: the lines marked TODO\n"
+            "  2. rebuild:  cmake --build --preset release --target tutorial_{0}\n"
+            "  3. run:      ./build/release/tutorials/tutorial_{0} --exercise   (or: tformer tutorial {1} --exercise)\n"
+            "Stuck? tutorials/{0}/solution.cpp is one answer.\n",
+            name_, number);
     } else if (exercise_mode_) {
         fmt::print("\nSolved: every check of the exercise passes.\n");
     } else if (!info_.exercise.empty() && !quit_) {
@@ -433,9 +433,10 @@ std::filesystem::path find_corpus(std::string_view given) {
             if (fs::exists(candidate)) return candidate;
             if (dir == dir.parent_path()) break;
         }
-    fail<IOError>("data/fra-eng/fra.txt not found in {} or {} or their parents (run from the repository, pass "
-                  "--data FILE or set TFORMER_DATA_DIR)",
-                  starts.front().string(), starts.back().string());
+    fail<IOError>(
+        "data/fra-eng/fra.txt not found in {} or {} or their parents (run from the repository, pass "
+        "--data FILE or set TFORMER_DATA_DIR)",
+        starts.front().string(), starts.back().string());
 }
 
 }  // namespace tformer::tutorial

@@ -150,8 +150,7 @@ private:
 /// line separates paragraphs.
 void note(std::string_view text);
 template <class... Args>
-    requires(sizeof...(Args) > 0)
-void note(fmt::format_string<Args...> format, Args&&... args) {
+requires(sizeof...(Args) > 0) void note(fmt::format_string<Args...> format, Args&&... args) {
     note(std::string_view(fmt::format(format, std::forward<Args>(args)...)));
 }
 
