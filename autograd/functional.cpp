@@ -297,10 +297,9 @@ Variable multi_head_attention(const Variable& q, const Variable& k, const Variab
     if (keep.defined() && !(keep.shape() == P.shape()))
         fail<ShapeError>("multi_head_attention: dropout mask {} for weights {}", core::shape_str(keep.shape()),
                          core::shape_str(P.shape()));
-    const Tensor used = keep.defined() ? core::mul(P, keep) : P;
     if (weights) *weights = P;
     // saved: the three inputs and P (backward recomputes nothing but the products)
-    return record("multi_head_attention", core::attention_values(used, v.value()), {q, k, v},
+    return record("multi_head_attention", core::attention_values(P, v.value(), keep), {q, k, v},
                   [Q = q.value(), K = k.value(), V = v.value(), P, keep, scale](const Tensor& dO, Grads& g) {
                       core::AttentionGrads d = core::attention_backward(dO, Q, K, V, P, keep, scale);
                       if (g.wanted(0)) g[0] = std::move(d.dQ);

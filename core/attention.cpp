@@ -1,14 +1,17 @@
 // Fused multi-head attention (see attention.hpp): one task per (batch, head),
-// the heads read in place from the (B, T, D) projections.
+// the heads read in place from the (B, T, D) projections or the (B·H, S, d)
+// cache of decoding.
 #include "core/attention.hpp"
 
 #include "core/dtype.hpp"
 #include "core/error.hpp"
+#include "core/fast_exp.hpp"
 #include "core/parallel.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace tformer::core {
@@ -68,6 +71,45 @@ Lengths lengths_of(const Tensor& valid_lens, const HeadDims& s, const char* op) 
     return l;
 }
 
+// The per-head loops below run with d, the head size, known at compile time
+// for the usual sizes (with_head_size), so a row of one head (4 to 64
+// numbers) is a few whole vector operations instead of a loop.
+template <class F>
+void with_head_size(int64_t d, F&& f) {
+    switch (d) {
+        case 4: return f(std::integral_constant<int64_t, 4>{});
+        case 8: return f(std::integral_constant<int64_t, 8>{});
+        case 16: return f(std::integral_constant<int64_t, 16>{});
+        case 32: return f(std::integral_constant<int64_t, 32>{});
+        case 64: return f(std::integral_constant<int64_t, 64>{});
+        default: return f(std::integral_constant<int64_t, 0>{});  // 0: d only known at run time
+    }
+}
+
+// Keys are handled kChunk at a time: one AVX-512 register of floats (two
+// AVX2 ones); the d2l model's 10 keys fit in one chunk.
+constexpr int64_t kChunk = 16;
+
+// Keys per head rounded up to whole chunks, so the loops over keys run
+// without a remainder.
+int64_t padded(int64_t S) { return (S + kChunk - 1) / kChunk * kChunk; }
+
+// xt (d, Sp) = one head of X (S rows of d, `row` apart) transposed, zero past
+// S: xt[i, j] = x[j·row + i]. Dot products of one query with every key then run
+// along a row of xt, kChunk keys per vector operation.
+template <class T>
+void transpose_head(const T* x, int64_t S, int64_t row, int64_t d, int64_t Sp, T* xt) {
+    for (int64_t i = 0; i < d; ++i) {
+        for (int64_t j = 0; j < S; ++j) xt[i * Sp + j] = x[j * row + i];
+        std::fill(xt + i * Sp + S, xt + (i + 1) * Sp, T(0));
+    }
+}
+
+// Below this many queries per head, probs_kernel takes one dot product per
+// key instead of transposing the keys first.
+constexpr int64_t kTransposeRows = 4;
+
+// a · b, summed in order
 template <class T>
 T dot(const T* a, const T* b, int64_t n) {
     T acc = 0;
@@ -75,17 +117,208 @@ T dot(const T* a, const T* b, int64_t n) {
     return acc;
 }
 
+// row[j] = a · x_j for all Sp columns of xt, summed over i in the order of a
+// plain dot product, Σ_i a_i xt[i, j]; kChunk sums at a time stay in registers.
+template <class T>
+void dot_rows(const T* a, const T* xt, int64_t d, int64_t Sp, T* row) {
+    for (int64_t j0 = 0; j0 < Sp; j0 += kChunk) {
+        T acc[kChunk] = {};
+        for (int64_t i = 0; i < d; ++i)
+            for (int64_t j = 0; j < kChunk; ++j) acc[j] += a[i] * xt[i * Sp + j0 + j];
+        for (int64_t j = 0; j < kChunk; ++j) row[j0 + j] = acc[j];
+    }
+}
+
+// Masked softmax of the rows of one head's scores, z (rows, Sp) scaled by
+// `scale`: row t becomes softmax_{j < L_t}(scale · z_t) over its first
+// L_t = len(t) entries and 0 from there on (all zeros when L_t = 0). Each
+// pass runs over every row before the next starts, so the rows' exps (a
+// long chain of dependent operations each) overlap instead of waiting for
+// one another; the loops run over whole chunks, the masked entries being
+// -inf, whose exp is 0, with one running max per lane.
+template <class T, class Len>
+void softmax_rows(T* z, int64_t rows, int64_t Sp, T scale, Len&& len, T* row_max) {  // row_max: (rows) scratch
+    constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+    for (int64_t t = 0; t < rows; ++t) {  // mask and scale; each row's max
+        T* zt = z + t * Sp;
+        const int64_t L = len(t);
+        T lane_max[kChunk];
+        std::fill(lane_max, lane_max + kChunk, kNegInf);
+        for (int64_t j0 = 0; j0 < Sp; j0 += kChunk)
+            for (int64_t l = 0; l < kChunk; ++l) {
+                zt[j0 + l] = j0 + l < L ? scale * zt[j0 + l] : kNegInf;
+                lane_max[l] = std::max(lane_max[l], zt[j0 + l]);
+            }
+        row_max[t] = *std::max_element(lane_max, lane_max + kChunk);
+    }
+    for (int64_t t = 0; t < rows; ++t) {  // exp(z - max): exp(-inf - max) is 0; a row of only -inf shifts by 0
+        T* zt = z + t * Sp;
+        const T m = row_max[t] == kNegInf ? T(0) : row_max[t];
+        for (int64_t j = 0; j < Sp; ++j) zt[j] = exp_of(zt[j] - m);  // as core::masked_softmax
+    }
+    for (int64_t t = 0; t < rows; ++t) {  // divide by each row's sum
+        T* zt = z + t * Sp;
+        // in double and in key order, as core::masked_softmax. (With float sums
+        // over lanes, the 2-rank translate run of tests/apps/test_mpi.cpp drifted
+        // past 1e-4 from the 1-process one on 2 seeds of 12; with this, on none of 5.)
+        double sum = 0;
+        for (int64_t j = 0; j < Sp; ++j) sum += zt[j];
+        // a sum of 0 (L = 0, or every kept score -inf): no mass to share, a row of zeros; NaN stays NaN
+        const T inv = sum == 0.0 ? T(0) : static_cast<T>(1.0 / sum);
+        for (int64_t j = 0; j < Sp; ++j) zt[j] *= inv;
+    }
+}
+
+// Calls f(rows, first) over [0, n) in blocks of kBlock rows, then one block
+// of the last n mod kBlock; rows is the block's size as a compile-time
+// constant (std::integral_constant).
+constexpr int64_t kBlock = 4;
+template <class F>
+void for_row_blocks(int64_t n, F&& f) {
+    int64_t r = 0;
+    for (; r + kBlock <= n; r += kBlock) f(std::integral_constant<int64_t, kBlock>{}, r);
+    switch (n - r) {
+        case 3: return f(std::integral_constant<int64_t, 3>{}, r);
+        case 2: return f(std::integral_constant<int64_t, 2>{}, r);
+        case 1: return f(std::integral_constant<int64_t, 1>{}, r);
+        default: return;
+    }
+}
+
+// kBlock rows of a head (d numbers each) being summed: local arrays when d is
+// known at compile time (kD > 0), which the compiler keeps in registers,
+// else a heap buffer. Summing there and storing once avoids reloading the
+// destination after every added term.
+template <class T, int64_t kD>
+class HeadRows {
+public:
+    explicit HeadRows(int64_t d) : d_(d), spill_(kD > 0 ? 0 : static_cast<size_t>(kBlock * d)) {}
+    T* row(int64_t r) {
+        if constexpr (kD > 0) return fixed_[r];
+        return spill_.data() + r * d_;
+    }
+    int64_t size() const { return kD > 0 ? kD : d_; }
+
+private:
+    int64_t d_;
+    T fixed_[kBlock][kD > 0 ? kD : 1];
+    std::vector<T> spill_;
+};
+
 // y += a · x
 template <class T>
 void axpy(T a, const T* x, T* y, int64_t n) {
+#pragma omp simd
     for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+// out(r) = Σ_{j < n} w(r, j) x_j for the first R = rows() rows r of `acc` at once, where
+// x_j, one row of a head, is at x + j·x_row. Every attention product with a
+// head row as output is this: O_t = Σ_s Pu[t, s] v_s, dV_s = Σ_t Pu[t, s] dO_t,
+// dQ_t = Σ_s scale dS[t, s] k_s, dK_s = Σ_t scale dS[t, s] q_t. Each row is
+// summed in j order, as a plain loop would; the R rows share each load of
+// x_j and are R independent chains of additions the processor overlaps.
+template <class T, int64_t kD, class Rows, class W, class Out>
+void weighted_rows(HeadRows<T, kD>& acc, Rows rows, int64_t n, const T* x, int64_t x_row, W&& w, Out&& out) {
+    constexpr int64_t R = decltype(rows)::value;
+    const int64_t d = acc.size();
+    for (int64_t r = 0; r < R; ++r) std::fill(acc.row(r), acc.row(r) + d, T(0));
+    for (int64_t j = 0; j < n; ++j)
+        for (int64_t r = 0; r < R; ++r) axpy(w(r, j), x + j * x_row, acc.row(r), d);
+    for (int64_t r = 0; r < R; ++r) std::copy(acc.row(r), acc.row(r) + d, out(r));
 }
 
 }  // namespace
 
 // ---- forward ------------------------------------------------------------------------------
 
-// P_bh[t, s] = softmax_{s < L(b,t)}(scale · q_t · k_s), 0 for s ≥ L
+namespace {
+
+// Where the rows of one head of keys or values live: row j of head h of
+// batch element b starts at b·batch + h·head + j·row. The projections
+// (B, S, D) hold the heads side by side in each row (transpose_qkv read in
+// place): batch = S·D, head = d, row = D. nn::KVCache holds them one after
+// the other, (B·H, S, d): batch = H·S·d, head = S·d, row = d.
+struct HeadLayout {
+    int64_t batch, head, row;
+    int64_t at(int64_t b, int64_t h) const { return b * batch + h * head; }
+};
+
+HeadLayout projection_layout(const HeadDims& s) { return {.batch = s.S * s.D, .head = s.d, .row = s.D}; }
+HeadLayout cache_layout(const HeadDims& s) { return {.batch = s.H * s.S * s.d, .head = s.S * s.d, .row = s.d}; }
+
+// P_bh[t, s] = softmax_{s < L(b,t)}(scale · q_t · k_s), 0 for s ≥ L; Q (B, T, D), keys as `kl` says
+template <class T>
+void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, const Lengths& lens, double scale, T* p) {
+    const int64_t Sp = padded(s.S);
+    with_head_size(s.d, [&](auto head_size) {
+        constexpr int64_t kD = decltype(head_size)::value;
+        const int64_t d = kD > 0 ? kD : s.d;
+        // one task per batch element: the scores of all its heads, (H·T, Sp),
+        // then the softmax over all those rows at once (a decoding step has
+        // one row per head, too few to overlap on their own)
+        const int64_t rows = s.H * s.T;
+        parallel_for(0, s.B, rows * s.S * d, [&](int64_t begin, int64_t end) {
+            std::vector<T> kt(static_cast<size_t>(d * Sp));  // (d, Sp)
+            std::vector<T> scores(static_cast<size_t>(rows * Sp)),
+                row_max(static_cast<size_t>(rows));  // (H·T, Sp), (H·T)
+            for (int64_t b = begin; b < end; ++b) {
+                for (int64_t h = 0; h < s.H; ++h) {
+                    const T* kh = k + kl.at(b, h);
+                    T* head_scores = scores.data() + h * s.T * Sp;  // (T, Sp)
+                    if (s.T >= kTransposeRows) {  // transpose the keys once, then a chunk of keys per vector op
+                        transpose_head(kh, s.S, kl.row, d, Sp, kt.data());
+                        for (int64_t t = 0; t < s.T; ++t)
+                            dot_rows(q + (b * s.T + t) * s.D + h * d, kt.data(), d, Sp, head_scores + t * Sp);
+                    } else {  // a query or two (decoding): one dot product per key costs less than the transpose
+                        for (int64_t t = 0; t < s.T; ++t) {
+                            T* row = head_scores + t * Sp;
+                            for (int64_t j = 0; j < s.S; ++j)
+                                row[j] = dot(q + (b * s.T + t) * s.D + h * d, kh + j * kl.row, d);
+                            std::fill(row + s.S, row + Sp, T(0));
+                        }
+                    }
+                }
+                softmax_rows(
+                    scores.data(), rows, Sp, static_cast<T>(scale), [&](int64_t row) { return lens.at(b, row % s.T); },
+                    row_max.data());
+                T* pb = p + b * rows * s.S;  // (H, T, S) of batch element b: its rows in the same order
+                for (int64_t row = 0; row < rows; ++row)
+                    std::copy(scores.data() + row * Sp, scores.data() + row * Sp + s.S, pb + row * s.S);
+            }
+        });
+    });
+}
+
+// O[b, t, h·d:(h+1)·d] = Σ_s P_bh[t, s] keep_bh[t, s] v_s; values as `vl` says, O (B, T, D)
+template <class T>
+void values_kernel(const T* p, const T* kp, const T* v, HeadLayout vl, const HeadDims& s, T* o) {
+    with_head_size(s.d, [&](auto head_size) {
+        constexpr int64_t kD = decltype(head_size)::value;
+        const int64_t d = kD > 0 ? kD : s.d;
+        parallel_for(0, s.B * s.H, s.T * s.S * d, [&](int64_t begin, int64_t end) {
+            HeadRows<T, kD> acc(d);  // O_t of up to kBlock queries
+            for (int64_t bh = begin; bh < end; ++bh) {
+                const int64_t b = bh / s.H, h = bh % s.H;
+                for_row_blocks(s.T, [&](auto rows, int64_t t0) {
+                    // weights as mul(P, keep), then the product; zero weights (masked keys,
+                    // dropped ones) are added too: a branch on them would be mispredicted
+                    // more often than it saves work
+                    const auto w = [&](int64_t r, int64_t j) {
+                        const int64_t at = (bh * s.T + t0 + r) * s.S + j;
+                        return kp ? p[at] * kp[at] : p[at];
+                    };
+                    const auto out = [&](int64_t r) { return o + (b * s.T + t0 + r) * s.D + h * d; };
+                    weighted_rows(acc, rows, s.S, v + vl.at(b, h), vl.row, w, out);
+                });
+            }
+        });
+    });
+}
+
+}  // namespace
+
+// P_bh[t, s] = softmax_{s < L(b,t)}(scale · q_t · k_s), heads read from the (B, S, D) projections
 Tensor attention_probs(const Tensor& Q_, const Tensor& K_, const Tensor& valid_lens, int64_t num_heads, double scale) {
     const char* op = "attention_probs";
     const HeadDims s = dims_of(Q_, K_, num_heads, op);
@@ -94,38 +327,13 @@ Tensor attention_probs(const Tensor& Q_, const Tensor& K_, const Tensor& valid_l
     Tensor P = Tensor::empty({s.B, s.H, s.T, s.S}, Q.dtype());  // (B, H, T, S)
     visit_floating(Q.dtype(), op, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        const T* q = Q.data<T>();
-        const T* k = K.data<T>();
-        T* p = P.data<T>();
-        parallel_for(0, s.B * s.H, s.T * s.S * s.d, [&](int64_t begin, int64_t end) {
-            for (int64_t bh = begin; bh < end; ++bh) {
-                const int64_t b = bh / s.H, h = bh % s.H;
-                for (int64_t t = 0; t < s.T; ++t) {
-                    T* row = p + (bh * s.T + t) * s.S;
-                    const int64_t L = lens.at(b, t);
-                    const T* qt = q + (b * s.T + t) * s.D + h * s.d;
-                    T m = -std::numeric_limits<T>::infinity();
-                    for (int64_t j = 0; j < L; ++j) {
-                        row[j] = static_cast<T>(scale) * dot(qt, k + (b * s.S + j) * s.D + h * s.d, s.d);
-                        m = std::max(m, row[j]);
-                    }
-                    double sum = 0;
-                    for (int64_t j = 0; j < L; ++j) {
-                        row[j] = std::exp(row[j] - m);
-                        sum += row[j];
-                    }
-                    const T inv = static_cast<T>(1.0 / sum);
-                    for (int64_t j = 0; j < L; ++j) row[j] *= inv;
-                    std::fill(row + L, row + s.S, T(0));
-                }
-            }
-        });
+        probs_kernel(Q.data<T>(), K.data<T>(), projection_layout(s), s, lens, scale, P.data<T>());
     });
     return P;
 }
 
-// O[b, t, h·d:(h+1)·d] = Σ_s P_bh[t, s] v_s
-Tensor attention_values(const Tensor& P_, const Tensor& V_) {
+// O[b, t, h·d:(h+1)·d] = Σ_s P_bh[t, s] keep_bh[t, s] v_s, v_s from the (B, S, D) projection
+Tensor attention_values(const Tensor& P_, const Tensor& V_, const Tensor& keep_) {
     const char* op = "attention_values";
     if (!P_.defined() || P_.dim() != 4) fail<ShapeError>("{}: weights must be (batch, heads, T, S)", op);
     expect_3d(V_, "values", op);
@@ -135,27 +343,42 @@ Tensor attention_values(const Tensor& P_, const Tensor& V_) {
             "{}: weights {} and values {} do not fit (values must be (B, S, D) with D divisible by H, of "
             "the weights' dtype)",
             op, shape_str(P_.shape()), shape_str(V_.shape()));
-    const int64_t d = D / H;
-    const Tensor P = P_.contiguous(), V = V_.contiguous();
-    Tensor O = zeros({B, T, D}, V.dtype());  // (B, T, D)
+    if (keep_.defined() && (!(keep_.shape() == P_.shape()) || keep_.dtype() != P_.dtype()))
+        fail<ShapeError>("{}: dropout mask {} for weights {}", op, shape_str(keep_.shape()), shape_str(P_.shape()));
+    const Tensor P = P_.contiguous(), V = V_.contiguous(), keep = keep_.defined() ? keep_.contiguous() : Tensor();
+    const HeadDims s{.B = B, .T = T, .S = S, .D = D, .H = H, .d = D / H};
+    Tensor O = Tensor::empty({B, T, D}, V.dtype());  // (B, T, D), every row of every head written once
     visit_floating(V.dtype(), op, [&](auto tag) {
         using Ty = typename decltype(tag)::type;
-        const Ty* p = P.data<Ty>();
-        const Ty* v = V.data<Ty>();
-        Ty* o = O.data<Ty>();
-        parallel_for(0, B * H, T * S * d, [&](int64_t begin, int64_t end) {
-            for (int64_t bh = begin; bh < end; ++bh) {
-                const int64_t b = bh / H, h = bh % H;
-                for (int64_t t = 0; t < T; ++t) {
-                    Ty* ot = o + (b * T + t) * D + h * d;
-                    const Ty* row = p + (bh * T + t) * S;
-                    for (int64_t j = 0; j < S; ++j)
-                        if (row[j] != Ty(0)) axpy(row[j], v + (b * S + j) * D + h * d, ot, d);
-                }
-            }
-        });
+        values_kernel(P.data<Ty>(), keep.defined() ? keep.data<Ty>() : nullptr, V.data<Ty>(), projection_layout(s), s,
+                      O.data<Ty>());
     });
     return O;
+}
+
+// both of the above, keys and values read from the (B·H, S, d) cache
+CachedAttention cached_attention(const Tensor& Q_, const Tensor& K_, const Tensor& V_, const Tensor& valid_lens,
+                                 int64_t num_heads, double scale) {
+    const char* op = "cached_attention";
+    expect_3d(Q_, "queries", op);
+    const int64_t B = Q_.size(0), T = Q_.size(1), D = Q_.size(2), H = num_heads;
+    if (H < 1 || D % H != 0) fail<ValueError>("{}: num_hiddens {} is not divisible by num_heads {}", op, D, H);
+    if (!K_.defined() || K_.dim() != 3 || K_.size(0) != B * H || K_.size(2) != D / H || !V_.defined() ||
+        !(V_.shape() == K_.shape()) || K_.dtype() != Q_.dtype() || V_.dtype() != Q_.dtype() || !is_floating(Q_.dtype()))
+        fail<ShapeError>("{}: cached keys {} and values {} must be (B·H = {}, S, d = {}), of the queries' float dtype",
+                         op, K_.defined() ? shape_str(K_.shape()) : "undefined",
+                         V_.defined() ? shape_str(V_.shape()) : "undefined", B * H, D / H);
+    const HeadDims s{.B = B, .T = T, .S = K_.size(1), .D = D, .H = H, .d = D / H};
+    const Lengths lens = lengths_of(valid_lens, s, op);
+    const Tensor Q = Q_.contiguous(), K = K_.contiguous(), V = V_.contiguous();
+    CachedAttention a{.out = Tensor::empty({B, T, D}, Q.dtype()), .weights = Tensor::empty({B, H, T, s.S}, Q.dtype())};
+    visit_floating(Q.dtype(), op, [&](auto tag) {
+        using Ty = typename decltype(tag)::type;
+        probs_kernel(Q.data<Ty>(), K.data<Ty>(), cache_layout(s), s, lens, scale, a.weights.data<Ty>());
+        values_kernel(a.weights.data<Ty>(), static_cast<const Ty*>(nullptr), V.data<Ty>(), cache_layout(s), s,
+                      a.out.data<Ty>());
+    });
+    return a;
 }
 
 // ---- backward -----------------------------------------------------------------------------
@@ -173,45 +396,70 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
                          shape_str(P_.shape()), keep_.defined() ? shape_str(keep_.shape()) : "none");
     const Tensor dO = dO_.contiguous(), Q = Q_.contiguous(), K = K_.contiguous(), V = V_.contiguous();
     const Tensor P = P_.contiguous(), keep = keep_.defined() ? keep_.contiguous() : Tensor();
-    AttentionGrads g{
-        .dQ = zeros(Q.shape(), Q.dtype()), .dK = zeros(K.shape(), K.dtype()), .dV = zeros(V.shape(), V.dtype())};
+    // every head row of dQ, dK and dV is summed in registers and written once
+    AttentionGrads g{.dQ = Tensor::empty(Q.shape(), Q.dtype()),
+                     .dK = Tensor::empty(K.shape(), K.dtype()),
+                     .dV = Tensor::empty(V.shape(), V.dtype())};
+    const int64_t Sp = padded(s.S);
     visit_floating(Q.dtype(), op, [&](auto tag) {
         using T = typename decltype(tag)::type;
         const T *q = Q.data<T>(), *k = K.data<T>(), *v = V.data<T>(), *p = P.data<T>(), *dout = dO.data<T>();
         const T* kp = keep.defined() ? keep.data<T>() : nullptr;
         T *dq = g.dQ.data<T>(), *dk = g.dK.data<T>(), *dv = g.dV.data<T>();
         const T sc = static_cast<T>(scale);
-        parallel_for(0, s.B * s.H, 3 * s.T * s.S * s.d, [&](int64_t begin, int64_t end) {
-            std::vector<T> dP(static_cast<size_t>(s.S));
-            for (int64_t bh = begin; bh < end; ++bh) {
-                const int64_t b = bh / s.H, h = bh % s.H;
-                for (int64_t t = 0; t < s.T; ++t) {
-                    const T* Pt = p + (bh * s.T + t) * s.S;
-                    const T* keep_t = kp ? kp + (bh * s.T + t) * s.S : nullptr;
-                    const T* dOt = dout + (b * s.T + t) * s.D + h * s.d;
-                    const T* qt = q + (b * s.T + t) * s.D + h * s.d;
-                    // keys past the last weight above zero got no attention: nothing flows back to them
-                    int64_t L = s.S;
-                    while (L > 0 && Pt[L - 1] == T(0)) --L;
-                    double c = 0;  // Σ_s P dP
-                    for (int64_t j = 0; j < L; ++j) {
-                        const int64_t row = (b * s.S + j) * s.D + h * s.d;
-                        const T used = keep_t ? Pt[j] * keep_t[j] : Pt[j];  // the weight the sum used
-                        axpy(used, dOt, dv + row, s.d);                     // dV_s += Pu[t, s] dO_t
-                        const T dPu = dot(dOt, v + row, s.d);               // d(Pu)[t, s] = dO_t · v_s
-                        dP[j] = keep_t ? dPu * keep_t[j] : dPu;
-                        c += static_cast<double>(Pt[j]) * static_cast<double>(dP[j]);
+        with_head_size(s.d, [&](auto head_size) {
+            constexpr int64_t kD = decltype(head_size)::value;
+            const int64_t d = kD > 0 ? kD : s.d;
+            parallel_for(0, s.B * s.H, 3 * s.T * s.S * d, [&](int64_t begin, int64_t end) {
+                std::vector<T> vt(static_cast<size_t>(d * Sp));     // (d, Sp): V_bh transposed
+                std::vector<T> dP(static_cast<size_t>(s.T * Sp));   // (T, Sp)
+                std::vector<T> dS(static_cast<size_t>(s.T * s.S));  // (T, S), times scale
+                std::vector<T> Pu(static_cast<size_t>(s.T * s.S));  // (T, S): P ⊙ keep, the weights the forward used
+                HeadRows<T, kD> acc(d);
+                for (int64_t bh = begin; bh < end; ++bh) {
+                    const int64_t b = bh / s.H, h = bh % s.H;
+                    const T* Pbh = p + bh * s.T * s.S;                                             // (T, S)
+                    const T* keep_bh = kp ? kp + bh * s.T * s.S : nullptr;                         // (T, S)
+                    const int64_t q_head = b * s.T * s.D + h * d, k_head = b * s.S * s.D + h * d;  // row 0 of the head
+                    // d(Pu)[t, s] = dO_t · v_s, every s at once
+                    transpose_head(v + k_head, s.S, s.D, d, Sp, vt.data());
+                    for (int64_t t = 0; t < s.T; ++t)
+                        dot_rows(dout + q_head + t * s.D, vt.data(), d, Sp, dP.data() + t * Sp);
+                    // dP = d(Pu) ⊙ keep, then the softmax backward dS = P ⊙ (dP - Σ_s P dP), row by row
+                    for (int64_t t = 0; t < s.T; ++t) {
+                        const T* Pt = Pbh + t * s.S;
+                        T* dPt = dP.data() + t * Sp;
+                        // keys past the last weight above zero got no attention: nothing flows back to them
+                        int64_t L = s.S;
+                        while (L > 0 && Pt[L - 1] == T(0)) --L;
+                        double c = 0;  // Σ_s P dP
+                        for (int64_t j = 0; j < L; ++j) {
+                            if (keep_bh) dPt[j] *= keep_bh[t * s.S + j];
+                            c += static_cast<double>(Pt[j]) * static_cast<double>(dPt[j]);
+                        }
+                        for (int64_t j = 0; j < s.S; ++j)
+                            dS[t * s.S + j] = j < L ? sc * (Pt[j] * (dPt[j] - static_cast<T>(c))) : T(0);
                     }
-                    T* dqt = dq + (b * s.T + t) * s.D + h * s.d;
-                    for (int64_t j = 0; j < L; ++j) {
-                        const T dS = Pt[j] * (dP[j] - static_cast<T>(c));  // softmax backward
-                        if (dS == T(0)) continue;
-                        const int64_t row = (b * s.S + j) * s.D + h * s.d;
-                        axpy(sc * dS, k + row, dqt, s.d);  // dQ_t += scale dS k_s
-                        axpy(sc * dS, qt, dk + row, s.d);  // dK_s += scale dS q_t
-                    }
+                    for (int64_t i = 0; i < s.T * s.S; ++i) Pu[i] = keep_bh ? Pbh[i] * keep_bh[i] : Pbh[i];
+                    // dV_s = Σ_t Pu[t, s] dO_t,  dK_s = Σ_t scale dS[t, s] q_t   (rows s of the head)
+                    for_row_blocks(s.S, [&](auto rows, int64_t j0) {
+                        weighted_rows(
+                            acc, rows, s.T, dout + q_head, s.D,
+                            [&](int64_t r, int64_t t) { return Pu[t * s.S + j0 + r]; },
+                            [&](int64_t r) { return dv + k_head + (j0 + r) * s.D; });
+                        weighted_rows(
+                            acc, rows, s.T, q + q_head, s.D, [&](int64_t r, int64_t t) { return dS[t * s.S + j0 + r]; },
+                            [&](int64_t r) { return dk + k_head + (j0 + r) * s.D; });
+                    });
+                    // dQ_t = Σ_s scale dS[t, s] k_s   (rows t of the head)
+                    for_row_blocks(s.T, [&](auto rows, int64_t t0) {
+                        weighted_rows(
+                            acc, rows, s.S, k + k_head, s.D,
+                            [&](int64_t r, int64_t j) { return dS[(t0 + r) * s.S + j]; },
+                            [&](int64_t r) { return dq + q_head + (t0 + r) * s.D; });
+                    });
                 }
-            }
+            });
         });
     });
     return g;

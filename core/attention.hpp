@@ -23,10 +23,23 @@ namespace tformer::core {
 /// the shapes or the bad length.
 Tensor attention_probs(const Tensor& Q, const Tensor& K, const Tensor& valid_lens, int64_t num_heads, double scale);
 
-/// O[b, t, h·d + i] = Σ_s P[b, h, t, s] V[b, s, h·d + i]: the weighted sum of
-/// every head, already concatenated (transpose_output). P (B, H, T, S),
-/// V (B, S, D) -> O (B, T, D).
-Tensor attention_values(const Tensor& P, const Tensor& V);
+/// O[b, t, h·d + i] = Σ_s P[b, h, t, s] keep[b, h, t, s] V[b, s, h·d + i]:
+/// the weighted sum of every head, already concatenated (transpose_output),
+/// with the dropout mask keep (its 1/(1-p) scale included; undefined: none)
+/// applied to the weights as it goes. P, keep (B, H, T, S), V (B, S, D) ->
+/// O (B, T, D).
+Tensor attention_values(const Tensor& P, const Tensor& V, const Tensor& keep = Tensor());
+
+/// Both steps for decoding with a KV cache (no backward): queries Q (B, T, D)
+/// as above, keys and values cached per head, (B·H, S, d) as nn::KVCache
+/// keeps them (row b·H + h is head h of batch element b), valid_lens as for
+/// attention_probs. Gives O (B, T, D) and the weights P (B, H, T, S), the
+/// numbers attention_probs and attention_values give on the same heads.
+struct CachedAttention {
+    Tensor out, weights;  ///< (B, T, D), (B, H, T, S)
+};
+CachedAttention cached_attention(const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& valid_lens,
+                                 int64_t num_heads, double scale);
 
 /// Gradients of both steps at once. P is the softmax output, keep the
 /// dropout mask with its 1/(1-p) scale applied to P before the weighted sum

@@ -392,31 +392,67 @@ Tensor affine_param(const Tensor& p, const char* name, const Tensor& x, const ch
     return p.contiguous();
 }
 
-// One row of layer norm: y = (x - mean) * rstd * w + b, with the row's mean
-// and rstd written out. layer_norm and add_layer_norm both call it, so the
-// fused AddNorm rounds exactly as the composed one.
+// Σ_{i < n} f(i) in Acc, as kLanes running sums (lane l takes every i with
+// i mod kLanes = l) added together at the end, then the last n mod kLanes
+// terms. The compiler keeps the lanes in vector registers; the order of the
+// additions is fixed here, not by the vector width, so results do not
+// depend on the machine. (A plain running sum is one long chain of
+// dependent additions: on layer norm's rows of 32 it was most of the time.)
+template <class F>
+Acc lane_sum(int64_t n, F&& f) {
+    constexpr int64_t kLanes = 8;
+    Acc lane[kLanes] = {};
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes)
+        for (int64_t l = 0; l < kLanes; ++l) lane[l] += f(i + l);
+    Acc total = 0;
+    for (int64_t l = 0; l < kLanes; ++l) total += lane[l];
+    for (; i < n; ++i) total += f(i);
+    return total;
+}
+
+// Rows [first, last) of layer norm, (R, D) row-major: y = (x - mean) * rstd
+// * w + b, with each row's mean and rstd written out. layer_norm and
+// add_layer_norm both call it, so the fused AddNorm rounds exactly as the
+// composed one. Rows go kRowBlock at a time, one step for all of them
+// before the next (means, then variances, then outputs): a row alone is a
+// chain of dependent steps (sum, divide, sum, square root, divide) that
+// leaves the processor waiting; the rows of a block overlap.
 template <class T>
-void layer_norm_row(const T* xr, T* yr, int64_t D, const T* wp, const T* bp, double eps, T& mean_out, T& rstd_out) {
-    // Two passes: the mean first, then the squared deviations from it.
-    // The one-pass E[x²] - E[x]² cancels catastrophically when |mean|
-    // is large against the spread (x = 1e4 + small noise in float32).
-    Acc sum = 0;
-    for (int64_t i = 0; i < D; ++i) sum += xr[i];
-    const Acc mean = sum / static_cast<Acc>(D);
-    Acc squares = 0;
-    for (int64_t i = 0; i < D; ++i) {
-        const Acc c = xr[i] - mean;
-        squares += c * c;
+void layer_norm_rows(const T* x, T* y, int64_t first, int64_t last, int64_t D, const T* wp, const T* bp, double eps,
+                     T* mean_out, T* rstd_out) {
+    constexpr int64_t kRowBlock = 16;
+    Acc mean[kRowBlock], rstd[kRowBlock];
+    for (int64_t r0 = first; r0 < last; r0 += kRowBlock) {
+        const int64_t n = std::min(kRowBlock, last - r0);
+        // Two passes: the mean first, then the squared deviations from it.
+        // The one-pass E[x²] - E[x]² cancels catastrophically when |mean|
+        // is large against the spread (x = 1e4 + small noise in float32).
+        for (int64_t r = 0; r < n; ++r) {
+            const T* xr = x + (r0 + r) * D;
+            mean[r] = lane_sum(D, [&](int64_t i) { return static_cast<Acc>(xr[i]); }) / static_cast<Acc>(D);
+        }
+        for (int64_t r = 0; r < n; ++r) {
+            const T* xr = x + (r0 + r) * D;
+            const Acc squares = lane_sum(D, [&](int64_t i) {
+                const Acc c = xr[i] - mean[r];
+                return c * c;
+            });
+            rstd[r] = 1.0 / std::sqrt(squares / static_cast<Acc>(D) + eps);  // biased variance, like PyTorch
+        }
+        for (int64_t r = 0; r < n; ++r) {
+            const T* xr = x + (r0 + r) * D;
+            T* yr = y + (r0 + r) * D;
+            for (int64_t i = 0; i < D; ++i) {
+                Acc v = (xr[i] - mean[r]) * rstd[r];  // x̂_i
+                if (wp) v *= wp[i];
+                if (bp) v += bp[i];
+                yr[i] = static_cast<T>(v);
+            }
+            mean_out[r0 + r] = static_cast<T>(mean[r]);
+            rstd_out[r0 + r] = static_cast<T>(rstd[r]);
+        }
     }
-    const Acc rstd = 1.0 / std::sqrt(squares / static_cast<Acc>(D) + eps);  // biased variance, like PyTorch
-    for (int64_t i = 0; i < D; ++i) {
-        Acc v = (xr[i] - mean) * rstd;  // x̂_i
-        if (wp) v *= wp[i];
-        if (bp) v += bp[i];
-        yr[i] = static_cast<T>(v);
-    }
-    mean_out = static_cast<T>(mean);
-    rstd_out = static_cast<T>(rstd);
 }
 
 }  // namespace
@@ -443,8 +479,9 @@ LayerNormOut layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bia
         T* mp = out.mean.data<T>();
         T* rp = out.rstd.data<T>();
         const int64_t D = rows.length;
-        for_each_row(rows.count, D,
-                     [&](int64_t r) { layer_norm_row(xp + r * D, yp + r * D, D, wp, bp, eps, mp[r], rp[r]); });
+        parallel_for(0, rows.count, D, [&](int64_t first, int64_t last) {
+            layer_norm_rows(xp, yp, first, last, D, wp, bp, eps, mp, rp);
+        });
     });
     return out;
 }
@@ -477,15 +514,15 @@ AddLayerNormOut add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& k
         T* mp = out.mean.data<T>();
         T* rp = out.rstd.data<T>();
         const int64_t D = xs.length;
-        for_each_row(xs.count, D, [&](int64_t r) {
-            const int64_t o = r * D;
+        parallel_for(0, xs.count, D, [&](int64_t first, int64_t last) {
             // dropout(Y) + X, rounded as the composed mul then add
+            const int64_t o = first * D, n = (last - first) * D;
             if (kp) {
-                for (int64_t i = 0; i < D; ++i) sp[o + i] = yp[o + i] * kp[o + i] + xp[o + i];
+                for (int64_t i = o; i < o + n; ++i) sp[i] = yp[i] * kp[i] + xp[i];
             } else {
-                for (int64_t i = 0; i < D; ++i) sp[o + i] = yp[o + i] + xp[o + i];
+                for (int64_t i = o; i < o + n; ++i) sp[i] = yp[i] + xp[i];
             }
-            layer_norm_row(sp + o, op_ + o, D, wp, bp, eps, mp[r], rp[r]);
+            layer_norm_rows(sp, op_, first, last, D, wp, bp, eps, mp, rp);
         });
     });
     return out;
@@ -529,23 +566,24 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const 
         const T* wp = w.defined() ? w.data<T>() : nullptr;
         T* dxp = grads.dx.data<T>();
 
-        // dx, row by row
-        for_each_row(R, D, [&](int64_t r) {
-            const T* xr = xp + r * D;
-            const T* dyr = dyp + r * D;
-            T* dxr = dxp + r * D;
-            const Acc m = mp[r], rstd_r = rp[r];
-            Acc sum_g = 0, sum_gx = 0;  // Σ g, Σ g x̂
-            for (int64_t i = 0; i < D; ++i) {
-                const Acc g = wp ? static_cast<Acc>(dyr[i]) * wp[i] : static_cast<Acc>(dyr[i]);
-                sum_g += g;
-                sum_gx += g * ((xr[i] - m) * rstd_r);
-            }
-            const Acc mean_g = sum_g / static_cast<Acc>(D), mean_gx = sum_gx / static_cast<Acc>(D);
-            for (int64_t i = 0; i < D; ++i) {
-                const Acc g = wp ? static_cast<Acc>(dyr[i]) * wp[i] : static_cast<Acc>(dyr[i]);
-                const Acc xhat = (xr[i] - m) * rstd_r;
-                dxr[i] = static_cast<T>(rstd_r * (g - mean_g - xhat * mean_gx));
+        // dx, row by row; g and x̂ of a row go to scratch rows first, so that
+        // every loop below is a plain vector loop
+        parallel_for(0, R, D, [&](int64_t first, int64_t last) {
+            std::vector<Acc> g(static_cast<size_t>(D)), xhat(static_cast<size_t>(D));  // (D), (D)
+            for (int64_t r = first; r < last; ++r) {
+                const T* xr = xp + r * D;
+                const T* dyr = dyp + r * D;
+                T* dxr = dxp + r * D;
+                const Acc m = mp[r], rstd_r = rp[r];
+                if (wp)
+                    for (int64_t i = 0; i < D; ++i) g[i] = static_cast<Acc>(dyr[i]) * wp[i];
+                else
+                    for (int64_t i = 0; i < D; ++i) g[i] = dyr[i];
+                for (int64_t i = 0; i < D; ++i) xhat[i] = (xr[i] - m) * rstd_r;
+                const Acc mean_g = lane_sum(D, [&](int64_t i) { return g[i]; }) / static_cast<Acc>(D);  // mean(g)
+                const Acc mean_gx =
+                    lane_sum(D, [&](int64_t i) { return g[i] * xhat[i]; }) / static_cast<Acc>(D);  // mean(g ⊙ x̂)
+                for (int64_t i = 0; i < D; ++i) dxr[i] = static_cast<T>(rstd_r * (g[i] - mean_g - xhat[i] * mean_gx));
             }
         });
 

@@ -160,9 +160,10 @@ Tensor uniform(const Shape& shape, double low, double high, Generator& gen = def
                DType dtype = DType::float32);
 /// 1 with probability p, else 0 (in `dtype`; bool gives a mask).
 Tensor bernoulli(const Shape& shape, double p, Generator& gen = default_generator(), DType dtype = DType::float32);
-/// Inverted dropout's mask: 1/(1 - p) with probability 1 - p, else 0; the
-/// same draws as bernoulli(shape, 1 - p) followed by a multiply by 1/(1 - p),
-/// bit for bit, in one pass.
+/// Inverted dropout's mask: 1/(1 - p) with probability 1 - p, else 0. Four
+/// elements per 64-bit draw: element i keeps when the 16-bit quarter i % 4
+/// (lowest first) of draw i / 4 is below ⌈(1 - p) · 2^16⌉, so the keep
+/// probability is 1 - p to within 2^-16.
 Tensor dropout_mask(const Shape& shape, double p, Generator& gen = default_generator(), DType dtype = DType::float32);
 /// Uniform integers in [low, high) as int64.
 Tensor randint(const Shape& shape, int64_t low, int64_t high, Generator& gen = default_generator());

@@ -1,6 +1,7 @@
 #include "nn/attention.hpp"
 
 #include "autograd/autograd.hpp"
+#include "core/attention.hpp"
 #include "core/check.hpp"
 #include "core/elementwise.hpp"
 #include "core/index.hpp"
@@ -235,6 +236,15 @@ Variable MultiHeadAttention::forward_step(const Variable& queries, const Variabl
         cache.values = first ? v : core::concat({cache.values, v}, 1);  // (B·H, S_old + S_new, d)
     }
 
+    // Decoding (eval mode, no graph): the fused kernel reads the heads straight from the cache
+    if (options.fused && !is_training() && !autograd::grad_enabled() &&
+        (!mask.defined() || mask.dtype() == DType::int64)) {
+        const Tensor q = (*W_q)(queries).value();  // (B, T, D)
+        const double scale = 1.0 / std::sqrt(static_cast<double>(cache.keys.size(2)));
+        core::CachedAttention a = core::cached_attention(q, cache.keys, cache.values, mask, H, scale);
+        attention->attention_weights = a.weights.reshape({B * H, q.size(1), cache.keys.size(1)});
+        return (*W_o)(Variable(a.out));  // (B, T, D)
+    }
     Variable q = transpose_qkv((*W_q)(queries), H);                           // (B·H, T, d)
     const Variable keys(cache.keys), values(cache.values);                    // (B·H, S, d)
     Variable heads = (*attention)(q, keys, values, mask_for_heads(mask, B));  // (B·H, T, d)

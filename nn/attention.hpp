@@ -200,7 +200,9 @@ public:
     /// `mask` refers to all cached steps (S = cache.steps() after appending):
     /// e.g. enc_valid_lens for cross-attention, none for one query at a time.
     /// The cache holds values without a graph, so gradients do not reach
-    /// W_k / W_v through it: train with forward().
+    /// W_k / W_v through it: train with forward(). With `fused`, in eval mode
+    /// and under NoGradGuard, the heads are read from the cache in place
+    /// (core::cached_attention) instead of by one product per head.
     Variable forward_step(const Variable& queries, const Variable& new_keys, const Variable& new_values,
                           const core::Tensor& mask, KVCache& cache, bool append = true);
 

@@ -440,6 +440,7 @@ void measure(const BenchPreset& p, int64_t repeats, const std::vector<Batch>& gi
         Variable logits = model->forward(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, V)
     });
     report({"forward_eval_ms", round_to(eval.time.wall_ms, 3)});
+    report({"forward_eval_cpu_ms", round_to(eval.time.cpu_ms, 3)});  // steadier than wall time on a busy machine
 
     // greedy decoding of the whole batch; an <eos> id of -1 never matches, so
     // every run feeds exactly T tokens through the KV cache
@@ -449,6 +450,7 @@ void measure(const BenchPreset& p, int64_t repeats, const std::vector<Batch>& gi
         const std::vector<Decoded> out = greedy_decode(*model, batch.enc_X, batch.enc_valid, options);
     });
     report({"greedy_decode_ms", round_to(decode.time.wall_ms, 3)});
+    report({"greedy_decode_cpu_ms", round_to(decode.time.cpu_ms, 3)});
 
     double tokens = 0;  // per timed step
     for (int64_t i = p.warmup; i < p.warmup + repeats; ++i)

@@ -96,8 +96,10 @@ struct BenchFigure {
 ///   train_step_cpu_ms  the same step's process CPU time (all threads; on a
 ///                      loaded machine the steadier figure at 1 thread)
 ///   forward_eval_ms    eval mode, no graph, the teacher-forced forward pass
+///   forward_eval_cpu_ms  its process CPU time
 ///   greedy_decode_ms   greedy_decode of the batch for T tokens on the KV
 ///                      cache (<eos> never stops it, so every run does T steps)
+///   greedy_decode_cpu_ms its process CPU time
 ///   train_tokens_per_s Σ label valid lengths / train time
 ///   X_gflop            for X in train_step, forward_eval, greedy_decode: the
 ///                      GEMM work of one run in GFLOP (2mnk per product,

@@ -95,9 +95,9 @@ const std::vector<UnaryOp>& constant_ops() {
              return autograd::dropout(x, 0.3, true, gen);
          },
          [](const Tensor& x) {
-             // x ⊙ m / 0.7 with m ~ Bernoulli(0.7) from the same seed
+             // x ⊙ m / 0.7 with the mask core::dropout_mask draws from the same seed
              core::Generator gen(kDropoutSeed);
-             return core::mul(x, core::mul(core::bernoulli(x.shape(), 0.7, gen, x.dtype()), 1.0 / 0.7));
+             return core::mul(x, core::dropout_mask(x.shape(), 0.3, gen, x.dtype()));
          }},
         {"dropout(x, 0.3, eval)",
          [](const Variable& x) {

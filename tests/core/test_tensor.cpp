@@ -4,6 +4,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <vector>
+
 using namespace tformer;
 using namespace tformer::core;
 
@@ -123,16 +126,35 @@ TEST_CASE("Tensor: bad input throws errors naming the operation", "[core][tensor
     CHECK_THROWS_AS(zeros({1, 1, 1, 1, 1, 1, 1, 1, 1}), ShapeError);
 }
 
-TEST_CASE("dropout_mask: bernoulli(1 - p) times 1/(1 - p), bit for bit, in one pass", "[core][random]") {
+TEST_CASE("dropout_mask: 1/(1 - p) where a 16-bit quarter of a draw is below (1 - p) 2^16, four per draw",
+          "[core][random]") {
     for (DType dtype : {DType::float32, DType::float64})
-        for (double p : {0.0, 0.1, 0.5, 0.9}) {
-            Generator a(7), b(7);
-            const Tensor fused = dropout_mask({3, 17, 5}, p, a, dtype);
-            const Tensor composed = mul(bernoulli({3, 17, 5}, 1.0 - p, b, dtype), 1.0 / (1.0 - p));
-            CHECK(fused.dtype() == dtype);
-            CHECK(fused.to_vector() == composed.to_vector());
-            CHECK(a.state() == b.state());  // the same draws, so what follows is unchanged
-        }
+        for (double p : {0.0, 0.1, 0.5, 0.9})
+            for (int64_t n : {1, 3, 4, 255}) {  // whole draws and a last, partly used one
+                Generator a(7), b(7);
+                const Tensor mask = dropout_mask({n}, p, a, dtype);
+                // the rule spelled out: element i reads bits 16 (i % 4) .. 16 (i % 4) + 15 of draw i / 4
+                const double threshold = std::ceil((1.0 - p) * 65536.0);
+                const double scale = dtype == DType::float32 ? static_cast<float>(1.0 / (1.0 - p)) : 1.0 / (1.0 - p);
+                std::vector<double> expected;
+                uint64_t bits = 0;
+                for (int64_t i = 0; i < n; ++i) {
+                    if (i % 4 == 0) bits = b.next_u64();
+                    const double quarter = static_cast<double>((bits >> (16 * (i % 4))) & 0xffff);
+                    expected.push_back(quarter < threshold ? scale : 0.0);
+                }
+                CHECK(mask.dtype() == dtype);
+                CHECK(mask.to_vector() == expected);
+                CHECK(a.state() == b.state());  // ⌈n / 4⌉ draws, so what follows is the same stream
+            }
+    // the kept fraction is 1 - p: 100,000 masks, 3.5 standard deviations (about 0.005 at p = 0.5)
+    for (double p : {0.1, 0.3, 0.5}) {
+        Generator g(3);
+        const std::vector<double> m = dropout_mask({100000}, p, g, DType::float64).to_vector();
+        double kept = 0;
+        for (double v : m) kept += v != 0.0;
+        CHECK(std::abs(kept / 1e5 - (1.0 - p)) < 3.5 * std::sqrt(p * (1 - p) / 1e5));
+    }
     Generator g(1);
     CHECK_THROWS_WITH(dropout_mask({2}, 1.0, g), "dropout_mask: probability 1 not in [0, 1)");
     CHECK_THROWS_WITH(dropout_mask({2}, 0.5, g, DType::int64),

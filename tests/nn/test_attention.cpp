@@ -10,6 +10,7 @@
 #include "nn/attention_pooling.hpp"
 
 #include "autograd/autograd.hpp"
+#include "core/attention.hpp"
 #include "core/core.hpp"
 
 #include <catch2/catch.hpp>
@@ -613,6 +614,68 @@ TEST_CASE(
         CHECK(cache.steps() == S);
     }
     CHECK(max_abs_diff(core::concat(steps, 1), full) < tolerance(dtype));
+}
+
+TEST_CASE(
+    "MultiHeadAttention.forward_step, fused (core::cached_attention on the cache in place): the same outputs "
+    "and weights as the composed step",
+    "[nn][attention]") {
+    const DType dtype = GENERATE(DType::float32, DType::float64);
+    // heads of 4 (a compile-time head size in core/attention.cpp) and of 2 (the run-time one)
+    for (int64_t H : {2, 4}) {
+        INFO("dtype " << core::dtype_name(dtype) << ", heads " << H);
+        const int64_t B = 3, T = 5, S = 6, D = 8;
+        Generator init_a(31), init_b(31), data(32);
+        auto make = [&](Generator& g, bool fused) {
+            auto m = std::make_shared<MultiHeadAttention>(MultiHeadAttention::Options{.key_size = D,
+                                                                                      .query_size = D,
+                                                                                      .value_size = D,
+                                                                                      .num_hiddens = D,
+                                                                                      .num_heads = H,
+                                                                                      .dropout = 0.2,
+                                                                                      .fused = fused},
+                                                          g);
+            m->to(dtype);
+            m->eval();
+            return m;
+        };
+        const auto composed_ptr = make(init_a, false), fused_ptr = make(init_b, true);
+        MultiHeadAttention &composed = *composed_ptr, &fused = *fused_ptr;
+        NoGradGuard no_grad;
+        const Variable X(core::randn({B, T, D}, data, dtype)), enc(core::randn({B, S, D}, data, dtype));
+        const Tensor enc_lens = core::from_vector(std::vector<int64_t>{6, 2, 4}, {B});
+        // self-attention: a prefix of 2 with per-query lengths (B, 2), then one step at a time without a mask
+        KVCache self_a, self_b;
+        const Variable prefix(X.value().slice(1, 0, 2));
+        const Tensor prefix_lens = core::from_vector(std::vector<int64_t>{1, 2, 1, 2, 1, 2}, {B, 2});
+        CHECK(max_abs_diff(fused.forward_step(prefix, prefix, prefix, prefix_lens, self_b).value(),
+                           composed.forward_step(prefix, prefix, prefix, prefix_lens, self_a).value()) <
+              tolerance(dtype));
+        CHECK(max_abs_diff(fused.attention_weights(), composed.attention_weights()) < tolerance(dtype));
+        for (int64_t t = 2; t < T; ++t) {
+            const Variable x_t(X.value().slice(1, t, t + 1));
+            CHECK(max_abs_diff(fused.forward_step(x_t, x_t, x_t, Tensor(), self_b).value(),
+                               composed.forward_step(x_t, x_t, x_t, Tensor(), self_a).value()) < tolerance(dtype));
+            CHECK(fused.attention_weights().shape() == Shape{B * H, 1, t + 1});
+            CHECK(max_abs_diff(fused.attention_weights(), composed.attention_weights()) < tolerance(dtype));
+        }
+        CHECK(max_abs_diff(self_b.keys, self_a.keys) == 0.0);  // the cache itself is the same
+        // cross-attention to cached encoder outputs with per-batch lengths
+        KVCache cross_a, cross_b;
+        for (int64_t t = 0; t < T; ++t) {
+            const Variable q_t(X.value().slice(1, t, t + 1));
+            const Variable kv = t == 0 ? enc : Variable();
+            CHECK(max_abs_diff(fused.forward_step(q_t, kv, kv, enc_lens, cross_b, false).value(),
+                               composed.forward_step(q_t, kv, kv, enc_lens, cross_a, false).value()) <
+                  tolerance(dtype));
+            CHECK(max_abs_diff(fused.attention_weights(), composed.attention_weights()) < tolerance(dtype));
+        }
+    }
+    // the kernel's own checks name it and the shapes
+    const Tensor q = core::zeros({2, 1, 4}), kv = core::zeros({4, 3, 2});
+    CHECK_THROWS_WITH(core::cached_attention(q, kv, core::zeros({4, 2, 2}), Tensor(), 2, 1.0),
+                      Catch::Contains("cached_attention") && Catch::Contains("(4x2x2)"));
+    CHECK_THROWS_AS(core::cached_attention(q, kv, kv, Tensor(), 3, 1.0), ValueError);  // 4 is not divisible by 3
 }
 
 TEST_CASE("MultiHeadAttention.forward_step: a cache from another batch size is rejected", "[nn][attention]") {

@@ -132,12 +132,23 @@ TEST_CASE("measure_model(preset, repeats): every figure, consistent with each ot
     const std::vector<BenchFigure> figures = measure_model(p, 1);
     std::map<std::string, double> by_name;
     for (const BenchFigure& f : figures) by_name[f.figure] = f.value;
-    const std::vector<std::string> expected = {
-        "train_step_ms",        "train_step_cpu_ms",          "forward_eval_ms",
-        "greedy_decode_ms",     "train_tokens_per_s",         "train_step_gflop",
-        "train_step_gflops",    "train_step_sgemm_gflops",    "forward_eval_gflop",
-        "forward_eval_gflops",  "forward_eval_sgemm_gflops",  "greedy_decode_gflop",
-        "greedy_decode_gflops", "greedy_decode_sgemm_gflops", "peak_rss_mb"};
+    const std::vector<std::string> expected = {"train_step_ms",
+                                               "train_step_cpu_ms",
+                                               "forward_eval_ms",
+                                               "forward_eval_cpu_ms",
+                                               "greedy_decode_ms",
+                                               "greedy_decode_cpu_ms",
+                                               "train_tokens_per_s",
+                                               "train_step_gflop",
+                                               "train_step_gflops",
+                                               "train_step_sgemm_gflops",
+                                               "forward_eval_gflop",
+                                               "forward_eval_gflops",
+                                               "forward_eval_sgemm_gflops",
+                                               "greedy_decode_gflop",
+                                               "greedy_decode_gflops",
+                                               "greedy_decode_sgemm_gflops",
+                                               "peak_rss_mb"};
     REQUIRE(figures.size() == expected.size());
     for (size_t i = 0; i < expected.size(); ++i) {
         CHECK(figures[i].figure == expected[i]);
