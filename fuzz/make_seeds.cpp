@@ -17,7 +17,6 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 namespace fs = std::filesystem;

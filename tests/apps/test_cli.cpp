@@ -378,7 +378,6 @@ TEST_CASE("tformer train: killed (SIGKILL) at random moments while saving, the c
     int loaded = 0, in_save = 0, rounds = 0;
     std::set<std::string> previous_temporaries;
     for (; rounds < 50 || (in_save < 5 && rounds < 400); ++rounds) {
-        const int round = rounds;
         const pid_t pid = tformer::testing::spawn_logged(args, "/dev/null");
         std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(150, 600)(rng)));
         kill(pid, SIGKILL);
@@ -390,7 +389,7 @@ TEST_CASE("tformer train: killed (SIGKILL) at random moments while saving, the c
                                [&](const std::string& name) { return !previous_temporaries.count(name); });
         previous_temporaries = temporaries;
         if (!std::filesystem::exists(path)) continue;  // killed before the first save
-        INFO("round " << round);
+        INFO("round " << rounds);
         const tformer::tasks::CheckpointInfo info = tformer::tasks::read_checkpoint_info(path);
         tformer::core::Generator gen(0);
         auto model = tformer::tasks::build_model(info.config, gen);
