@@ -15,6 +15,7 @@
 #include "autograd/elementwise.hpp"
 #include "autograd/reduce.hpp"
 #include "autograd/variable.hpp"
+#include "core/attention.hpp"
 #include "core/blas.hpp"
 #include "core/elementwise.hpp"
 #include "core/matmul.hpp"
@@ -24,6 +25,7 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -195,6 +197,62 @@ void bandwidth_args(benchmark::internal::Benchmark* b) {
 
 BENCHMARK(BM_add)->Apply(bandwidth_args);
 BENCHMARK(BM_softmax)->Apply(bandwidth_args);
+
+// ---- fused attention (core/attention.hpp) ----------------------------------------------------
+// One layer's attention core at the presets' shapes, 1 thread: scores,
+// masked softmax and weighted sum of every head (forward), and the gradients
+// of Q, K and V (backward). GFLOP/s counts the products per head (forward
+// two of T·S·d, backward four), so it compares with the batched GEMMs above.
+struct AttentionInputs {
+    int64_t B, T, D, H;
+    core::Tensor Q, K, V, lens;
+    AttentionInputs(int64_t b, int64_t t, int64_t d, int64_t h) : B(b), T(t), D(d), H(h) {
+        core::Generator gen(0);
+        Q = core::randn({B, T, D}, gen);
+        K = core::randn({B, T, D}, gen);
+        V = core::randn({B, T, D}, gen);
+        lens = core::full({B}, static_cast<double>(T - 1), core::DType::int64);  // one masked key per row
+    }
+    double scale() const { return 1.0 / std::sqrt(static_cast<double>(D / H)); }
+};
+
+void BM_attention_forward(benchmark::State& state) {
+    ThreadScope threads(1);
+    const AttentionInputs in(state.range(0), state.range(1), state.range(2), state.range(3));
+    for (auto _ : state) {
+        core::Tensor P = core::attention_probs(in.Q, in.K, in.lens, in.H, in.scale());
+        core::Tensor O = core::attention_values(P, in.V);
+        benchmark::DoNotOptimize(O.raw_data());
+    }
+    set_gflops(state, static_cast<double>(in.T), static_cast<double>(in.D / in.H), static_cast<double>(in.T),
+               2.0 * static_cast<double>(in.B * in.H));
+}
+
+void BM_attention_backward(benchmark::State& state) {
+    ThreadScope threads(1);
+    const AttentionInputs in(state.range(0), state.range(1), state.range(2), state.range(3));
+    const core::Tensor P = core::attention_probs(in.Q, in.K, in.lens, in.H, in.scale());
+    core::Generator gen(1);
+    const core::Tensor dO = core::randn({in.B, in.T, in.D}, gen);
+    for (auto _ : state) {
+        core::AttentionGrads g = core::attention_backward(dO, in.Q, in.K, in.V, P, core::Tensor(), in.scale());
+        benchmark::DoNotOptimize(g.dQ.raw_data());
+    }
+    set_gflops(state, static_cast<double>(in.T), static_cast<double>(in.D / in.H), static_cast<double>(in.T),
+               4.0 * static_cast<double>(in.B * in.H));
+}
+
+// {B, T, D, H}: the d2l preset (head size 8), small (32) and base (64)
+void attention_shapes(benchmark::internal::Benchmark* b) {
+    b->ArgNames({"B", "T", "D", "H"});
+    b->Args({64, 10, 32, 4});
+    b->Args({64, 32, 256, 8});
+    b->Args({32, 32, 512, 8});
+    b->UseRealTime();
+}
+
+BENCHMARK(BM_attention_forward)->Apply(attention_shapes);
+BENCHMARK(BM_attention_backward)->Apply(attention_shapes);
 
 // ---- the fixed cost of one op ----------------------------------------------------------------
 // Small Transformers run thousands of ops on tiny tensors per step, so the

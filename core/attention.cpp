@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -109,24 +110,112 @@ void transpose_head(const T* x, int64_t S, int64_t row, int64_t d, int64_t Sp, T
 // key instead of transposing the keys first.
 constexpr int64_t kTransposeRows = 4;
 
-// a · b, summed in order
-template <class T>
-T dot(const T* a, const T* b, int64_t n) {
-    T acc = 0;
-    for (int64_t i = 0; i < n; ++i) acc += a[i] * b[i];
-    return acc;
+// A vector of N numbers of type T, as one value: GCC's and Clang's vector
+// extension. Arithmetic on it is element by element (a scalar operand is
+// broadcast) and it lives in a register. The kernels below keep their running
+// sums in such values: written as plain arrays of sums, GCC stored them back
+// to memory after every addition, or ran them one number at a time. N is at
+// most one register's worth (kRegisterBytes): a wider vector is no machine
+// type, and GCC moves it through memory in pieces (16 bytes at a time under
+// the -mmove-max=128 of CMakeLists.txt).
+#if defined(__AVX512F__)
+constexpr int64_t kRegisterBytes = 64;
+#elif defined(__AVX__)
+constexpr int64_t kRegisterBytes = 32;
+#else
+constexpr int64_t kRegisterBytes = 16;
+#endif
+template <class T, int64_t N>
+struct VecOf;
+template <int64_t N>
+struct VecOf<float, N> {
+    typedef float type __attribute__((vector_size(N * sizeof(float))));
+};
+template <int64_t N>
+struct VecOf<double, N> {
+    typedef double type __attribute__((vector_size(N * sizeof(double))));
+};
+template <class T, int64_t N>
+using Vec = typename VecOf<T, N>::type;
+
+// How a run of n numbers (n a power of two, known at compile time) is cut
+// into vectors: kCount vectors of kWidth numbers, each at most a register.
+template <class T, int64_t n>
+struct Lanes {
+    static constexpr int64_t kWidth = std::min<int64_t>(n, kRegisterBytes / static_cast<int64_t>(sizeof(T)));
+    static constexpr int64_t kCount = n / kWidth;
+    using V = Vec<T, kWidth>;
+};
+
+template <class V, class T>
+V load(const T* p) {
+    V v;
+    std::memcpy(&v, p, sizeof v);  // an unaligned vector load
+    return v;
+}
+template <class V, class T>
+void store(T* p, const V& v) {
+    std::memcpy(p, &v, sizeof v);
 }
 
-// row[j] = a · x_j for all Sp columns of xt, summed over i in the order of a
-// plain dot product, Σ_i a_i xt[i, j]; kChunk sums at a time stay in registers.
-template <class T>
-void dot_rows(const T* a, const T* xt, int64_t d, int64_t Sp, T* row) {
+// out_r[j] = a_r · x_j for R = rows() rows a_r = a + r·a_row and all Sp columns
+// of xt, out_r = out + r·out_row. Each sum runs over i in the order of a plain
+// dot product, Σ_i a_r[i] xt[i, j] (the same bits as one row at a time); the
+// R rows share every load of xt, and their R·kChunk sums are as many
+// independent chains of additions the processor overlaps (one chain alone
+// waits on each addition before the next).
+template <class T, class Rows>
+void dot_rows(Rows rows, const T* a, int64_t a_row, const T* xt, int64_t d, int64_t Sp, T* out, int64_t out_row) {
+    constexpr int64_t R = decltype(rows)::value;
+    using L = Lanes<T, kChunk>;
+    using V = typename L::V;
     for (int64_t j0 = 0; j0 < Sp; j0 += kChunk) {
-        T acc[kChunk] = {};
-        for (int64_t i = 0; i < d; ++i)
-            for (int64_t j = 0; j < kChunk; ++j) acc[j] += a[i] * xt[i * Sp + j0 + j];
-        for (int64_t j = 0; j < kChunk; ++j) row[j0 + j] = acc[j];
+        V acc[R][L::kCount] = {};
+        for (int64_t i = 0; i < d; ++i) {
+            V x[L::kCount];
+#pragma GCC unroll 8
+            for (int64_t c = 0; c < L::kCount; ++c) x[c] = load<V>(xt + i * Sp + j0 + c * L::kWidth);
+#pragma GCC unroll 8
+            for (int64_t r = 0; r < R; ++r) {
+                const T ar = a[r * a_row + i];
+#pragma GCC unroll 8
+                for (int64_t c = 0; c < L::kCount; ++c) acc[r][c] += ar * x[c];
+            }
+        }
+#pragma GCC unroll 8
+        for (int64_t r = 0; r < R; ++r)
+#pragma GCC unroll 8
+            for (int64_t c = 0; c < L::kCount; ++c) store(out + r * out_row + j0 + c * L::kWidth, acc[r][c]);
     }
+}
+
+// Calls f(rows, first) over [0, n) in blocks of kBlock rows, then one block
+// of the last n mod kBlock; rows is the block's size as a compile-time
+// constant (std::integral_constant).
+constexpr int64_t kBlock = 4;
+template <class F>
+void for_row_blocks(int64_t n, F&& f) {
+    int64_t r = 0;
+    for (; r + kBlock <= n; r += kBlock) f(std::integral_constant<int64_t, kBlock>{}, r);
+    switch (n - r) {
+        case 3: return f(std::integral_constant<int64_t, 3>{}, r);
+        case 2: return f(std::integral_constant<int64_t, 2>{}, r);
+        case 1: return f(std::integral_constant<int64_t, 1>{}, r);
+        default: return;
+    }
+}
+
+// out[r] = a · x_r for R = rows() rows x_r = x + r·x_row, each summed in order
+// like a plain dot product; the R sums are independent chains of additions
+// the processor overlaps.
+template <class T, class Rows>
+void dots(Rows rows, const T* a, const T* x, int64_t x_row, int64_t n, T* out) {
+    constexpr int64_t R = decltype(rows)::value;
+    T acc[R] = {};
+    for (int64_t i = 0; i < n; ++i)
+#pragma GCC unroll 8
+        for (int64_t r = 0; r < R; ++r) acc[r] += a[i] * x[r * x_row + i];
+    for (int64_t r = 0; r < R; ++r) out[r] = acc[r];
 }
 
 // Masked softmax of the rows of one head's scores, z (rows, Sp) scaled by
@@ -156,76 +245,75 @@ void softmax_rows(T* z, int64_t rows, int64_t Sp, T scale, Len&& len, T* row_max
         const T m = row_max[t] == kNegInf ? T(0) : row_max[t];
         for (int64_t j = 0; j < Sp; ++j) zt[j] = exp_of(zt[j] - m);  // as core::masked_softmax
     }
-    for (int64_t t = 0; t < rows; ++t) {  // divide by each row's sum
-        T* zt = z + t * Sp;
-        // in double and in key order, as core::masked_softmax. (With float sums
-        // over lanes, the 2-rank translate run of tests/apps/test_mpi.cpp drifted
-        // past 1e-4 from the 1-process one on 2 seeds of 12; with this, on none of 5.)
-        double sum = 0;
-        for (int64_t j = 0; j < Sp; ++j) sum += zt[j];
-        // a sum of 0 (L = 0, or every kept score -inf): no mass to share, a row of zeros; NaN stays NaN
-        const T inv = sum == 0.0 ? T(0) : static_cast<T>(1.0 / sum);
-        for (int64_t j = 0; j < Sp; ++j) zt[j] *= inv;
-    }
+    // divide by each row's sum, in double and in key order, as core::masked_softmax.
+    // (With float sums over lanes, the 2-rank translate run of tests/apps/test_mpi.cpp
+    // drifted past 1e-4 from the 1-process one on 2 seeds of 12; with this, on none
+    // of 5.) A row's sum is one chain of additions, each waiting on the one before:
+    // kBlock rows are summed side by side, so their chains overlap.
+    for_row_blocks(rows, [&](auto block, int64_t t0) {
+        constexpr int64_t R = decltype(block)::value;
+        T* zt = z + t0 * Sp;
+        double sum[R] = {};
+        for (int64_t j = 0; j < Sp; ++j)
+#pragma GCC unroll 8
+            for (int64_t r = 0; r < R; ++r) sum[r] += zt[r * Sp + j];
+        for (int64_t r = 0; r < R; ++r) {
+            // a sum of 0 (L = 0, or every kept score -inf): no mass to share, a row of zeros; NaN stays NaN
+            const T inv = sum[r] == 0.0 ? T(0) : static_cast<T>(1.0 / sum[r]);
+            for (int64_t j = 0; j < Sp; ++j) zt[r * Sp + j] *= inv;
+        }
+    });
 }
 
-// Calls f(rows, first) over [0, n) in blocks of kBlock rows, then one block
-// of the last n mod kBlock; rows is the block's size as a compile-time
-// constant (std::integral_constant).
-constexpr int64_t kBlock = 4;
-template <class F>
-void for_row_blocks(int64_t n, F&& f) {
-    int64_t r = 0;
-    for (; r + kBlock <= n; r += kBlock) f(std::integral_constant<int64_t, kBlock>{}, r);
-    switch (n - r) {
-        case 3: return f(std::integral_constant<int64_t, 3>{}, r);
-        case 2: return f(std::integral_constant<int64_t, 2>{}, r);
-        case 1: return f(std::integral_constant<int64_t, 1>{}, r);
-        default: return;
-    }
-}
-
-// kBlock rows of a head (d numbers each) being summed: local arrays when d is
-// known at compile time (kD > 0), which the compiler keeps in registers,
-// else a heap buffer. Summing there and storing once avoids reloading the
-// destination after every added term.
-template <class T, int64_t kD>
-class HeadRows {
-public:
-    explicit HeadRows(int64_t d) : d_(d), spill_(kD > 0 ? 0 : static_cast<size_t>(kBlock * d)) {}
-    T* row(int64_t r) {
-        if constexpr (kD > 0) return fixed_[r];
-        return spill_.data() + r * d_;
-    }
-    int64_t size() const { return kD > 0 ? kD : d_; }
-
-private:
-    int64_t d_;
-    T fixed_[kBlock][kD > 0 ? kD : 1];
-    std::vector<T> spill_;
-};
-
-// y += a · x
-template <class T>
-void axpy(T a, const T* x, T* y, int64_t n) {
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
-
-// out(r) = Σ_{j < n} w(r, j) x_j for the first R = rows() rows r of `acc` at once, where
-// x_j, one row of a head, is at x + j·x_row. Every attention product with a
-// head row as output is this: O_t = Σ_s Pu[t, s] v_s, dV_s = Σ_t Pu[t, s] dO_t,
-// dQ_t = Σ_s scale dS[t, s] k_s, dK_s = Σ_t scale dS[t, s] q_t. Each row is
-// summed in j order, as a plain loop would; the R rows share each load of
-// x_j and are R independent chains of additions the processor overlaps.
-template <class T, int64_t kD, class Rows, class W, class Out>
-void weighted_rows(HeadRows<T, kD>& acc, Rows rows, int64_t n, const T* x, int64_t x_row, W&& w, Out&& out) {
+// out_r = Σ_{j < n} w[r, j] x_j for R = rows() rows r at once, where x_j, one
+// row of a head (d numbers), is at x + j·x_row, the weight w[r, j] at
+// w + r·w_r + j·w_j (times keep at the same place when keep is given: the
+// dropout mask), and out_r at out + r·out_row. Every attention product with
+// a head row as output is this: O_t = Σ_s (P ⊙ keep)[t, s] v_s,
+// dV_s = Σ_t Pu[t, s] dO_t, dQ_t = Σ_s scale dS[t, s] k_s, dK_s = Σ_t scale dS[t, s] q_t.
+// Each row is summed in j order, as a plain loop would; the R rows share each
+// load of x_j and are R independent chains of additions the processor
+// overlaps. With d known at compile time (kD > 0) a row's sum is one vector
+// value (Vec) the compiler keeps in registers; otherwise `scratch`, R·d numbers.
+template <class T, int64_t kD, class Rows>
+void weighted_rows(Rows rows, int64_t d, int64_t n, const T* x, int64_t x_row, const T* w, const T* keep, int64_t w_r,
+                   int64_t w_j, T* out, int64_t out_row, T* scratch) {
     constexpr int64_t R = decltype(rows)::value;
-    const int64_t d = acc.size();
-    for (int64_t r = 0; r < R; ++r) std::fill(acc.row(r), acc.row(r) + d, T(0));
-    for (int64_t j = 0; j < n; ++j)
-        for (int64_t r = 0; r < R; ++r) axpy(w(r, j), x + j * x_row, acc.row(r), d);
-    for (int64_t r = 0; r < R; ++r) std::copy(acc.row(r), acc.row(r) + d, out(r));
+    const auto weight = [&](int64_t r, int64_t j) {
+        const int64_t at = r * w_r + j * w_j;
+        return keep ? w[at] * keep[at] : w[at];
+    };
+    if constexpr (kD > 0) {
+        using L = Lanes<T, kD>;
+        using V = typename L::V;
+        V acc[R][L::kCount] = {};
+        for (int64_t j = 0; j < n; ++j) {
+            V xj[L::kCount];
+#pragma GCC unroll 8
+            for (int64_t c = 0; c < L::kCount; ++c) xj[c] = load<V>(x + j * x_row + c * L::kWidth);
+#pragma GCC unroll 8
+            for (int64_t r = 0; r < R; ++r) {
+                const T wr = weight(r, j);
+#pragma GCC unroll 8
+                for (int64_t c = 0; c < L::kCount; ++c) acc[r][c] += wr * xj[c];
+            }
+        }
+#pragma GCC unroll 8
+        for (int64_t r = 0; r < R; ++r)
+#pragma GCC unroll 8
+            for (int64_t c = 0; c < L::kCount; ++c) store(out + r * out_row + c * L::kWidth, acc[r][c]);
+    } else {
+        std::fill(scratch, scratch + R * d, T(0));
+        for (int64_t j = 0; j < n; ++j)
+            for (int64_t r = 0; r < R; ++r) {
+                const T a = weight(r, j);
+                const T* xj = x + j * x_row;
+                T* y = scratch + r * d;
+#pragma omp simd
+                for (int64_t i = 0; i < d; ++i) y[i] += a * xj[i];
+            }
+        for (int64_t r = 0; r < R; ++r) std::copy(scratch + r * d, scratch + (r + 1) * d, out + r * out_row);
+    }
 }
 
 }  // namespace
@@ -268,13 +356,16 @@ void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, cons
                     T* head_scores = scores.data() + h * s.T * Sp;  // (T, Sp)
                     if (s.T >= kTransposeRows) {  // transpose the keys once, then a chunk of keys per vector op
                         transpose_head(kh, s.S, kl.row, d, Sp, kt.data());
-                        for (int64_t t = 0; t < s.T; ++t)
-                            dot_rows(q + (b * s.T + t) * s.D + h * d, kt.data(), d, Sp, head_scores + t * Sp);
+                        for_row_blocks(s.T, [&](auto block, int64_t t0) {
+                            dot_rows(block, q + (b * s.T + t0) * s.D + h * d, s.D, kt.data(), d, Sp,
+                                     head_scores + t0 * Sp, Sp);
+                        });
                     } else {  // a query or two (decoding): one dot product per key costs less than the transpose
                         for (int64_t t = 0; t < s.T; ++t) {
                             T* row = head_scores + t * Sp;
-                            for (int64_t j = 0; j < s.S; ++j)
-                                row[j] = dot(q + (b * s.T + t) * s.D + h * d, kh + j * kl.row, d);
+                            for_row_blocks(s.S, [&](auto keys, int64_t j0) {
+                                dots(keys, q + (b * s.T + t) * s.D + h * d, kh + j0 * kl.row, kl.row, d, row + j0);
+                            });
                             std::fill(row + s.S, row + Sp, T(0));
                         }
                     }
@@ -297,19 +388,16 @@ void values_kernel(const T* p, const T* kp, const T* v, HeadLayout vl, const Hea
         constexpr int64_t kD = decltype(head_size)::value;
         const int64_t d = kD > 0 ? kD : s.d;
         parallel_for(0, s.B * s.H, s.T * s.S * d, [&](int64_t begin, int64_t end) {
-            HeadRows<T, kD> acc(d);  // O_t of up to kBlock queries
+            std::vector<T> scratch(kD > 0 ? 0 : static_cast<size_t>(kBlock * d));  // O_t of up to kBlock queries
             for (int64_t bh = begin; bh < end; ++bh) {
                 const int64_t b = bh / s.H, h = bh % s.H;
                 for_row_blocks(s.T, [&](auto rows, int64_t t0) {
                     // weights as mul(P, keep), then the product; zero weights (masked keys,
                     // dropped ones) are added too: a branch on them would be mispredicted
                     // more often than it saves work
-                    const auto w = [&](int64_t r, int64_t j) {
-                        const int64_t at = (bh * s.T + t0 + r) * s.S + j;
-                        return kp ? p[at] * kp[at] : p[at];
-                    };
-                    const auto out = [&](int64_t r) { return o + (b * s.T + t0 + r) * s.D + h * d; };
-                    weighted_rows(acc, rows, s.S, v + vl.at(b, h), vl.row, w, out);
+                    const int64_t at = (bh * s.T + t0) * s.S;  // row t0 of the head's weights
+                    weighted_rows<T, kD>(rows, d, s.S, v + vl.at(b, h), vl.row, p + at, kp ? kp + at : nullptr, s.S, 1,
+                                         o + (b * s.T + t0) * s.D + h * d, s.D, scratch.data());
                 });
             }
         });
@@ -415,7 +503,7 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
                 std::vector<T> dP(static_cast<size_t>(s.T * Sp));   // (T, Sp)
                 std::vector<T> dS(static_cast<size_t>(s.T * s.S));  // (T, S), times scale
                 std::vector<T> Pu(static_cast<size_t>(s.T * s.S));  // (T, S): P ⊙ keep, the weights the forward used
-                HeadRows<T, kD> acc(d);
+                std::vector<T> scratch(kD > 0 ? 0 : static_cast<size_t>(kBlock * d));
                 for (int64_t bh = begin; bh < end; ++bh) {
                     const int64_t b = bh / s.H, h = bh % s.H;
                     const T* Pbh = p + bh * s.T * s.S;                                             // (T, S)
@@ -423,8 +511,9 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
                     const int64_t q_head = b * s.T * s.D + h * d, k_head = b * s.S * s.D + h * d;  // row 0 of the head
                     // d(Pu)[t, s] = dO_t · v_s, every s at once
                     transpose_head(v + k_head, s.S, s.D, d, Sp, vt.data());
-                    for (int64_t t = 0; t < s.T; ++t)
-                        dot_rows(dout + q_head + t * s.D, vt.data(), d, Sp, dP.data() + t * Sp);
+                    for_row_blocks(s.T, [&](auto block, int64_t t0) {
+                        dot_rows(block, dout + q_head + t0 * s.D, s.D, vt.data(), d, Sp, dP.data() + t0 * Sp, Sp);
+                    });
                     // dP = d(Pu) ⊙ keep, then the softmax backward dS = P ⊙ (dP - Σ_s P dP), row by row
                     for (int64_t t = 0; t < s.T; ++t) {
                         const T* Pt = Pbh + t * s.S;
@@ -443,20 +532,16 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
                     for (int64_t i = 0; i < s.T * s.S; ++i) Pu[i] = keep_bh ? Pbh[i] * keep_bh[i] : Pbh[i];
                     // dV_s = Σ_t Pu[t, s] dO_t,  dK_s = Σ_t scale dS[t, s] q_t   (rows s of the head)
                     for_row_blocks(s.S, [&](auto rows, int64_t j0) {
-                        weighted_rows(
-                            acc, rows, s.T, dout + q_head, s.D,
-                            [&](int64_t r, int64_t t) { return Pu[t * s.S + j0 + r]; },
-                            [&](int64_t r) { return dv + k_head + (j0 + r) * s.D; });
-                        weighted_rows(
-                            acc, rows, s.T, q + q_head, s.D, [&](int64_t r, int64_t t) { return dS[t * s.S + j0 + r]; },
-                            [&](int64_t r) { return dk + k_head + (j0 + r) * s.D; });
+                        // weights Pu[t, j0 + r] and dS[t, j0 + r]: column r of the block, row t
+                        weighted_rows<T, kD>(rows, d, s.T, dout + q_head, s.D, Pu.data() + j0, nullptr, 1, s.S,
+                                             dv + k_head + j0 * s.D, s.D, scratch.data());
+                        weighted_rows<T, kD>(rows, d, s.T, q + q_head, s.D, dS.data() + j0, nullptr, 1, s.S,
+                                             dk + k_head + j0 * s.D, s.D, scratch.data());
                     });
                     // dQ_t = Σ_s scale dS[t, s] k_s   (rows t of the head)
                     for_row_blocks(s.T, [&](auto rows, int64_t t0) {
-                        weighted_rows(
-                            acc, rows, s.S, k + k_head, s.D,
-                            [&](int64_t r, int64_t j) { return dS[(t0 + r) * s.S + j]; },
-                            [&](int64_t r) { return dq + q_head + (t0 + r) * s.D; });
+                        weighted_rows<T, kD>(rows, d, s.S, k + k_head, s.D, dS.data() + t0 * s.S, nullptr, s.S, 1,
+                                             dq + q_head + t0 * s.D, s.D, scratch.data());
                     });
                 }
             });

@@ -815,41 +815,51 @@ TEST_CASE(
 
 TEST_CASE("MultiHeadAttention fused: the same outputs, weights and gradients as the composed ops, dropout included",
           "[nn][attention]") {
-    // the same weights (same seed) twice, one through the fused kernel
-    for (double p : {0.0, 0.3})
-        for (int mask_kind = 0; mask_kind < 3; ++mask_kind) {
-            core::Generator init_a(7), init_b(7), data(8);
-            auto make = [&](core::Generator& g, bool fused) {
-                auto m = std::make_shared<MultiHeadAttention>(MultiHeadAttention::Options{.key_size = 8,
-                                                                                          .query_size = 8,
-                                                                                          .value_size = 8,
-                                                                                          .num_hiddens = 8,
-                                                                                          .num_heads = 4,
-                                                                                          .dropout = p,
-                                                                                          .fused = fused},
-                                                              g);
-                m->to(core::DType::float64);
-                return m;
-            };
-            auto composed = make(init_a, false), fused = make(init_b, true);
-            const core::Tensor q = core::randn({3, 5, 8}, data, core::DType::float64);
-            const core::Tensor kv = core::randn({3, 6, 8}, data, core::DType::float64);
-            const core::Tensor mask = mask_kind == 0   ? core::Tensor()
-                                      : mask_kind == 1 ? core::from_vector(std::vector<int64_t>{6, 2, 4}, {3})
-                                                       : core::randint({3, 5}, 0, 7, data);
-            INFO("dropout " << p << ", mask kind " << mask_kind);
-            auto run = [&](MultiHeadAttention& m) {  // output, and the gradients of the queries and of W_q
-                Variable x(q, true), y(kv, true);
-                Variable out = m(x, y, y, mask);
-                autograd::sum(autograd::mul(out, out)).backward();
-                return std::vector<core::Tensor>{out.value(), x.grad(), y.grad(), m.W_q->weight.grad(),
-                                                 m.attention->attention_weights};
-            };
-            const auto a = run(*composed), b = run(*fused);  // each model's generator draws the same masks
-            for (size_t i = 0; i < a.size(); ++i) {
-                const std::vector<double> va = a[i].to_vector(), vb = b[i].to_vector();
-                REQUIRE(va.size() == vb.size());
-                for (size_t j = 0; j < va.size(); ++j) REQUIRE(va[j] == Approx(vb[j]).margin(1e-12));
+    // the same weights (same seed) twice, one through the fused kernel. Head sizes 2 (run-time
+    // size), 8, 32 and 64 (the kernel's compile-time sizes: one vector register, several);
+    // 6 keys (one chunk of the score kernel) and 21 (two, the second partly padding), and
+    // 5 queries (a block of 4 rows and one left over)
+    struct Sizes {
+        int64_t num_hiddens, num_heads, keys;
+    };
+    for (const Sizes sizes : {Sizes{8, 4, 6}, Sizes{16, 2, 21}, Sizes{64, 2, 6}, Sizes{128, 2, 21}})
+        for (double p : {0.0, 0.3})
+            for (int mask_kind = 0; mask_kind < 3; ++mask_kind) {
+                const int64_t D = sizes.num_hiddens, S = sizes.keys;
+                core::Generator init_a(7), init_b(7), data(8);
+                auto make = [&](core::Generator& g, bool fused) {
+                    auto m =
+                        std::make_shared<MultiHeadAttention>(MultiHeadAttention::Options{.key_size = D,
+                                                                                         .query_size = D,
+                                                                                         .value_size = D,
+                                                                                         .num_hiddens = D,
+                                                                                         .num_heads = sizes.num_heads,
+                                                                                         .dropout = p,
+                                                                                         .fused = fused},
+                                                             g);
+                    m->to(core::DType::float64);
+                    return m;
+                };
+                auto composed = make(init_a, false), fused = make(init_b, true);
+                const core::Tensor q = core::randn({3, 5, D}, data, core::DType::float64);
+                const core::Tensor kv = core::randn({3, S, D}, data, core::DType::float64);
+                const core::Tensor mask = mask_kind == 0   ? core::Tensor()
+                                          : mask_kind == 1 ? core::from_vector(std::vector<int64_t>{S, 2, S - 2}, {3})
+                                                           : core::randint({3, 5}, 0, S + 1, data);
+                INFO("head size " << D / sizes.num_heads << ", " << S << " keys, dropout " << p << ", mask kind "
+                                  << mask_kind);
+                auto run = [&](MultiHeadAttention& m) {  // output, and the gradients of the queries and of W_q
+                    Variable x(q, true), y(kv, true);
+                    Variable out = m(x, y, y, mask);
+                    autograd::sum(autograd::mul(out, out)).backward();
+                    return std::vector<core::Tensor>{out.value(), x.grad(), y.grad(), m.W_q->weight.grad(),
+                                                     m.attention->attention_weights};
+                };
+                const auto a = run(*composed), b = run(*fused);  // each model's generator draws the same masks
+                for (size_t i = 0; i < a.size(); ++i) {
+                    const std::vector<double> va = a[i].to_vector(), vb = b[i].to_vector();
+                    REQUIRE(va.size() == vb.size());
+                    for (size_t j = 0; j < va.size(); ++j) REQUIRE(va[j] == Approx(vb[j]).margin(1e-12));
+                }
             }
-        }
 }

@@ -149,6 +149,17 @@ std::vector<GradCase> cases() {
                            return autograd::multi_head_attention(x[0], x[1], x[2], 2, kRowLens, keep);
                        }});
     }
+    // the same at a head size the kernel knows at compile time (8: its vector path) with 18 keys
+    // (two chunks of 16 of the score kernel) and 5 queries (a block of 4 rows and one more)
+    {
+        const Tensor keep = core::mul(core::bernoulli({2, 2, 5, 18}, 0.7, gen, DType::float64), 1.0 / 0.7);
+        const Tensor lens = core::from_vector(std::vector<int64_t>{18, 17, 0, 5, 16, 3, 9, 18, 1, 12}, {2, 5});
+        out.push_back({"multi_head_attention(q, k, v, 2 heads of 8, 18 keys, valid_lens (B, T), dropout mask)",
+                       {leaf({2, 5, 16}, gen), transposed_leaf(2, 18, 16, gen), leaf({2, 18, 16}, gen)},
+                       [keep, lens](const std::vector<Variable>& x) {
+                           return autograd::multi_head_attention(x[0], x[1], x[2], 2, lens, keep);
+                       }});
+    }
     // forward_step: gradients reach the queries, W_q and W_o (the cache has no graph)
     {
         auto mha = std::make_shared<MultiHeadAttention>(
