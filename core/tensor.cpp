@@ -3,6 +3,7 @@
 #include "core/parallel.hpp"
 #include "core/strided.hpp"
 
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
@@ -13,15 +14,32 @@ namespace tformer::core {
 
 // ---- Storage ------------------------------------------------------------------------
 
+namespace {
+std::atomic<int64_t> g_storage_bytes{0};
+std::atomic<int64_t> g_storage_peak{0};
+}  // namespace
+
 Storage::Storage(int64_t nbytes) : nbytes_(nbytes) {
     if (nbytes < 0) fail<ValueError>("Storage: negative size {}", nbytes);
     // 64-byte alignment suits AVX-512 loads; round the size up as aligned_alloc requires.
     const size_t rounded = (static_cast<size_t>(nbytes) + 63) / 64 * 64;
     data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
     if (data_ == nullptr) throw std::bad_alloc();
+    // two relaxed atomics per buffer: nothing next to the allocation itself
+    const int64_t now = g_storage_bytes.fetch_add(nbytes, std::memory_order_relaxed) + nbytes;
+    int64_t peak = g_storage_peak.load(std::memory_order_relaxed);
+    while (now > peak && !g_storage_peak.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+    }
 }
 
-Storage::~Storage() { std::free(data_); }
+Storage::~Storage() {
+    std::free(data_);
+    g_storage_bytes.fetch_sub(nbytes_, std::memory_order_relaxed);
+}
+
+int64_t storage_bytes() { return g_storage_bytes.load(std::memory_order_relaxed); }
+int64_t storage_peak_bytes() { return g_storage_peak.load(std::memory_order_relaxed); }
+void reset_storage_peak() { g_storage_peak.store(storage_bytes(), std::memory_order_relaxed); }
 
 // ---- construction and metadata --------------------------------------------------------
 
