@@ -1,10 +1,12 @@
-// core::PackedMask and the storage byte counter: what backward keeps of a dropout mask.
+// core::PackedMask and the storage byte counter: what backward keeps of a
+// dropout mask; and where large buffers come from (a region of their own).
 #include "core/mask.hpp"
 #include "core/tensor.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <vector>
 
 using namespace tformer;
 using namespace tformer::core;
@@ -53,7 +55,7 @@ TEST_CASE("storage_bytes counts live buffers, small and large, and the peak sinc
     reset_storage_peak();
     {
         const Tensor small = zeros({10});              // from the heap
-        Tensor large = zeros({3 << 20});               // 12 MB
+        Tensor large = zeros({3 << 20});               // 12 MB: a block of the large-buffer region
         const Tensor medium = zeros({(1 << 18) + 1});  // just over 1 MB, not a whole number of pages
         CHECK(storage_bytes() - base == (10 + (3 << 20) + (1 << 18) + 1) * 4);
         CHECK(large.at({(3 << 20) - 1}) == 0.0);  // zeros() writes them, fresh or reused
@@ -65,4 +67,39 @@ TEST_CASE("storage_bytes counts live buffers, small and large, and the peak sinc
     CHECK(storage_peak_bytes() - base == (10 + (3 << 20) + (1 << 18) + 1) * 4);
     reset_storage_peak();
     CHECK(storage_peak_bytes() == base);
+}
+
+TEST_CASE("large buffers: a freed block serves the next request of its size, and freed neighbours merge",
+          "[core][mask]") {
+    const auto address = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw_data()); };
+    uintptr_t first = 0;
+    {
+        const Tensor a = Tensor::empty({1 << 19});  // 2 MB
+        first = address(a);
+        CHECK(first % 4096 == 0);  // whole pages
+    }
+    {
+        const Tensor again = Tensor::empty({1 << 19});  // the same size again: the same pages, no new ones
+        CHECK(address(again) == first);
+    }
+    // Sixteen 1 MB buffers: once the free blocks left by other tests are used
+    // up, they come one after another from the end of the region. Two
+    // neighbours freed together then hold a 2 MB request at (or below, if
+    // free space lay under them) the lower one's address: merged, not
+    // served from the end of the region above them all.
+    std::vector<Tensor> held;
+    for (int i = 0; i < 16; ++i) held.push_back(Tensor::empty({1 << 18}));
+    size_t lower = held.size();
+    for (size_t i = 0; i + 1 < held.size() && lower == held.size(); ++i) {
+        const uintptr_t gap = address(held[i + 1]) - address(held[i]);
+        if (gap >= (size_t{1} << 20) && gap <= (size_t{1} << 20) + 4096) lower = i;  // + a redzone under ASan
+    }
+    REQUIRE(lower < held.size());
+    const uintptr_t low = address(held[lower]);
+    held[lower] = Tensor();
+    held[lower + 1] = Tensor();
+    const Tensor both = Tensor::empty({1 << 19});
+    CHECK(address(both) <= low);
+    const Tensor small = Tensor::empty({100});  // small buffers stay in the heap
+    CHECK(address(small) % 64 == 0);
 }
