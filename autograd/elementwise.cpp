@@ -6,6 +6,7 @@
 #include "autograd/elementwise.hpp"
 
 #include "core/elementwise.hpp"
+#include "core/mask.hpp"
 #include "core/reduce.hpp"
 
 namespace tformer::autograd {
@@ -210,9 +211,10 @@ Variable dropout(const Variable& x, double p, bool training, core::Generator& ge
     if (!training || p == 0.0) return x;
     // the mask already carries the 1/(1-p) scale, so forward and backward are one multiply each
     const Tensor scaled_mask = c::dropout_mask(x.shape(), p, gen, x.dtype());
-    return record("dropout", c::mul(x.value(), scaled_mask), {x}, [scaled_mask](const Tensor& dy, Grads& g) {
-        g[0] = c::mul(dy, scaled_mask);  // saved: the scaled mask
-    });
+    return record("dropout", c::mul(x.value(), scaled_mask), {x},
+                  [mask = c::PackedMask(scaled_mask)](const Tensor& dy, Grads& g) {
+                      g[0] = c::mul(dy, mask.unpack());  // saved: the scaled mask, as bits
+                  });
 }
 
 }  // namespace tformer::autograd

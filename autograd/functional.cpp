@@ -14,6 +14,7 @@
 #include "core/attention.hpp"
 #include "core/elementwise.hpp"
 #include "core/index.hpp"
+#include "core/mask.hpp"
 #include "core/output_loss.hpp"
 #include "core/reduce.hpp"
 #include "core/rowwise.hpp"
@@ -99,13 +100,14 @@ Variable add_layer_norm(const Variable& x, const Variable& y, const Tensor& keep
     c::AddLayerNormOut out =
         c::add_layer_norm(x.value(), y.value(), keep, w, bias.defined() ? bias.value() : Tensor(), eps);
     // Saved: the sum s with its row mean and rstd (layer_norm's saved input),
-    // weight, and the mask, which is all dropout's backward needs.
+    // weight, and the mask, which is all dropout's backward needs (as bits:
+    // a float mask would be as large as s).
     return record("add_layer_norm", out.y, {x, y, weight, bias},
-                  [s = out.sum, mean = out.mean, rstd = out.rstd, w, keep, has_bias = bias.defined()](const Tensor& dy,
-                                                                                                      Grads& g) {
+                  [s = out.sum, mean = out.mean, rstd = out.rstd, w, mask = c::PackedMask(keep),
+                   has_bias = bias.defined()](const Tensor& dy, Grads& g) {
                       // ds from layer norm's backward; s = x + y ⊙ keep, so dx = ds and dy_in = ds ⊙ keep
                       c::LayerNormGrads grads = c::layer_norm_backward(dy, s, mean, rstd, w, has_bias);
-                      if (g.wanted(1)) g[1] = keep.defined() ? c::mul(grads.dx, keep) : grads.dx;
+                      if (g.wanted(1)) g[1] = mask.defined() ? c::mul(grads.dx, mask.unpack()) : grads.dx;
                       if (g.wanted(0)) g[0] = std::move(grads.dx);
                       if (g.wanted(2)) g[2] = std::move(grads.dweight);
                       if (g.wanted(3)) g[3] = std::move(grads.dbias);
@@ -140,12 +142,13 @@ Variable embedding_positional(const Variable& weight, const Tensor& ids, double 
     if (padding_idx != -1 && (padding_idx < 0 || padding_idx >= V))
         fail<IndexError>("embedding_positional: padding_idx {} out of range for vocabulary of {} (use -1 for none)",
                          padding_idx, V);
-    // Saved: the ids (which row each gradient row goes to) and the mask; pos is an added constant.
+    // Saved: the ids (which row each gradient row goes to) and the mask (as
+    // bits); pos is an added constant.
     return record("embedding_positional", std::move(y), {weight},
-                  [ids, keep, scale, V, padding_idx](const Tensor& dy, Grads& g) {
+                  [ids, mask = c::PackedMask(keep), scale, V, padding_idx](const Tensor& dy, Grads& g) {
                       // back through dropout (⊙ keep), the add (unchanged) and the scale (· scale),
                       // then the lookup's scatter-add, in the composed ops' order
-                      Tensor d = keep.defined() ? c::mul(dy, keep) : dy;
+                      Tensor d = mask.defined() ? c::mul(dy, mask.unpack()) : dy;
                       if (scale != 1.0) d = c::mul(d, scale);
                       g[0] = c::embedding_backward(d, ids, V, padding_idx);
                   });
@@ -200,16 +203,27 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets, const Cros
                                                 : c::div(c::sum(rows), divisor);
     // Saved: the logits as rows and the targets, from which the kernel
     // recomputes softmax (one pass, cheaper to redo than to keep (N, V)).
-    return record(
-        "cross_entropy", std::move(loss), {logits},
-        [logits2, targets1, eps, ignore, reduction, divisor, N, shape = logits.shape()](const Tensor& dy, Grads& g) {
-            // the upstream gradient of each row's loss: dy itself for none,
-            // the scalar dy for every row after a sum, dy / count after a mean
-            const Tensor grad_rows =
-                reduction == Reduction::none ? dy.reshape({N}) : c::full({N}, dy.item() / divisor, dy.dtype());
-            // ∂loss_n/∂logits_n = softmax(logits_n) - q_n, and 0 for ignored rows
-            g[0] = c::cross_entropy_rows_backward(grad_rows, logits2, targets1, eps, ignore).view(shape);
-        });
+    return record("cross_entropy", std::move(loss), {logits},
+                  [logits2, targets1, eps, ignore, reduction, divisor, N, shape = logits.shape()](const Tensor& dy,
+                                                                                                  Grads& g) mutable {
+                      // the upstream gradient of each row's loss: dy itself for none,
+                      // the scalar dy for every row after a sum, dy / count after a mean
+                      const Tensor grad_rows = reduction == Reduction::none
+                                                   ? dy.reshape({N})
+                                                   : c::full({N}, dy.item() / divisor, dy.dtype());
+                      // ∂loss_n/∂logits_n = softmax(logits_n) - q_n, and 0 for ignored rows.
+                      // The last time through, with nothing but this node holding the
+                      // logits (the caller's Variable gone), the gradient is written over
+                      // them: the same floats without a second (N, V) tensor at
+                      // backward's peak (32 MB on the base preset).
+                      if (g.last_run() && logits2.is_contiguous() && logits2.storage().use_count() == 1) {
+                          Tensor d = std::move(logits2);
+                          c::cross_entropy_rows_backward_(grad_rows, d, targets1, eps, ignore);
+                          g[0] = d.view(shape);
+                          return;
+                      }
+                      g[0] = c::cross_entropy_rows_backward(grad_rows, logits2, targets1, eps, ignore).view(shape);
+                  });
 }
 
 // ============================ composed versions ============================
@@ -298,10 +312,12 @@ Variable multi_head_attention(const Variable& q, const Variable& k, const Variab
         fail<ShapeError>("multi_head_attention: dropout mask {} for weights {}", core::shape_str(keep.shape()),
                          core::shape_str(P.shape()));
     if (weights) *weights = P;
-    // saved: the three inputs and P (backward recomputes nothing but the products)
+    // saved: the three inputs, P and the dropout mask as bits (backward
+    // recomputes nothing but the products)
     return record("multi_head_attention", core::attention_values(P, v.value(), keep), {q, k, v},
-                  [Q = q.value(), K = k.value(), V = v.value(), P, keep, scale](const Tensor& dO, Grads& g) {
-                      core::AttentionGrads d = core::attention_backward(dO, Q, K, V, P, keep, scale);
+                  [Q = q.value(), K = k.value(), V = v.value(), P, mask = c::PackedMask(keep), scale](const Tensor& dO,
+                                                                                                      Grads& g) {
+                      core::AttentionGrads d = core::attention_backward(dO, Q, K, V, P, mask.unpack(), scale);
                       if (g.wanted(0)) g[0] = std::move(d.dQ);
                       if (g.wanted(1)) g[1] = std::move(d.dK);
                       if (g.wanted(2)) g[2] = std::move(d.dV);

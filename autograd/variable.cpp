@@ -66,8 +66,42 @@ Variable::Variable(Tensor value, bool requires_grad) : impl_(std::make_shared<Va
     if (requires_grad && !core::is_floating(value.dtype()))
         fail<ValueError>("Variable: only floating tensors can require gradients, got {}",
                          core::dtype_name(value.dtype()));
+    impl_->shape = value.shape();
+    impl_->dtype = value.dtype();
     impl_->value = std::move(value);
     impl_->requires_grad = requires_grad;
+    impl_->handles.store(1, std::memory_order_relaxed);
+}
+
+Variable::Variable(const Variable& other) : impl_(other.impl_) {
+    if (impl_) impl_->handles.fetch_add(1, std::memory_order_relaxed);
+}
+
+Variable& Variable::operator=(const Variable& other) {
+    if (impl_ == other.impl_) return *this;
+    if (other.impl_) other.impl_->handles.fetch_add(1, std::memory_order_relaxed);
+    drop_handle();
+    impl_ = other.impl_;
+    return *this;
+}
+
+Variable& Variable::operator=(Variable&& other) noexcept {
+    if (this != &other) {
+        drop_handle();
+        impl_ = std::move(other.impl_);
+    }
+    return *this;
+}
+
+Variable::~Variable() { drop_handle(); }
+
+// The last handle to an op's result is going: no one can read the value any
+// more, and backward needs only its shape and dtype (kept beside it), so the
+// value goes now unless some op saved it. Leaves keep theirs (parameters).
+void Variable::drop_handle() {
+    if (!impl_) return;
+    if (impl_->handles.fetch_sub(1, std::memory_order_acq_rel) == 1 && impl_->grad_fn) impl_->value = Tensor();
+    impl_.reset();
 }
 
 const Tensor& Variable::value() const { return checked(impl_, "value")->value; }
@@ -273,7 +307,7 @@ void Variable::backward(const Tensor& grad_out, BackwardOptions options) const {
             slots.assign(inputs.size(), Tensor());
             wanted.assign(inputs.size(), 0);
             for (size_t i = 0; i < inputs.size(); ++i) wanted[i] = inputs[i] != nullptr;
-            Grads grads(slots, wanted);
+            Grads grads(slots, wanted, !options.retain_graph);
             if (profiling()) {
                 const auto start = std::chrono::steady_clock::now();
                 node->backward(g, grads);
@@ -284,13 +318,13 @@ void Variable::backward(const Tensor& grad_out, BackwardOptions options) const {
             }
             for (size_t i = 0; i < inputs.size(); ++i) {
                 if (!inputs[i] || !slots[i].defined()) continue;
-                const Tensor& want = inputs[i]->value;
-                if (!(slots[i].shape() == want.shape()) || slots[i].dtype() != want.dtype())
+                const VariableImpl& want = *inputs[i];  // its value may be gone: shape and dtype remain
+                if (!(slots[i].shape() == want.shape) || slots[i].dtype() != want.dtype)
                     fail<ValueError>(
                         "backward of '{}': gradient for input {} has shape {} and dtype {}, but the "
                         "input has shape {} and dtype {}",
                         node->name(), i, core::shape_str(slots[i].shape()), core::dtype_name(slots[i].dtype()),
-                        core::shape_str(want.shape()), core::dtype_name(want.dtype()));
+                        core::shape_str(want.shape), core::dtype_name(want.dtype));
                 if (anomaly) check_finite(slots[i], *node, i);
                 accumulate(inputs[i]->pending_grad, slots[i]);
                 slots[i] = Tensor();  // the sum holds it now (or the input's slot shares it)

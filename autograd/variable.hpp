@@ -38,15 +38,21 @@ class Variable;
 /// A slot left undefined means "no gradient flows to this input".
 class Grads {
 public:
-    explicit Grads(std::span<Tensor> slots, std::span<const uint8_t> wanted) : slots_(slots), wanted_(wanted) {}
+    explicit Grads(std::span<Tensor> slots, std::span<const uint8_t> wanted, bool last_run = false)
+        : slots_(slots), wanted_(wanted), last_run_(last_run) {}
     /// True when input i requires a gradient (skip the work otherwise).
     bool wanted(size_t i) const { return wanted_[i] != 0; }
     Tensor& operator[](size_t i) { return slots_[i]; }
     size_t size() const { return slots_.size(); }
+    /// True when this backward is the node's last (no retain_graph): what
+    /// the op saved is dropped right after, so the backward may write over
+    /// a saved tensor it alone holds instead of allocating one as large.
+    bool last_run() const { return last_run_; }
 
 private:
     std::span<Tensor> slots_;
     std::span<const uint8_t> wanted_;
+    bool last_run_ = false;
 };
 
 /// One recorded op: who its inputs were and how to send a gradient back to them.
@@ -95,10 +101,21 @@ private:
 };
 
 /// What a Variable handle points to.
+///
+/// The graph reaches a value through the nodes that use it (their inputs()),
+/// but backward needs only its shape and dtype from there: what an op needs
+/// of a value it saves itself. So a value made by an op lives as long as a
+/// Variable handle or a saved tensor holds it, as in PyTorch, and not as
+/// long as the graph: when the last handle goes, `value` is dropped and
+/// `shape` and `dtype` remain. (An attention output that only the next
+/// layer norm used is freed during the forward pass, not after backward.)
 struct VariableImpl {
-    Tensor value;
-    Tensor grad;                    ///< accumulated gradient (leaves, or retain_grad)
-    std::shared_ptr<Node> grad_fn;  ///< the op that made this value; null for leaves
+    Tensor value;                     ///< undefined once no handle holds an op's result
+    core::Shape shape;                ///< value's shape, kept when the value goes
+    core::DType dtype{};              ///< value's dtype, kept when the value goes
+    std::atomic<int64_t> handles{0};  ///< Variable handles pointing here
+    Tensor grad;                      ///< accumulated gradient (leaves, or retain_grad)
+    std::shared_ptr<Node> grad_fn;    ///< the op that made this value; null for leaves
     bool requires_grad = false;
     bool retains_grad = false;  ///< keep grad() on a non-leaf too
     std::vector<std::function<void(const Tensor&)>> hooks;
@@ -119,6 +136,12 @@ public:
     Variable() = default;
     /// A leaf holding `value`; with requires_grad, backward() fills grad().
     explicit Variable(Tensor value, bool requires_grad = false);
+    // Handles are counted (see VariableImpl): copying adds one, destroying removes one.
+    Variable(const Variable& other);
+    Variable(Variable&& other) noexcept : impl_(std::move(other.impl_)) {}
+    Variable& operator=(const Variable& other);
+    Variable& operator=(Variable&& other) noexcept;
+    ~Variable();
 
     bool defined() const { return impl_ != nullptr; }
     /// The tensor this Variable holds.
@@ -161,6 +184,7 @@ public:
     const std::shared_ptr<VariableImpl>& impl() const { return impl_; }
 
 private:
+    void drop_handle();
     std::shared_ptr<VariableImpl> impl_;
 };
 

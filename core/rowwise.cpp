@@ -706,16 +706,16 @@ Tensor cross_entropy_rows(const Tensor& logits, const Tensor& targets, double la
     return loss;
 }
 
-// dlogits_n = grad_n (softmax(logits_n) - q_n), 0 for ignored rows
-Tensor cross_entropy_rows_backward(const Tensor& grad_rows, const Tensor& logits, const Tensor& targets,
-                                   double label_smoothing, int64_t ignore_index) {
-    const char* op = "cross_entropy_backward";
-    const CrossEntropyInputs in = cross_entropy_inputs(logits, targets, label_smoothing, ignore_index, op);
+namespace {
+// dlogits_n = grad_n (softmax(logits_n) - q_n), 0 for ignored rows, into
+// `dlogits`, which may be the logits themselves: each row reads x_v before
+// it writes d_v and never reads x again after that (x_t included).
+void cross_entropy_rows_backward_into(const Tensor& grad_rows, const CrossEntropyInputs& in, double label_smoothing,
+                                      int64_t ignore_index, Tensor& dlogits, const char* op) {
     const int64_t N = in.logits.count, V = in.logits.length;
-    const Tensor g = expect(grad_rows, "grad_rows", Shape{N}, logits.dtype(), op);  // (N)
+    const Tensor g = expect(grad_rows, "grad_rows", Shape{N}, dlogits.dtype(), op);  // (N)
     const double eps = label_smoothing;
-    Tensor dlogits = Tensor::empty(logits.shape(), logits.dtype());  // (N, V)
-    visit_floating(logits.dtype(), op, [&](auto tag) {
+    visit_floating(dlogits.dtype(), op, [&](auto tag) {
         using T = typename decltype(tag)::type;
         const T* xp = in.logits.data.data<T>();
         const T* gp = g.data<T>();
@@ -739,6 +739,24 @@ Tensor cross_entropy_rows_backward(const Tensor& grad_rows, const Tensor& logits
             if (eps < 1) d[t] -= static_cast<T>(gn * (1 - eps));
         });
     });
+}
+}  // namespace
+
+Tensor cross_entropy_rows_backward(const Tensor& grad_rows, const Tensor& logits, const Tensor& targets,
+                                   double label_smoothing, int64_t ignore_index) {
+    const char* op = "cross_entropy_backward";
+    const CrossEntropyInputs in = cross_entropy_inputs(logits, targets, label_smoothing, ignore_index, op);
+    Tensor dlogits = Tensor::empty(logits.shape(), logits.dtype());  // (N, V)
+    cross_entropy_rows_backward_into(grad_rows, in, label_smoothing, ignore_index, dlogits, op);
     return dlogits;
+}
+
+void cross_entropy_rows_backward_(const Tensor& grad_rows, Tensor& logits, const Tensor& targets,
+                                  double label_smoothing, int64_t ignore_index) {
+    const char* op = "cross_entropy_backward_";
+    if (!logits.defined() || !logits.is_contiguous())
+        fail<ValueError>("{}: the logits must be a contiguous tensor to be overwritten", op);
+    const CrossEntropyInputs in = cross_entropy_inputs(logits, targets, label_smoothing, ignore_index, op);
+    cross_entropy_rows_backward_into(grad_rows, in, label_smoothing, ignore_index, logits, op);
 }
 }  // namespace tformer::core

@@ -115,6 +115,11 @@ Tensor cross_entropy_rows(const Tensor& logits, const Tensor& targets, double la
 /// ignored rows; grad_rows (N) is the upstream gradient of each row's loss.
 Tensor cross_entropy_rows_backward(const Tensor& grad_rows, const Tensor& logits, const Tensor& targets,
                                    double label_smoothing, int64_t ignore_index);
+/// The same, written over the logits (contiguous, (N, V)): the same floats
+/// without a second (N, V) tensor. For a caller that owns the logits and no
+/// longer needs them (cross_entropy's backward, the last time it runs).
+void cross_entropy_rows_backward_(const Tensor& grad_rows, Tensor& logits, const Tensor& targets,
+                                  double label_smoothing, int64_t ignore_index);
 
 /// Plain-loop oracles for the tests: the textbook formula written out
 /// element by element in double (the backward ones multiply by the full

@@ -37,6 +37,16 @@ private:
     int64_t nbytes_ = 0;
 };
 
+/// Bytes held by every Storage alive right now (what the tensors hold, not
+/// the allocator's slack), like torch.cuda.memory_allocated().
+int64_t storage_bytes();
+/// The most storage_bytes() has been since the last reset_storage_peak(),
+/// like torch.cuda.max_memory_allocated(): tests and the bench use it to see
+/// what a training step keeps alive at its peak.
+int64_t storage_peak_bytes();
+/// Starts a new peak from what is alive now.
+void reset_storage_peak();
+
 class Tensor {
 public:
     /// An undefined tensor (defined() is false), like a null handle.

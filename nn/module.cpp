@@ -172,6 +172,7 @@ void Module::to(core::DType dtype) {
         // Swap the value inside the shared VariableImpl, so every handle to
         // this parameter (the layer's member, an optimizer) sees the new dtype.
         v.impl()->value = v.value().to(dtype);
+        v.impl()->dtype = dtype;
         v.impl()->grad = Tensor();
     }
     for (auto& [_, t] : buffers_)

@@ -194,3 +194,26 @@ TEST_CASE("gradcheck(): passes a right backward and explains a wrong one", "[aut
         gradcheck([](const std::vector<Variable>& in) { return in[0]; }, {Variable(core::ones({2}), true)}),
         Catch::Contains("gradcheck: input 0 is float32"));
 }
+
+TEST_CASE("the graph keeps an op's value only while a handle or a saved tensor holds it", "[autograd][engine]") {
+    const int64_t n = 1 << 16;
+    Variable x(core::ones({n}), /*requires_grad=*/true);
+    const int64_t before = core::storage_bytes();
+    Variable loss;
+    {
+        Variable h = mul(x, 3.0);  // saves nothing: its backward is dy · 3
+        CHECK(core::storage_bytes() - before == n * 4);
+        loss = sum(h);  // sum's backward needs h's shape, not its value
+    }
+    // h's last handle is gone; only sum's node points to it, so its n floats are freed
+    CHECK(core::storage_bytes() - before == 4);  // the loss
+    CHECK(loss.impl()->grad_fn->inputs()[0]->shape == core::Shape{n});
+    loss.backward();
+    CHECK(x.grad().to_vector()[n - 1] == 3.0);
+
+    Variable kept = mul(x, 3.0);  // a handle keeps the value
+    Variable loss2 = sum(kept);
+    CHECK(kept.value().numel() == n);
+    loss2.backward();
+    CHECK(kept.value().at({0}) == 3.0);
+}

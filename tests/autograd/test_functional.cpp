@@ -466,3 +466,44 @@ TEST_CASE("matmul, linear, softmax, layer_norm, embedding, cross_entropy: no gra
     CHECK_FALSE(loss.requires_grad());
     CHECK(live_node_count() == before);
 }
+
+namespace {
+bool same_floats(const Tensor& a, const Tensor& b) { return a.shape() == b.shape() && a.to_vector() == b.to_vector(); }
+}  // namespace
+
+TEST_CASE("cross_entropy: the last backward writes the gradient over logits it alone holds, the same floats",
+          "[autograd][functional]") {
+    const int64_t N = 64, V = 4096;  // 1 MB of float logits
+    core::Generator gen(11);
+    const Tensor x = core::randn({N, 32}, gen);
+    const Tensor W = core::randn({V, 32}, gen);
+    std::vector<double> t(N);
+    for (int64_t n = 0; n < N; ++n) t[static_cast<size_t>(n)] = static_cast<double>((n * 37) % V);
+    const Tensor targets = core::tensor(t, {N}, DType::int64);
+    const auto grad_of_x = [&](bool keep_logits, bool retain) {
+        Variable xv(x, true);
+        Variable loss;
+        Variable kept;
+        {
+            Variable logits = matmul(xv, Variable(W.transpose(0, 1)));  // (N, V)
+            loss = cross_entropy(logits, targets, {.label_smoothing = 0.1});
+            if (keep_logits) kept = logits;
+        }
+        const int64_t before = core::storage_bytes();
+        core::reset_storage_peak();
+        loss.backward(Tensor(), {.retain_graph = retain});
+        // with the logits in no one else's hands, backward's peak holds no second (N, V)
+        if (!keep_logits && !retain) CHECK(core::storage_peak_bytes() - before < N * V * 4);
+        if (keep_logits) CHECK(kept.value().numel() == N * V);
+        if (retain) {  // the logits were left as they were: a second backward gives the same again
+            const Tensor first = xv.grad().clone();
+            xv.zero_grad();
+            loss.backward();
+            CHECK(same_floats(xv.grad(), first));
+        }
+        return xv.grad();
+    };
+    const Tensor in_place = grad_of_x(false, false);
+    CHECK(same_floats(in_place, grad_of_x(true, false)));
+    CHECK(same_floats(in_place, grad_of_x(false, true)));
+}

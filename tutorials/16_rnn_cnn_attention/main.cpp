@@ -132,8 +132,10 @@ int64_t count_macs(const Variable& out) {
         seen[v] = true;
         const std::string name = v->grad_fn->name();
         const auto& in = v->grad_fn->inputs();
-        if (name == "linear" && in.at(1)) total += v->value.numel() * in[1]->value.size(1);   // weight (out, in)
-        if (name == "matmul" && in.at(0)) total += v->value.numel() * in[0]->value.size(-1);  // a (..., m, k)
+        // shapes, not values: the graph keeps a value only while something holds it
+        const int64_t outputs = core::shape_numel(v->shape);
+        if (name == "linear" && in.at(1)) total += outputs * in[1]->shape[1];      // weight (out, in)
+        if (name == "matmul" && in.at(0)) total += outputs * in[0]->shape.back();  // a (..., m, k)
         for (const auto& i : in) visit(i.get());
     };
     visit(out.impl().get());
