@@ -239,11 +239,7 @@ void softmax_rows(T* z, int64_t rows, int64_t Sp, T scale, Len&& len, T* row_max
                 zt[j0 + l] = j0 + l < L ? scale * zt[j0 + l] : kNegInf;
                 lane_max[l] = std::max(lane_max[l], zt[j0 + l]);
             }
-        // the lanes folded in halves: a few vector operations instead of a chain
-        // of kChunk compares, and the same value (a max does not depend on order)
-        for (int64_t w = kChunk / 2; w > 0; w /= 2)
-            for (int64_t l = 0; l < w; ++l) lane_max[l] = std::max(lane_max[l], lane_max[l + w]);
-        row_max[t] = lane_max[0];
+        row_max[t] = *std::max_element(lane_max, lane_max + kChunk);
     }
     for (int64_t t = 0; t < rows; ++t) {  // exp(z - max): exp(-inf - max) is 0; a row of only -inf shifts by 0
         T* zt = z + t * Sp;
