@@ -226,11 +226,12 @@ void dots(Rows rows, const T* a, const T* x, int64_t x_row, int64_t n, T* out) {
 // one another; the loops run over whole chunks, the masked entries being
 // -inf, whose exp is 0, with one running max per lane.
 template <class T, class Len>
-void softmax_rows(T* z, int64_t rows, int64_t Sp, T scale, Len&& len, T* row_max) {  // row_max: (rows) scratch
+void softmax_rows(T* z, int64_t rows, int64_t Sp, T scale, Len&& len, T* row_max,
+                  int64_t* row_len) {  // row_max, row_len: (rows) scratch
     constexpr T kNegInf = -std::numeric_limits<T>::infinity();
     for (int64_t t = 0; t < rows; ++t) {  // mask and scale; each row's max
         T* zt = z + t * Sp;
-        const int64_t L = len(t);
+        const int64_t L = row_len[t] = len(t);
         T lane_max[kChunk];
         std::fill(lane_max, lane_max + kChunk, kNegInf);
         for (int64_t j0 = 0; j0 < Sp; j0 += kChunk)
@@ -249,12 +250,16 @@ void softmax_rows(T* z, int64_t rows, int64_t Sp, T scale, Len&& len, T* row_max
     // (With float sums over lanes, the 2-rank translate run of tests/apps/test_mpi.cpp
     // drifted past 1e-4 from the 1-process one on 2 seeds of 12; with this, on none
     // of 5.) A row's sum is one chain of additions, each waiting on the one before:
-    // kBlock rows are summed side by side, so their chains overlap.
+    // kBlock rows are summed side by side, so their chains overlap. The sums
+    // stop after the block's longest row: past a row's length its entries are
+    // exp(-inf) = +0, which leave a sum as it is, so the padding to whole
+    // chunks (16 keys for d2l's 10) need not be added.
     for_row_blocks(rows, [&](auto block, int64_t t0) {
         constexpr int64_t R = decltype(block)::value;
         T* zt = z + t0 * Sp;
         double sum[R] = {};
-        for (int64_t j = 0; j < Sp; ++j)
+        const int64_t n = *std::max_element(row_len + t0, row_len + t0 + R);
+        for (int64_t j = 0; j < n; ++j)
 #pragma GCC unroll 8
             for (int64_t r = 0; r < R; ++r) sum[r] += zt[r * Sp + j];
         for (int64_t r = 0; r < R; ++r) {
@@ -349,7 +354,8 @@ void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, cons
         parallel_for(0, s.B, rows * s.S * d, [&](int64_t begin, int64_t end) {
             std::vector<T> kt(static_cast<size_t>(d * Sp));  // (d, Sp)
             std::vector<T> scores(static_cast<size_t>(rows * Sp)),
-                row_max(static_cast<size_t>(rows));  // (H·T, Sp), (H·T)
+                row_max(static_cast<size_t>(rows));                   // (H·T, Sp), (H·T)
+            std::vector<int64_t> row_len(static_cast<size_t>(rows));  // (H·T)
             for (int64_t b = begin; b < end; ++b) {
                 for (int64_t h = 0; h < s.H; ++h) {
                     const T* kh = k + kl.at(b, h);
@@ -372,7 +378,7 @@ void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, cons
                 }
                 softmax_rows(
                     scores.data(), rows, Sp, static_cast<T>(scale), [&](int64_t row) { return lens.at(b, row % s.T); },
-                    row_max.data());
+                    row_max.data(), row_len.data());
                 T* pb = p + b * rows * s.S;  // (H, T, S) of batch element b: its rows in the same order
                 for (int64_t row = 0; row < rows; ++row)
                     std::copy(scores.data() + row * Sp, scores.data() + row * Sp + s.S, pb + row * s.S);

@@ -258,6 +258,23 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
 // ---- linear ---------------------------------------------------------------------------------------
 
+namespace {
+// out (rows, n), contiguous, gets the row b (n) in each of its rows: the
+// broadcast copy_(out, b) with one plain copy per row, since a linear layer
+// of a small model (rows of 32 numbers) would otherwise pay copy_'s general
+// strided loop per row on every call.
+void fill_rows(const Tensor& out, const Tensor& b_, int64_t rows) {
+    const Tensor b = b_.contiguous();
+    const int64_t n = b.numel();
+    visit_floating(out.dtype(), "linear", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* src = b.data<T>();
+        T* dst = out.data<T>();
+        for (int64_t r = 0; r < rows; ++r) std::copy(src, src + n, dst + r * n);
+    });
+}
+}  // namespace
+
 // y = x @ Wᵀ + b
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     check_defined(x, "linear", "input");
@@ -284,7 +301,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     // The bias is written into every row first and GEMM with beta = 1 adds
     // x @ Wᵀ onto it, so no read-add-write pass over the output follows.
     if (bias.defined()) {
-        copy_(out, bias);  // (out) broadcast to (..., out)
+        fill_rows(out, bias, rows);  // (out) broadcast to (..., out)
     } else if (in_features == 0) {
         fill_(out, 0.0);
     }
