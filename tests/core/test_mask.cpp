@@ -42,6 +42,14 @@ TEST_CASE("PackedMask: other masks are kept as they are", "[core][mask]") {
     CHECK_FALSE(kept.packed());
     CHECK(same_bits(kept.unpack(), mixed));
 
+    // the odd element in each part of the packing: a later lane of a whole word, the last partial word
+    for (const int64_t at : {int64_t{64 * 3 + 50}, int64_t{(1 << 15) + 40}}) {
+        Tensor odd = dropout_mask({(1 << 15) + 41}, 0.5, gen);
+        odd.set({at}, 0.5);
+        INFO("the odd element at " << at);
+        CHECK_FALSE(PackedMask(odd).packed());
+    }
+
     Tensor negative_zero = zeros({1 << 15});  // -0 is not +0: its bits would not come back
     negative_zero.set({0}, -0.0);
     negative_zero.set({1}, 2.0);
