@@ -220,53 +220,69 @@ void dots(Rows rows, const T* a, const T* x, int64_t x_row, int64_t n, T* out) {
 
 // Masked softmax of the rows of one head's scores, z (rows, Sp) scaled by
 // `scale`: row t becomes softmax_{j < L_t}(scale · z_t) over its first
-// L_t = len(t) entries and 0 from there on (all zeros when L_t = 0). Each
-// pass runs over every row before the next starts, so the rows' exps (a
-// long chain of dependent operations each) overlap instead of waiting for
-// one another; the loops run over whole chunks, the masked entries being
-// -inf, whose exp is 0, with one running max per lane.
+// L_t = len(t) entries and 0 from there on (all zeros when L_t = 0). z is
+// left holding exp(scale · z - max), 0 past L_t; the row's factor 1 / Σ goes
+// to inv[t], and the caller writes z_t · inv[t] where the weights belong (one
+// pass over them instead of two). Each pass runs over every row before the
+// next starts, so the rows' exps (a long chain of dependent operations each)
+// overlap instead of waiting for one another; the loops run over whole
+// vectors of keys, the masked entries being -inf, whose exp is 0, with one
+// running max per lane.
 template <class T, class Len>
-void softmax_rows(T* z, int64_t rows, int64_t Sp, T scale, Len&& len, T* row_max,
-                  int64_t* row_len) {  // row_max, row_len: (rows) scratch
+void softmax_rows(T* z, int64_t rows, int64_t Sp, T scale, Len&& len, T* row_max, int64_t* row_len,
+                  T* inv) {  // row_max, row_len, inv: (rows)
     constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+    using L = Lanes<T, kChunk>;
+    using V = typename L::V;
+    // the lane numbers 0, 1, ..., kWidth - 1 of a vector, as T (exact: kWidth ≤ 16)
+    V lane{};
+    for (int64_t l = 0; l < L::kWidth; ++l) lane[l] = static_cast<T>(l);
     for (int64_t t = 0; t < rows; ++t) {  // mask and scale; each row's max
         T* zt = z + t * Sp;
-        const int64_t L = row_len[t] = len(t);
-        T lane_max[kChunk];
-        std::fill(lane_max, lane_max + kChunk, kNegInf);
+        const int64_t n = row_len[t] = len(t);
+        const T length = static_cast<T>(n);  // exact: a length is at most the keys of a model, far below 2^24
+        V lane_max[L::kCount];
+        for (auto& m : lane_max) m = V{} + kNegInf;
         for (int64_t j0 = 0; j0 < Sp; j0 += kChunk)
-            for (int64_t l = 0; l < kChunk; ++l) {
-                zt[j0 + l] = j0 + l < L ? scale * zt[j0 + l] : kNegInf;
-                lane_max[l] = std::max(lane_max[l], zt[j0 + l]);
+#pragma GCC unroll 8
+            for (int64_t c = 0; c < L::kCount; ++c) {
+                T* at = zt + j0 + c * L::kWidth;
+                const V key = lane + static_cast<T>(j0 + c * L::kWidth);  // each lane's key number
+                V v = load<V>(at);
+                v = key < length ? scale * v : V{} + kNegInf;
+                lane_max[c] = lane_max[c] < v ? v : lane_max[c];  // std::max, lane by lane
+                store(at, v);
             }
-        row_max[t] = *std::max_element(lane_max, lane_max + kChunk);
+        T lanes[kChunk];
+        for (int64_t c = 0; c < L::kCount; ++c) store(lanes + c * L::kWidth, lane_max[c]);
+        row_max[t] = *std::max_element(lanes, lanes + kChunk);
     }
     for (int64_t t = 0; t < rows; ++t) {  // exp(z - max): exp(-inf - max) is 0; a row of only -inf shifts by 0
         T* zt = z + t * Sp;
         const T m = row_max[t] == kNegInf ? T(0) : row_max[t];
-        for (int64_t j = 0; j < Sp; ++j) zt[j] = exp_of(zt[j] - m);  // as core::masked_softmax
+        // the chunks past the row's length hold only -inf: their exps are 0
+        const int64_t used = padded(row_len[t]);
+        for (int64_t j = 0; j < used; ++j) zt[j] = exp_of(zt[j] - m);  // as core::masked_softmax
+        std::fill(zt + used, zt + Sp, T(0));
     }
-    // divide by each row's sum, in double and in key order, as core::masked_softmax.
+    // each row's sum, in double and in key order, as core::masked_softmax.
     // (With float sums over lanes, the 2-rank translate run of tests/apps/test_mpi.cpp
     // drifted past 1e-4 from the 1-process one on 2 seeds of 12; with this, on none
     // of 5.) A row's sum is one chain of additions, each waiting on the one before:
     // kBlock rows are summed side by side, so their chains overlap. The sums
     // stop after the block's longest row: past a row's length its entries are
-    // exp(-inf) = +0, which leave a sum as it is, so the padding to whole
-    // chunks (16 keys for d2l's 10) need not be added.
+    // +0, which leave a sum as it is, so the padding to whole chunks (16 keys
+    // for d2l's 10) need not be added.
     for_row_blocks(rows, [&](auto block, int64_t t0) {
         constexpr int64_t R = decltype(block)::value;
-        T* zt = z + t0 * Sp;
+        const T* zt = z + t0 * Sp;
         double sum[R] = {};
         const int64_t n = *std::max_element(row_len + t0, row_len + t0 + R);
         for (int64_t j = 0; j < n; ++j)
 #pragma GCC unroll 8
             for (int64_t r = 0; r < R; ++r) sum[r] += zt[r * Sp + j];
-        for (int64_t r = 0; r < R; ++r) {
-            // a sum of 0 (L = 0, or every kept score -inf): no mass to share, a row of zeros; NaN stays NaN
-            const T inv = sum[r] == 0.0 ? T(0) : static_cast<T>(1.0 / sum[r]);
-            for (int64_t j = 0; j < Sp; ++j) zt[r * Sp + j] *= inv;
-        }
+        // a sum of 0 (L = 0, or every kept score -inf): no mass to share, a row of zeros; NaN stays NaN
+        for (int64_t r = 0; r < R; ++r) inv[t0 + r] = sum[r] == 0.0 ? T(0) : static_cast<T>(1.0 / sum[r]);
     });
 }
 
@@ -353,8 +369,8 @@ void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, cons
         const int64_t rows = s.H * s.T;
         parallel_for(0, s.B, rows * s.S * d, [&](int64_t begin, int64_t end) {
             std::vector<T> kt(static_cast<size_t>(d * Sp));  // (d, Sp)
-            std::vector<T> scores(static_cast<size_t>(rows * Sp)),
-                row_max(static_cast<size_t>(rows));                   // (H·T, Sp), (H·T)
+            std::vector<T> scores(static_cast<size_t>(rows * Sp)), row_max(static_cast<size_t>(rows)),
+                inv(static_cast<size_t>(rows));                       // (H·T, Sp), (H·T), (H·T)
             std::vector<int64_t> row_len(static_cast<size_t>(rows));  // (H·T)
             for (int64_t b = begin; b < end; ++b) {
                 for (int64_t h = 0; h < s.H; ++h) {
@@ -378,10 +394,14 @@ void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, cons
                 }
                 softmax_rows(
                     scores.data(), rows, Sp, static_cast<T>(scale), [&](int64_t row) { return lens.at(b, row % s.T); },
-                    row_max.data(), row_len.data());
+                    row_max.data(), row_len.data(), inv.data());
                 T* pb = p + b * rows * s.S;  // (H, T, S) of batch element b: its rows in the same order
-                for (int64_t row = 0; row < rows; ++row)
-                    std::copy(scores.data() + row * Sp, scores.data() + row * Sp + s.S, pb + row * s.S);
+                for (int64_t row = 0; row < rows; ++row) {
+                    const T* zr = scores.data() + row * Sp;
+                    T* pr = pb + row * s.S;
+                    const T f = inv[static_cast<size_t>(row)];
+                    for (int64_t j = 0; j < s.S; ++j) pr[j] = zr[j] * f;
+                }
             }
         });
     });
@@ -520,21 +540,39 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
                     for_row_blocks(s.T, [&](auto block, int64_t t0) {
                         dot_rows(block, dout + q_head + t0 * s.D, s.D, vt.data(), d, Sp, dP.data() + t0 * Sp, Sp);
                     });
-                    // dP = d(Pu) ⊙ keep, then the softmax backward dS = P ⊙ (dP - Σ_s P dP), row by row
-                    for (int64_t t = 0; t < s.T; ++t) {
-                        const T* Pt = Pbh + t * s.S;
-                        T* dPt = dP.data() + t * Sp;
-                        // keys past the last weight above zero got no attention: nothing flows back to them
-                        int64_t L = s.S;
-                        while (L > 0 && Pt[L - 1] == T(0)) --L;
-                        double c = 0;  // Σ_s P dP
-                        for (int64_t j = 0; j < L; ++j) {
-                            if (keep_bh) dPt[j] *= keep_bh[t * s.S + j];
-                            c += static_cast<double>(Pt[j]) * static_cast<double>(dPt[j]);
+                    // dP = d(Pu) ⊙ keep, then the softmax backward dS = P ⊙ (dP - Σ_s P dP), kBlock rows
+                    // at once: a row's Σ is one chain of additions, and the rows' chains overlap
+                    for_row_blocks(s.T, [&](auto block, int64_t t0) {
+                        constexpr int64_t R = decltype(block)::value;
+                        int64_t len[R];
+                        for (int64_t r = 0; r < R; ++r) {
+                            // keys past the last weight above zero got no attention: nothing flows back to them
+                            const T* Pt = Pbh + (t0 + r) * s.S;
+                            int64_t L = s.S;
+                            while (L > 0 && Pt[L - 1] == T(0)) --L;
+                            len[r] = L;
+                            if (keep_bh)
+                                for (int64_t j = 0; j < L; ++j) dP[(t0 + r) * Sp + j] *= keep_bh[(t0 + r) * s.S + j];
                         }
-                        for (int64_t j = 0; j < s.S; ++j)
-                            dS[t * s.S + j] = j < L ? sc * (Pt[j] * (dPt[j] - static_cast<T>(c))) : T(0);
-                    }
+                        const int64_t n = *std::max_element(len, len + R);
+                        double c[R] = {};  // Σ_s P dP of each row, in key order
+                        for (int64_t j = 0; j < n; ++j)
+#pragma GCC unroll 8
+                            for (int64_t r = 0; r < R; ++r) {
+                                const double term = static_cast<double>(Pbh[(t0 + r) * s.S + j]) *
+                                                    static_cast<double>(dP[(t0 + r) * Sp + j]);
+                                c[r] += j < len[r] ? term : 0.0;  // past the row's keys: nothing (not 0 · inf)
+                            }
+                        for (int64_t r = 0; r < R; ++r) {
+                            const T* Pt = Pbh + (t0 + r) * s.S;
+                            const T* dPt = dP.data() + (t0 + r) * Sp;
+                            T* dSt = dS.data() + (t0 + r) * s.S;
+                            const T cr = static_cast<T>(c[r]);
+                            const int64_t L = len[r];
+                            for (int64_t j = 0; j < L; ++j) dSt[j] = sc * (Pt[j] * (dPt[j] - cr));
+                            std::fill(dSt + L, dSt + s.S, T(0));
+                        }
+                    });
                     for (int64_t i = 0; i < s.T * s.S; ++i) Pu[i] = keep_bh ? Pbh[i] * keep_bh[i] : Pbh[i];
                     // dV_s = Σ_t Pu[t, s] dO_t,  dK_s = Σ_t scale dS[t, s] q_t   (rows s of the head)
                     for_row_blocks(s.S, [&](auto rows, int64_t j0) {

@@ -207,6 +207,49 @@ Tensor log_softmax(const Tensor& x) {
     return map_rows(x, "log_softmax", [](const auto* in, auto* out, int64_t n) { log_softmax_row(in, out, n); });
 }
 
+// per row: argmax, and log_softmax_row's value there (the same max, log-sum and formula)
+ArgmaxLogSoftmax argmax_log_softmax(const Tensor& x) {
+    const char* op = "argmax_log_softmax";
+    const Rows rows = as_rows(x, op, "x");
+    if (rows.length == 0) fail<ValueError>("{}: x of shape {} has empty rows", op, shape_str(x.shape()));
+    const Shape lead = leading_shape(x.shape());
+    ArgmaxLogSoftmax out{.ids = Tensor::empty(lead, DType::int64), .log_probs = Tensor::empty(lead, x.dtype())};
+    visit_floating(x.dtype(), op, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* in = rows.data.data<T>();
+        int64_t* ids = out.ids.data<int64_t>();
+        T* lp = out.log_probs.data<T>();
+        const int64_t n = rows.length;
+        for_each_row(rows.count, n, [&](int64_t r) {
+            const T* xr = in + r * n;
+            const T m = row_max(xr, n);  // the largest non-NaN entry
+            const auto first_nan = [&] {
+                for (int64_t i = 0; i < n; ++i)
+                    if (std::isnan(xr[i])) return i;
+                return int64_t{-1};
+            };
+            const auto first_equal = [&](T v) {
+                int64_t i = 0;
+                while (xr[i] != v) ++i;  // v is one of the entries
+                return i;
+            };
+            if (m == kNegInf<T>) {  // every entry -inf or NaN: log_softmax_row's fill
+                const int64_t nan_at = first_nan();
+                ids[r] = nan_at >= 0 ? nan_at : 0;
+                lp[r] = nan_at >= 0 ? kNaN<T> : kNegInf<T>;
+                return;
+            }
+            const Acc sum = sum_exp_shifted<false>(xr, n, m);
+            // a NaN entry makes the sum NaN; then argmax's answer is the first NaN
+            const int64_t nan_at = std::isnan(sum) ? first_nan() : -1;
+            const int64_t id = nan_at >= 0 ? nan_at : first_equal(m);
+            ids[r] = id;
+            lp[r] = (xr[id] - m) - static_cast<T>(std::log(sum));
+        });
+    });
+    return out;
+}
+
 namespace {
 
 // Runs row_fn(dy_row, y_row, dx_row, L) over every row: the shared frame of

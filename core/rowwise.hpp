@@ -33,6 +33,14 @@ Tensor softmax(const Tensor& x);
 /// sum ≥ 1, so log(0) never happens. An all -inf row gives all -inf (the log
 /// of softmax's zeros); a -inf entry gives -inf.
 Tensor log_softmax(const Tensor& x);
+/// Greedy decoding's pick: per row of x (..., V), the index of its largest
+/// entry (as argmax(x, -1): the first of equals; a NaN counts as largest) and
+/// log_softmax(x) at that index, the same value bit for bit, without writing
+/// the other V - 1 log-probabilities. ids: int64 (...), log_probs: x's dtype (...).
+struct ArgmaxLogSoftmax {
+    Tensor ids, log_probs;
+};
+ArgmaxLogSoftmax argmax_log_softmax(const Tensor& x);
 /// Backward of y = softmax(x): dx = y ⊙ (dy - Σ_j dy_j y_j). Also the backward
 /// of both masked softmaxes: masked entries have y = 0, so their dx is 0.
 Tensor softmax_backward(const Tensor& grad_y, const Tensor& y);

@@ -519,8 +519,9 @@ std::vector<Decoded> greedy_decode(nn::EncoderDecoder& model, const Tensor& src,
     const int64_t H = model.decoder->options.num_heads;
     for (int64_t step = 0; step < options.max_steps; ++step) {
         const Tensor logits = model.decoder->forward_step(dec_X, state).value();  // (B, 1, V)
-        const Tensor logp = core::log_softmax(logits);
-        const Tensor next = core::argmax(logits, -1);  // (B, 1)
+        // the next tokens and their log-probabilities, (B, 1) each (the other V - 1 are not needed)
+        const core::ArgmaxLogSoftmax pick = core::argmax_log_softmax(logits);
+        const Tensor& next = pick.ids;
         if (options.keep_attention && B == 1) {
             const auto w = model.decoder->attention_weights();
             out[0].cross_attention.push_back(w[1].back().reshape({H, -1}).clone());  // (H, S)
@@ -530,7 +531,7 @@ std::vector<Decoded> greedy_decode(nn::EncoderDecoder& model, const Tensor& src,
         for (int64_t b = 0; b < B; ++b) {
             if (done[b]) continue;
             const int64_t id = static_cast<int64_t>(next.at({b, 0}));
-            out[b].score += logp.at({b, 0, id});
+            out[b].score += pick.log_probs.at({b, 0});
             if (id == options.eos) {
                 done[b] = true;
             } else {

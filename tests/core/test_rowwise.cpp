@@ -7,6 +7,7 @@
 // against 2 threads on a large input, and (for the backwards) central finite
 // differences in float64. Hand-computed numbers and error messages follow.
 #include "core/parallel.hpp"
+#include "core/reduce.hpp"
 #include "core/rowwise.hpp"
 
 #include <catch2/catch.hpp>
@@ -409,6 +410,54 @@ TEST_CASE("softmax(x): rows are probability distributions", "[core][rowwise]") {
             }
         }
     }
+}
+
+TEST_CASE(
+    "argmax_log_softmax(x): argmax(x, -1) and log_softmax(x) at it, bit for bit, over the shape table, ties, "
+    "-inf, +inf and NaN rows",
+    "[core][rowwise]") {
+    Generator gen(31);
+    for (DType dtype : {DType::float32, DType::float64})
+        for (const ShapeCase& c : kShapes) {
+            if (c.shape.back() == 0 || shape_numel(c.shape) == 0) continue;
+            INFO(describe(c, dtype));
+            const Tensor x = make_x(c, dtype, gen);
+            const ArgmaxLogSoftmax got = argmax_log_softmax(x);
+            const Tensor ids = argmax(x, -1);
+            CHECK(got.ids.to_vector<int64_t>() == ids.to_vector<int64_t>());
+            // log_softmax(x) gathered at the argmax, row by row
+            const Tensor all = log_softmax(x).reshape({-1, x.shape().back()});
+            const std::vector<int64_t> id = ids.reshape({-1}).to_vector<int64_t>();
+            Values want;
+            for (size_t r = 0; r < id.size(); ++r) want.push_back(all.at({static_cast<int64_t>(r), id[r]}));
+            CHECK(got.log_probs.dtype() == dtype);
+            CHECK(shape_str(got.log_probs.shape()) == shape_str(leading(x.shape())));
+            CHECK(got.log_probs.reshape({-1}).to_vector() == want);
+        }
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (DType dtype : {DType::float32, DType::float64}) {
+        INFO(dtype_name(dtype));
+        // rows: a tie (the first wins), all -inf, a NaN after the max (the NaN wins, as in argmax),
+        // +inf (it wins; its log-probability is NaN, as log_softmax's), -inf beside a number
+        const Tensor x = tensor({1,     3,     3,     0,      //
+                                 -kInf, -kInf, -kInf, -kInf,  //
+                                 5,     1,     nan,   2,      //
+                                 0,     kInf,  1,     kInf,   //
+                                 -kInf, 2,     -kInf, -kInf},
+                                {5, 4}, dtype);
+        const ArgmaxLogSoftmax got = argmax_log_softmax(x);
+        CHECK(got.ids.to_vector<int64_t>() == argmax(x, -1).to_vector<int64_t>());
+        CHECK(got.ids.to_vector<int64_t>() == std::vector<int64_t>{1, 0, 2, 1, 1});
+        const Values lp = got.log_probs.to_vector();
+        CHECK(lp[0] == log_softmax(x).at({0, 1}));
+        CHECK(lp[1] == -kInf);
+        CHECK(std::isnan(lp[2]));
+        CHECK(std::isnan(lp[3]));
+        CHECK(lp[4] == 0.0);
+    }
+    CHECK_THROWS_WITH(argmax_log_softmax(zeros({2, 0})),
+                      Catch::Contains("argmax_log_softmax") && Catch::Contains("(2x0)"));
+    CHECK_THROWS_WITH(argmax_log_softmax(zeros({2}, DType::int64)), Catch::Contains("argmax_log_softmax"));
 }
 
 TEST_CASE("softmax(x), log_softmax(x): ±1e4 stays finite, -inf rows and NaN", "[core][rowwise]") {
