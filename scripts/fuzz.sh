@@ -6,6 +6,11 @@
 #       SECONDS: how long to fuzz each target (0: no time limit, e.g. with -runs=N)
 #   scripts/fuzz.sh seeds      rewrites the committed seeds fuzz/corpus/<target>/seed-*
 #
+# libFuzzer's own flags pass through, e.g. `-jobs=2 -workers=2 -runs=5000000`:
+# two processes fuzzing one corpus, 10 million inputs in all; their logs go to
+# build/fuzz/logs/TARGET/fuzz-N.log (the fuzzer runs in that folder: give any
+# path in a flag as an absolute one).
+#
 # Builds the fuzz preset first (clang 14, ASan + UBSan; installs clang-14 and
 # libFuzzer when missing). Inputs the fuzzer finds interesting go to
 # build/fuzz/corpus/TARGET (the committed seeds in fuzz/corpus/TARGET are read,
@@ -46,8 +51,9 @@ case "$seconds" in '' | *[!0-9]*) usage ;; esac
 run() {
     local t=$1
     shift
-    local work=build/fuzz/corpus/$t findings=build/fuzz/findings/$t
-    mkdir -p "$work" "$findings"
+    # absolute paths: the fuzzer runs in build/fuzz/logs/TARGET, where -jobs=N writes its fuzz-N.log files
+    local work=$PWD/build/fuzz/corpus/$t findings=$PWD/build/fuzz/findings/$t logs=$PWD/build/fuzz/logs/$t
+    mkdir -p "$work" "$findings" "$logs"
     local flags=(
         -rss_limit_mb=2048 -malloc_limit_mb=2048  # a loader must refuse absurd sizes, not try them
         -timeout=120                              # an input that takes longer is a hang (inputs take milliseconds;
@@ -55,7 +61,7 @@ run() {
         -max_total_time="$seconds"
         -print_final_stats=1
         -close_fd_mask=1                          # the translations the targets print
-        -dict=fuzz/dict/"$t".dict
+        -dict="$PWD"/fuzz/dict/"$t".dict
         -artifact_prefix="$findings"/
     )
     case $t in  # room to grow beyond the largest seed
@@ -63,16 +69,20 @@ run() {
         safetensors) flags+=(-max_len=16384) ;;
         translate) flags+=(-max_len=4096) ;;  # lines longer than the model's limit
     esac
-    echo "== fuzz_$t for $([ "$seconds" = 0 ] && echo "as long as the flags say" || echo "${seconds}s"): build/fuzz/fuzz/fuzz_$t ${flags[*]} $* $work fuzz/corpus/$t"
+    echo "== fuzz_$t for $([ "$seconds" = 0 ] && echo "as long as the flags say" || echo "${seconds}s"): build/fuzz/fuzz/fuzz_$t ${flags[*]} $* $work fuzz/corpus/$t (in $logs)"
     # malloc_context_size=0: no stack trace recorded per allocation (a tenth of the time); a report
     # still shows where the bad access happened, and replaying the input with the default shows the rest
     # a copy of the binary runs, so that a rebuild during a long run does not touch it
     mkdir -p build/fuzz/run
-    local binary=build/fuzz/run/fuzz_$t.$$
+    local binary=$PWD/build/fuzz/run/fuzz_$t.$$
     cp build/fuzz/fuzz/fuzz_"$t" "$binary"
     local status=0
-    ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:malloc_context_size=0} UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
-        "$binary" "${flags[@]}" "$@" "$work" fuzz/corpus/"$t" || status=$?
+    (
+        cd "$logs"
+        ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:malloc_context_size=0} \
+            UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} \
+            exec "$binary" "${flags[@]}" "$@" "$work" "$OLDPWD"/fuzz/corpus/"$t"
+    ) || status=$?
     rm -f "$binary"
     return $status
 }
