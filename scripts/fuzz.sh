@@ -54,6 +54,14 @@ run() {
     # absolute paths: the fuzzer runs in build/fuzz/logs/TARGET, where -jobs=N writes its fuzz-N.log files
     local work=$PWD/build/fuzz/corpus/$t findings=$PWD/build/fuzz/findings/$t logs=$PWD/build/fuzz/logs/$t
     mkdir -p "$work" "$findings" "$logs"
+    # -jobs=N writes fuzz-K.log afresh: keep an earlier run's logs under the time they were last written
+    local old
+    for old in "$logs"/fuzz-*.log; do
+        [[ -f $old && $old =~ /fuzz-[0-9]+\.log$ ]] || continue
+        mv "$old" "${old%.log}.$(date -r "$old" +%Y%m%d-%H%M%S).log"
+    done
+    local findings_before
+    findings_before=$(find "$findings" -type f | wc -l)
     local flags=(
         -rss_limit_mb=2048 -malloc_limit_mb=2048  # a loader must refuse absurd sizes, not try them
         -timeout=120                              # an input that takes longer is a hang (inputs take milliseconds;
@@ -84,19 +92,27 @@ run() {
             exec "$binary" "${flags[@]}" "$@" "$work" "$OLDPWD"/fuzz/corpus/"$t"
     ) || status=$?
     rm -f "$binary"
+    if [ "$status" != 0 ]; then
+        if [ "$(find "$findings" -type f | wc -l)" = "$findings_before" ]; then
+            # stopped by Ctrl-C or `kill -INT` (under -jobs libFuzzer then exits 1), or killed from outside
+            echo "fuzz_$t: stopped (exit $status) without writing a finding; the logs are in $logs"
+        else
+            echo "fuzz_$t: FINDING (exit $status), see build/fuzz/findings/$t/"
+        fi
+    fi
     return $status
 }
 
 if [ "$target" = all ]; then
     status=0
     for t in "${targets[@]}"; do
-        run "$t" "$@" || { status=$?; echo "fuzz_$t: FINDING (exit $status), see build/fuzz/findings/$t/"; }
+        run "$t" "$@" || status=$?
     done
     exit $status
 fi
 for t in "${targets[@]}"; do
     if [ "$t" = "$target" ]; then
-        run "$t" "$@" || { status=$?; echo "fuzz_$t: FINDING (exit $status), see build/fuzz/findings/$t/"; exit $status; }
+        run "$t" "$@" || exit $?
         exit 0
     fi
 done
