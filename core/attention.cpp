@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace tformer::core {
@@ -95,14 +96,20 @@ constexpr int64_t kChunk = 16;
 // without a remainder.
 int64_t padded(int64_t S) { return (S + kChunk - 1) / kChunk * kChunk; }
 
-// xt (d, Sp) = one head of X (S rows of d, `row` apart) transposed, zero past
-// S: xt[i, j] = x[j·row + i]. Dot products of one query with every key then run
-// along a row of xt, kChunk keys per vector operation.
-template <class T>
+// xt (d, Sp) = one head of X (S rows of d, `row` apart) transposed:
+// xt[i, j] = x[j·row + i] for j < S. Columns S to Sp are left as they are:
+// the callers' buffers are zeroed once when allocated, and S is the same for
+// every head of a call, so they stay zero. Dot products of one query with
+// every key then run along a row of xt, kChunk keys per vector operation.
+// Row j of x is read once, in order; with d known at compile time (kD > 0)
+// its d numbers are one load each and d stores.
+template <int64_t kD, class T>
 void transpose_head(const T* x, int64_t S, int64_t row, int64_t d, int64_t Sp, T* xt) {
-    for (int64_t i = 0; i < d; ++i) {
-        for (int64_t j = 0; j < S; ++j) xt[i * Sp + j] = x[j * row + i];
-        std::fill(xt + i * Sp + S, xt + (i + 1) * Sp, T(0));
+    if constexpr (kD > 0) d = kD;
+    for (int64_t j = 0; j < S; ++j) {
+        const T* xj = x + j * row;
+#pragma GCC unroll 16
+        for (int64_t i = 0; i < d; ++i) xt[i * Sp + j] = xj[i];
     }
 }
 
@@ -218,6 +225,44 @@ void dots(Rows rows, const T* a, const T* x, int64_t x_row, int64_t n, T* out) {
     for (int64_t r = 0; r < R; ++r) out[r] = acc[r];
 }
 
+// The lane of __builtin_shufflevector(a, b, ...) that lane l of one half of
+// a lane_maxima step takes, for vectors of W lanes holding W / B rows in
+// blocks of B lanes each: output block 2k (B / 2 lanes) is row k of a, block
+// 2k + 1 row k of b; `high` picks the upper half of each input block, the
+// lower one otherwise. (Lanes W to 2W - 1 are b's.)
+constexpr int half_lane(int64_t W, int64_t B, bool high, int64_t l) {
+    const int64_t k = l / B, off = l % B, h = B / 2, upper = high ? h : 0;
+    return static_cast<int>(off < h ? k * B + off + upper : W + k * B + (off - h) + upper);
+}
+template <int64_t W, int64_t B, bool kHigh, class V, size_t... kLane>
+V half_blocks(const V& a, const V& b, std::index_sequence<kLane...>) {
+    return __builtin_shufflevector(a, b, half_lane(W, B, kHigh, static_cast<int64_t>(kLane))...);
+}
+
+// Lane r of the result = the largest lane of v[r], for W vectors of W lanes
+// (v is overwritten). Lane by lane maxima of shuffled pairs, W - 1 steps in
+// all, instead of W - 1 scalar maxima per vector, one after the other:
+// step B (B = W, W/2, ..., 2) pairs v[i] with v[i + B/2], whose rows sit in
+// blocks of B lanes, into one vector holding both pairs' rows in blocks of
+// B/2. Pairing i with i + B/2 leaves row r in lane r at the end. A max is
+// exact, so the order of the comparisons changes no result (NaN aside,
+// which the callers never pass: their lane maxima skip it).
+template <int64_t W, class V>
+V lane_maxima(V* v) {
+    auto step = [&]<int64_t B>(auto& self, std::integral_constant<int64_t, B>) {
+        if constexpr (B > 1) {
+            for (int64_t i = 0; i < B / 2; ++i) {
+                const V lo = half_blocks<W, B, false>(v[i], v[i + B / 2], std::make_index_sequence<W>{});
+                const V hi = half_blocks<W, B, true>(v[i], v[i + B / 2], std::make_index_sequence<W>{});
+                v[i] = lo < hi ? hi : lo;
+            }
+            self(self, std::integral_constant<int64_t, B / 2>{});
+        }
+    };
+    step(step, std::integral_constant<int64_t, W>{});
+    return v[0];
+}
+
 // Masked softmax of the rows of one head's scores, z (rows, Sp) scaled by
 // `scale`: row t becomes softmax_{j < L_t}(scale · z_t) over its first
 // L_t = len(t) entries and 0 from there on (all zeros when L_t = 0). z is
@@ -237,33 +282,61 @@ void softmax_rows(T* z, int64_t rows, int64_t Sp, T scale, Len&& len, T* row_max
     // the lane numbers 0, 1, ..., kWidth - 1 of a vector, as T (exact: kWidth ≤ 16)
     V lane{};
     for (int64_t l = 0; l < L::kWidth; ++l) lane[l] = static_cast<T>(l);
-    for (int64_t t = 0; t < rows; ++t) {  // mask and scale; each row's max
-        T* zt = z + t * Sp;
-        const int64_t n = row_len[t] = len(t);
-        const T length = static_cast<T>(n);  // exact: a length is at most the keys of a model, far below 2^24
-        V lane_max[L::kCount];
-        for (auto& m : lane_max) m = V{} + kNegInf;
-        for (int64_t j0 = 0; j0 < Sp; j0 += kChunk)
+    // mask and scale; each row's max: kWidth rows at a time, whose per-lane
+    // maxima lane_maxima turns into their kWidth row maxima at once
+    for (int64_t t0 = 0; t0 < rows; t0 += L::kWidth) {
+        const int64_t block = std::min<int64_t>(L::kWidth, rows - t0);
+        V row_lanes[L::kWidth];  // of row t0 + r: the max of each lane over the row's chunks
+        for (int64_t r = 0; r < L::kWidth; ++r) {
+            V m = V{} + kNegInf;  // rows past the last: -inf, their result unused
+            if (r < block) {
+                const int64_t t = t0 + r;
+                T* zt = z + t * Sp;
+                const int64_t n = row_len[t] = len(t);
+                const T length = static_cast<T>(n);  // exact: a length is at most the keys of a model, far below 2^24
+                for (int64_t j0 = 0; j0 < Sp; j0 += kChunk)
 #pragma GCC unroll 8
-            for (int64_t c = 0; c < L::kCount; ++c) {
-                T* at = zt + j0 + c * L::kWidth;
-                const V key = lane + static_cast<T>(j0 + c * L::kWidth);  // each lane's key number
-                V v = load<V>(at);
-                v = key < length ? scale * v : V{} + kNegInf;
-                lane_max[c] = lane_max[c] < v ? v : lane_max[c];  // std::max, lane by lane
-                store(at, v);
+                    for (int64_t c = 0; c < L::kCount; ++c) {
+                        T* at = zt + j0 + c * L::kWidth;
+                        const V key = lane + static_cast<T>(j0 + c * L::kWidth);  // each lane's key number
+                        V v = load<V>(at);
+                        v = key < length ? scale * v : V{} + kNegInf;
+                        m = m < v ? v : m;  // std::max, lane by lane
+                        store(at, v);
+                    }
             }
-        T lanes[kChunk];
-        for (int64_t c = 0; c < L::kCount; ++c) store(lanes + c * L::kWidth, lane_max[c]);
-        row_max[t] = *std::max_element(lanes, lanes + kChunk);
+            row_lanes[r] = m;
+        }
+        const V maxima = lane_maxima<L::kWidth>(row_lanes);
+        for (int64_t r = 0; r < block; ++r) row_max[t0 + r] = maxima[r];
     }
-    for (int64_t t = 0; t < rows; ++t) {  // exp(z - max): exp(-inf - max) is 0; a row of only -inf shifts by 0
-        T* zt = z + t * Sp;
-        const T m = row_max[t] == kNegInf ? T(0) : row_max[t];
-        // the chunks past the row's length hold only -inf: their exps are 0
-        const int64_t used = padded(row_len[t]);
-        for (int64_t j = 0; j < used; ++j) zt[j] = exp_of(zt[j] - m);  // as core::masked_softmax
-        std::fill(zt + used, zt + Sp, T(0));
+    // exp(z - max): exp(-inf - max) is 0; a row of only -inf shifts by 0
+    for (int64_t t = 0; t < rows; ++t) row_max[t] = row_max[t] == kNegInf ? T(0) : row_max[t];
+    if constexpr (std::is_same_v<T, float>) {
+        // every chunk of every row, kUnroll vectors at a time: an exp is a long chain of
+        // dependent operations, and these are independent chains the processor overlaps.
+        // The chunks past a row's length hold only -inf, whose exps are the 0 they must
+        // hold; exp_fast_lanes gives exp_of's bits (as core::masked_softmax)
+        constexpr int64_t W = L::kWidth, kUnroll = 4;
+        const int64_t total = rows * Sp;  // a multiple of W: Sp is of kChunk
+        int64_t i = 0;
+        for (; i + kUnroll * W <= total; i += kUnroll * W) {
+            V x[kUnroll];
+#pragma GCC unroll 8
+            for (int64_t u = 0; u < kUnroll; ++u) x[u] = load<V>(z + i + u * W) - row_max[(i + u * W) / Sp];
+#pragma GCC unroll 8
+            for (int64_t u = 0; u < kUnroll; ++u) store(z + i + u * W, exp_fast_lanes(x[u]));
+        }
+        for (; i < total; i += W) store(z + i, exp_fast_lanes(load<V>(z + i) - row_max[i / Sp]));
+    } else {
+        for (int64_t t = 0; t < rows; ++t) {
+            T* zt = z + t * Sp;
+            const T m = row_max[t];
+            // the chunks past the row's length hold only -inf: their exps are 0
+            const int64_t used = padded(row_len[t]);
+            for (int64_t j = 0; j < used; ++j) zt[j] = exp_of(zt[j] - m);  // as core::masked_softmax
+            std::fill(zt + used, zt + Sp, T(0));
+        }
     }
     // each row's sum, in double and in key order, as core::masked_softmax.
     // (With float sums over lanes, the 2-rank translate run of tests/apps/test_mpi.cpp
@@ -368,7 +441,7 @@ void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, cons
         // one row per head, too few to overlap on their own)
         const int64_t rows = s.H * s.T;
         parallel_for(0, s.B, rows * s.S * d, [&](int64_t begin, int64_t end) {
-            std::vector<T> kt(static_cast<size_t>(d * Sp));  // (d, Sp)
+            std::vector<T> kt(static_cast<size_t>(d * Sp));  // (d, Sp), zeros past S (transpose_head)
             std::vector<T> scores(static_cast<size_t>(rows * Sp)), row_max(static_cast<size_t>(rows)),
                 inv(static_cast<size_t>(rows));                       // (H·T, Sp), (H·T), (H·T)
             std::vector<int64_t> row_len(static_cast<size_t>(rows));  // (H·T)
@@ -377,7 +450,7 @@ void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, cons
                     const T* kh = k + kl.at(b, h);
                     T* head_scores = scores.data() + h * s.T * Sp;  // (T, Sp)
                     if (s.T >= kTransposeRows) {  // transpose the keys once, then a chunk of keys per vector op
-                        transpose_head(kh, s.S, kl.row, d, Sp, kt.data());
+                        transpose_head<kD>(kh, s.S, kl.row, d, Sp, kt.data());
                         for_row_blocks(s.T, [&](auto block, int64_t t0) {
                             dot_rows(block, q + (b * s.T + t0) * s.D + h * d, s.D, kt.data(), d, Sp,
                                      head_scores + t0 * Sp, Sp);
@@ -525,7 +598,7 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
             constexpr int64_t kD = decltype(head_size)::value;
             const int64_t d = kD > 0 ? kD : s.d;
             parallel_for(0, s.B * s.H, 3 * s.T * s.S * d, [&](int64_t begin, int64_t end) {
-                std::vector<T> vt(static_cast<size_t>(d * Sp));     // (d, Sp): V_bh transposed
+                std::vector<T> vt(static_cast<size_t>(d * Sp));     // (d, Sp): V_bh transposed, zeros past S
                 std::vector<T> dP(static_cast<size_t>(s.T * Sp));   // (T, Sp)
                 std::vector<T> dS(static_cast<size_t>(s.T * s.S));  // (T, S), times scale
                 std::vector<T> Pu(static_cast<size_t>(s.T * s.S));  // (T, S): P ⊙ keep, the weights the forward used
@@ -536,7 +609,7 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
                     const T* keep_bh = kp ? kp + bh * s.T * s.S : nullptr;                         // (T, S)
                     const int64_t q_head = b * s.T * s.D + h * d, k_head = b * s.S * s.D + h * d;  // row 0 of the head
                     // d(Pu)[t, s] = dO_t · v_s, every s at once
-                    transpose_head(v + k_head, s.S, s.D, d, Sp, vt.data());
+                    transpose_head<kD>(v + k_head, s.S, s.D, d, Sp, vt.data());
                     for_row_blocks(s.T, [&](auto block, int64_t t0) {
                         dot_rows(block, dout + q_head + t0 * s.D, s.D, vt.data(), d, Sp, dP.data() + t0 * Sp, Sp);
                     });

@@ -18,7 +18,8 @@
 namespace tformer::core {
 
 /// e^x for float, vectorisable; 0 below -87.34 (where e^x leaves the normal
-/// floats), +inf above 88.72, NaN for NaN.
+/// floats), +inf above 88.72 and already from about 88.38 on, where 2^n
+/// passes 2^127 (the callers take exps of x - max ≤ 0), NaN for NaN.
 inline float exp_fast(float x) {
     constexpr float lo = -87.33654f, hi = 88.72283f;
     const float xc = x < lo ? lo : (x > hi ? hi : x);  // NaN passes through both compares
@@ -40,6 +41,35 @@ inline float exp_fast(float x) {
         std::bit_cast<float>(static_cast<uint32_t>(n + 127) << 23);  // 2^n (unsigned: no shift UB for NaN input)
     const float y = p * scale;
     return x < lo ? 0.0f : (x > hi ? INFINITY : y);
+}
+
+/// exp_fast on every lane of V, a vector of floats of GCC's and Clang's
+/// vector extension: the same operations lane by lane, so the same bits as
+/// exp_fast on each number. For kernels that hold their numbers in such
+/// vectors: a loop calling exp_fast is vectorised too, but set up afresh
+/// (its constants loaded, its remainder handled) every time it starts, which
+/// for a row of 16 keys is most of the work.
+template <class V>
+inline V exp_fast_lanes(V x) {
+    using I = decltype(x < x);  // the vector of int32 with V's lanes (what a comparison gives)
+    typedef uint32_t U __attribute__((vector_size(sizeof(V))));
+    constexpr float lo = -87.33654f, hi = 88.72283f;
+    const V xc = x < lo ? V{} + lo : (x > hi ? V{} + hi : x);  // NaN passes through both compares
+    const V t = xc * 1.44269504088896341f;
+    const V shifted = t + 12582912.0f;
+    const V rounded = shifted - 12582912.0f;
+    const I n = std::bit_cast<I>(shifted) - 0x4B400000;
+    const V r = (xc - rounded * 0.693359375f) + rounded * 2.12194440e-4f;
+    V p = V{} + 1.9875691500e-4f;
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.0f;
+    const V scale = std::bit_cast<V>((std::bit_cast<U>(n) + 127u) << 23u);  // 2^n
+    const V y = p * scale;
+    return x < lo ? V{} : (x > hi ? V{} + INFINITY : y);
 }
 
 /// exp_fast for float, std::exp for double.
