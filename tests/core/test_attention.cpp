@@ -72,9 +72,10 @@ TEST_CASE(
     }
 }
 
-TEST_CASE("cached_attention, float32 (decoding: one query per head, keys from the cache): weights within 2e-6 of "
-          "a double oracle",
-          "[core][attention]") {
+TEST_CASE(
+    "cached_attention, float32 (decoding: one query per head, keys from the cache): weights within 2e-6 of "
+    "a double oracle",
+    "[core][attention]") {
     for (const int64_t S : {1, 5, 16, 23}) {
         const int64_t B = 3, T = 1, H = 4, d = 8, D = H * d;
         Generator gen(12);

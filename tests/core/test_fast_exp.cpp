@@ -29,10 +29,22 @@ using Floats = typename FloatsOf<N>::type;
 // thousand points between 87.3 and 88.8 (where the results overflow)
 std::vector<float> inputs() {
     constexpr float kInf = std::numeric_limits<float>::infinity();
-    std::vector<float> x{std::numeric_limits<float>::quiet_NaN(), -kInf, kInf, 0.0f, -0.0f, -87.33654f, 88.72283f,
-                         std::nextafter(-87.33654f, -kInf), std::nextafter(-87.33654f, 0.0f),
-                         std::nextafter(88.72283f, kInf), std::nextafter(88.72283f, 0.0f), -103.0f, -1e30f, 1e30f,
-                         std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::max(),
+    std::vector<float> x{std::numeric_limits<float>::quiet_NaN(),
+                         -kInf,
+                         kInf,
+                         0.0f,
+                         -0.0f,
+                         -87.33654f,
+                         88.72283f,
+                         std::nextafter(-87.33654f, -kInf),
+                         std::nextafter(-87.33654f, 0.0f),
+                         std::nextafter(88.72283f, kInf),
+                         std::nextafter(88.72283f, 0.0f),
+                         -103.0f,
+                         -1e30f,
+                         1e30f,
+                         std::numeric_limits<float>::denorm_min(),
+                         std::numeric_limits<float>::max(),
                          -std::numeric_limits<float>::max()};
     for (int i = -6400; i <= 6400; ++i) x.push_back(static_cast<float>(i) / 64.0f);
     for (int i = 0; i < 1000; ++i) x.push_back(87.3f + 1.5f * static_cast<float>(i) / 1000.0f);
@@ -58,16 +70,14 @@ void check_lanes(const std::vector<float>& x) {
 
 }  // namespace
 
-TEST_CASE("exp_fast_lanes: the same bits as exp_fast on every lane, for vectors of 4, 8 and 16 floats",
-          "[core][exp]") {
+TEST_CASE("exp_fast_lanes: the same bits as exp_fast on every lane, for vectors of 4, 8 and 16 floats", "[core][exp]") {
     const std::vector<float> x = inputs();
     check_lanes<4>(x);
     check_lanes<8>(x);
     check_lanes<16>(x);
 }
 
-TEST_CASE("exp_fast: within 3e-7 relative of std::exp up to 88.3; 0, +inf and NaN where it clamps",
-          "[core][exp]") {
+TEST_CASE("exp_fast: within 3e-7 relative of std::exp up to 88.3; 0, +inf and NaN where it clamps", "[core][exp]") {
     for (const float x : inputs()) {
         if (std::isnan(x)) {
             CHECK(std::isnan(exp_fast(x)));
@@ -75,8 +85,11 @@ TEST_CASE("exp_fast: within 3e-7 relative of std::exp up to 88.3; 0, +inf and Na
             CHECK(exp_fast(x) == 0.0f);
         } else if (x > 88.3f) {  // 2^n overflows from about 88.38 (the kernels' arguments are ≤ 0)
             const float y = exp_fast(x);
-            if (x > 88.72283f || std::isinf(y)) CHECK(y == std::numeric_limits<float>::infinity());
-            else CHECK(std::abs(static_cast<double>(y) - std::exp(static_cast<double>(x))) <= 3e-7 * std::exp(static_cast<double>(x)));
+            if (x > 88.72283f || std::isinf(y))
+                CHECK(y == std::numeric_limits<float>::infinity());
+            else
+                CHECK(std::abs(static_cast<double>(y) - std::exp(static_cast<double>(x))) <=
+                      3e-7 * std::exp(static_cast<double>(x)));
         } else {
             const double want = std::exp(static_cast<double>(x));
             INFO("x = " << x);
