@@ -465,9 +465,14 @@ void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, cons
                         }
                     }
                 }
+                // row h·T + t sees the keys of query t: the lengths of one head, repeated per head
+                for (int64_t t = 0; t < s.T; ++t) row_len[static_cast<size_t>(t)] = lens.at(b, t);
+                for (int64_t row = s.T; row < rows; ++row)
+                    row_len[static_cast<size_t>(row)] = row_len[static_cast<size_t>(row - s.T)];
                 softmax_rows(
-                    scores.data(), rows, Sp, static_cast<T>(scale), [&](int64_t row) { return lens.at(b, row % s.T); },
-                    row_max.data(), row_len.data(), inv.data());
+                    scores.data(), rows, Sp, static_cast<T>(scale),
+                    [&](int64_t row) { return row_len[static_cast<size_t>(row)]; }, row_max.data(), row_len.data(),
+                    inv.data());
                 T* pb = p + b * rows * s.S;  // (H, T, S) of batch element b: its rows in the same order
                 for (int64_t row = 0; row < rows; ++row) {
                     const T* zr = scores.data() + row * Sp;
