@@ -117,6 +117,10 @@ void transpose_head(const T* x, int64_t S, int64_t row, int64_t d, int64_t Sp, T
 // key instead of transposing the keys first.
 constexpr int64_t kTransposeRows = 4;
 
+// probs_kernel puts the rows of several batch elements through one softmax
+// pass when one element has fewer than this many (H·T): decoding steps.
+constexpr int64_t kGroupRows = 16;
+
 // A vector of N numbers of type T, as one value: GCC's and Clang's vector
 // extension. Arithmetic on it is element by element (a scalar operand is
 // broadcast) and it lives in a register. The kernels below keep their running
@@ -436,45 +440,52 @@ void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, cons
     with_head_size(s.d, [&](auto head_size) {
         constexpr int64_t kD = decltype(head_size)::value;
         const int64_t d = kD > 0 ? kD : s.d;
-        // one task per batch element: the scores of all its heads, (H·T, Sp),
-        // then the softmax over all those rows at once (a decoding step has
-        // one row per head, too few to overlap on their own)
+        // per batch element the scores of all its heads, (H·T, Sp), then the
+        // softmax over all those rows at once. A decoding step has one row per
+        // head, too few to overlap on their own: then `group` batch elements
+        // share one softmax pass, about kGroupRows rows (one block of lane_maxima)
         const int64_t rows = s.H * s.T;
+        const int64_t group = std::max<int64_t>(1, kGroupRows / rows);
         parallel_for(0, s.B, rows * s.S * d, [&](int64_t begin, int64_t end) {
             std::vector<T> kt(static_cast<size_t>(d * Sp));  // (d, Sp), zeros past S (transpose_head)
-            std::vector<T> scores(static_cast<size_t>(rows * Sp)), row_max(static_cast<size_t>(rows)),
-                inv(static_cast<size_t>(rows));                       // (H·T, Sp), (H·T), (H·T)
-            std::vector<int64_t> row_len(static_cast<size_t>(rows));  // (H·T)
-            for (int64_t b = begin; b < end; ++b) {
-                for (int64_t h = 0; h < s.H; ++h) {
-                    const T* kh = k + kl.at(b, h);
-                    T* head_scores = scores.data() + h * s.T * Sp;  // (T, Sp)
-                    if (s.T >= kTransposeRows) {  // transpose the keys once, then a chunk of keys per vector op
-                        transpose_head<kD>(kh, s.S, kl.row, d, Sp, kt.data());
-                        for_row_blocks(s.T, [&](auto block, int64_t t0) {
-                            dot_rows(block, q + (b * s.T + t0) * s.D + h * d, s.D, kt.data(), d, Sp,
-                                     head_scores + t0 * Sp, Sp);
-                        });
-                    } else {  // a query or two (decoding): one dot product per key costs less than the transpose
-                        for (int64_t t = 0; t < s.T; ++t) {
-                            T* row = head_scores + t * Sp;
-                            for_row_blocks(s.S, [&](auto keys, int64_t j0) {
-                                dots(keys, q + (b * s.T + t) * s.D + h * d, kh + j0 * kl.row, kl.row, d, row + j0);
+            const auto n = static_cast<size_t>(group * rows);
+            std::vector<T> scores(n * static_cast<size_t>(Sp)), row_max(n), inv(n);  // (group·H·T, Sp), ...
+            std::vector<int64_t> row_len(n);                                         // (group·H·T)
+            for (int64_t b0 = begin; b0 < end; b0 += group) {
+                const int64_t g = std::min(group, end - b0);  // batch elements b0 .. b0 + g - 1
+                for (int64_t b = b0; b < b0 + g; ++b) {
+                    T* b_scores = scores.data() + (b - b0) * rows * Sp;  // (H·T, Sp)
+                    for (int64_t h = 0; h < s.H; ++h) {
+                        const T* kh = k + kl.at(b, h);
+                        T* head_scores = b_scores + h * s.T * Sp;  // (T, Sp)
+                        if (s.T >= kTransposeRows) {  // transpose the keys once, then a chunk of keys per vector op
+                            transpose_head<kD>(kh, s.S, kl.row, d, Sp, kt.data());
+                            for_row_blocks(s.T, [&](auto block, int64_t t0) {
+                                dot_rows(block, q + (b * s.T + t0) * s.D + h * d, s.D, kt.data(), d, Sp,
+                                         head_scores + t0 * Sp, Sp);
                             });
-                            std::fill(row + s.S, row + Sp, T(0));
+                        } else {  // a query or two (decoding): one dot product per key costs less than the transpose
+                            for (int64_t t = 0; t < s.T; ++t) {
+                                T* row = head_scores + t * Sp;
+                                for_row_blocks(s.S, [&](auto keys, int64_t j0) {
+                                    dots(keys, q + (b * s.T + t) * s.D + h * d, kh + j0 * kl.row, kl.row, d, row + j0);
+                                });
+                                std::fill(row + s.S, row + Sp, T(0));
+                            }
                         }
                     }
+                    // row h·T + t sees the keys of query t: the lengths of one head, repeated per head
+                    int64_t* b_len = row_len.data() + (b - b0) * rows;
+                    for (int64_t t = 0; t < s.T; ++t) b_len[t] = lens.at(b, t);
+                    for (int64_t row = s.T; row < rows; ++row) b_len[row] = b_len[row - s.T];
                 }
-                // row h·T + t sees the keys of query t: the lengths of one head, repeated per head
-                for (int64_t t = 0; t < s.T; ++t) row_len[static_cast<size_t>(t)] = lens.at(b, t);
-                for (int64_t row = s.T; row < rows; ++row)
-                    row_len[static_cast<size_t>(row)] = row_len[static_cast<size_t>(row - s.T)];
                 softmax_rows(
-                    scores.data(), rows, Sp, static_cast<T>(scale),
+                    scores.data(), g * rows, Sp, static_cast<T>(scale),
                     [&](int64_t row) { return row_len[static_cast<size_t>(row)]; }, row_max.data(), row_len.data(),
                     inv.data());
-                T* pb = p + b * rows * s.S;  // (H, T, S) of batch element b: its rows in the same order
-                for (int64_t row = 0; row < rows; ++row) {
+                // (H, T, S) of batch elements b0 .. b0 + g - 1: their rows in the same order
+                T* pb = p + b0 * rows * s.S;
+                for (int64_t row = 0; row < g * rows; ++row) {
                     const T* zr = scores.data() + row * Sp;
                     T* pr = pb + row * s.S;
                     const T f = inv[static_cast<size_t>(row)];
