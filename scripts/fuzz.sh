@@ -16,7 +16,9 @@
 # build/fuzz/corpus/TARGET (the committed seeds in fuzz/corpus/TARGET are read,
 # never written); a crash, a hang (an input taking over 120 s), a leak, UB or an
 # allocation above 2 GB is a finding: the input is written to
-# build/fuzz/findings/TARGET/ and the script exits non-zero.
+# build/fuzz/findings/TARGET/ and the script exits non-zero. libFuzzer also
+# writes slow-unit-* files there, inputs that took over 10 s (on a paused or
+# overloaded machine, say): not findings; replay one to see how long it takes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -60,8 +62,11 @@ run() {
         [[ -f $old && $old =~ /fuzz-[0-9]+\.log$ ]] || continue
         mv "$old" "${old%.log}.$(date -r "$old" +%Y%m%d-%H%M%S).log"
     done
+    # a finding is a crash-, leak-, timeout- or oom- file; libFuzzer's slow-unit- files (an input that
+    # took over 10 s, as on a paused or overloaded machine) are not: replay one to see
+    count_findings() { find "$findings" -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l; }
     local findings_before
-    findings_before=$(find "$findings" -type f | wc -l)
+    findings_before=$(count_findings)
     local flags=(
         -rss_limit_mb=2048 -malloc_limit_mb=2048  # a loader must refuse absurd sizes, not try them
         -timeout=120                              # an input that takes longer is a hang (inputs take milliseconds;
@@ -93,7 +98,7 @@ run() {
     ) || status=$?
     rm -f "$binary"
     if [ "$status" != 0 ]; then
-        if [ "$(find "$findings" -type f | wc -l)" = "$findings_before" ]; then
+        if [ "$(count_findings)" = "$findings_before" ]; then
             # stopped by Ctrl-C or `kill -INT` (under -jobs libFuzzer then exits 1), or killed from outside
             echo "fuzz_$t: stopped (exit $status) without writing a finding; the logs are in $logs"
         else
