@@ -269,7 +269,7 @@ V lane_maxima(V* v) {
 
 // Masked softmax of the rows of one head's scores, z (rows, Sp) scaled by
 // `scale`: row t becomes softmax_{j < L_t}(scale · z_t) over its first
-// L_t = len(t) entries and 0 from there on (all zeros when L_t = 0). z is
+// L_t = row_len[t] entries and 0 from there on (all zeros when L_t = 0). z is
 // left holding exp(scale · z - max), 0 past L_t; the row's factor 1 / Σ goes
 // to inv[t], and the caller writes z_t · inv[t] where the weights belong (one
 // pass over them instead of two). Each pass runs over every row before the
@@ -277,9 +277,9 @@ V lane_maxima(V* v) {
 // overlap instead of waiting for one another; the loops run over whole
 // vectors of keys, the masked entries being -inf, whose exp is 0, with one
 // running max per lane.
-template <class T, class Len>
-void softmax_rows(T* z, int64_t rows, int64_t Sp, T scale, Len&& len, T* row_max, int64_t* row_len,
-                  T* inv) {  // row_max, row_len, inv: (rows)
+template <class T>
+void softmax_rows(T* z, int64_t rows, int64_t Sp, T scale, const int64_t* row_len, T* row_max,
+                  T* inv) {  // row_len, row_max, inv: (rows)
     constexpr T kNegInf = -std::numeric_limits<T>::infinity();
     using L = Lanes<T, kChunk>;
     using V = typename L::V;
@@ -296,7 +296,7 @@ void softmax_rows(T* z, int64_t rows, int64_t Sp, T scale, Len&& len, T* row_max
             if (r < block) {
                 const int64_t t = t0 + r;
                 T* zt = z + t * Sp;
-                const int64_t n = row_len[t] = len(t);
+                const int64_t n = row_len[t];
                 const T length = static_cast<T>(n);  // exact: a length is at most the keys of a model, far below 2^24
                 for (int64_t j0 = 0; j0 < Sp; j0 += kChunk)
 #pragma GCC unroll 8
@@ -479,10 +479,8 @@ void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, cons
                     for (int64_t t = 0; t < s.T; ++t) b_len[t] = lens.at(b, t);
                     for (int64_t row = s.T; row < rows; ++row) b_len[row] = b_len[row - s.T];
                 }
-                softmax_rows(
-                    scores.data(), g * rows, Sp, static_cast<T>(scale),
-                    [&](int64_t row) { return row_len[static_cast<size_t>(row)]; }, row_max.data(), row_len.data(),
-                    inv.data());
+                softmax_rows(scores.data(), g * rows, Sp, static_cast<T>(scale), row_len.data(), row_max.data(),
+                             inv.data());
                 // (H, T, S) of batch elements b0 .. b0 + g - 1: their rows in the same order
                 T* pb = p + b0 * rows * s.S;
                 for (int64_t row = 0; row < g * rows; ++row) {
