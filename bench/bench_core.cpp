@@ -125,17 +125,26 @@ BENCHMARK(BM_gemm_heads_loop)->Apply(heads_shapes)->UseRealTime();
 // ---- linear -------------------------------------------------------------------------------
 
 // y = x @ Wᵀ + b for the FFN expansion: x (2048, 256), W (1024, 256).
+// y = x Wᵀ + b, with y allocated afresh each time as in a forward pass: the
+// shape of the large presets' projections and of d2l's (640 rows, 32 → 32).
 void BM_linear(benchmark::State& state) {
+    const int64_t rows = state.range(0), in = state.range(1), out = state.range(2);
     core::Generator gen(0);
-    const core::Tensor x = core::rand({2048, 256}, gen), w = core::rand({1024, 256}, gen), b = core::rand({1024}, gen);
+    const core::Tensor x = core::rand({rows, in}, gen), w = core::rand({out, in}, gen), b = core::rand({out}, gen);
     for (auto _ : state) {
         core::Tensor y = core::linear(x, w, b);
         benchmark::DoNotOptimize(y.raw_data());
     }
-    set_gflops(state, 2048, 256, 1024);
+    set_gflops(state, rows, in, out);
 }
 
-BENCHMARK(BM_linear)->UseRealTime();
+BENCHMARK(BM_linear)
+    ->ArgNames({"rows", "in", "out"})
+    ->Args({2048, 256, 1024})
+    ->Args({640, 32, 32})
+    ->Args({64, 32, 32})
+    ->Args({640, 32, 201})
+    ->UseRealTime();
 
 // ---- elementwise and rowwise kernels -------------------------------------------------------
 // Bandwidth-bound kernels: the figure that matters is bytes moved per second

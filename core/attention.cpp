@@ -424,14 +424,14 @@ namespace {
 // batch element b starts at b·batch + h·head + j·row. The projections
 // (B, S, D) hold the heads side by side in each row (transpose_qkv read in
 // place): batch = S·D, head = d, row = D. nn::KVCache holds them one after
-// the other, (B·H, S, d): batch = H·S·d, head = S·d, row = d.
+// the other, (B·H, S, d) with a row stride of d and a head stride of
+// capacity·d (S ≤ capacity): batch = H·head.
 struct HeadLayout {
     int64_t batch, head, row;
     int64_t at(int64_t b, int64_t h) const { return b * batch + h * head; }
 };
 
 HeadLayout projection_layout(const HeadDims& s) { return {.batch = s.S * s.D, .head = s.d, .row = s.D}; }
-HeadLayout cache_layout(const HeadDims& s) { return {.batch = s.H * s.S * s.d, .head = s.S * s.d, .row = s.d}; }
 
 // P_bh[t, s] = softmax_{s < L(b,t)}(scale · q_t · k_s), 0 for s ≥ L; Q (B, T, D), keys as `kl` says
 template <class T>
@@ -571,12 +571,19 @@ CachedAttention cached_attention(const Tensor& Q_, const Tensor& K_, const Tenso
                          V_.defined() ? shape_str(V_.shape()) : "undefined", B * H, D / H);
     const HeadDims s{.B = B, .T = T, .S = K_.size(1), .D = D, .H = H, .d = D / H};
     const Lengths lens = lengths_of(valid_lens, s, op);
-    const Tensor Q = Q_.contiguous(), K = K_.contiguous(), V = V_.contiguous();
+    const Tensor Q = Q_.contiguous();
+    // nn::KVCache's keys and values are views of the first S steps of a longer
+    // buffer (B·H, capacity, d): read in place when each row of d is contiguous
+    const auto in_place = [&](const Tensor& t) { return t.strides()[2] == 1 || s.d == 1 ? t : t.contiguous(); };
+    const Tensor K = in_place(K_), V = in_place(V_);
+    const auto layout = [&](const Tensor& t) {
+        return HeadLayout{.batch = s.H * t.strides()[0], .head = t.strides()[0], .row = t.strides()[1]};
+    };
     CachedAttention a{.out = Tensor::empty({B, T, D}, Q.dtype()), .weights = Tensor::empty({B, H, T, s.S}, Q.dtype())};
     visit_floating(Q.dtype(), op, [&](auto tag) {
         using Ty = typename decltype(tag)::type;
-        probs_kernel(Q.data<Ty>(), K.data<Ty>(), cache_layout(s), s, lens, scale, a.weights.data<Ty>());
-        values_kernel(a.weights.data<Ty>(), static_cast<const Ty*>(nullptr), V.data<Ty>(), cache_layout(s), s,
+        probs_kernel(Q.data<Ty>(), K.data<Ty>(), layout(K), s, lens, scale, a.weights.data<Ty>());
+        values_kernel(a.weights.data<Ty>(), static_cast<const Ty*>(nullptr), V.data<Ty>(), layout(V), s,
                       a.out.data<Ty>());
     });
     return a;

@@ -32,7 +32,9 @@ Tensor attention_values(const Tensor& P, const Tensor& V, const Tensor& keep = T
 
 /// Both steps for decoding with a KV cache (no backward): queries Q (B, T, D)
 /// as above, keys and values cached per head, (B·H, S, d) as nn::KVCache
-/// keeps them (row b·H + h is head h of batch element b), valid_lens as for
+/// keeps them (row b·H + h is head h of batch element b; read in place
+/// whatever the strides of the first two dims, as long as each row of d
+/// numbers is contiguous, else copied first), valid_lens as for
 /// attention_probs. Gives O (B, T, D) and the weights P (B, H, T, S), the
 /// numbers attention_probs and attention_values give on the same heads.
 struct CachedAttention {

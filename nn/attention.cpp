@@ -6,7 +6,10 @@
 #include "core/elementwise.hpp"
 #include "core/index.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 
 namespace tformer::nn {
 
@@ -217,6 +220,71 @@ Variable MultiHeadAttention::forward(const Variable& queries, const Variable& ke
     return (*W_o)(transpose_output(heads, H));                        // (B, T, D)
 }
 
+// ---- KVCache -------------------------------------------------------------------------------
+
+namespace {
+// t views the first steps of buffer (B·H, capacity, d): keys and values as append() leaves them
+bool views_start_of(const core::Tensor& t, const core::Tensor& buffer) {
+    return t.defined() && buffer.defined() && t.shares_storage(buffer) && t.offset() == buffer.offset() &&
+           t.strides() == buffer.strides() && t.size(0) == buffer.size(0) && t.size(1) <= buffer.size(1);
+}
+}  // namespace
+
+int64_t KVCache::capacity() const {
+    return views_start_of(keys, key_buffer_) && views_start_of(values, value_buffer_) ? key_buffer_.size(1) : steps();
+}
+
+void KVCache::clear() { keys = values = key_buffer_ = value_buffer_ = core::Tensor(); }
+
+void KVCache::append(const core::Tensor& k, const core::Tensor& v, int64_t num_heads) {
+    const int64_t H = num_heads;
+    if (!k.defined() || !v.defined() || k.dim() != 3 || !(v.shape() == k.shape()) || v.dtype() != k.dtype() || H < 1 ||
+        k.size(2) % H != 0)
+        fail<ShapeError>(
+            "KVCache::append: keys {} and values {} must be one shape (B, S_new, D) with D divisible "
+            "by num_heads={}",
+            k.defined() ? shape_str(k.shape()) : "undefined", v.defined() ? shape_str(v.shape()) : "undefined", H);
+    const int64_t B = k.size(0), S_new = k.size(1), d = k.size(2) / H;
+    if (!empty() && (keys.size(0) != B * H || keys.size(2) != d || !(values.shape() == keys.shape()) ||
+                     keys.dtype() != k.dtype() || values.dtype() != k.dtype()))
+        fail<ShapeError>(
+            "KVCache::append: the cache holds keys {} and values {}, which do not fit new steps {} "
+            "with num_heads={}",
+            shape_str(keys.shape()), shape_str(values.shape()), shape_str(k.shape()), H);
+    const int64_t S = steps(), total = S + S_new;
+    const bool in_buffer = views_start_of(keys, key_buffer_) && views_start_of(values, value_buffer_);
+    if (!in_buffer || total > key_buffer_.size(1)) {
+        // a buffer of its own with room: twice the steps so far, at least 16, so
+        // short sentences allocate once and long ones a logarithmic number of times
+        const int64_t room = std::max({total, 2 * S, int64_t{16}});
+        core::Tensor kb = core::Tensor::empty({B * H, room, d}, k.dtype());
+        core::Tensor vb = core::Tensor::empty({B * H, room, d}, k.dtype());
+        if (S > 0) {
+            core::copy_(kb.slice(1, 0, S), keys);
+            core::copy_(vb.slice(1, 0, S), values);
+        }
+        key_buffer_ = std::move(kb), value_buffer_ = std::move(vb);
+    }
+    // (B, S_new, H·d) read as (B, H, S_new, d) into steps [S, total) of each head's rows: one
+    // row of d numbers at a time (core::copy_ on the permuted view walks them one index at a time)
+    const int64_t room = key_buffer_.size(1);
+    const auto write = [&](const core::Tensor& buffer, const core::Tensor& x_) {
+        const core::Tensor x = x_.contiguous();
+        const int64_t bytes = d * core::dtype_size(x.dtype());
+        const auto* from = static_cast<const std::byte*>(x.raw_data());
+        auto* to = static_cast<std::byte*>(buffer.raw_data());
+        for (int64_t b = 0; b < B; ++b)
+            for (int64_t t = 0; t < S_new; ++t)
+                for (int64_t h = 0; h < H; ++h)
+                    std::memcpy(to + (((b * H + h) * room + S + t) * bytes), from + (((b * S_new + t) * H + h) * bytes),
+                                static_cast<size_t>(bytes));
+    };
+    write(key_buffer_, k);
+    write(value_buffer_, v);
+    keys = key_buffer_.slice(1, 0, total);
+    values = value_buffer_.slice(1, 0, total);
+}
+
 Variable MultiHeadAttention::forward_step(const Variable& queries, const Variable& new_keys, const Variable& new_values,
                                           const core::Tensor& mask, KVCache& cache, bool append) {
     ShapeCheck dims = input_sizes().arg("queries", queries, "B T query_size");
@@ -228,12 +296,8 @@ Variable MultiHeadAttention::forward_step(const Variable& queries, const Variabl
     if (append || cache.empty()) {
         dims.arg("keys", new_keys, "B S key_size").arg("values", new_values, "B S value_size");
         // Only the new steps are projected; the old ones are in the cache.
-        const Tensor k = transpose_qkv((*W_k)(new_keys), H).value();    // (B·H, S_new, d)
-        const Tensor v = transpose_qkv((*W_v)(new_values), H).value();  // (B·H, S_new, d)
-        // d2l's torch.cat((state[2][i], X), axis=1), on projected keys
-        const bool first = cache.empty();
-        cache.keys = first ? k : core::concat({cache.keys, k}, 1);      // (B·H, S_old + S_new, d)
-        cache.values = first ? v : core::concat({cache.values, v}, 1);  // (B·H, S_old + S_new, d)
+        // d2l's torch.cat((state[2][i], X), axis=1), on projected keys, in place
+        cache.append((*W_k)(new_keys).value(), (*W_v)(new_values).value(), H);  // (B·H, S_old + S_new, d)
     }
 
     // Decoding (eval mode, no graph): the fused kernel reads the heads straight from the cache

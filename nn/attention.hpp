@@ -137,19 +137,45 @@ Variable transpose_output(const Variable& X, int64_t num_heads);
 /// Projected keys and values of one MultiHeadAttention, kept between the
 /// steps of step-by-step decoding (the projected form of d2l's state[2][i]).
 /// Plain tensors without a graph: decoding runs under NoGradGuard.
+///
+/// d2l grows its cache with torch.cat, which copies every cached step at
+/// every step. Here keys and values are views of the first S steps of a
+/// longer buffer (B·H, capacity, d), and append() writes a step's new keys
+/// into the room after them; when the room runs out the buffer doubles. So
+/// a step copies only its own keys and values. A copy of a KVCache shares
+/// the steps cached so far but not the room: its first append() moves it to
+/// a buffer of its own, so two copies never write over each other.
 struct KVCache {
     core::Tensor keys;    ///< (B·H, S so far, d) = transpose_qkv(W_k(keys seen so far))
     core::Tensor values;  ///< (B·H, S so far, d) = transpose_qkv(W_v(values seen so far))
+
+    KVCache() = default;
+    KVCache(const KVCache& other) : keys(other.keys), values(other.values) {}
+    KVCache& operator=(const KVCache& other) {
+        keys = other.keys, values = other.values;
+        key_buffer_ = value_buffer_ = core::Tensor();
+        return *this;
+    }
+    KVCache(KVCache&&) = default;
+    KVCache& operator=(KVCache&&) = default;
+    ~KVCache() = default;
 
     /// No step has run yet.
     bool empty() const { return !keys.defined(); }
     /// Key steps cached so far.
     int64_t steps() const { return keys.defined() ? keys.size(1) : 0; }
+    /// Steps held before append() has to move to a larger buffer: steps()
+    /// when keys or values were set from outside (beam search reordering them).
+    int64_t capacity() const;
     /// Forgets everything (before decoding a new sentence).
-    void clear() {
-        keys = core::Tensor();
-        values = core::Tensor();
-    }
+    void clear();
+    /// Adds the steps of projected keys k and values v, both (B, S_new, H·d)
+    /// as W_k and W_v give them, split into heads as transpose_qkv splits them.
+    /// The cache must be empty or hold B·H rows of d; ShapeError otherwise.
+    void append(const core::Tensor& k, const core::Tensor& v, int64_t num_heads);
+
+private:
+    core::Tensor key_buffer_, value_buffer_;  // (B·H, capacity, d); keys/values view their first S steps
 };
 
 /// Multi-head attention (seed 000's d2l class): H heads of scaled dot-product

@@ -588,6 +588,82 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "KVCache::append: steps written in place into room that doubles, equal to transpose_qkv of all steps; "
+    "copies and replaced keys never write over each other",
+    "[nn][attention]") {
+    const DType dtype = GENERATE(DType::float32, DType::float64);
+    Generator gen(13);
+    const int64_t B = 3, T = 40, D = 8, H = 2, d = D / H;
+    const Tensor K = core::randn({B, T, D}, gen, dtype), V = core::randn({B, T, D}, gen, dtype);
+    const auto heads = [&](const Tensor& x, int64_t t) {  // transpose_qkv of steps [0, t)
+        return transpose_qkv(Variable(x.slice(1, 0, t)), H).value();
+    };
+
+    KVCache cache;
+    CHECK(cache.capacity() == 0);
+    cache.append(K.slice(1, 0, 3), V.slice(1, 0, 3), H);  // a prefix of 3 at once
+    CHECK(cache.capacity() == 16);
+    const void* first_buffer = cache.keys.raw_data();
+    std::vector<int64_t> capacities;
+    for (int64_t t = 3; t < T; ++t) {
+        cache.append(K.slice(1, t, t + 1), V.slice(1, t, t + 1), H);
+        CHECK(cache.keys.shape() == Shape{B * H, t + 1, d});
+        CHECK(max_abs_diff(cache.keys, heads(K, t + 1)) == 0.0);
+        CHECK(max_abs_diff(cache.values, heads(V, t + 1)) == 0.0);
+        capacities.push_back(cache.capacity());
+        if (t + 1 <= 16) CHECK(cache.keys.raw_data() == first_buffer);  // no move while there is room
+    }
+    CHECK(capacities.front() == 16);
+    CHECK(capacities.back() == 64);  // 16, then 2·16 at step 17, then 2·32 at step 33
+
+    SECTION("the fused cached attention reads the views in place and gives what it gives on copies") {
+        const Tensor q = core::randn({B, 1, D}, gen, dtype);
+        CHECK_FALSE(cache.keys.is_contiguous());
+        const core::CachedAttention in_place = core::cached_attention(q, cache.keys, cache.values, Tensor(), H, 0.5);
+        const core::CachedAttention copied =
+            core::cached_attention(q, cache.keys.contiguous(), cache.values.contiguous(), Tensor(), H, 0.5);
+        CHECK(max_abs_diff(in_place.out, copied.out) == 0.0);
+        CHECK(max_abs_diff(in_place.weights, copied.weights) == 0.0);
+    }
+    SECTION("two copies appending different steps each keep their own") {
+        KVCache other = cache;
+        CHECK(other.capacity() == other.steps());  // a copy has no room of its own
+        const Tensor k1 = core::randn({B, 1, D}, gen, dtype), k2 = core::randn({B, 1, D}, gen, dtype);
+        cache.append(k1, k1, H);
+        other.append(k2, k2, H);
+        CHECK(max_abs_diff(cache.keys.slice(1, T, T + 1), heads(k1, 1)) == 0.0);
+        CHECK(max_abs_diff(other.keys.slice(1, T, T + 1), heads(k2, 1)) == 0.0);
+        CHECK(max_abs_diff(other.keys.slice(1, 0, T), heads(K, T)) == 0.0);
+        KVCache assigned;
+        assigned = other;
+        CHECK(assigned.capacity() == assigned.steps());
+    }
+    SECTION("keys set from outside (beam search reordering rows) move to a buffer of their own") {
+        const Tensor rows = core::from_vector(std::vector<int64_t>{4, 5, 0, 1, 0, 1}, {B * H});
+        cache.keys = core::index_select(cache.keys, 0, rows);
+        cache.values = core::index_select(cache.values, 0, rows);
+        CHECK(cache.capacity() == T);
+        const Tensor k = core::randn({B, 1, D}, gen, dtype);
+        cache.append(k, k, H);
+        CHECK(cache.capacity() == 2 * T);
+        CHECK(max_abs_diff(cache.keys.slice(1, 0, T), core::index_select(heads(K, T), 0, rows)) == 0.0);
+        CHECK(max_abs_diff(cache.values.slice(1, T, T + 1), heads(k, 1)) == 0.0);
+    }
+    SECTION("steps that do not fit are refused, naming both shapes") {
+        const Tensor wrong = core::randn({B + 1, 1, D}, gen, dtype);
+        CHECK_THROWS_WITH(cache.append(wrong, wrong, H),
+                          Contains("KVCache::append") && Contains("(4x1x8)") && Contains("(6x40x4)"));
+        CHECK_THROWS_AS(cache.append(K, V.slice(1, 0, 2), H), ShapeError);
+        CHECK_THROWS_AS(KVCache().append(K, V, 3), ShapeError);  // 8 is not divisible by 3
+    }
+    SECTION("clear() drops the buffer") {
+        cache.clear();
+        CHECK(cache.empty());
+        CHECK(cache.capacity() == 0);
+    }
+}
+
+TEST_CASE(
     "MultiHeadAttention.forward_step(..., cache, append = false): cross-attention to cached encoder outputs "
     "equals the full forward",
     "[nn][attention]") {
