@@ -168,6 +168,47 @@ void set_bandwidth(benchmark::State& state, double bytes) {
     state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// AddNorm at d2l's shape (640 rows of 32), 1 thread: the dropout mask, the
+// fused forward with it, and the backward, each alone.
+void BM_dropout_mask(benchmark::State& state) {
+    ThreadScope threads(1);
+    core::Generator gen(0);
+    for (auto _ : state) {
+        core::Tensor m = core::dropout_mask({640, 32}, 0.1, gen);
+        benchmark::DoNotOptimize(m.raw_data());
+    }
+    set_bandwidth(state, 640.0 * 32 * 4);
+}
+BENCHMARK(BM_dropout_mask)->UseRealTime();
+
+void BM_add_layer_norm(benchmark::State& state) {
+    ThreadScope threads(1);
+    core::Generator gen(0);
+    const core::Tensor x = core::randn({640, 32}, gen), y = core::randn({640, 32}, gen);
+    const core::Tensor keep = core::dropout_mask({640, 32}, 0.1, gen);
+    const core::Tensor w = core::rand({32}, gen), b = core::rand({32}, gen);
+    for (auto _ : state) {
+        core::AddLayerNormOut o = core::add_layer_norm(x, y, keep, w, b, 1e-5);
+        benchmark::DoNotOptimize(o.y.raw_data());
+    }
+    set_bandwidth(state, 640.0 * 32 * 4 * 5);
+}
+BENCHMARK(BM_add_layer_norm)->UseRealTime();
+
+void BM_layer_norm_backward(benchmark::State& state) {
+    ThreadScope threads(1);
+    core::Generator gen(0);
+    const core::Tensor x = core::randn({640, 32}, gen), dy = core::randn({640, 32}, gen);
+    const core::Tensor w = core::rand({32}, gen), b = core::rand({32}, gen);
+    const core::LayerNormOut f = core::layer_norm(x, w, b, 1e-5);
+    for (auto _ : state) {
+        core::LayerNormGrads g = core::layer_norm_backward(dy, x, f.mean, f.rstd, w, true);
+        benchmark::DoNotOptimize(g.dx.raw_data());
+    }
+    set_bandwidth(state, 640.0 * 32 * 4 * 3);
+}
+BENCHMARK(BM_layer_norm_backward)->UseRealTime();
+
 // out = a + b on n float32 elements: reads 2n, writes n floats (12 bytes each).
 void BM_add(benchmark::State& state) {
     const int64_t n = state.range(0);

@@ -609,24 +609,37 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const 
         const T* wp = w.defined() ? w.data<T>() : nullptr;
         T* dxp = grads.dx.data<T>();
 
-        // dx, row by row; g and x̂ of a row go to scratch rows first, so that
-        // every loop below is a plain vector loop
+        // dx, kRowBlock rows at a time: both row sums of every row of the block
+        // first, then the block's dx. A row alone is a chain of dependent steps
+        // (two sums, their horizontal adds, two divisions) that leaves the
+        // processor waiting; the rows of a block overlap. g and x̂ are
+        // recomputed where they are used, the same operations, so the same bits.
+        std::vector<T> ones(wp ? 0 : static_cast<size_t>(D), T(1));  // no weight: g = dy · 1, exactly dy
+        const T* wr = wp ? wp : ones.data();
         parallel_for(0, R, D, [&](int64_t first, int64_t last) {
-            std::vector<Acc> g(static_cast<size_t>(D)), xhat(static_cast<size_t>(D));  // (D), (D)
-            for (int64_t r = first; r < last; ++r) {
-                const T* xr = xp + r * D;
-                const T* dyr = dyp + r * D;
-                T* dxr = dxp + r * D;
-                const Acc m = mp[r], rstd_r = rp[r];
-                if (wp)
-                    for (int64_t i = 0; i < D; ++i) g[i] = static_cast<Acc>(dyr[i]) * wp[i];
-                else
-                    for (int64_t i = 0; i < D; ++i) g[i] = dyr[i];
-                for (int64_t i = 0; i < D; ++i) xhat[i] = (xr[i] - m) * rstd_r;
-                const Acc mean_g = lane_sum(D, [&](int64_t i) { return g[i]; }) / static_cast<Acc>(D);  // mean(g)
-                const Acc mean_gx =
-                    lane_sum(D, [&](int64_t i) { return g[i] * xhat[i]; }) / static_cast<Acc>(D);  // mean(g ⊙ x̂)
-                for (int64_t i = 0; i < D; ++i) dxr[i] = static_cast<T>(rstd_r * (g[i] - mean_g - xhat[i] * mean_gx));
+            constexpr int64_t kRowBlock = 16;
+            Acc mean_g[kRowBlock], mean_gx[kRowBlock];
+            for (int64_t r0 = first; r0 < last; r0 += kRowBlock) {
+                const int64_t n = std::min(kRowBlock, last - r0);
+                for (int64_t j = 0; j < n; ++j) {
+                    const T* xr = xp + (r0 + j) * D;
+                    const T* dyr = dyp + (r0 + j) * D;
+                    const Acc m = mp[r0 + j], rstd_r = rp[r0 + j];
+                    const auto g = [&](int64_t i) { return static_cast<Acc>(dyr[i]) * wr[i]; };  // g_i
+                    const auto xhat = [&](int64_t i) { return (xr[i] - m) * rstd_r; };           // x̂_i
+                    mean_g[j] = lane_sum(D, [&](int64_t i) { return g(i); }) / static_cast<Acc>(D);
+                    mean_gx[j] = lane_sum(D, [&](int64_t i) { return g(i) * xhat(i); }) / static_cast<Acc>(D);
+                }
+                for (int64_t j = 0; j < n; ++j) {
+                    const T* xr = xp + (r0 + j) * D;
+                    const T* dyr = dyp + (r0 + j) * D;
+                    T* dxr = dxp + (r0 + j) * D;
+                    const Acc m = mp[r0 + j], rstd_r = rp[r0 + j];
+                    for (int64_t i = 0; i < D; ++i) {
+                        const Acc g = static_cast<Acc>(dyr[i]) * wr[i], xhat = (xr[i] - m) * rstd_r;
+                        dxr[i] = static_cast<T>(rstd_r * (g - mean_g[j] - xhat * mean_gx[j]));
+                    }
+                }
             }
         });
 
@@ -634,23 +647,35 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const 
         // need per-thread partial sums added in a thread-count-dependent
         // order; splitting columns instead keeps each column's sum in one
         // thread, in row order, so the bits never depend on the thread count.
+        // kCols columns at a time, their sums in arrays of fixed size that the
+        // compiler keeps in registers across the rows.
         if (!grads.dweight.defined() && !grads.dbias.defined()) return;
         T* dwp = grads.dweight.defined() ? grads.dweight.template data<T>() : nullptr;
         T* dbp = grads.dbias.defined() ? grads.dbias.template data<T>() : nullptr;
         parallel_for(0, D, R, [&](int64_t c0, int64_t c1) {
-            std::vector<Acc> dw(static_cast<size_t>(c1 - c0), 0.0), db(static_cast<size_t>(c1 - c0), 0.0);
-            for (int64_t r = 0; r < R; ++r) {
-                const T* xr = xp + r * D;
-                const T* dyr = dyp + r * D;
-                const Acc m = mp[r], rstd_r = rp[r];
-                for (int64_t i = c0; i < c1; ++i) {
-                    db[i - c0] += dyr[i];
-                    dw[i - c0] += dyr[i] * ((xr[i] - m) * rstd_r);
+            constexpr int64_t kCols = 16;
+            for (int64_t cb = c0; cb < c1; cb += kCols) {
+                const int64_t nc = std::min(kCols, c1 - cb);
+                Acc dw[kCols] = {}, db[kCols] = {};
+                const auto sum_rows = [&](auto cols) {
+                    for (int64_t r = 0; r < R; ++r) {
+                        const T* xr = xp + r * D + cb;
+                        const T* dyr = dyp + r * D + cb;
+                        const Acc m = mp[r], rstd_r = rp[r];
+                        for (int64_t i = 0; i < cols; ++i) {
+                            db[i] += dyr[i];
+                            dw[i] += dyr[i] * ((xr[i] - m) * rstd_r);
+                        }
+                    }
+                };
+                if (nc == kCols)
+                    sum_rows(std::integral_constant<int64_t, kCols>{});  // a trip count known at compile time
+                else
+                    sum_rows(nc);
+                for (int64_t i = 0; i < nc; ++i) {
+                    if (dwp) dwp[cb + i] = static_cast<T>(dw[i]);
+                    if (dbp) dbp[cb + i] = static_cast<T>(db[i]);
                 }
-            }
-            for (int64_t i = c0; i < c1; ++i) {
-                if (dwp) dwp[i] = static_cast<T>(dw[i - c0]);
-                if (dbp) dbp[i] = static_cast<T>(db[i - c0]);
             }
         });
     });

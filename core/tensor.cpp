@@ -13,6 +13,7 @@
 #define ASAN_UNPOISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
 #endif
 
+#include <array>
 #include <atomic>
 #include <bit>
 #include <cmath>
@@ -703,23 +704,31 @@ Tensor dropout_mask(const Shape& shape, double p, Generator& gen, DType dtype) {
             // first, each keep its element when u < ⌈keep · 2^16⌉, i.e. with
             // probability ⌈keep · 2^16⌉ / 2^16, within 2^-16 of keep (p = 0
             // keeps all). One draw per element was 11% of a d2l training step.
-            const auto threshold = static_cast<uint64_t>(std::ceil(std::ldexp(keep, 16)));
-            // The mask is the bits of scale ANDed with all ones (keep) or all
-            // zeros (drop): no branch, which a drop (p of the time) would mispredict.
+            const auto threshold = static_cast<uint32_t>(std::ceil(std::ldexp(keep, 16)));  // at most 2^16
+            // Draws for up to kChunk elements are made first (the generator is one
+            // chain of dependent steps), their quarters laid out in element order,
+            // then one loop the compiler vectorises turns them into masks: each is
+            // the bits of scale ANDed with all ones (keep) or all zeros (drop), no
+            // branch, which a drop (p of the time) would mispredict.
             using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
             const Bits scale_bits = std::bit_cast<Bits>(scale);
-            const auto mask = [&](uint64_t bits) {
-                const Bits all = Bits(0) - static_cast<Bits>((bits & 0xffff) < threshold);  // ~0 or 0
-                return std::bit_cast<T>(static_cast<Bits>(scale_bits & all));
-            };
-            int64_t i = 0;
-            for (; i + 4 <= n; i += 4) {
-                const uint64_t bits = gen.next_u64();
-                out[i] = mask(bits), out[i + 1] = mask(bits >> 16), out[i + 2] = mask(bits >> 32),
-                out[i + 3] = mask(bits >> 48);
+            constexpr int64_t kChunk = 256;
+            std::array<uint16_t, kChunk> quarter;  // quarter[4k + j] = bits j of draw k, lowest first
+            for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+                const int64_t len = std::min(kChunk, n - i0);
+                for (int64_t k = 0; 4 * k < len;
+                     ++k) {  // the last 1 to 3 elements take the lowest quarters of one more draw
+                    const uint64_t bits = gen.next_u64();
+                    for (int64_t j = 0; j < 4; ++j)
+                        quarter[static_cast<size_t>(4 * k + j)] = static_cast<uint16_t>(bits >> (16 * j));
+                }
+                T* o = out + i0;
+                for (int64_t i = 0; i < len; ++i) {
+                    const Bits all =
+                        Bits(0) - static_cast<Bits>(uint32_t{quarter[static_cast<size_t>(i)]} < threshold);  // ~0 or 0
+                    o[i] = std::bit_cast<T>(static_cast<Bits>(scale_bits & all));
+                }
             }
-            if (i < n)  // the last 1 to 3 elements take the lowest quarters of one more draw
-                for (uint64_t bits = gen.next_u64(); i < n; ++i, bits >>= 16) out[i] = mask(bits);
         }
     });
     return t;

@@ -130,7 +130,7 @@ TEST_CASE("dropout_mask: 1/(1 - p) where a 16-bit quarter of a draw is below (1 
           "[core][random]") {
     for (DType dtype : {DType::float32, DType::float64})
         for (double p : {0.0, 0.1, 0.5, 0.9})
-            for (int64_t n : {1, 3, 4, 255}) {  // whole draws and a last, partly used one
+            for (int64_t n : {1, 3, 4, 255, 256, 257, 1031}) {  // whole draws, a last partly used one, chunks of 256
                 Generator a(7), b(7);
                 const Tensor mask = dropout_mask({n}, p, a, dtype);
                 // the rule spelled out: element i reads bits 16 (i % 4) .. 16 (i % 4) + 15 of draw i / 4
