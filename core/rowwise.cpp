@@ -471,18 +471,22 @@ void layer_norm_rows(const T* x, T* y, int64_t first, int64_t last, int64_t D, c
         // Two passes: the mean first, then the squared deviations from it.
         // The one-pass E[x²] - E[x]² cancels catastrophically when |mean|
         // is large against the spread (x = 1e4 + small noise in float32).
+        // The divisions and square roots run for the whole block after its
+        // sums, one vector instruction for 8 rows instead of one per row.
         for (int64_t r = 0; r < n; ++r) {
             const T* xr = x + (r0 + r) * D;
-            mean[r] = lane_sum(D, [&](int64_t i) { return static_cast<Acc>(xr[i]); }) / static_cast<Acc>(D);
+            mean[r] = lane_sum(D, [&](int64_t i) { return static_cast<Acc>(xr[i]); });
         }
+        for (int64_t r = 0; r < n; ++r) mean[r] /= static_cast<Acc>(D);
         for (int64_t r = 0; r < n; ++r) {
             const T* xr = x + (r0 + r) * D;
-            const Acc squares = lane_sum(D, [&](int64_t i) {
+            rstd[r] = lane_sum(D, [&](int64_t i) {  // Σ (x - mean)²
                 const Acc c = xr[i] - mean[r];
                 return c * c;
             });
-            rstd[r] = 1.0 / std::sqrt(squares / static_cast<Acc>(D) + eps);  // biased variance, like PyTorch
         }
+        for (int64_t r = 0; r < n; ++r)
+            rstd[r] = 1.0 / std::sqrt(rstd[r] / static_cast<Acc>(D) + eps);  // biased variance, like PyTorch
         for (int64_t r = 0; r < n; ++r) {
             const T* xr = x + (r0 + r) * D;
             T* yr = y + (r0 + r) * D;
@@ -627,8 +631,12 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const 
                     const Acc m = mp[r0 + j], rstd_r = rp[r0 + j];
                     const auto g = [&](int64_t i) { return static_cast<Acc>(dyr[i]) * wr[i]; };  // g_i
                     const auto xhat = [&](int64_t i) { return (xr[i] - m) * rstd_r; };           // x̂_i
-                    mean_g[j] = lane_sum(D, [&](int64_t i) { return g(i); }) / static_cast<Acc>(D);
-                    mean_gx[j] = lane_sum(D, [&](int64_t i) { return g(i) * xhat(i); }) / static_cast<Acc>(D);
+                    mean_g[j] = lane_sum(D, [&](int64_t i) { return g(i); });
+                    mean_gx[j] = lane_sum(D, [&](int64_t i) { return g(i) * xhat(i); });
+                }
+                for (int64_t j = 0; j < n; ++j) {  // the divisions of the block together, in vectors
+                    mean_g[j] /= static_cast<Acc>(D);
+                    mean_gx[j] /= static_cast<Acc>(D);
                 }
                 for (int64_t j = 0; j < n; ++j) {
                     const T* xr = xp + (r0 + j) * D;
