@@ -90,7 +90,7 @@ void with_head_size(int64_t d, F&& f) {
 
 // Keys are handled kChunk at a time: one AVX-512 register of floats (two
 // AVX2 ones); the d2l model's 10 keys fit in one chunk.
-constexpr int64_t kChunk = 16;
+constexpr int64_t kChunk = kKeyChunk;
 
 // Keys per head rounded up to whole chunks, so the loops over keys run
 // without a remainder.
@@ -169,14 +169,15 @@ void store(T* p, const V& v) {
     std::memcpy(p, &v, sizeof v);
 }
 
-// out_r[j] = a_r · x_j for R = rows() rows a_r = a + r·a_row and all Sp columns
-// of xt, out_r = out + r·out_row. Each sum runs over i in the order of a plain
+// out_r[j] = a_r · x_j for R = rows() rows a_r = a + r·a_row and the first Sp
+// columns of xt (row i at xt + i·xt_row), out_r = out + r·out_row. Each sum runs over i in the order of a plain
 // dot product, Σ_i a_r[i] xt[i, j] (the same bits as one row at a time); the
 // R rows share every load of xt, and their R·kChunk sums are as many
 // independent chains of additions the processor overlaps (one chain alone
 // waits on each addition before the next).
 template <class T, class Rows>
-void dot_rows(Rows rows, const T* a, int64_t a_row, const T* xt, int64_t d, int64_t Sp, T* out, int64_t out_row) {
+void dot_rows(Rows rows, const T* a, int64_t a_row, const T* xt, int64_t xt_row, int64_t d, int64_t Sp, T* out,
+              int64_t out_row) {
     constexpr int64_t R = decltype(rows)::value;
     using L = Lanes<T, kChunk>;
     using V = typename L::V;
@@ -185,7 +186,7 @@ void dot_rows(Rows rows, const T* a, int64_t a_row, const T* xt, int64_t d, int6
         for (int64_t i = 0; i < d; ++i) {
             V x[L::kCount];
 #pragma GCC unroll 8
-            for (int64_t c = 0; c < L::kCount; ++c) x[c] = load<V>(xt + i * Sp + j0 + c * L::kWidth);
+            for (int64_t c = 0; c < L::kCount; ++c) x[c] = load<V>(xt + i * xt_row + j0 + c * L::kWidth);
 #pragma GCC unroll 8
             for (int64_t r = 0; r < R; ++r) {
                 const T ar = a[r * a_row + i];
@@ -433,9 +434,19 @@ struct HeadLayout {
 
 HeadLayout projection_layout(const HeadDims& s) { return {.batch = s.S * s.D, .head = s.d, .row = s.D}; }
 
-// P_bh[t, s] = softmax_{s < L(b,t)}(scale · q_t · k_s), 0 for s ≥ L; Q (B, T, D), keys as `kl` says
+// Keys kept transposed, per head (d, ld) with ld ≥ padded(S), at head·d·ld for head b·H + h
+// (nn::KVCache keeps them so for decoding: no transpose per step)
 template <class T>
-void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, const Lengths& lens, double scale, T* p) {
+struct TransposedKeys {
+    const T* data = nullptr;  // none: probs_kernel works from the keys' rows
+    int64_t ld = 0;
+};
+
+// P_bh[t, s] = softmax_{s < L(b,t)}(scale · q_t · k_s), 0 for s ≥ L; Q (B, T, D), keys as `kl` says
+// (or, when given, as `kt` holds them transposed)
+template <class T>
+void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, const Lengths& lens, double scale, T* p,
+                  TransposedKeys<T> kt_given = {}) {
     const int64_t Sp = padded(s.S);
     with_head_size(s.d, [&](auto head_size) {
         constexpr int64_t kD = decltype(head_size)::value;
@@ -458,10 +469,17 @@ void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, cons
                     for (int64_t h = 0; h < s.H; ++h) {
                         const T* kh = k + kl.at(b, h);
                         T* head_scores = b_scores + h * s.T * Sp;  // (T, Sp)
-                        if (s.T >= kTransposeRows) {  // transpose the keys once, then a chunk of keys per vector op
+                        if (kt_given.data) {                       // already transposed: a chunk of keys per vector op
+                            const T* kth = kt_given.data + (b * s.H + h) * d * kt_given.ld;
+                            for_row_blocks(s.T, [&](auto block, int64_t t0) {
+                                dot_rows(block, q + (b * s.T + t0) * s.D + h * d, s.D, kth, kt_given.ld, d, Sp,
+                                         head_scores + t0 * Sp, Sp);
+                            });
+                        } else if (s.T >=
+                                   kTransposeRows) {  // transpose the keys once, then a chunk of keys per vector op
                             transpose_head<kD>(kh, s.S, kl.row, d, Sp, kt.data());
                             for_row_blocks(s.T, [&](auto block, int64_t t0) {
-                                dot_rows(block, q + (b * s.T + t0) * s.D + h * d, s.D, kt.data(), d, Sp,
+                                dot_rows(block, q + (b * s.T + t0) * s.D + h * d, s.D, kt.data(), Sp, d, Sp,
                                          head_scores + t0 * Sp, Sp);
                             });
                         } else {  // a query or two (decoding): one dot product per key costs less than the transpose
@@ -559,7 +577,7 @@ Tensor attention_values(const Tensor& P_, const Tensor& V_, const Tensor& keep_)
 
 // both of the above, keys and values read from the (B·H, S, d) cache
 CachedAttention cached_attention(const Tensor& Q_, const Tensor& K_, const Tensor& V_, const Tensor& valid_lens,
-                                 int64_t num_heads, double scale) {
+                                 int64_t num_heads, double scale, const Tensor& keys_t) {
     const char* op = "cached_attention";
     expect_3d(Q_, "queries", op);
     const int64_t B = Q_.size(0), T = Q_.size(1), D = Q_.size(2), H = num_heads;
@@ -579,10 +597,17 @@ CachedAttention cached_attention(const Tensor& Q_, const Tensor& K_, const Tenso
     const auto layout = [&](const Tensor& t) {
         return HeadLayout{.batch = s.H * t.strides()[0], .head = t.strides()[0], .row = t.strides()[1]};
     };
+    if (keys_t.defined() && (keys_t.dim() != 3 || keys_t.size(0) != B * H || keys_t.size(1) != s.d ||
+                             keys_t.size(2) < padded(s.S) || !keys_t.is_contiguous() || keys_t.dtype() != Q.dtype()))
+        fail<ShapeError>(
+            "{}: transposed keys {} must be contiguous (B·H = {}, d = {}, at least {}) of the queries' dtype", op,
+            shape_str(keys_t.shape()), B * H, s.d, padded(s.S));
     CachedAttention a{.out = Tensor::empty({B, T, D}, Q.dtype()), .weights = Tensor::empty({B, H, T, s.S}, Q.dtype())};
     visit_floating(Q.dtype(), op, [&](auto tag) {
         using Ty = typename decltype(tag)::type;
-        probs_kernel(Q.data<Ty>(), K.data<Ty>(), layout(K), s, lens, scale, a.weights.data<Ty>());
+        const TransposedKeys<Ty> kt{.data = keys_t.defined() ? keys_t.data<Ty>() : nullptr,
+                                    .ld = keys_t.defined() ? keys_t.size(2) : 0};
+        probs_kernel(Q.data<Ty>(), K.data<Ty>(), layout(K), s, lens, scale, a.weights.data<Ty>(), kt);
         values_kernel(a.weights.data<Ty>(), static_cast<const Ty*>(nullptr), V.data<Ty>(), layout(V), s,
                       a.out.data<Ty>());
     });
@@ -632,7 +657,7 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
                     // d(Pu)[t, s] = dO_t · v_s, every s at once
                     transpose_head<kD>(v + k_head, s.S, s.D, d, Sp, vt.data());
                     for_row_blocks(s.T, [&](auto block, int64_t t0) {
-                        dot_rows(block, dout + q_head + t0 * s.D, s.D, vt.data(), d, Sp, dP.data() + t0 * Sp, Sp);
+                        dot_rows(block, dout + q_head + t0 * s.D, s.D, vt.data(), Sp, d, Sp, dP.data() + t0 * Sp, Sp);
                     });
                     // dP = d(Pu) ⊙ keep, then the softmax backward dS = P ⊙ (dP - Σ_s P dP), kBlock rows
                     // at once: a row's Σ is one chain of additions, and the rows' chains overlap

@@ -40,8 +40,16 @@ Tensor attention_values(const Tensor& P, const Tensor& V, const Tensor& keep = T
 struct CachedAttention {
     Tensor out, weights;  ///< (B, T, D), (B, H, T, S)
 };
+/// keys_t, when given, holds the same keys transposed, (B·H, d, C) contiguous
+/// with C at least S rounded up to a multiple of kKeyChunk (its columns past S
+/// initialised, any value: they get no weight), and the scores read it
+/// instead of transposing the keys (nn::KVCache keeps it up to date). The
+/// numbers are the same either way.
 CachedAttention cached_attention(const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& valid_lens,
-                                 int64_t num_heads, double scale);
+                                 int64_t num_heads, double scale, const Tensor& keys_t = Tensor());
+
+/// The keys per vector operation of the attention kernels (see keys_t above).
+inline constexpr int64_t kKeyChunk = 16;
 
 /// Gradients of both steps at once. P is the softmax output, keep the
 /// dropout mask with its 1/(1-p) scale applied to P before the weighted sum

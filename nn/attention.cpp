@@ -230,11 +230,15 @@ bool views_start_of(const core::Tensor& t, const core::Tensor& buffer) {
 }
 }  // namespace
 
-int64_t KVCache::capacity() const {
-    return views_start_of(keys, key_buffer_) && views_start_of(values, value_buffer_) ? key_buffer_.size(1) : steps();
+bool KVCache::in_buffer() const {
+    return views_start_of(keys, key_buffer_) && views_start_of(values, value_buffer_) && keys_t_buffer_.defined();
 }
 
-void KVCache::clear() { keys = values = key_buffer_ = value_buffer_ = core::Tensor(); }
+int64_t KVCache::capacity() const { return in_buffer() ? key_buffer_.size(1) : steps(); }
+
+core::Tensor KVCache::keys_transposed() const { return in_buffer() ? keys_t_buffer_ : core::Tensor(); }
+
+void KVCache::clear() { keys = values = key_buffer_ = value_buffer_ = keys_t_buffer_ = core::Tensor(); }
 
 void KVCache::append(const core::Tensor& k, const core::Tensor& v, int64_t num_heads) {
     const int64_t H = num_heads;
@@ -252,18 +256,21 @@ void KVCache::append(const core::Tensor& k, const core::Tensor& v, int64_t num_h
             "with num_heads={}",
             shape_str(keys.shape()), shape_str(values.shape()), shape_str(k.shape()), H);
     const int64_t S = steps(), total = S + S_new;
-    const bool in_buffer = views_start_of(keys, key_buffer_) && views_start_of(values, value_buffer_);
-    if (!in_buffer || total > key_buffer_.size(1)) {
+    if (!in_buffer() || total > key_buffer_.size(1)) {
         // a buffer of its own with room: twice the steps so far, at least 16, so
-        // short sentences allocate once and long ones a logarithmic number of times
-        const int64_t room = std::max({total, 2 * S, int64_t{16}});
+        // short sentences allocate once and long ones a logarithmic number of
+        // times; whole chunks of keys, as cached_attention reads the transposed ones
+        const int64_t chunk = core::kKeyChunk;
+        const int64_t room = (std::max({total, 2 * S, chunk}) + chunk - 1) / chunk * chunk;
         core::Tensor kb = core::Tensor::empty({B * H, room, d}, k.dtype());
         core::Tensor vb = core::Tensor::empty({B * H, room, d}, k.dtype());
+        core::Tensor ktb = core::zeros({B * H, d, room}, k.dtype());
         if (S > 0) {
             core::copy_(kb.slice(1, 0, S), keys);
             core::copy_(vb.slice(1, 0, S), values);
+            core::copy_(ktb.slice(2, 0, S), keys.transpose(1, 2));
         }
-        key_buffer_ = std::move(kb), value_buffer_ = std::move(vb);
+        key_buffer_ = std::move(kb), value_buffer_ = std::move(vb), keys_t_buffer_ = std::move(ktb);
     }
     // (B, S_new, H·d) read as (B, H, S_new, d) into steps [S, total) of each head's rows: one
     // row of d numbers at a time (core::copy_ on the permuted view walks them one index at a time)
@@ -281,6 +288,18 @@ void KVCache::append(const core::Tensor& k, const core::Tensor& v, int64_t num_h
     };
     write(key_buffer_, k);
     write(value_buffer_, v);
+    // and the keys into columns [S, total) of the transposed buffer, one number at a time
+    core::visit_floating(k.dtype(), "KVCache::append", [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const core::Tensor kc = k.contiguous();
+        const T* from = kc.data<T>();      // (B, S_new, H, d)
+        T* to = keys_t_buffer_.data<T>();  // (B·H, d, room)
+        for (int64_t b = 0; b < B; ++b)
+            for (int64_t t = 0; t < S_new; ++t)
+                for (int64_t h = 0; h < H; ++h)
+                    for (int64_t i = 0; i < d; ++i)
+                        to[((b * H + h) * d + i) * room + S + t] = from[((b * S_new + t) * H + h) * d + i];
+    });
     keys = key_buffer_.slice(1, 0, total);
     values = value_buffer_.slice(1, 0, total);
 }
@@ -305,7 +324,8 @@ Variable MultiHeadAttention::forward_step(const Variable& queries, const Variabl
         (!mask.defined() || mask.dtype() == DType::int64)) {
         const Tensor q = (*W_q)(queries).value();  // (B, T, D)
         const double scale = 1.0 / std::sqrt(static_cast<double>(cache.keys.size(2)));
-        core::CachedAttention a = core::cached_attention(q, cache.keys, cache.values, mask, H, scale);
+        core::CachedAttention a =
+            core::cached_attention(q, cache.keys, cache.values, mask, H, scale, cache.keys_transposed());
         attention->attention_weights = a.weights.reshape({B * H, q.size(1), cache.keys.size(1)});
         return (*W_o)(Variable(a.out));  // (B, T, D)
     }

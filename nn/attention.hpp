@@ -142,7 +142,10 @@ Variable transpose_output(const Variable& X, int64_t num_heads);
 /// every step. Here keys and values are views of the first S steps of a
 /// longer buffer (B·H, capacity, d), and append() writes a step's new keys
 /// into the room after them; when the room runs out the buffer doubles. So
-/// a step copies only its own keys and values. A copy of a KVCache shares
+/// a step copies only its own keys and values. The keys are also kept
+/// transposed, (B·H, d, capacity), which the scores of a decoding step read
+/// as they are (core::cached_attention's keys_t) instead of transposing the
+/// whole cache again at every step. A copy of a KVCache shares
 /// the steps cached so far but not the room: its first append() moves it to
 /// a buffer of its own, so two copies never write over each other.
 struct KVCache {
@@ -153,7 +156,7 @@ struct KVCache {
     KVCache(const KVCache& other) : keys(other.keys), values(other.values) {}
     KVCache& operator=(const KVCache& other) {
         keys = other.keys, values = other.values;
-        key_buffer_ = value_buffer_ = core::Tensor();
+        key_buffer_ = value_buffer_ = keys_t_buffer_ = core::Tensor();
         return *this;
     }
     KVCache(KVCache&&) = default;
@@ -173,9 +176,14 @@ struct KVCache {
     /// as W_k and W_v give them, split into heads as transpose_qkv splits them.
     /// The cache must be empty or hold B·H rows of d; ShapeError otherwise.
     void append(const core::Tensor& k, const core::Tensor& v, int64_t num_heads);
+    /// The keys transposed, (B·H, d, capacity), zeros past steps(); undefined
+    /// when keys or values were set from outside since the last append().
+    core::Tensor keys_transposed() const;
 
 private:
+    bool in_buffer() const;
     core::Tensor key_buffer_, value_buffer_;  // (B·H, capacity, d); keys/values view their first S steps
+    core::Tensor keys_t_buffer_;              // (B·H, d, capacity): keys_buffer_ transposed, zeros past S
 };
 
 /// Multi-head attention (seed 000's d2l class): H heads of scaled dot-product

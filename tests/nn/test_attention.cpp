@@ -610,6 +610,12 @@ TEST_CASE(
         CHECK(cache.keys.shape() == Shape{B * H, t + 1, d});
         CHECK(max_abs_diff(cache.keys, heads(K, t + 1)) == 0.0);
         CHECK(max_abs_diff(cache.values, heads(V, t + 1)) == 0.0);
+        // the transposed copy: the keys in columns [0, t + 1), zeros after them
+        const Tensor kt = cache.keys_transposed();
+        REQUIRE(kt.shape() == Shape{B * H, d, cache.capacity()});
+        CHECK(max_abs_diff(kt.slice(2, 0, t + 1), heads(K, t + 1).transpose(1, 2)) == 0.0);
+        CHECK(max_abs_diff(kt.slice(2, t + 1, cache.capacity()),
+                           core::zeros({B * H, d, cache.capacity() - t - 1}, dtype)) == 0.0);
         capacities.push_back(cache.capacity());
         if (t + 1 <= 16) CHECK(cache.keys.raw_data() == first_buffer);  // no move while there is room
     }
@@ -624,6 +630,16 @@ TEST_CASE(
             core::cached_attention(q, cache.keys.contiguous(), cache.values.contiguous(), Tensor(), H, 0.5);
         CHECK(max_abs_diff(in_place.out, copied.out) == 0.0);
         CHECK(max_abs_diff(in_place.weights, copied.weights) == 0.0);
+        // and with the scores read from the transposed keys: the same bits
+        const Tensor lens = core::from_vector(std::vector<int64_t>{T, 7, 1}, {B});
+        const core::CachedAttention plain = core::cached_attention(q, cache.keys, cache.values, lens, H, 0.5);
+        const core::CachedAttention transposed =
+            core::cached_attention(q, cache.keys, cache.values, lens, H, 0.5, cache.keys_transposed());
+        CHECK(max_abs_diff(plain.out, transposed.out) == 0.0);
+        CHECK(max_abs_diff(plain.weights, transposed.weights) == 0.0);
+        CHECK_THROWS_WITH(
+            core::cached_attention(q, cache.keys, cache.values, lens, H, 0.5, cache.keys_transposed().slice(2, 0, 16)),
+            Contains("cached_attention: transposed keys"));
     }
     SECTION("two copies appending different steps each keep their own") {
         KVCache other = cache;
@@ -643,6 +659,7 @@ TEST_CASE(
         cache.keys = core::index_select(cache.keys, 0, rows);
         cache.values = core::index_select(cache.values, 0, rows);
         CHECK(cache.capacity() == T);
+        CHECK_FALSE(cache.keys_transposed().defined());  // stale: not offered
         const Tensor k = core::randn({B, 1, D}, gen, dtype);
         cache.append(k, k, H);
         CHECK(cache.capacity() == 2 * T);
