@@ -885,6 +885,10 @@ std::unique_ptr<LoadedTranslator> load_translator(const nn::SafeTensors& checkpo
     t->info = tasks::read_checkpoint_info(checkpoint, path);
     if (t->info.config.task != "translate")
         fail<ValueError>("{}: '{}' is a {} checkpoint, not a translation model", op, path, t->info.config.task);
+    // a whole-corpus model runs the fused layers it was trained with (train_translate_corpus),
+    // decoding included; a d2l-preset one the composed layers, as d2l's PyTorch model does
+    const auto pipeline = t->info.extra.find("pipeline");
+    t->info.config.transformer.fused = pipeline != t->info.extra.end() && pipeline->second == "corpus";
     t->model = tasks::build_model(t->info.config, t->gen);
     tasks::load_checkpoint(checkpoint, path, *t->model, nullptr);
     warn_if_not_finite(*t->model, path, op);

@@ -427,9 +427,13 @@ namespace {
 // place): batch = S·D, head = d, row = D. nn::KVCache holds them one after
 // the other, (B·H, S, d) with a row stride of d and a head stride of
 // capacity·d (S ≤ capacity): batch = H·head.
+// `rows`, when given, sends batch element b to the keys and values of batch
+// element rows[b] (beam search: a sentence's hypotheses share its encoder's).
 struct HeadLayout {
     int64_t batch, head, row;
-    int64_t at(int64_t b, int64_t h) const { return b * batch + h * head; }
+    const int64_t* rows = nullptr;
+    int64_t batch_of(int64_t b) const { return rows ? rows[b] : b; }
+    int64_t at(int64_t b, int64_t h) const { return batch_of(b) * batch + h * head; }
 };
 
 HeadLayout projection_layout(const HeadDims& s) { return {.batch = s.S * s.D, .head = s.d, .row = s.D}; }
@@ -470,7 +474,7 @@ void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, cons
                         const T* kh = k + kl.at(b, h);
                         T* head_scores = b_scores + h * s.T * Sp;  // (T, Sp)
                         if (kt_given.data) {                       // already transposed: a chunk of keys per vector op
-                            const T* kth = kt_given.data + (b * s.H + h) * d * kt_given.ld;
+                            const T* kth = kt_given.data + (kl.batch_of(b) * s.H + h) * d * kt_given.ld;
                             for_row_blocks(s.T, [&](auto block, int64_t t0) {
                                 dot_rows(block, q + (b * s.T + t0) * s.D + h * d, s.D, kth, kt_given.ld, d, Sp,
                                          head_scores + t0 * Sp, Sp);
@@ -577,16 +581,26 @@ Tensor attention_values(const Tensor& P_, const Tensor& V_, const Tensor& keep_)
 
 // both of the above, keys and values read from the (B·H, S, d) cache
 CachedAttention cached_attention(const Tensor& Q_, const Tensor& K_, const Tensor& V_, const Tensor& valid_lens,
-                                 int64_t num_heads, double scale, const Tensor& keys_t) {
+                                 int64_t num_heads, double scale, const Tensor& keys_t,
+                                 std::span<const int64_t> kv_rows) {
     const char* op = "cached_attention";
     expect_3d(Q_, "queries", op);
     const int64_t B = Q_.size(0), T = Q_.size(1), D = Q_.size(2), H = num_heads;
     if (H < 1 || D % H != 0) fail<ValueError>("{}: num_hiddens {} is not divisible by num_heads {}", op, D, H);
-    if (!K_.defined() || K_.dim() != 3 || K_.size(0) != B * H || K_.size(2) != D / H || !V_.defined() ||
+    // the batch elements the cache holds: the queries' own, or as many as kv_rows points into
+    const int64_t cached = kv_rows.empty() ? B : (K_.defined() && K_.dim() == 3 ? K_.size(0) / H : 0);
+    if (!K_.defined() || K_.dim() != 3 || K_.size(0) != cached * H || K_.size(2) != D / H || !V_.defined() ||
         !(V_.shape() == K_.shape()) || K_.dtype() != Q_.dtype() || V_.dtype() != Q_.dtype() || !is_floating(Q_.dtype()))
         fail<ShapeError>("{}: cached keys {} and values {} must be (B·H = {}, S, d = {}), of the queries' float dtype",
                          op, K_.defined() ? shape_str(K_.shape()) : "undefined",
-                         V_.defined() ? shape_str(V_.shape()) : "undefined", B * H, D / H);
+                         V_.defined() ? shape_str(V_.shape()) : "undefined", cached * H, D / H);
+    if (!kv_rows.empty()) {
+        if (static_cast<int64_t>(kv_rows.size()) != B)
+            fail<ShapeError>("{}: {} kv_rows for a batch of {} queries", op, kv_rows.size(), B);
+        for (int64_t r : kv_rows)
+            if (r < 0 || r >= cached)
+                fail<IndexError>("{}: kv_row {} out of range for a cache of {} batch elements", op, r, cached);
+    }
     const HeadDims s{.B = B, .T = T, .S = K_.size(1), .D = D, .H = H, .d = D / H};
     const Lengths lens = lengths_of(valid_lens, s, op);
     const Tensor Q = Q_.contiguous();
@@ -595,13 +609,16 @@ CachedAttention cached_attention(const Tensor& Q_, const Tensor& K_, const Tenso
     const auto in_place = [&](const Tensor& t) { return t.strides()[2] == 1 || s.d == 1 ? t : t.contiguous(); };
     const Tensor K = in_place(K_), V = in_place(V_);
     const auto layout = [&](const Tensor& t) {
-        return HeadLayout{.batch = s.H * t.strides()[0], .head = t.strides()[0], .row = t.strides()[1]};
+        return HeadLayout{.batch = s.H * t.strides()[0],
+                          .head = t.strides()[0],
+                          .row = t.strides()[1],
+                          .rows = kv_rows.empty() ? nullptr : kv_rows.data()};
     };
-    if (keys_t.defined() && (keys_t.dim() != 3 || keys_t.size(0) != B * H || keys_t.size(1) != s.d ||
+    if (keys_t.defined() && (keys_t.dim() != 3 || keys_t.size(0) != cached * H || keys_t.size(1) != s.d ||
                              keys_t.size(2) < padded(s.S) || !keys_t.is_contiguous() || keys_t.dtype() != Q.dtype()))
         fail<ShapeError>(
             "{}: transposed keys {} must be contiguous (B·H = {}, d = {}, at least {}) of the queries' dtype", op,
-            shape_str(keys_t.shape()), B * H, s.d, padded(s.S));
+            shape_str(keys_t.shape()), cached * H, s.d, padded(s.S));
     CachedAttention a{.out = Tensor::empty({B, T, D}, Q.dtype()), .weights = Tensor::empty({B, H, T, s.S}, Q.dtype())};
     visit_floating(Q.dtype(), op, [&](auto tag) {
         using Ty = typename decltype(tag)::type;

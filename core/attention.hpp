@@ -12,6 +12,8 @@
 
 #include "core/tensor.hpp"
 
+#include <span>
+
 namespace tformer::core {
 
 /// P[b, h, t, :] = masked_softmax(scale · Q_bh[t] · K_bhᵀ) where head h of a
@@ -44,9 +46,14 @@ struct CachedAttention {
 /// with C at least S rounded up to a multiple of kKeyChunk (its columns past S
 /// initialised, any value: they get no weight), and the scores read it
 /// instead of transposing the keys (nn::KVCache keeps it up to date). The
-/// numbers are the same either way.
+/// numbers are the same either way. kv_rows, when given (B entries), sends
+/// batch element b of the queries to batch element kv_rows[b] of the cache,
+/// which then holds (B_kv·H, S, d) rows for any B_kv: beam search, whose
+/// hypotheses of one sentence share that sentence's encoder keys and values,
+/// keeps them once per sentence instead of copying them per hypothesis.
 CachedAttention cached_attention(const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& valid_lens,
-                                 int64_t num_heads, double scale, const Tensor& keys_t = Tensor());
+                                 int64_t num_heads, double scale, const Tensor& keys_t = Tensor(),
+                                 std::span<const int64_t> kv_rows = {});
 
 /// The keys per vector operation of the attention kernels (see keys_t above).
 inline constexpr int64_t kKeyChunk = 16;

@@ -304,12 +304,50 @@ void KVCache::append(const core::Tensor& k, const core::Tensor& v, int64_t num_h
     values = value_buffer_.slice(1, 0, total);
 }
 
+void KVCache::select_rows(const std::vector<int64_t>& rows) {
+    if (empty()) return;
+    const int64_t old_rows = keys.size(0), n = static_cast<int64_t>(rows.size());
+    for (int64_t r : rows)
+        if (r < 0 || r >= old_rows)
+            fail<IndexError>("KVCache::select_rows: row {} out of range for a cache of {} rows", r, old_rows);
+    if (!in_buffer()) {  // keys and values set from outside: gather them; the next append() moves
+        const core::Tensor index = core::from_vector(rows, {n});
+        keys = core::index_select(keys, 0, index);
+        values = core::index_select(values, 0, index);
+        return;
+    }
+    // one copy per row of each buffer: the first S steps of keys and values, and the whole
+    // transposed row (d, room), which is initialised throughout (zeros past S)
+    const int64_t S = steps(), d = keys.size(2), room = key_buffer_.size(1);
+    core::Tensor kb = core::Tensor::empty({n, room, d}, keys.dtype());
+    core::Tensor vb = core::Tensor::empty({n, room, d}, keys.dtype());
+    core::Tensor ktb = core::Tensor::empty({n, d, room}, keys.dtype());
+    const auto gather = [&](const core::Tensor& from, const core::Tensor& to, int64_t len) {
+        const int64_t bytes = core::dtype_size(from.dtype()), row = room * d * bytes;
+        const auto* src = static_cast<const std::byte*>(from.raw_data());
+        auto* dst = static_cast<std::byte*>(to.raw_data());
+        for (int64_t i = 0; i < n; ++i)
+            std::memcpy(dst + i * row, src + rows[static_cast<size_t>(i)] * row, static_cast<size_t>(len * bytes));
+    };
+    gather(key_buffer_, kb, S * d);
+    gather(value_buffer_, vb, S * d);
+    gather(keys_t_buffer_, ktb, d * room);
+    key_buffer_ = std::move(kb), value_buffer_ = std::move(vb), keys_t_buffer_ = std::move(ktb);
+    keys = key_buffer_.slice(1, 0, S);
+    values = value_buffer_.slice(1, 0, S);
+}
+
 Variable MultiHeadAttention::forward_step(const Variable& queries, const Variable& new_keys, const Variable& new_values,
-                                          const core::Tensor& mask, KVCache& cache, bool append) {
+                                          const core::Tensor& mask, KVCache& cache, bool append,
+                                          std::span<const int64_t> kv_rows) {
     ShapeCheck dims = input_sizes().arg("queries", queries, "B T query_size");
     const int64_t B = dims["B"], H = options.num_heads;
+    if (!kv_rows.empty() && (append || cache.empty()))
+        fail<ValueError>(
+            "MultiHeadAttention: kv_rows reads a cache that is there: append must be false and the "
+            "cache filled");
     check<ShapeError>(
-        cache.empty() || cache.keys.size(0) == B * H,
+        cache.empty() || !kv_rows.empty() || cache.keys.size(0) == B * H,
         "MultiHeadAttention: the cache holds keys of shape {}, which do not fit batch={} with num_heads={}",
         cache.keys.shape(), B, H);
     if (append || cache.empty()) {
@@ -325,12 +363,25 @@ Variable MultiHeadAttention::forward_step(const Variable& queries, const Variabl
         const Tensor q = (*W_q)(queries).value();  // (B, T, D)
         const double scale = 1.0 / std::sqrt(static_cast<double>(cache.keys.size(2)));
         core::CachedAttention a =
-            core::cached_attention(q, cache.keys, cache.values, mask, H, scale, cache.keys_transposed());
+            core::cached_attention(q, cache.keys, cache.values, mask, H, scale, cache.keys_transposed(), kv_rows);
         attention->attention_weights = a.weights.reshape({B * H, q.size(1), cache.keys.size(1)});
         return (*W_o)(Variable(a.out));  // (B, T, D)
     }
-    Variable q = transpose_qkv((*W_q)(queries), H);                           // (B·H, T, d)
-    const Variable keys(cache.keys), values(cache.values);                    // (B·H, S, d)
+    Variable q = transpose_qkv((*W_q)(queries), H);  // (B·H, T, d)
+    Tensor cached_keys = cache.keys, cached_values = cache.values;
+    if (!kv_rows.empty()) {  // the heads of batch element kv_rows[b] for b
+        std::vector<int64_t> rows;
+        for (int64_t r : kv_rows) {
+            if (r < 0 || r * H >= cache.keys.size(0))
+                fail<IndexError>("MultiHeadAttention: kv_row {} out of range for a cache of {} batch elements", r,
+                                 cache.keys.size(0) / H);
+            for (int64_t h = 0; h < H; ++h) rows.push_back(r * H + h);
+        }
+        const Tensor index = core::from_vector(rows, {B * H});
+        cached_keys = core::index_select(cached_keys, 0, index);
+        cached_values = core::index_select(cached_values, 0, index);
+    }
+    const Variable keys(cached_keys), values(cached_values);                  // (B·H, S, d)
     Variable heads = (*attention)(q, keys, values, mask_for_heads(mask, B));  // (B·H, T, d)
     return (*W_o)(transpose_output(heads, H));                                // (B, T, D)
 }

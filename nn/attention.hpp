@@ -33,6 +33,8 @@
 #include "core/random.hpp"
 
 #include <memory>
+#include <span>
+#include <vector>
 
 namespace tformer::nn {
 
@@ -176,6 +178,10 @@ struct KVCache {
     /// as W_k and W_v give them, split into heads as transpose_qkv splits them.
     /// The cache must be empty or hold B·H rows of d; ShapeError otherwise.
     void append(const core::Tensor& k, const core::Tensor& v, int64_t num_heads);
+    /// Row i becomes the old row rows[i], each in [0, B·H) (beam search
+    /// following its hypotheses), keeping the room and the transposed keys,
+    /// so the next append() need not move. IndexError for a row out of range.
+    void select_rows(const std::vector<int64_t>& rows);
     /// The keys transposed, (B·H, d, capacity), zeros past steps(); undefined
     /// when keys or values were set from outside since the last append().
     core::Tensor keys_transposed() const;
@@ -237,8 +243,13 @@ public:
     /// W_k / W_v through it: train with forward(). With `fused`, in eval mode
     /// and under NoGradGuard, the heads are read from the cache in place
     /// (core::cached_attention) instead of by one product per head.
+    /// kv_rows (B entries, with append = false): query batch element b reads
+    /// the cached batch element kv_rows[b], the cache holding any number of
+    /// them (beam search: a sentence's cross-attention cache, shared by its
+    /// hypotheses).
     Variable forward_step(const Variable& queries, const Variable& new_keys, const Variable& new_values,
-                          const core::Tensor& mask, KVCache& cache, bool append = true);
+                          const core::Tensor& mask, KVCache& cache, bool append = true,
+                          std::span<const int64_t> kv_rows = {});
 
     /// (B·H, T, S): the last weights of the inner attention, as d2l's
     /// blk.attention.attention.attention_weights.

@@ -167,7 +167,7 @@ Variable DecoderBlock::forward_step(const Variable& X, DecoderState& state) {
     // the encoder outputs are projected on the first step and reused afterwards
     const bool first = !cache.cross.keys.defined();
     Variable Y2 = attention2->forward_step(Y, state.enc_outputs, state.enc_outputs, state.enc_valid_lens, cache.cross,
-                                           /*append=*/first);
+                                           /*append=*/first, first ? std::span<const int64_t>() : state.cross_rows);
     Variable Z = (*addnorm2)(Y, Y2);
     return (*addnorm3)(Z, (*ffn)(Z));
 }

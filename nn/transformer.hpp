@@ -126,7 +126,12 @@ public:
 /// W_v instead; the result is the same).
 struct DecoderState {
     Variable enc_outputs;         ///< (B, S, D)
-    core::Tensor enc_valid_lens;  ///< (B) or undefined
+    core::Tensor enc_valid_lens;  ///< (B) or undefined, one per row decoded
+    /// Empty, or one entry per row decoded: row b reads the cross-attention
+    /// caches of batch element cross_rows[b] (beam search, once those caches
+    /// are filled: a sentence's hypotheses share its encoder's keys, kept
+    /// once per sentence instead of copied to every hypothesis).
+    std::vector<int64_t> cross_rows;
     struct BlockCache {
         KVCache self;   ///< keys/values of the tokens decoded so far
         KVCache cross;  ///< keys/values of the encoder outputs, projected once

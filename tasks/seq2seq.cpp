@@ -488,15 +488,7 @@ void check_source(const Tensor& src, const Tensor& lens, const char* op) {
                          src.size(0));
 }
 
-// Keeps per-head rows of a (n·H, S, d) cache tensor for the chosen parents.
-Tensor reorder_heads(const Tensor& t, const std::vector<int64_t>& parents, int64_t H) {
-    if (!t.defined()) return t;
-    std::vector<int64_t> rows;
-    for (int64_t p : parents)
-        for (int64_t h = 0; h < H; ++h) rows.push_back(p * H + h);
-    return core::index_select(t, 0, core::from_vector(rows, {static_cast<int64_t>(rows.size())}));
-}
-
+// Keeps the rows of the chosen parents (the encoder outputs and their valid lengths).
 Tensor reorder_rows(const Tensor& t, const std::vector<int64_t>& parents) {
     if (!t.defined()) return t;
     return core::index_select(t, 0, core::from_vector(parents, {static_cast<int64_t>(parents.size())}));
@@ -576,6 +568,7 @@ std::vector<Decoded> beam_decode_batch(nn::EncoderDecoder& model, const Tensor& 
 
     Variable enc = model.encoder->forward(src, src_valid_len);
     nn::DecoderState state = model.decoder->init_state(enc, src_valid_len);
+    const Tensor source_lens = state.enc_valid_lens;  // (B), one per sentence
     for (int64_t step = 0; step < options.max_steps && !live.empty(); ++step) {
         const auto n = static_cast<int64_t>(live.size());
         std::vector<int64_t> last(static_cast<size_t>(n));
@@ -623,14 +616,16 @@ std::vector<Decoded> beam_decode_batch(nn::EncoderDecoder& model, const Tensor& 
         // A sentence stops when its K slots have all finished.
         live = std::move(next);
         if (live.empty()) break;
-        // the caches and encoder outputs follow their hypotheses
-        for (auto& cache : state.caches)
-            for (nn::KVCache* kv : {&cache.self, &cache.cross}) {
-                kv->keys = reorder_heads(kv->keys, parents, H);
-                kv->values = reorder_heads(kv->values, parents, H);
-            }
-        state.enc_outputs = Variable(reorder_rows(state.enc_outputs.value(), parents));
-        state.enc_valid_lens = reorder_rows(state.enc_valid_lens, parents);
+        // the self-attention caches follow their hypotheses: head h of hypothesis i is row i·H + h
+        std::vector<int64_t> self_rows;
+        for (int64_t p : parents)
+            for (int64_t h = 0; h < H; ++h) self_rows.push_back(p * H + h);
+        for (auto& cache : state.caches) cache.self.select_rows(self_rows);
+        // what depends on the source alone stays once per sentence (the cross-attention
+        // caches, filled at step 0 with one row per sentence); a row reads its sentence's
+        state.cross_rows.resize(live.size());
+        for (size_t i = 0; i < live.size(); ++i) state.cross_rows[i] = live[i].sentence;
+        state.enc_valid_lens = reorder_rows(source_lens, state.cross_rows);
     }
     for (const Hyp& h : live) finished[h.sentence].emplace_back(normalised(h, false), h);  // ran out of steps
     std::vector<Decoded> out(static_cast<size_t>(B));

@@ -666,6 +666,26 @@ TEST_CASE(
         CHECK(max_abs_diff(cache.keys.slice(1, 0, T), core::index_select(heads(K, T), 0, rows)) == 0.0);
         CHECK(max_abs_diff(cache.values.slice(1, T, T + 1), heads(k, 1)) == 0.0);
     }
+    SECTION("select_rows reorders the rows in place of beam search's index_select, keeping the room") {
+        const std::vector<int64_t> rows{4, 5, 0, 1, 0, 1};
+        const Tensor index = core::from_vector(rows, {B * H});
+        const Tensor keys_before = cache.keys.contiguous(), values_before = cache.values.contiguous();
+        cache.select_rows(rows);
+        CHECK(cache.capacity() == 64);
+        CHECK(max_abs_diff(cache.keys, core::index_select(keys_before, 0, index)) == 0.0);
+        CHECK(max_abs_diff(cache.values, core::index_select(values_before, 0, index)) == 0.0);
+        CHECK(max_abs_diff(cache.keys_transposed().slice(2, 0, T), cache.keys.transpose(1, 2)) == 0.0);
+        const Tensor k = core::randn({B, 1, D}, gen, dtype);
+        const void* buffer = cache.keys.raw_data();
+        cache.append(k, k, H);
+        CHECK(cache.keys.raw_data() == buffer);  // no move: the room came along
+        CHECK(max_abs_diff(cache.keys.slice(1, T, T + 1), heads(k, 1)) == 0.0);
+        CHECK_THROWS_WITH(cache.select_rows({0, 6}), Contains("row 6 out of range for a cache of 6 rows"));
+        KVCache outside;  // keys set from outside are gathered as they are
+        outside.keys = keys_before, outside.values = values_before;
+        outside.select_rows({1});
+        CHECK(max_abs_diff(outside.keys, keys_before.slice(0, 1, 2)) == 0.0);
+    }
     SECTION("steps that do not fit are refused, naming both shapes") {
         const Tensor wrong = core::randn({B + 1, 1, D}, gen, dtype);
         CHECK_THROWS_WITH(cache.append(wrong, wrong, H),
@@ -707,6 +727,46 @@ TEST_CASE(
         CHECK(cache.steps() == S);
     }
     CHECK(max_abs_diff(core::concat(steps, 1), full) < tolerance(dtype));
+}
+
+TEST_CASE(
+    "MultiHeadAttention.forward_step(..., kv_rows): rows reading a shared cross-attention cache give what rows "
+    "with their own copies give, fused and composed",
+    "[nn][attention]") {
+    const DType dtype = GENERATE(DType::float32, DType::float64);
+    for (bool fused : {false, true}) {
+        INFO("dtype " << core::dtype_name(dtype) << ", fused " << fused);
+        Generator gen(14);
+        const int64_t sentences = 2, S = 7, D = 8, H = 2;
+        MultiHeadAttention mha(
+            {.key_size = D, .query_size = D, .value_size = D, .num_hiddens = D, .num_heads = H, .fused = fused}, gen);
+        mha.to(dtype);
+        mha.eval();
+        NoGradGuard no_grad;
+        const Tensor enc = core::randn({sentences, S, D}, gen, dtype);
+        const Tensor enc_lens = core::from_vector(std::vector<int64_t>{7, 4}, {sentences});
+        // beam search's rows: hypotheses of sentence 1, 0, 1, 1
+        const std::vector<int64_t> rows{1, 0, 1, 1};
+        const auto n = static_cast<int64_t>(rows.size());
+        const Tensor index = core::from_vector(rows, {n});
+        const Tensor row_lens = core::index_select(enc_lens, 0, index);
+        KVCache shared, own;
+        (void)mha.forward_step(Variable(core::randn({sentences, 1, D}, gen, dtype)), Variable(enc), Variable(enc),
+                               enc_lens, shared, /*append=*/false);  // filled once per sentence
+        const Variable enc_rows(core::index_select(enc, 0, index));
+        const Variable q(core::randn({n, 1, D}, gen, dtype));
+        const Tensor expected = mha.forward_step(q, enc_rows, enc_rows, row_lens, own, false).value();
+        const Tensor expected_weights = mha.attention_weights();
+        const Tensor got = mha.forward_step(q, Variable(), Variable(), row_lens, shared, false, rows).value();
+        CHECK(max_abs_diff(got, expected) == 0.0);
+        CHECK(max_abs_diff(mha.attention_weights(), expected_weights) == 0.0);
+        CHECK(shared.keys.size(0) == sentences * H);  // still once per sentence
+        CHECK_THROWS_WITH(
+            mha.forward_step(q, Variable(), Variable(), row_lens, shared, false, std::vector<int64_t>{0, 2, 0, 0}),
+            Contains("kv_row 2 out of range for a cache of 2 batch elements"));
+        CHECK_THROWS_WITH(mha.forward_step(q, enc_rows, enc_rows, row_lens, shared, true, rows),
+                          Contains("append must be false"));
+    }
 }
 
 TEST_CASE(
