@@ -272,33 +272,24 @@ void KVCache::append(const core::Tensor& k, const core::Tensor& v, int64_t num_h
         }
         key_buffer_ = std::move(kb), value_buffer_ = std::move(vb), keys_t_buffer_ = std::move(ktb);
     }
-    // (B, S_new, H·d) read as (B, H, S_new, d) into steps [S, total) of each head's rows: one
-    // row of d numbers at a time (core::copy_ on the permuted view walks them one index at a time)
+    // (B, S_new, H·d) read as (B, H, S_new, d) into steps [S, total) of each head's rows, a
+    // row of d numbers at a time (core::copy_ on the permuted view walks them one index at a
+    // time), and the keys into columns [S, total) of the transposed buffer, one number at a time
     const int64_t room = key_buffer_.size(1);
-    const auto write = [&](const core::Tensor& buffer, const core::Tensor& x_) {
-        const core::Tensor x = x_.contiguous();
-        const int64_t bytes = d * core::dtype_size(x.dtype());
-        const auto* from = static_cast<const std::byte*>(x.raw_data());
-        auto* to = static_cast<std::byte*>(buffer.raw_data());
-        for (int64_t b = 0; b < B; ++b)
-            for (int64_t t = 0; t < S_new; ++t)
-                for (int64_t h = 0; h < H; ++h)
-                    std::memcpy(to + (((b * H + h) * room + S + t) * bytes), from + (((b * S_new + t) * H + h) * bytes),
-                                static_cast<size_t>(bytes));
-    };
-    write(key_buffer_, k);
-    write(value_buffer_, v);
-    // and the keys into columns [S, total) of the transposed buffer, one number at a time
     core::visit_floating(k.dtype(), "KVCache::append", [&](auto tag) {
         using T = typename decltype(tag)::type;
-        const core::Tensor kc = k.contiguous();
-        const T* from = kc.data<T>();      // (B, S_new, H, d)
-        T* to = keys_t_buffer_.data<T>();  // (B·H, d, room)
+        const core::Tensor kc = k.contiguous(), vc = v.contiguous();
+        const T *kp = kc.data<T>(), *vp = vc.data<T>();                // (B, S_new, H, d)
+        T *kb = key_buffer_.data<T>(), *vb = value_buffer_.data<T>();  // (B·H, room, d)
+        T* kt = keys_t_buffer_.data<T>();                              // (B·H, d, room)
         for (int64_t b = 0; b < B; ++b)
             for (int64_t t = 0; t < S_new; ++t)
-                for (int64_t h = 0; h < H; ++h)
-                    for (int64_t i = 0; i < d; ++i)
-                        to[((b * H + h) * d + i) * room + S + t] = from[((b * S_new + t) * H + h) * d + i];
+                for (int64_t h = 0; h < H; ++h) {
+                    const int64_t from = ((b * S_new + t) * H + h) * d, row = b * H + h;
+                    std::copy_n(kp + from, d, kb + (row * room + S + t) * d);
+                    std::copy_n(vp + from, d, vb + (row * room + S + t) * d);
+                    for (int64_t i = 0; i < d; ++i) kt[(row * d + i) * room + S + t] = kp[from + i];
+                }
     });
     keys = key_buffer_.slice(1, 0, total);
     values = value_buffer_.slice(1, 0, total);
