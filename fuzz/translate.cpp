@@ -3,9 +3,12 @@
 // std::getline cuts it, and each line goes where run_translate sends it:
 // blank lines are echoed, the others go through a tokenizer (d2l's words and
 // a SentencePiece model) to ids and through a small model, greedy or beam 2,
-// and back to text. The models and tokenizers are made once, in-process, from
-// the first 40 lines of the bundled corpus (fuzz/data/fra-40.txt); their
-// weights are untrained, which is all decoding needs to run its course.
+// and back to text. The SentencePiece model runs the fused layers, as
+// `tformer translate` runs a whole-corpus checkpoint; the word model the
+// composed ones, as a d2l-preset checkpoint. The models and tokenizers are
+// made once, in-process, from the first 40 lines of the bundled corpus
+// (fuzz/data/fra-40.txt); their weights are untrained, which is all decoding
+// needs to run its course.
 //
 // run_translate turns a ValueError into an empty output line and goes on
 // with the next line; any other exception would end the whole run, losing
@@ -54,7 +57,10 @@ std::unique_ptr<Translator> make_translator(tasks::TokenizerPair tok, int64_t ma
                           .ffn_num_hiddens = 16,
                           .num_heads = 2,
                           .num_layers = 1,
-                          .dropout = 0};
+                          .dropout = 0,
+                          // as `tformer translate` loads them: a whole-corpus model (SentencePiece) runs the
+                          // fused layers, decoding through core::cached_attention; a d2l one the composed layers
+                          .fused = !d2l};
     config.tie_embeddings = t->tok.joint();
     config.scaled_embedding_init = !d2l;
     t->model = tasks::build_model(config, t->gen);
