@@ -454,20 +454,26 @@ Acc lane_sum(int64_t n, F&& f) {
     return total;
 }
 
+// Layer norm's rows go kRowBlock at a time, each step for all rows of a
+// block before the next: a row alone is a chain of dependent steps (sums,
+// their horizontal adds, divisions, a square root) that leaves the processor
+// waiting; the rows of a block overlap. f(r0, n) gets rows [r0, r0 + n).
+constexpr int64_t kRowBlock = 16;
+template <class F>
+void for_row_blocks(int64_t first, int64_t last, F&& f) {
+    for (int64_t r0 = first; r0 < last; r0 += kRowBlock) f(r0, std::min(kRowBlock, last - r0));
+}
+
 // Rows [first, last) of layer norm, (R, D) row-major: y = (x - mean) * rstd
 // * w + b, with each row's mean and rstd written out. layer_norm and
 // add_layer_norm both call it, so the fused AddNorm rounds exactly as the
-// composed one. Rows go kRowBlock at a time, one step for all of them
-// before the next (means, then variances, then outputs): a row alone is a
-// chain of dependent steps (sum, divide, sum, square root, divide) that
-// leaves the processor waiting; the rows of a block overlap.
+// composed one. A block of rows at a time (for_row_blocks): means, then
+// variances, then outputs.
 template <class T>
 void layer_norm_rows(const T* x, T* y, int64_t first, int64_t last, int64_t D, const T* wp, const T* bp, double eps,
                      T* mean_out, T* rstd_out) {
-    constexpr int64_t kRowBlock = 16;
     Acc mean[kRowBlock], rstd[kRowBlock];
-    for (int64_t r0 = first; r0 < last; r0 += kRowBlock) {
-        const int64_t n = std::min(kRowBlock, last - r0);
+    for_row_blocks(first, last, [&](int64_t r0, int64_t n) {
         // Two passes: the mean first, then the squared deviations from it.
         // The one-pass E[x²] - E[x]² cancels catastrophically when |mean|
         // is large against the spread (x = 1e4 + small noise in float32).
@@ -499,7 +505,7 @@ void layer_norm_rows(const T* x, T* y, int64_t first, int64_t last, int64_t D, c
             mean_out[r0 + r] = static_cast<T>(mean[r]);
             rstd_out[r0 + r] = static_cast<T>(rstd[r]);
         }
-    }
+    });
 }
 
 }  // namespace
@@ -613,18 +619,14 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const 
         const T* wp = w.defined() ? w.data<T>() : nullptr;
         T* dxp = grads.dx.data<T>();
 
-        // dx, kRowBlock rows at a time: both row sums of every row of the block
-        // first, then the block's dx. A row alone is a chain of dependent steps
-        // (two sums, their horizontal adds, two divisions) that leaves the
-        // processor waiting; the rows of a block overlap. g and x̂ are
+        // dx, a block of rows at a time (for_row_blocks): both row sums of
+        // every row of the block first, then the block's dx. g and x̂ are
         // recomputed where they are used, the same operations, so the same bits.
         std::vector<T> ones(wp ? 0 : static_cast<size_t>(D), T(1));  // no weight: g = dy · 1, exactly dy
         const T* wr = wp ? wp : ones.data();
         parallel_for(0, R, D, [&](int64_t first, int64_t last) {
-            constexpr int64_t kRowBlock = 16;
             Acc mean_g[kRowBlock], mean_gx[kRowBlock];
-            for (int64_t r0 = first; r0 < last; r0 += kRowBlock) {
-                const int64_t n = std::min(kRowBlock, last - r0);
+            for_row_blocks(first, last, [&](int64_t r0, int64_t n) {
                 for (int64_t j = 0; j < n; ++j) {
                     const T* xr = xp + (r0 + j) * D;
                     const T* dyr = dyp + (r0 + j) * D;
@@ -648,7 +650,7 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const 
                         dxr[i] = static_cast<T>(rstd_r * (g - mean_g[j] - xhat * mean_gx[j]));
                     }
                 }
-            }
+            });
         });
 
         // dweight and dbias sum over rows. Splitting rows across threads would
