@@ -220,6 +220,14 @@ Variable MultiHeadAttention::forward(const Variable& queries, const Variable& ke
     return (*W_o)(transpose_output(heads, H));                        // (B, T, D)
 }
 
+std::vector<int64_t> head_rows(std::span<const int64_t> rows, int64_t num_heads) {
+    std::vector<int64_t> out;
+    out.reserve(rows.size() * static_cast<size_t>(num_heads));
+    for (int64_t r : rows)
+        for (int64_t h = 0; h < num_heads; ++h) out.push_back(r * num_heads + h);
+    return out;
+}
+
 // ---- KVCache -------------------------------------------------------------------------------
 
 namespace {
@@ -361,14 +369,11 @@ Variable MultiHeadAttention::forward_step(const Variable& queries, const Variabl
     Variable q = transpose_qkv((*W_q)(queries), H);  // (B·H, T, d)
     Tensor cached_keys = cache.keys, cached_values = cache.values;
     if (!kv_rows.empty()) {  // the heads of batch element kv_rows[b] for b
-        std::vector<int64_t> rows;
-        for (int64_t r : kv_rows) {
+        for (int64_t r : kv_rows)
             if (r < 0 || r * H >= cache.keys.size(0))
                 fail<IndexError>("MultiHeadAttention: kv_row {} out of range for a cache of {} batch elements", r,
                                  cache.keys.size(0) / H);
-            for (int64_t h = 0; h < H; ++h) rows.push_back(r * H + h);
-        }
-        const Tensor index = core::from_vector(rows, {B * H});
+        const Tensor index = core::from_vector(head_rows(kv_rows, H), {B * H});
         cached_keys = core::index_select(cached_keys, 0, index);
         cached_values = core::index_select(cached_values, 0, index);
     }

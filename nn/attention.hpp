@@ -136,6 +136,11 @@ Variable transpose_qkv(const Variable& X, int64_t num_heads);
 /// seed 000's transpose_output, the inverse: X (B·H, T, d) -> (B, T, H·d).
 Variable transpose_output(const Variable& X, int64_t num_heads);
 
+/// The rows of (B·H, ., d) head tensors that hold batch elements `rows`, in
+/// order: r·H, r·H + 1, ..., r·H + H - 1 for each r (what transpose_qkv put
+/// there); for index_select and KVCache::select_rows.
+std::vector<int64_t> head_rows(std::span<const int64_t> rows, int64_t num_heads);
+
 /// Projected keys and values of one MultiHeadAttention, kept between the
 /// steps of step-by-step decoding (the projected form of d2l's state[2][i]).
 /// Plain tensors without a graph: decoding runs under NoGradGuard.

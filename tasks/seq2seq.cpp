@@ -488,7 +488,7 @@ void check_source(const Tensor& src, const Tensor& lens, const char* op) {
                          src.size(0));
 }
 
-// Keeps the rows of the chosen parents (the encoder outputs and their valid lengths).
+// Keeps the given rows of t (beam search: each hypothesis's sentence's source length).
 Tensor reorder_rows(const Tensor& t, const std::vector<int64_t>& parents) {
     if (!t.defined()) return t;
     return core::index_select(t, 0, core::from_vector(parents, {static_cast<int64_t>(parents.size())}));
@@ -616,10 +616,8 @@ std::vector<Decoded> beam_decode_batch(nn::EncoderDecoder& model, const Tensor& 
         // A sentence stops when its K slots have all finished.
         live = std::move(next);
         if (live.empty()) break;
-        // the self-attention caches follow their hypotheses: head h of hypothesis i is row i·H + h
-        std::vector<int64_t> self_rows;
-        for (int64_t p : parents)
-            for (int64_t h = 0; h < H; ++h) self_rows.push_back(p * H + h);
+        // the self-attention caches follow their hypotheses
+        const std::vector<int64_t> self_rows = nn::head_rows(parents, H);
         for (auto& cache : state.caches) cache.self.select_rows(self_rows);
         // what depends on the source alone stays once per sentence (the cross-attention
         // caches, filled at step 0 with one row per sentence); a row reads its sentence's
