@@ -12,7 +12,7 @@
 # path in a flag as an absolute one).
 #
 # Builds the fuzz preset first (clang 14, ASan + UBSan; installs clang-14 and
-# libFuzzer when missing). Inputs the fuzzer finds interesting go to
+# libFuzzer when missing; FUZZ_NO_BUILD=1 skips the build). Inputs the fuzzer finds interesting go to
 # build/fuzz/corpus/TARGET (the committed seeds in fuzz/corpus/TARGET are read,
 # never written); a crash, a hang (an input taking over 120 s), a leak, UB or an
 # allocation above 2 GB is a finding: the input is written to
@@ -37,7 +37,9 @@ fi
 if [ ! -f build/fuzz/CMakeCache.txt ]; then
     cmake --preset fuzz >/dev/null
 fi
-cmake --build --preset fuzz -j"${FUZZ_BUILD_JOBS:-2}" >/dev/null
+# FUZZ_NO_BUILD=1 fuzzes the binaries already built, e.g. to go on with a long
+# run on the code it started on while the sources move on
+[ "${FUZZ_NO_BUILD:-0}" = 1 ] || cmake --build --preset fuzz -j"${FUZZ_BUILD_JOBS:-2}" >/dev/null
 
 if [ "$target" = seeds ]; then
     for t in "${targets[@]}"; do rm -f fuzz/corpus/"$t"/seed-*; done
