@@ -9,6 +9,9 @@
 #include "core/parallel.hpp"
 
 #include <algorithm>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -633,6 +636,93 @@ CachedAttention cached_attention(const Tensor& Q_, const Tensor& K_, const Tenso
 
 // ---- backward -----------------------------------------------------------------------------
 
+namespace {
+
+// The keys a row of weights P_t (S of them) attended to: up to the last weight
+// above zero. Keys past it got no attention, and nothing flows back to them.
+template <class T>
+int64_t attended(const T* Pt, int64_t S) {
+    int64_t L = S;
+    while (L > 0 && Pt[L - 1] == T(0)) --L;
+    return L;
+}
+
+// The softmax backward of one head, T rows of S weights. In: P (T, S), keep
+// (T, S) or null, dP (T, Sp) = d(P ⊙ keep). Out, each (T, Sp) with zeros past
+// a row's attended keys: dP ⊙ keep in dP, Pu = P ⊙ keep, and
+// dS = scale · P ⊙ (dP - c) with c = Σ_s P dP, summed in double: the products
+// of two floats are exact there, so the order of the sum changes nothing but
+// the last bits of a double.
+template <class T, bool kGeneric = false>
+void softmax_backward_rows(const T* P, const T* keep, int64_t T_, int64_t S, int64_t Sp, T scale, T* dP, T* Pu, T* dS) {
+    for (int64_t t = 0; t < T_; ++t) {
+        const T* Pt = P + t * S;
+        const T* kt = keep ? keep + t * S : nullptr;
+        T *dPt = dP + t * Sp, *Put = Pu + t * Sp, *dSt = dS + t * Sp;
+        const int64_t L = attended(Pt, S);
+        if (kt)
+            for (int64_t j = 0; j < L; ++j) dPt[j] *= kt[j];
+        double c = 0;
+        for (int64_t j = 0; j < L; ++j) c += static_cast<double>(Pt[j]) * static_cast<double>(dPt[j]);
+        const T cr = static_cast<T>(c);
+        for (int64_t j = 0; j < L; ++j) {
+            dSt[j] = scale * (Pt[j] * (dPt[j] - cr));
+            Put[j] = kt ? Pt[j] * kt[j] : Pt[j];
+        }
+        std::fill(dSt + L, dSt + Sp, T(0));
+        std::fill(Put + L, Put + Sp, T(0));
+    }
+}
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+// The same for float rows of at most 16 keys (the d2l model's 10), a row per
+// register: masked loads stop at the row's end. Other rows take the loops
+// above (kGeneric).
+template <>
+void softmax_backward_rows<float, false>(const float* P, const float* keep, int64_t T_, int64_t S, int64_t Sp,
+                                         float scale, float* dP, float* Pu, float* dS) {
+    if (Sp != 16) return softmax_backward_rows<float, true>(P, keep, T_, S, Sp, scale, dP, Pu, dS);
+    const __mmask16 in_row = static_cast<__mmask16>((1u << S) - 1);
+    const __m512 sc = _mm512_set1_ps(scale);
+    for (int64_t t = 0; t < T_; ++t) {
+        const __m512 p = _mm512_maskz_loadu_ps(in_row, P + t * S);
+        // the attended keys: up to the highest lane above zero
+        const unsigned nonzero = _mm512_cmp_ps_mask(p, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+        const int64_t L = nonzero ? 32 - __builtin_clz(nonzero) : 0;
+        const __mmask16 used = static_cast<__mmask16>((1u << L) - 1);
+        __m512 dp = _mm512_maskz_loadu_ps(used, dP + t * Sp);
+        __m512 pu = _mm512_maskz_mov_ps(used, p);
+        if (keep) {
+            const __m512 k = _mm512_maskz_loadu_ps(used, keep + t * S);
+            dp = _mm512_mul_ps(dp, k);
+            pu = _mm512_mul_ps(pu, k);
+        }
+        // c = Σ P dP: exact products in double, the halves added, then pairs of lanes
+        using F16 = Vec<float, 16>;
+        using D8 = Vec<double, 8>;
+        const auto half = [](__m512 x, auto high) {
+            const F16 v = reinterpret_cast<const F16&>(x);
+            constexpr int o = decltype(high)::value ? 8 : 0;
+            return __builtin_convertvector(
+                __builtin_shufflevector(v, v, o, o + 1, o + 2, o + 3, o + 4, o + 5, o + 6, o + 7), D8);
+        };
+        const std::false_type low;
+        const std::true_type high;
+        const D8 sum = half(p, low) * half(dp, low) + half(p, high) * half(dp, high);
+        const Vec<double, 4> s4 =
+            __builtin_shufflevector(sum, sum, 0, 1, 2, 3) + __builtin_shufflevector(sum, sum, 4, 5, 6, 7);
+        const Vec<double, 2> s2 = __builtin_shufflevector(s4, s4, 0, 1) + __builtin_shufflevector(s4, s4, 2, 3);
+        const float cr = static_cast<float>(s2[0] + s2[1]);
+        const __m512 ds = _mm512_mul_ps(sc, _mm512_mul_ps(p, _mm512_sub_ps(dp, _mm512_set1_ps(cr))));
+        _mm512_storeu_ps(dP + t * Sp, dp);
+        _mm512_storeu_ps(Pu + t * Sp, pu);
+        _mm512_storeu_ps(dS + t * Sp, _mm512_maskz_mov_ps(used, ds));
+    }
+}
+#endif
+
+}  // namespace
+
 AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Tensor& K_, const Tensor& V_,
                                   const Tensor& P_, const Tensor& keep_, double scale) {
     const char* op = "attention_backward";
@@ -661,10 +751,10 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
             constexpr int64_t kD = decltype(head_size)::value;
             const int64_t d = kD > 0 ? kD : s.d;
             parallel_for(0, s.B * s.H, 3 * s.T * s.S * d, [&](int64_t begin, int64_t end) {
-                std::vector<T> vt(static_cast<size_t>(d * Sp));     // (d, Sp): V_bh transposed, zeros past S
-                std::vector<T> dP(static_cast<size_t>(s.T * Sp));   // (T, Sp)
-                std::vector<T> dS(static_cast<size_t>(s.T * s.S));  // (T, S), times scale
-                std::vector<T> Pu(static_cast<size_t>(s.T * s.S));  // (T, S): P ⊙ keep, the weights the forward used
+                std::vector<T> vt(static_cast<size_t>(d * Sp));    // (d, Sp): V_bh transposed, zeros past S
+                std::vector<T> dP(static_cast<size_t>(s.T * Sp));  // (T, Sp)
+                std::vector<T> dS(static_cast<size_t>(s.T * Sp));  // (T, Sp), times scale
+                std::vector<T> Pu(static_cast<size_t>(s.T * Sp));  // (T, Sp): P ⊙ keep, the weights the forward used
                 std::vector<T> scratch(kD > 0 ? 0 : static_cast<size_t>(kBlock * d));
                 for (int64_t bh = begin; bh < end; ++bh) {
                     const int64_t b = bh / s.H, h = bh % s.H;
@@ -676,51 +766,20 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
                     for_row_blocks(s.T, [&](auto block, int64_t t0) {
                         dot_rows(block, dout + q_head + t0 * s.D, s.D, vt.data(), Sp, d, Sp, dP.data() + t0 * Sp, Sp);
                     });
-                    // dP = d(Pu) ⊙ keep, then the softmax backward dS = P ⊙ (dP - Σ_s P dP), kBlock rows
-                    // at once: a row's Σ is one chain of additions, and the rows' chains overlap
-                    for_row_blocks(s.T, [&](auto block, int64_t t0) {
-                        constexpr int64_t R = decltype(block)::value;
-                        int64_t len[R];
-                        for (int64_t r = 0; r < R; ++r) {
-                            // keys past the last weight above zero got no attention: nothing flows back to them
-                            const T* Pt = Pbh + (t0 + r) * s.S;
-                            int64_t L = s.S;
-                            while (L > 0 && Pt[L - 1] == T(0)) --L;
-                            len[r] = L;
-                            if (keep_bh)
-                                for (int64_t j = 0; j < L; ++j) dP[(t0 + r) * Sp + j] *= keep_bh[(t0 + r) * s.S + j];
-                        }
-                        const int64_t n = *std::max_element(len, len + R);
-                        double c[R] = {};  // Σ_s P dP of each row, in key order
-                        for (int64_t j = 0; j < n; ++j)
-#pragma GCC unroll 8
-                            for (int64_t r = 0; r < R; ++r) {
-                                const double term = static_cast<double>(Pbh[(t0 + r) * s.S + j]) *
-                                                    static_cast<double>(dP[(t0 + r) * Sp + j]);
-                                c[r] += j < len[r] ? term : 0.0;  // past the row's keys: nothing (not 0 · inf)
-                            }
-                        for (int64_t r = 0; r < R; ++r) {
-                            const T* Pt = Pbh + (t0 + r) * s.S;
-                            const T* dPt = dP.data() + (t0 + r) * Sp;
-                            T* dSt = dS.data() + (t0 + r) * s.S;
-                            const T cr = static_cast<T>(c[r]);
-                            const int64_t L = len[r];
-                            for (int64_t j = 0; j < L; ++j) dSt[j] = sc * (Pt[j] * (dPt[j] - cr));
-                            std::fill(dSt + L, dSt + s.S, T(0));
-                        }
-                    });
-                    for (int64_t i = 0; i < s.T * s.S; ++i) Pu[i] = keep_bh ? Pbh[i] * keep_bh[i] : Pbh[i];
+                    // dP = d(Pu) ⊙ keep, then the softmax backward dS = scale · P ⊙ (dP - Σ_s P dP);
+                    // Pu = P ⊙ keep. All three (T, Sp), zeros past each row's keys
+                    softmax_backward_rows(Pbh, keep_bh, s.T, s.S, Sp, sc, dP.data(), Pu.data(), dS.data());
                     // dV_s = Σ_t Pu[t, s] dO_t,  dK_s = Σ_t scale dS[t, s] q_t   (rows s of the head)
                     for_row_blocks(s.S, [&](auto rows, int64_t j0) {
                         // weights Pu[t, j0 + r] and dS[t, j0 + r]: column r of the block, row t
-                        weighted_rows<T, kD>(rows, d, s.T, dout + q_head, s.D, Pu.data() + j0, nullptr, 1, s.S,
+                        weighted_rows<T, kD>(rows, d, s.T, dout + q_head, s.D, Pu.data() + j0, nullptr, 1, Sp,
                                              dv + k_head + j0 * s.D, s.D, scratch.data());
-                        weighted_rows<T, kD>(rows, d, s.T, q + q_head, s.D, dS.data() + j0, nullptr, 1, s.S,
+                        weighted_rows<T, kD>(rows, d, s.T, q + q_head, s.D, dS.data() + j0, nullptr, 1, Sp,
                                              dk + k_head + j0 * s.D, s.D, scratch.data());
                     });
                     // dQ_t = Σ_s scale dS[t, s] k_s   (rows t of the head)
                     for_row_blocks(s.T, [&](auto rows, int64_t t0) {
-                        weighted_rows<T, kD>(rows, d, s.S, k + k_head, s.D, dS.data() + t0 * s.S, nullptr, s.S, 1,
+                        weighted_rows<T, kD>(rows, d, s.S, k + k_head, s.D, dS.data() + t0 * Sp, nullptr, Sp, 1,
                                              dq + q_head + t0 * s.D, s.D, scratch.data());
                     });
                 }
