@@ -204,20 +204,32 @@ void dot_rows(Rows rows, const T* a, int64_t a_row, const T* xt, int64_t xt_row,
     }
 }
 
-// Calls f(rows, first) over [0, n) in blocks of kBlock rows, then one block
-// of the last n mod kBlock; rows is the block's size as a compile-time
+// Calls f(rows, first) over [0, n) in blocks of kRows rows, then one block
+// of the last n mod kRows; rows is the block's size as a compile-time
 // constant (std::integral_constant).
 constexpr int64_t kBlock = 4;
-template <class F>
+// Rows whose sums take a register each (a chunk of 16 keys, a head of 8 or
+// 16 numbers) go 8 at a time where registers hold 16 floats: 8 chains of
+// additions keep both adders busy where 4 leave them waiting. The sums are
+// the same: each row's runs in its own order whatever the block.
+constexpr int64_t kWideBlock = kRegisterBytes >= 64 ? 8 : kBlock;
+// weighted_rows' blocks: a head of kD numbers per row takes kD / 16 registers
+// there; 8 rows of up to 32 fit the 32 registers (a head size known only at
+// run time goes through a scratch buffer of kBlock rows)
+template <int64_t kD>
+constexpr int64_t kHeadRows = kD > 0 && kD <= 32 ? kWideBlock : kBlock;
+template <int64_t kRows, class F>
+void row_block_tail(int64_t left, int64_t r, F& f) {
+    if constexpr (kRows > 0) {
+        if (left == kRows) return f(std::integral_constant<int64_t, kRows>{}, r);
+        row_block_tail<kRows - 1>(left, r, f);
+    }
+}
+template <int64_t kRows = kBlock, class F>
 void for_row_blocks(int64_t n, F&& f) {
     int64_t r = 0;
-    for (; r + kBlock <= n; r += kBlock) f(std::integral_constant<int64_t, kBlock>{}, r);
-    switch (n - r) {
-        case 3: return f(std::integral_constant<int64_t, 3>{}, r);
-        case 2: return f(std::integral_constant<int64_t, 2>{}, r);
-        case 1: return f(std::integral_constant<int64_t, 1>{}, r);
-        default: return;
-    }
+    for (; r + kRows <= n; r += kRows) f(std::integral_constant<int64_t, kRows>{}, r);
+    row_block_tail<kRows - 1>(n - r, r, f);
 }
 
 // out[r] = a · x_r for R = rows() rows x_r = x + r·x_row, each summed in order
@@ -478,14 +490,14 @@ void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, cons
                         T* head_scores = b_scores + h * s.T * Sp;  // (T, Sp)
                         if (kt_given.data) {                       // already transposed: a chunk of keys per vector op
                             const T* kth = kt_given.data + (kl.batch_of(b) * s.H + h) * d * kt_given.ld;
-                            for_row_blocks(s.T, [&](auto block, int64_t t0) {
+                            for_row_blocks<kWideBlock>(s.T, [&](auto block, int64_t t0) {
                                 dot_rows(block, q + (b * s.T + t0) * s.D + h * d, s.D, kth, kt_given.ld, d, Sp,
                                          head_scores + t0 * Sp, Sp);
                             });
                         } else if (s.T >=
                                    kTransposeRows) {  // transpose the keys once, then a chunk of keys per vector op
                             transpose_head<kD>(kh, s.S, kl.row, d, Sp, kt.data());
-                            for_row_blocks(s.T, [&](auto block, int64_t t0) {
+                            for_row_blocks<kWideBlock>(s.T, [&](auto block, int64_t t0) {
                                 dot_rows(block, q + (b * s.T + t0) * s.D + h * d, s.D, kt.data(), Sp, d, Sp,
                                          head_scores + t0 * Sp, Sp);
                             });
@@ -529,7 +541,7 @@ void values_kernel(const T* p, const T* kp, const T* v, HeadLayout vl, const Hea
             std::vector<T> scratch(kD > 0 ? 0 : static_cast<size_t>(kBlock * d));  // O_t of up to kBlock queries
             for (int64_t bh = begin; bh < end; ++bh) {
                 const int64_t b = bh / s.H, h = bh % s.H;
-                for_row_blocks(s.T, [&](auto rows, int64_t t0) {
+                for_row_blocks<kHeadRows<kD>>(s.T, [&](auto rows, int64_t t0) {
                     // weights as mul(P, keep), then the product; zero weights (masked keys,
                     // dropped ones) are added too: a branch on them would be mispredicted
                     // more often than it saves work
@@ -763,14 +775,14 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
                     const int64_t q_head = b * s.T * s.D + h * d, k_head = b * s.S * s.D + h * d;  // row 0 of the head
                     // d(Pu)[t, s] = dO_t · v_s, every s at once
                     transpose_head<kD>(v + k_head, s.S, s.D, d, Sp, vt.data());
-                    for_row_blocks(s.T, [&](auto block, int64_t t0) {
+                    for_row_blocks<kWideBlock>(s.T, [&](auto block, int64_t t0) {
                         dot_rows(block, dout + q_head + t0 * s.D, s.D, vt.data(), Sp, d, Sp, dP.data() + t0 * Sp, Sp);
                     });
                     // dP = d(Pu) ⊙ keep, then the softmax backward dS = scale · P ⊙ (dP - Σ_s P dP);
                     // Pu = P ⊙ keep. All three (T, Sp), zeros past each row's keys
                     softmax_backward_rows(Pbh, keep_bh, s.T, s.S, Sp, sc, dP.data(), Pu.data(), dS.data());
                     // dV_s = Σ_t Pu[t, s] dO_t,  dK_s = Σ_t scale dS[t, s] q_t   (rows s of the head)
-                    for_row_blocks(s.S, [&](auto rows, int64_t j0) {
+                    for_row_blocks<kHeadRows<kD>>(s.S, [&](auto rows, int64_t j0) {
                         // weights Pu[t, j0 + r] and dS[t, j0 + r]: column r of the block, row t
                         weighted_rows<T, kD>(rows, d, s.T, dout + q_head, s.D, Pu.data() + j0, nullptr, 1, Sp,
                                              dv + k_head + j0 * s.D, s.D, scratch.data());
@@ -778,7 +790,7 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
                                              dk + k_head + j0 * s.D, s.D, scratch.data());
                     });
                     // dQ_t = Σ_s scale dS[t, s] k_s   (rows t of the head)
-                    for_row_blocks(s.T, [&](auto rows, int64_t t0) {
+                    for_row_blocks<kHeadRows<kD>>(s.T, [&](auto rows, int64_t t0) {
                         weighted_rows<T, kD>(rows, d, s.S, k + k_head, s.D, dS.data() + t0 * Sp, nullptr, Sp, 1,
                                              dq + q_head + t0 * s.D, s.D, scratch.data());
                     });
