@@ -194,36 +194,37 @@ Variable cross_entropy(const Variable& logits, const Tensor& targets, const Cros
     const Tensor targets1 = targets.reshape({N});           // (N)
     const double eps = options.label_smoothing;
     const int64_t ignore = options.ignore_index;
-    const Tensor rows = c::cross_entropy_rows(logits2, targets1, eps, ignore);  // (N), 0 where ignored
+    Tensor stats;  // (N, 2): each row's max and Σ exp(x - max), for a one-pass backward
+    const Tensor rows = c::cross_entropy_rows(logits2, targets1, eps, ignore, &stats);  // (N), 0 where ignored
 
     const Reduction reduction = options.reduction;
     const double divisor = reduction == Reduction::mean ? mean_divisor(targets1, ignore) : 1.0;
     Tensor loss = reduction == Reduction::none  ? rows.view(targets.shape())  // (...)
                   : reduction == Reduction::sum ? c::sum(rows)                // ()
                                                 : c::div(c::sum(rows), divisor);
-    // Saved: the logits as rows and the targets, from which the kernel
-    // recomputes softmax (one pass, cheaper to redo than to keep (N, V)).
-    return record("cross_entropy", std::move(loss), {logits},
-                  [logits2, targets1, eps, ignore, reduction, divisor, N, shape = logits.shape()](const Tensor& dy,
-                                                                                                  Grads& g) mutable {
-                      // the upstream gradient of each row's loss: dy itself for none,
-                      // the scalar dy for every row after a sum, dy / count after a mean
-                      const Tensor grad_rows = reduction == Reduction::none
-                                                   ? dy.reshape({N})
-                                                   : c::full({N}, dy.item() / divisor, dy.dtype());
-                      // ∂loss_n/∂logits_n = softmax(logits_n) - q_n, and 0 for ignored rows.
-                      // The last time through, with nothing but this node holding the
-                      // logits (the caller's Variable gone), the gradient is written over
-                      // them: the same floats without a second (N, V) tensor at
-                      // backward's peak (32 MB on the base preset).
-                      if (g.last_run() && logits2.is_contiguous() && logits2.storage().use_count() == 1) {
-                          Tensor d = std::move(logits2);
-                          c::cross_entropy_rows_backward_(grad_rows, d, targets1, eps, ignore);
-                          g[0] = d.view(shape);
-                          return;
-                      }
-                      g[0] = c::cross_entropy_rows_backward(grad_rows, logits2, targets1, eps, ignore).view(shape);
-                  });
+    // Saved: the logits as rows, the targets and the rows' stats, from which the
+    // kernel remakes softmax in one pass (cheaper to redo than to keep (N, V)).
+    return record(
+        "cross_entropy", std::move(loss), {logits},
+        [logits2, targets1, stats, eps, ignore, reduction, divisor, N, shape = logits.shape()](const Tensor& dy,
+                                                                                               Grads& g) mutable {
+            // the upstream gradient of each row's loss: dy itself for none,
+            // the scalar dy for every row after a sum, dy / count after a mean
+            const Tensor grad_rows =
+                reduction == Reduction::none ? dy.reshape({N}) : c::full({N}, dy.item() / divisor, dy.dtype());
+            // ∂loss_n/∂logits_n = softmax(logits_n) - q_n, and 0 for ignored rows.
+            // The last time through, with nothing but this node holding the
+            // logits (the caller's Variable gone), the gradient is written over
+            // them: the same floats without a second (N, V) tensor at
+            // backward's peak (32 MB on the base preset).
+            if (g.last_run() && logits2.is_contiguous() && logits2.storage().use_count() == 1) {
+                Tensor d = std::move(logits2);
+                c::cross_entropy_rows_backward_(grad_rows, d, targets1, eps, ignore, stats);
+                g[0] = d.view(shape);
+                return;
+            }
+            g[0] = c::cross_entropy_rows_backward(grad_rows, logits2, targets1, eps, ignore, stats).view(shape);
+        });
 }
 
 // ============================ composed versions ============================

@@ -731,22 +731,25 @@ CrossEntropyInputs cross_entropy_inputs(const Tensor& logits, const Tensor& targ
     return in;
 }
 
-// max and log Σ exp(x - max) of one row, the two numbers both directions need.
+// max and Σ exp(x - max) of one row, the two numbers both directions need.
 template <class T>
-std::pair<Acc, Acc> max_and_log_sum(const T* x, int64_t n) {
+std::pair<T, Acc> max_and_sum(const T* x, int64_t n) {
     const T m = row_max(x, n);
-    return {m, std::log(sum_exp_shifted<false>(x, n, m))};
+    return {m, sum_exp_shifted<false>(x, n, m)};
 }
 
 }  // namespace
 
 // loss_n = -Σ_v q_v log softmax(logits_n)_v,  q = (1-ε) onehot(t_n) + ε/V
-Tensor cross_entropy_rows(const Tensor& logits, const Tensor& targets, double label_smoothing, int64_t ignore_index) {
+Tensor cross_entropy_rows(const Tensor& logits, const Tensor& targets, double label_smoothing, int64_t ignore_index,
+                          Tensor* row_stats) {
     const char* op = "cross_entropy";
     const CrossEntropyInputs in = cross_entropy_inputs(logits, targets, label_smoothing, ignore_index, op);
     const int64_t N = in.logits.count, V = in.logits.length;
     const double eps = label_smoothing;
     Tensor loss = Tensor::empty({N}, logits.dtype());  // (N)
+    if (row_stats) *row_stats = zeros({N, 2}, DType::float64);
+    Acc* stats = row_stats ? row_stats->data<Acc>() : nullptr;  // (N, 2): m, Σ exp(x - m)
     visit_floating(logits.dtype(), op, [&](auto tag) {
         using T = typename decltype(tag)::type;
         const T* xp = in.logits.data.data<T>();
@@ -759,9 +762,13 @@ Tensor cross_entropy_rows(const Tensor& logits, const Tensor& targets, double la
             }
             const T* x = xp + n * V;
             // not a structured binding: clang 14 (the fuzz build) cannot capture one in the lambda below
-            const std::pair<Acc, Acc> max_log_sum = max_and_log_sum(x, V);
-            const Acc m = max_log_sum.first;
-            Acc l = max_log_sum.second;
+            const std::pair<T, Acc> max_sum = max_and_sum(x, V);
+            const Acc m = max_sum.first;
+            if (stats) {
+                stats[2 * n] = m;
+                stats[2 * n + 1] = max_sum.second;
+            }
+            Acc l = std::log(max_sum.second);
             // each term only when its weight is non-zero, so a -inf logit with
             // weight 0 never makes 0 · inf = NaN
             if (eps < 1) l -= (1 - eps) * (x[t] - m);
@@ -789,9 +796,12 @@ namespace {
 // `dlogits`, which may be the logits themselves: each row reads x_v before
 // it writes d_v and never reads x again after that (x_t included).
 void cross_entropy_rows_backward_into(const Tensor& grad_rows, const CrossEntropyInputs& in, double label_smoothing,
-                                      int64_t ignore_index, Tensor& dlogits, const char* op) {
+                                      int64_t ignore_index, const Tensor& row_stats, Tensor& dlogits, const char* op) {
     const int64_t N = in.logits.count, V = in.logits.length;
     const Tensor g = expect(grad_rows, "grad_rows", Shape{N}, dlogits.dtype(), op);  // (N)
+    const Tensor stats_t =
+        row_stats.defined() ? expect(row_stats, "row_stats", Shape{N, 2}, DType::float64, op) : Tensor();
+    const Acc* stats = stats_t.defined() ? stats_t.data<Acc>() : nullptr;  // (N, 2): m, Σ exp(x - m)
     const double eps = label_smoothing;
     visit_floating(dlogits.dtype(), op, [&](auto tag) {
         using T = typename decltype(tag)::type;
@@ -806,14 +816,20 @@ void cross_entropy_rows_backward_into(const Tensor& grad_rows, const CrossEntrop
                 return;
             }
             const T* x = xp + n * V;
-            // p = softmax(x), with one exp per entry: d holds exp(x - m) until the sum is known
-            const T m = row_max(x, V);
-            const Acc sum = sum_exp_shifted<true>(x, V, m, d);
-            // d_v = g p_v - g q_v, with q = ε/V everywhere plus (1-ε) at the target
+            // d_v = g p_v - g q_v, with p_v = exp(x_v - m) / Σ and q = ε/V everywhere plus (1-ε) at the target
             const Acc gn = gp[n];
-            const T scale = static_cast<T>(gn / sum), smooth = static_cast<T>(gn * eps / static_cast<Acc>(V));
+            const T smooth = static_cast<T>(gn * eps / static_cast<Acc>(V));
+            if (stats) {  // m and Σ from the forward: one pass
+                const T m = static_cast<T>(stats[2 * n]);
+                const T scale = static_cast<T>(gn / stats[2 * n + 1]);
 #pragma omp simd
-            for (int64_t v = 0; v < V; ++v) d[v] = d[v] * scale - smooth;
+                for (int64_t v = 0; v < V; ++v) d[v] = exp_of(x[v] - m) * scale - smooth;
+            } else {  // d holds exp(x - m) until the sum is known: one exp per entry
+                const T m = row_max(x, V);
+                const T scale = static_cast<T>(gn / sum_exp_shifted<true>(x, V, m, d));
+#pragma omp simd
+                for (int64_t v = 0; v < V; ++v) d[v] = d[v] * scale - smooth;
+            }
             if (eps < 1) d[t] -= static_cast<T>(gn * (1 - eps));
         });
     });
@@ -821,20 +837,20 @@ void cross_entropy_rows_backward_into(const Tensor& grad_rows, const CrossEntrop
 }  // namespace
 
 Tensor cross_entropy_rows_backward(const Tensor& grad_rows, const Tensor& logits, const Tensor& targets,
-                                   double label_smoothing, int64_t ignore_index) {
+                                   double label_smoothing, int64_t ignore_index, const Tensor& row_stats) {
     const char* op = "cross_entropy_backward";
     const CrossEntropyInputs in = cross_entropy_inputs(logits, targets, label_smoothing, ignore_index, op);
     Tensor dlogits = Tensor::empty(logits.shape(), logits.dtype());  // (N, V)
-    cross_entropy_rows_backward_into(grad_rows, in, label_smoothing, ignore_index, dlogits, op);
+    cross_entropy_rows_backward_into(grad_rows, in, label_smoothing, ignore_index, row_stats, dlogits, op);
     return dlogits;
 }
 
 void cross_entropy_rows_backward_(const Tensor& grad_rows, Tensor& logits, const Tensor& targets,
-                                  double label_smoothing, int64_t ignore_index) {
+                                  double label_smoothing, int64_t ignore_index, const Tensor& row_stats) {
     const char* op = "cross_entropy_backward_";
     if (!logits.defined() || !logits.is_contiguous())
         fail<ValueError>("{}: the logits must be a contiguous tensor to be overwritten", op);
     const CrossEntropyInputs in = cross_entropy_inputs(logits, targets, label_smoothing, ignore_index, op);
-    cross_entropy_rows_backward_into(grad_rows, in, label_smoothing, ignore_index, logits, op);
+    cross_entropy_rows_backward_into(grad_rows, in, label_smoothing, ignore_index, row_stats, logits, op);
 }
 }  // namespace tformer::core

@@ -118,16 +118,24 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const 
 /// (other than ignore_index) throw IndexError
 /// "cross_entropy: target 57 out of range for 40 classes"; ε outside [0, 1]
 /// throws ValueError.
-Tensor cross_entropy_rows(const Tensor& logits, const Tensor& targets, double label_smoothing, int64_t ignore_index);
+///
+/// With row_stats, also writes the two numbers per row the backward needs
+/// to turn the logits into softmax(logits) in one pass: (N, 2) float64, the
+/// row's max m and Σ_v exp(x_v - m) (both 0 for an ignored row).
+Tensor cross_entropy_rows(const Tensor& logits, const Tensor& targets, double label_smoothing, int64_t ignore_index,
+                          Tensor* row_stats = nullptr);
 /// d loss_n / d logits = grad_rows_n (softmax(logits_n) - q_n), and 0 for
 /// ignored rows; grad_rows (N) is the upstream gradient of each row's loss.
+/// Given the forward's row_stats (of these logits), one pass over each row
+/// instead of three (its max, the exps and their sum, the scaling), with the
+/// same floats.
 Tensor cross_entropy_rows_backward(const Tensor& grad_rows, const Tensor& logits, const Tensor& targets,
-                                   double label_smoothing, int64_t ignore_index);
+                                   double label_smoothing, int64_t ignore_index, const Tensor& row_stats = Tensor());
 /// The same, written over the logits (contiguous, (N, V)): the same floats
 /// without a second (N, V) tensor. For a caller that owns the logits and no
 /// longer needs them (cross_entropy's backward, the last time it runs).
 void cross_entropy_rows_backward_(const Tensor& grad_rows, Tensor& logits, const Tensor& targets,
-                                  double label_smoothing, int64_t ignore_index);
+                                  double label_smoothing, int64_t ignore_index, const Tensor& row_stats = Tensor());
 
 /// Plain-loop oracles for the tests: the textbook formula written out
 /// element by element in double (the backward ones multiply by the full
