@@ -6,6 +6,7 @@
 // plain-loop oracle over a table of shapes in float32 and float64, 1 thread
 // against 2 threads on a large input, and (for the backwards) central finite
 // differences in float64. Hand-computed numbers and error messages follow.
+#include "core/elementwise.hpp"
 #include "core/parallel.hpp"
 #include "core/reduce.hpp"
 #include "core/rowwise.hpp"
@@ -712,6 +713,38 @@ TEST_CASE(
     const Values l = cross_entropy_rows(logits, from_vector(std::vector<int64_t>{1, 0}, {2}), 0.0, 1).to_vector();
     CHECK(l[0] == 0.0);
     CHECK(l[1] == Approx(std::log(std::exp(2.0) + std::exp(3.0)) - 2));
+}
+
+TEST_CASE(
+    "cross_entropy_rows_backward(..., row_stats): the forward's row max and sum give the same floats in one pass, "
+    "in place too",
+    "[core][rowwise]") {
+    // rows long enough to cross the 256-entry blocks of the sums; a -inf logit, an ignored row, smoothing
+    const int64_t N = 5, V = 300;
+    Generator gen(21);
+    for (const DType dt : {DType::float32, DType::float64})
+        for (const double eps : {0.0, 0.1}) {
+            Tensor logits = mul(randn({N, V}, gen, dt), 4.0);
+            logits.set({2, 7}, -kInf);
+            const Tensor targets = from_vector(std::vector<int64_t>{3, kIgnore, 299, 0, 150}, {N});
+            const Tensor grad_rows = rand({N}, gen, dt);
+            Tensor stats;
+            const Tensor loss = cross_entropy_rows(logits, targets, eps, kIgnore, &stats);
+            REQUIRE(stats.shape() == Shape{N, 2});
+            REQUIRE(stats.dtype() == DType::float64);
+            CHECK(loss.to_vector() == cross_entropy_rows(logits, targets, eps, kIgnore).to_vector());
+            const Values want = cross_entropy_rows_backward(grad_rows, logits, targets, eps, kIgnore).to_vector();
+            INFO(dtype_name(dt) << ", label smoothing " << eps);
+            CHECK(cross_entropy_rows_backward(grad_rows, logits, targets, eps, kIgnore, stats).to_vector() == want);
+            Tensor overwritten = logits.clone();
+            cross_entropy_rows_backward_(grad_rows, overwritten, targets, eps, kIgnore, stats);
+            CHECK(overwritten.to_vector() == want);
+        }
+    // stats of another shape or dtype are refused
+    const Tensor logits = zeros({2, 4}), targets = from_vector(std::vector<int64_t>{1, 2}, {2});
+    REQUIRE_THROWS_WITH(cross_entropy_rows_backward(ones({2}), logits, targets, 0.0, kIgnore, zeros({3, 2})),
+                        "cross_entropy_backward: row_stats has shape (3x2), expected (2x2)");
+    REQUIRE_THROWS_AS(cross_entropy_rows_backward(ones({2}), logits, targets, 0.0, kIgnore, zeros({2, 2})), ValueError);
 }
 
 // =====================================================================================
