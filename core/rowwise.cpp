@@ -473,6 +473,14 @@ template <class T>
 void layer_norm_rows(const T* x, T* y, int64_t first, int64_t last, int64_t D, const T* wp, const T* bp, double eps,
                      T* mean_out, T* rstd_out) {
     Acc mean[kRowBlock], rstd[kRowBlock];
+    // the weight and the bias in Acc once, not per row (the same values)
+    std::vector<Acc> affine(wp && bp ? static_cast<size_t>(2 * D) : 0);
+    for (int64_t i = 0; i < static_cast<int64_t>(affine.size()) / 2; ++i) {
+        affine[static_cast<size_t>(i)] = wp[i];
+        affine[static_cast<size_t>(D + i)] = bp[i];
+    }
+    const Acc* wd = affine.empty() ? nullptr : affine.data();
+    const Acc* bd = affine.empty() ? nullptr : affine.data() + D;
     for_row_blocks(first, last, [&](int64_t r0, int64_t n) {
         // Two passes: the mean first, then the squared deviations from it.
         // The one-pass E[x²] - E[x]² cancels catastrophically when |mean|
@@ -496,11 +504,18 @@ void layer_norm_rows(const T* x, T* y, int64_t first, int64_t last, int64_t D, c
         for (int64_t r = 0; r < n; ++r) {
             const T* xr = x + (r0 + r) * D;
             T* yr = y + (r0 + r) * D;
-            for (int64_t i = 0; i < D; ++i) {
-                Acc v = (xr[i] - mean[r]) * rstd[r];  // x̂_i
-                if (wp) v *= wp[i];
-                if (bp) v += bp[i];
-                yr[i] = static_cast<T>(v);
+            const auto out_row = [&](const Acc* w, const Acc* b) {
+                for (int64_t i = 0; i < D; ++i) yr[i] = static_cast<T>((xr[i] - mean[r]) * rstd[r] * w[i] + b[i]);
+            };
+            if (wd && bd) {
+                out_row(wd, bd);
+            } else {
+                for (int64_t i = 0; i < D; ++i) {
+                    Acc v = (xr[i] - mean[r]) * rstd[r];  // x̂_i
+                    if (wp) v *= wp[i];
+                    if (bp) v += bp[i];
+                    yr[i] = static_cast<T>(v);
+                }
             }
             mean_out[r0 + r] = static_cast<T>(mean[r]);
             rstd_out[r0 + r] = static_cast<T>(rstd[r]);
@@ -622,8 +637,10 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const 
         // dx, a block of rows at a time (for_row_blocks): both row sums of
         // every row of the block first, then the block's dx. g and x̂ are
         // recomputed where they are used, the same operations, so the same bits.
-        std::vector<T> ones(wp ? 0 : static_cast<size_t>(D), T(1));  // no weight: g = dy · 1, exactly dy
-        const T* wr = wp ? wp : ones.data();
+        // the weight in Acc once, not per row (the same values); no weight: g = dy · 1, exactly dy
+        std::vector<Acc> w_acc(static_cast<size_t>(D), Acc(1));
+        if (wp) std::copy(wp, wp + D, w_acc.begin());
+        const Acc* wr = w_acc.data();
         parallel_for(0, R, D, [&](int64_t first, int64_t last) {
             Acc mean_g[kRowBlock], mean_gx[kRowBlock];
             for_row_blocks(first, last, [&](int64_t r0, int64_t n) {
