@@ -8,6 +8,15 @@
 #if __has_include(<sanitizer/asan_interface.h>)
 #include <sanitizer/asan_interface.h>  // ASAN_(UN)POISON_MEMORY_REGION: no-ops without AddressSanitizer
 #endif
+// AddressSanitizer builds: GCC says so with __SANITIZE_ADDRESS__, clang (the
+// fuzz build) with __has_feature
+#if defined(__SANITIZE_ADDRESS__)
+#define TFORMER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TFORMER_ASAN 1
+#endif
+#endif
 #ifndef ASAN_POISON_MEMORY_REGION
 #define ASAN_POISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
 #define ASAN_UNPOISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
@@ -23,6 +32,7 @@
 #include <mutex>
 #include <new>
 #include <set>
+#include <unordered_map>
 
 namespace tformer::core {
 
@@ -153,12 +163,63 @@ LargeBlocks& large_blocks() {
 size_t rounded_bytes(int64_t nbytes) { return (static_cast<size_t>(nbytes) + 63) / 64 * 64; }
 // Under AddressSanitizer each block ends in a poisoned page (the heap's
 // redzone), so a write past a large tensor is caught as it is in the heap.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(TFORMER_ASAN)
 constexpr size_t kRedzone = kPage;
 #else
 constexpr size_t kRedzone = 0;
 #endif
 size_t region_bytes(size_t rounded) { return (rounded + kRedzone + kPage - 1) / kPage * kPage; }
+
+// Buffers below kLargeBytes come from the heap, through a cache per thread
+// of the ones freed, by size, the last freed handed out first. A training
+// step asks for the same sizes in the same order every time: it gets back a
+// buffer that was just freed, still in the cache of the processor, without
+// the heap's bookkeeping (malloc, free and the heap's merging of free chunks
+// took about 3% of the d2l train step and 4% of its decoding). At most
+// kSmallCacheBytes per thread stay cached; past that a buffer goes back to the
+// heap. Not under AddressSanitizer: a freed buffer must go back to the heap for
+// it to catch a use after free.
+#if defined(TFORMER_ASAN)
+constexpr bool kSmallCache = false;
+#else
+constexpr bool kSmallCache = true;
+#endif
+constexpr size_t kSmallCacheBytes = size_t{16} << 20;
+
+class SmallCache {
+public:
+    void* take(size_t rounded) {
+        const auto it = free_.find(rounded);
+        if (it == free_.end() || it->second.empty()) return nullptr;
+        void* p = it->second.back();
+        it->second.pop_back();
+        bytes_ -= rounded;
+        return p;
+    }
+    bool give(void* p, size_t rounded) {
+        if (bytes_ + rounded > kSmallCacheBytes) return false;
+        free_[rounded].push_back(p);
+        bytes_ += rounded;
+        return true;
+    }
+    ~SmallCache() {
+        t_small_cache_gone = true;  // buffers freed later on this thread (static tensors) go to the heap
+        for (auto& [rounded, blocks] : free_)
+            for (void* p : blocks) std::free(p);
+    }
+    static thread_local bool t_small_cache_gone;
+
+private:
+    std::unordered_map<size_t, std::vector<void*>> free_;  // rounded size -> freed buffers, the last freed last
+    size_t bytes_ = 0;
+};
+thread_local bool SmallCache::t_small_cache_gone = false;
+
+SmallCache* small_cache() {
+    if (!kSmallCache || SmallCache::t_small_cache_gone) return nullptr;
+    thread_local SmallCache cache;
+    return &cache;
+}
 }  // namespace
 
 Storage::Storage(int64_t nbytes) : nbytes_(nbytes) {
@@ -169,6 +230,9 @@ Storage::Storage(int64_t nbytes) : nbytes_(nbytes) {
         const size_t len = region_bytes(rounded);
         data_ = large_blocks().take(len);
         if (data_ != nullptr) ASAN_POISON_MEMORY_REGION(static_cast<char*>(data_) + rounded, len - rounded);
+    }
+    if (data_ == nullptr && rounded < kLargeBytes) {
+        if (SmallCache* cache = small_cache()) data_ = cache->take(rounded);
     }
     if (data_ == nullptr) {
         data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
@@ -183,10 +247,12 @@ Storage::Storage(int64_t nbytes) : nbytes_(nbytes) {
 
 Storage::~Storage() {
     const size_t rounded = rounded_bytes(nbytes_);
-    if (rounded >= kLargeBytes && large_blocks().owns(data_))
+    if (rounded >= kLargeBytes && large_blocks().owns(data_)) {
         large_blocks().give(data_, region_bytes(rounded));
-    else
-        std::free(data_);
+    } else {
+        SmallCache* cache = rounded < kLargeBytes ? small_cache() : nullptr;
+        if (cache == nullptr || !cache->give(data_, rounded)) std::free(data_);
+    }
     g_storage_bytes.fetch_sub(nbytes_, std::memory_order_relaxed);
 }
 

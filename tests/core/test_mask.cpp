@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstring>
+#include <thread>
 #include <vector>
 
 using namespace tformer;
@@ -75,6 +76,38 @@ TEST_CASE("storage_bytes counts live buffers, small and large, and the peak sinc
     CHECK(storage_peak_bytes() - base == (10 + (3 << 20) + (1 << 18) + 1) * 4);
     reset_storage_peak();
     CHECK(storage_peak_bytes() == base);
+}
+
+TEST_CASE(
+    "small buffers: on one thread a freed buffer serves the next request of its size, the last freed first; "
+    "another thread keeps its own",
+    "[core][mask]") {
+    const auto address = [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw_data()); };
+    const int64_t base = storage_bytes();
+    uintptr_t a_at = 0, b_at = 0;
+    {
+        const Tensor a = Tensor::empty({1000}), b = Tensor::empty({1000});  // 4,000 bytes each
+        a_at = address(a);
+        b_at = address(b);
+        CHECK(a_at % 64 == 0);
+    }                                // b is freed first, then a
+    CHECK(storage_bytes() == base);  // cached buffers are not live ones
+    Tensor again = zeros({1000});    // zeros() writes a reused buffer like a fresh one
+    CHECK(again.at({999}) == 0.0);
+    Tensor other_size = Tensor::empty({999});  // 3,996 bytes round up to 4,032: another size
+#if !defined(__SANITIZE_ADDRESS__)             // under AddressSanitizer every buffer goes back to its heap
+    CHECK(address(again) == a_at);             // the last freed
+    CHECK(address(other_size) != b_at);        // not the buffer of another size
+#endif
+    const Tensor third = Tensor::empty({1000});
+#if !defined(__SANITIZE_ADDRESS__)
+    CHECK(address(third) == b_at);
+#endif
+    // a buffer made here and freed on another thread goes to that thread's cache,
+    // which hands its buffers back to the heap when the thread ends
+    Tensor moved = Tensor::empty({3000});
+    std::thread([t = std::move(moved)]() mutable { t = Tensor(); }).join();
+    CHECK(storage_bytes() - base == (1000 + 999 + 1000) * 4);  // again, other_size and third (or their sizes)
 }
 
 TEST_CASE("large buffers: a freed block serves the next request of its size, and freed neighbours merge",
