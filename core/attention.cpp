@@ -461,6 +461,80 @@ struct TransposedKeys {
     int64_t ld = 0;
 };
 
+// Rows of at most 16 keys (the d2l model's 10) in float, on AVX-512: a
+// row's weights in one pass, in one register from its scores to its
+// weights, instead of softmax_rows' passes over memory and the copy out. The
+// same operations, so the same floats: the scaled scores masked to -inf past
+// the row's length, their max over the lanes that are numbers (as
+// softmax_rows), exp_fast_lanes of the shifted scores, their sum in double,
+// 1 / sum in float. The sum adds the 16 lanes as a tree where softmax_rows
+// adds them in key order; a float is exact in a double, so the two can
+// differ only in the last bits of a double sum of 16 terms, and 1 / sum
+// rounded to float only when that lands on a rounding tie.
+template <class T>
+constexpr bool weights_in_one_pass(int64_t Sp) {
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+    return std::is_same_v<T, float> && Sp == 16;
+#else
+    (void)Sp;
+    return false;
+#endif
+}
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+// (GCC 12's AVX-512 headers make the reductions warn of an uninitialised
+// value: their own placeholder for the lanes a mask leaves out.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// z (rows, 16): raw scores, row t of length row_len[t] ≤ S ≤ 16 -> p (rows, S): the weights
+inline void softmax_rows16(const float* z, int64_t rows, int64_t S, float scale, const int64_t* row_len, float* p) {
+    using V = Vec<float, 16>;
+    const __mmask16 in_row = static_cast<__mmask16>((1u << S) - 1);
+    const __m512 neg_inf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    // kRows rows side by side: a row is one long chain of dependent steps
+    // (max, exp, sum, division), which the rows of a block overlap
+    constexpr int64_t kRows = 8;
+    const auto block = [&](int64_t t0, auto count) {
+        constexpr int64_t R = decltype(count)::value;
+        __m512 v[R], e[R];
+        float m[R];
+        double total[R];
+#pragma GCC unroll 16
+        for (int64_t r = 0; r < R; ++r) {
+            const __mmask16 kept = static_cast<__mmask16>((1u << row_len[t0 + r]) - 1);
+            // scale · z where kept, -inf elsewhere (as softmax_rows' select: scale times the score)
+            v[r] = _mm512_mask_mul_ps(neg_inf, kept, _mm512_set1_ps(scale), _mm512_loadu_ps(z + (t0 + r) * 16));
+            m[r] = _mm512_mask_reduce_max_ps(_mm512_cmp_ps_mask(v[r], v[r], _CMP_ORD_Q), v[r]);  // of the numbers
+            if (m[r] == -std::numeric_limits<float>::infinity()) m[r] = 0;  // no number, or all -inf
+        }
+#pragma GCC unroll 16
+        for (int64_t r = 0; r < R; ++r) {
+            V shifted;
+            const __m512 d = _mm512_sub_ps(v[r], _mm512_set1_ps(m[r]));
+            std::memcpy(&shifted, &d, sizeof d);
+            const V ev = exp_fast_lanes(shifted);
+            std::memcpy(&e[r], &ev, sizeof ev);
+        }
+#pragma GCC unroll 16
+        for (int64_t r = 0; r < R; ++r)
+            total[r] = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(e[r])),
+                                                          _mm512_cvtps_pd(_mm512_extractf32x8_ps(e[r], 1))));
+#pragma GCC unroll 16
+        for (int64_t r = 0; r < R; ++r) {
+            // a sum of 0 (no key, or every kept score -inf): a row of zeros; NaN stays NaN
+            const float inv = total[r] == 0.0 ? 0.0f : static_cast<float>(1.0 / total[r]);
+            _mm512_mask_storeu_ps(p + (t0 + r) * S, in_row, _mm512_mul_ps(e[r], _mm512_set1_ps(inv)));
+        }
+    };
+    int64_t t = 0;
+    for (; t + kRows <= rows; t += kRows) block(t, std::integral_constant<int64_t, kRows>{});
+    for (; t < rows; ++t) block(t, std::integral_constant<int64_t, 1>{});
+}
+#pragma GCC diagnostic pop
+#else
+inline void softmax_rows16(const float*, int64_t, int64_t, float, const int64_t*, float*) {}
+#endif
+
 // P_bh[t, s] = softmax_{s < L(b,t)}(scale · q_t · k_s), 0 for s ≥ L; Q (B, T, D), keys as `kl` says
 // (or, when given, as `kt` holds them transposed)
 template <class T>
@@ -516,10 +590,16 @@ void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, cons
                     for (int64_t t = 0; t < s.T; ++t) b_len[t] = lens.at(b, t);
                     for (int64_t row = s.T; row < rows; ++row) b_len[row] = b_len[row - s.T];
                 }
-                softmax_rows(scores.data(), g * rows, Sp, static_cast<T>(scale), row_len.data(), row_max.data(),
-                             inv.data());
                 // (H, T, S) of batch elements b0 .. b0 + g - 1: their rows in the same order
                 T* pb = p + b0 * rows * s.S;
+                if constexpr (std::is_same_v<T, float>) {
+                    if (weights_in_one_pass<T>(Sp)) {
+                        softmax_rows16(scores.data(), g * rows, s.S, static_cast<float>(scale), row_len.data(), pb);
+                        continue;
+                    }
+                }
+                softmax_rows(scores.data(), g * rows, Sp, static_cast<T>(scale), row_len.data(), row_max.data(),
+                             inv.data());
                 for (int64_t row = 0; row < g * rows; ++row) {
                     const T* zr = scores.data() + row * Sp;
                     T* pr = pb + row * s.S;
