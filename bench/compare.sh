@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tformer against PyTorch eager on the same models (see docs/bench.md).
 #
-#   bash bench/compare.sh [--threads "1 2"] [--repeats N] [PRESET ...]
+#   bash bench/compare.sh [--threads "1 2"] [--repeats N] [--rounds N] [PRESET ...]
 #
 # For every thread count and every preset (default: d2l copy small base translate) it
 # runs `tformer bench` and then bench/torch_bench.py twice right after it, so
@@ -14,6 +14,11 @@
 # per figure, the better of the two PyTorch runs counting: above 1, tformer
 # is faster (or, for peak_rss_mb, smaller). For train_tokens_per_s the ratio
 # is inverted (tformer / pytorch) so that above 1 still means tformer is better.
+#
+# --rounds N runs the three N times in turn (tformer, pytorch, pytorch-tuned,
+# then again), and each engine's best round counts (its lowest time, highest
+# rate, lowest memory): on a machine whose speed drifts from minute to minute
+# every engine gets the same number of tries under the same drift. Default 1.
 #
 # The translate preset is the default translation model on real batches of
 # the corpus: tformer writes the batches it measured (--save-batches) and
@@ -31,12 +36,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 threads="1 2"
+rounds=1
 repeats=()
 presets=()
 while (($#)); do
   case "$1" in
     --threads) threads="$2"; shift 2 ;;
     --repeats) repeats=(--repeats "$2"); shift 2 ;;  # default: each preset's own count
+    --rounds) rounds="$2"; shift 2 ;;
     -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
     -*) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
     *) presets+=("$1"); shift ;;
@@ -63,11 +70,16 @@ for t in $threads; do
       batches="$(dirname "$OUT")/translate-batches.json"
       tformer_batches=(--save-batches "$batches") torch_batches=(--batches "$batches")
     fi
-    "$TFORMER" bench --preset "$p" --threads "$t" "${repeats[@]}" "${tformer_batches[@]}" >> "$OUT"
-    "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" "${repeats[@]}" "${torch_batches[@]}" >> "$OUT"
-    GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184 OMP_WAIT_POLICY=PASSIVE \
-      "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" "${repeats[@]}" "${torch_batches[@]}" \
-      --engine pytorch-tuned >> "$OUT"
+    for ((r = 1; r <= rounds; r++)); do
+      ((rounds == 1)) || echo "compare.sh: $p at $t thread(s), round $r of $rounds" >&2
+      "$TFORMER" bench --preset "$p" --threads "$t" "${repeats[@]}" "${tformer_batches[@]}" >> "$OUT"
+      # the later rounds run on the batches the first one saved
+      ((r > 1 || ${#tformer_batches[@]} == 0)) || tformer_batches=(--load-batches "$batches")
+      "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" "${repeats[@]}" "${torch_batches[@]}" >> "$OUT"
+      GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184 OMP_WAIT_POLICY=PASSIVE \
+        "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" "${repeats[@]}" "${torch_batches[@]}" \
+        --engine pytorch-tuned >> "$OUT"
+    done
   done
 done
 
@@ -83,12 +95,19 @@ for text in open(sys.argv[1]):
         load[key] = r["value"]
     elif r["figure"] == "info":
         info.setdefault(r["engine"], r)
-    else:
-        rows.setdefault(key, {}).setdefault(r["figure"], {})[r["engine"]] = r["value"]
+    else:  # every round's value; best_of keeps each engine's best
+        rows.setdefault(key, {}).setdefault(r["figure"], {}).setdefault(r["engine"], []).append(r["value"])
 
 order = ["train_step_ms", "train_step_cpu_ms", "forward_eval_ms", "greedy_decode_ms", "train_tokens_per_s", "peak_rss_mb",
          "train_step_gflops", "forward_eval_gflops", "greedy_decode_gflops"]
 higher_is_better = {"train_tokens_per_s", "train_step_gflops", "forward_eval_gflops", "greedy_decode_gflops"}
+
+# each engine's best round: the lowest time or memory, the highest rate
+for figs in rows.values():
+    for f, by_engine in figs.items():
+        lower = f.endswith("_ms") or f == "peak_rss_mb"
+        for engine, values in by_engine.items():
+            by_engine[engine] = min(values) if lower else max(values)
 
 # PyTorch's GFLOP/s: tformer's count of the same products over PyTorch's time
 for (preset, threads), figs in rows.items():
