@@ -485,7 +485,9 @@ constexpr bool weights_in_one_pass(int64_t Sp) {
 // (GCC 12's AVX-512 headers make the reductions warn of an uninitialised
 // value: their own placeholder for the lanes a mask leaves out.)
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // a GCC warning; clang has no such group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 // z (rows, 16): raw scores, row t of length row_len[t] ≤ S ≤ 16 -> p (rows, S): the weights
 inline void softmax_rows16(const float* z, int64_t rows, int64_t S, float scale, const int64_t* row_len, float* p) {
     using V = Vec<float, 16>;
@@ -774,7 +776,9 @@ void softmax_backward_rows(const T* P, const T* keep, int64_t T_, int64_t S, int
 // of an uninitialised value: their own placeholder for the lanes a mask
 // leaves, which these unmasked calls never use.)
 #pragma GCC diagnostic push
+#if !defined(__clang__)  // a GCC warning; clang has no such group
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 template <>
 void softmax_backward_rows<float, false>(const float* P, const float* keep, int64_t T_, int64_t S, int64_t Sp,
                                          float scale, float* dP, float* Pu, float* dS) {
