@@ -196,9 +196,15 @@ public:
         bytes_ -= rounded;
         return p;
     }
-    bool give(void* p, size_t rounded) {
+    // false: the caller frees p (the cache is full, or keeping p would need
+    // memory the machine does not have: a destructor must not throw)
+    bool give(void* p, size_t rounded) noexcept {
         if (bytes_ + rounded > kSmallCacheBytes) return false;
-        free_[rounded].push_back(p);
+        try {
+            free_[rounded].push_back(p);
+        } catch (const std::bad_alloc&) {
+            return false;
+        }
         bytes_ += rounded;
         return true;
     }
