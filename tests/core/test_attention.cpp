@@ -45,15 +45,17 @@ std::vector<double> oracle(int64_t B, int64_t H, int64_t T, int64_t S, int64_t d
     return P;
 }
 
+// One attention's sizes: batch, queries, keys, model width, heads.
+struct Case {
+    int64_t B, T, S, D, H;
+};
+
 }  // namespace
 
 TEST_CASE(
     "attention_probs, float32: within 2e-6 of a double oracle for 1 to 40 keys, blocks of rows full and partial, "
     "rows with no key",
     "[core][attention]") {
-    struct Case {
-        int64_t B, T, S, D, H;
-    };
     // H·T rows per batch element: 28 (a block of 16 and 12), 16, 6; head sizes 8 (compile-time) and 3 (run-time)
     for (const Case c : {Case{3, 7, 10, 32, 4}, Case{2, 4, 16, 32, 4}, Case{2, 3, 17, 16, 2}, Case{2, 5, 40, 12, 4},
                          Case{1, 9, 1, 8, 1}}) {
@@ -98,9 +100,6 @@ TEST_CASE(
     "[core][attention]") {
     // the float kernels hold a row of up to 16 weights in one register and stop at its last
     // attended key (10 keys: d2l's); 17 keys take the general loops; lengths 0 to S
-    struct Case {
-        int64_t B, T, S, D, H;
-    };
     for (const Case c : {Case{3, 7, 10, 32, 4}, Case{2, 4, 16, 32, 4}, Case{2, 3, 17, 16, 2}, Case{2, 5, 1, 12, 4},
                          Case{2, 6, 5, 8, 1}})
         for (const bool dropout : {false, true}) {
