@@ -731,13 +731,17 @@ namespace {
 // Fills a fresh tensor with draw() in row-major order, sequentially, so the
 // numbers depend only on the generator's state, never on the thread count.
 template <class Draw>
-Tensor fill_random(const Shape& shape, DType dtype, Draw&& draw) {
-    Tensor t = Tensor::empty(shape, dtype);
-    visit_dtype(dtype, [&](auto tag) {
+void fill_random_into(const Tensor& t, Draw&& draw) {
+    visit_dtype(t.dtype(), [&](auto tag) {
         using T = typename decltype(tag)::type;
         T* out = t.data<T>();
         for (int64_t i = 0; i < t.numel(); ++i) out[i] = static_cast<T>(draw());
     });
+}
+template <class Draw>
+Tensor fill_random(const Shape& shape, DType dtype, Draw&& draw) {
+    Tensor t = Tensor::empty(shape, dtype);
+    fill_random_into(t, draw);
     return t;
 }
 }  // namespace
@@ -753,6 +757,15 @@ Tensor randn(const Shape& shape, Generator& gen, DType dtype) {
 Tensor uniform(const Shape& shape, double low, double high, Generator& gen, DType dtype) {
     if (!(low <= high)) fail<ValueError>("uniform: low {} must not exceed high {}", low, high);
     return fill_random(shape, dtype, [&] { return low + (high - low) * gen.uniform(); });
+}
+
+void uniform_(const Tensor& t, double low, double high, Generator& gen) {
+    if (!(low <= high)) fail<ValueError>("uniform_: low {} must not exceed high {}", low, high);
+    const auto draw = [&] { return low + (high - low) * gen.uniform(); };
+    if (t.is_contiguous())
+        fill_random_into(t, draw);  // no temporary: initialising a model allocates only its parameters
+    else
+        copy_(t, fill_random(t.shape(), t.dtype(), draw));
 }
 
 Tensor bernoulli(const Shape& shape, double p, Generator& gen, DType dtype) {

@@ -168,6 +168,9 @@ Tensor randn(const Shape& shape, Generator& gen = default_generator(), DType dty
 /// Uniform in [low, high).
 Tensor uniform(const Shape& shape, double low, double high, Generator& gen = default_generator(),
                DType dtype = DType::float32);
+/// Fills `t` in place with the numbers uniform(t.shape(), low, high, gen,
+/// t.dtype()) would hold (the same draws, in row-major order).
+void uniform_(const Tensor& t, double low, double high, Generator& gen = default_generator());
 /// 1 with probability p, else 0 (in `dtype`; bool gives a mask).
 Tensor bernoulli(const Shape& shape, double p, Generator& gen = default_generator(), DType dtype = DType::float32);
 /// Inverted dropout's mask: 1/(1 - p) with probability 1 - p, else 0. Four

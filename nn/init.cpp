@@ -43,7 +43,7 @@ Fans fans_of(const Variable& w, const char* op) {
 void uniform_(const Variable& w, double low, double high, core::Generator& gen) {
     check_target(w, "uniform_");
     if (!(low <= high)) fail<ValueError>("uniform_: low {} must not exceed high {}", low, high);
-    core::copy_(w.value(), core::uniform(w.shape(), low, high, gen, w.dtype()));
+    core::uniform_(w.value(), low, high, gen);
 }
 
 // w ~ N(mean, std²) = mean + std · N(0, 1)

@@ -161,6 +161,30 @@ TEST_CASE("dropout_mask: 1/(1 - p) where a 16-bit quarter of a draw is below (1 
                       "dropout_mask: dtype must be float32 or float64, got int64");
 }
 
+TEST_CASE("uniform_(t, low, high, gen): in place, the numbers uniform() draws, with no temporary", "[core][random]") {
+    for (DType dtype : {DType::float32, DType::float64}) {
+        INFO(dtype_name(dtype));
+        Generator a(3), b(3);
+        const Tensor want = uniform({64, 48}, -0.5, 0.25, a, dtype);
+        const Tensor t = Tensor::empty({64, 48}, dtype);
+        const int64_t before = storage_bytes();
+        reset_storage_peak();
+        uniform_(t, -0.5, 0.25, b);
+        CHECK(storage_peak_bytes() == before);  // written where it lies: no buffer of its size beside it
+        CHECK(t.to_vector() == want.to_vector());
+        CHECK(a.uniform() == b.uniform());  // and the generator moved on by as many draws
+
+        // a strided view: the same draws in row-major order of the view
+        Generator c(3);
+        const Tensor base = zeros({48, 64}, dtype);
+        const Tensor view = base.transpose(0, 1);  // (64, 48), not contiguous
+        uniform_(view, -0.5, 0.25, c);
+        CHECK(view.to_vector() == want.to_vector());
+    }
+    Generator g(1);
+    CHECK_THROWS_WITH(uniform_(Tensor::empty({2}), 1.0, 0.0, g), "uniform_: low 1 must not exceed high 0");
+}
+
 TEST_CASE("Tensor: the same seed gives the same numbers", "[core][random]") {
     Generator a(42), b(42), c(43);
     const Tensor x = randn({100}, a), y = randn({100}, b), z = randn({100}, c);

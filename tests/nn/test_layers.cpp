@@ -251,9 +251,13 @@ TEST_CASE("Linear(options, gen): PyTorch's init W, b ~ U(-1/√in, 1/√in), rep
         CHECK(largest > 0.2);  // the range is actually used
     }
     core::Generator again(5);
+    const int64_t before = core::storage_bytes();
+    core::reset_storage_peak();
     Linear twin({.in_features = 16, .out_features = 64}, again);
     CHECK(twin.weight.value().to_vector() == dense.weight.value().to_vector());
     CHECK(twin.bias.value().to_vector() == dense.bias.value().to_vector());
+    // initialised in place: building the layer allocates its parameters and nothing else
+    CHECK(core::storage_peak_bytes() - before == (64 * 16 + 64) * 4);
 }
 
 // ============================ Embedding ============================
@@ -495,6 +499,17 @@ TEST_CASE("PositionalEncoding(options): P[0, pos, 2i] = sin(pos/10000^(2i/d)), P
     }
     // the table is an attribute, not a buffer: nothing in the state dict
     CHECK(pe.state_dict().empty());
+    // each entry is the double-precision value rounded once to float
+    for (int64_t p : {3, 59})
+        for (int64_t j = 0; j < d; ++j) {
+            const double angle = p / std::pow(10000.0, static_cast<double>(j - j % 2) / d);
+            CHECK(pe.P.at({0, p, j}) == static_cast<float>(j % 2 ? std::cos(angle) : std::sin(angle)));
+        }
+    // and it is written straight into float32: building it allocates the table alone
+    const int64_t before = core::storage_bytes();
+    core::reset_storage_peak();
+    PositionalEncoding big({.num_hiddens = 64, .max_len = 1000});
+    CHECK(core::storage_peak_bytes() - before == 1000 * 64 * 4);
 
     // odd d: the last column is a sine with no cosine partner
     PositionalEncoding odd({.num_hiddens = 3, .max_len = 5});
