@@ -84,9 +84,7 @@ void Optimizer::step() {
                 "creating the optimizer",
                 type_name_, describe(i, names_[i]), core::dtype_name(param.dtype()),
                 core::dtype_name(state.slots.front().dtype()));
-        if (state.slots.empty())  // first update of this parameter: allocate its state once
-            for (size_t s = 0; s < slot_names_.size(); ++s)
-                state.slots.push_back(core::zeros(param.shape(), param.dtype()));
+        if (state.slots.empty()) allocate_slots(i);  // first update of this parameter: allocate its state once
 
         ++state.step;
         // A gradient view (e.g. the expanded ones of sum()'s backward) is
@@ -97,6 +95,17 @@ void Optimizer::step() {
             update(param, grad.contiguous(), state);
     }
     ++steps_;
+}
+
+void Optimizer::allocate_slots(size_t i) {
+    const Tensor& param = params_[i].value();
+    for (size_t s = 0; s < slot_names_.size(); ++s)
+        state_[i].slots.push_back(core::zeros(param.shape(), param.dtype()));
+}
+
+void Optimizer::allocate_state() {
+    for (size_t i = 0; i < params_.size(); ++i)
+        if (state_[i].slots.empty()) allocate_slots(i);
 }
 
 const ParamState& Optimizer::state(size_t i) const {

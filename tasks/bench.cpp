@@ -395,6 +395,7 @@ void measure(const BenchPreset& p, int64_t repeats, const std::vector<Batch>& gi
     std::vector<Batch> batches = given;
     if (batches.empty()) batches.push_back(bench_batch(p, gen));  // random presets: drawn after the weights
     optim::Adam optimizer(model->named_parameters(), {.lr = 0.005});
+    optimizer.allocate_state();  // next to the parameters, as tasks::train does
     on_model(model->num_parameters());
     const auto batch_at = [&](int64_t i) -> const Batch& { return batches[static_cast<size_t>(i) % batches.size()]; };
 

@@ -390,7 +390,9 @@ public:
           optimizer_(model.named_parameters(), {.lr = o.lr}),
           schedule_(make_schedule(o, plan.total_steps, info_.config.transformer.num_hiddens)),
           watch_(info_.config.tgt_vocab_size),
-          anomaly_hint_(o.detect_anomaly ? "" : " (--detect-anomaly names the op that produced it)") {}
+          anomaly_hint_(o.detect_anomaly ? "" : " (--detect-anomaly names the op that produced it)") {
+        optimizer_.allocate_state();  // next to the parameters (optim/optimizer.hpp)
+    }
 
     // Data-parallel training (tasks/distributed.hpp): this process is rank
     // `rank` of `ranks`; it trains its rows of each global batch, and rank

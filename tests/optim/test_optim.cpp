@@ -462,6 +462,46 @@ TEST_CASE("Optimizer::load_state_dict(state_dict()): 5 + 5 resumed steps equal 1
     }
 }
 
+TEST_CASE("Optimizer::allocate_state(): zero slots for every parameter up front; the same steps as lazy allocation",
+          "[optim][state]") {
+    const NoamLR schedule({.d_model = 16, .warmup = 4, .factor = 0.5});
+    Toy lazy, eager;
+    Adam lazy_opt(lazy.module.named_parameters(), AdamOptions{.weight_decay = 0.01});
+    Adam eager_opt(eager.module.named_parameters(), AdamOptions{.weight_decay = 0.01});
+    eager_opt.allocate_state();
+    for (size_t i = 0; i < eager_opt.parameters().size(); ++i) {
+        const ParamState& st = eager_opt.state(i);
+        REQUIRE(st.slots.size() == 2);  // exp_avg, exp_avg_sq
+        CHECK(st.step == 0);
+        for (const Tensor& slot : st.slots) {
+            CHECK(slot.shape() == eager_opt.parameters()[i].shape());
+            CHECK(slot.dtype() == eager_opt.parameters()[i].dtype());
+            for (double v : slot.to_vector()) CHECK(v == 0.0);
+        }
+        CHECK(lazy_opt.state(i).slots.empty());
+    }
+    // a second call keeps the slots it made
+    const void* first = eager_opt.state(0).slots[0].raw_data();
+    eager_opt.allocate_state();
+    CHECK(eager_opt.state(0).slots[0].raw_data() == first);
+    // the state dicts agree before any step (slots not yet made are saved as zeros)
+    for (const auto& [key, value] : lazy_opt.state_dict()) {
+        INFO(key);
+        CHECK(eager_opt.state_dict().at(key).to_vector() == value.to_vector());
+    }
+
+    train(lazy, lazy_opt, schedule, 4);
+    train(eager, eager_opt, schedule, 4);
+    for (const auto& [key, value] : lazy.module.state_dict()) {
+        INFO(key);
+        CHECK(eager.module.state_dict().at(key).to_vector<float>() == value.to_vector<float>());
+    }
+    for (const auto& [key, value] : lazy_opt.state_dict()) {
+        INFO(key);
+        CHECK(eager_opt.state_dict().at(key).to_vector() == value.to_vector());
+    }
+}
+
 TEST_CASE("Optimizer::state_dict(): keys carry the parameter index and name; scalars are 0-d", "[optim][state]") {
     Toy toy;
     Adam opt(toy.module.named_parameters(), {.lr = 0.01});
