@@ -260,10 +260,6 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 // ---- linear ---------------------------------------------------------------------------------------
 
 namespace {
-// out (rows, n), contiguous, gets the row b (n) in each of its rows: the
-// broadcast copy_(out, b) with one plain copy per row, since a linear layer
-// of a small model (rows of 32 numbers) would otherwise pay copy_'s general
-// strided loop per row on every call.
 // dst (rows, kVecs · 64 bytes) = src broadcast: the row is held in kVecs
 // vector values (GCC's vector extension) and stored whole into every row.
 // For short rows std::copy was a memmove call per row (a d2l layer's 32
@@ -279,6 +275,11 @@ void fill_short_rows(const T* src, T* dst, int64_t rows) {
             std::memcpy(dst + (r * kVecs + k) * W, &v[k], sizeof(V));
 }
 
+// out (rows, n), contiguous, gets the row b (n) in each of its rows: the
+// broadcast copy_(out, b) with one plain copy per row (whole vectors for
+// rows of 1 to 4 of them), since a linear layer of a small model (rows of 32
+// numbers) would otherwise pay copy_'s general strided loop per row on
+// every call.
 void fill_rows(const Tensor& out, const Tensor& b_, int64_t rows) {
     const Tensor b = b_.contiguous();
     const int64_t n = b.numel();
