@@ -754,14 +754,21 @@ Tensor randn(const Shape& shape, Generator& gen, DType dtype) {
     return fill_random(shape, dtype, [&] { return gen.normal(); });
 }
 
+namespace {
+// One number of U(low, high) per call, for uniform and uniform_ alike.
+auto uniform_draw(double low, double high, Generator& gen) {
+    return [low, high, &gen] { return low + (high - low) * gen.uniform(); };
+}
+}  // namespace
+
 Tensor uniform(const Shape& shape, double low, double high, Generator& gen, DType dtype) {
     if (!(low <= high)) fail<ValueError>("uniform: low {} must not exceed high {}", low, high);
-    return fill_random(shape, dtype, [&] { return low + (high - low) * gen.uniform(); });
+    return fill_random(shape, dtype, uniform_draw(low, high, gen));
 }
 
 void uniform_(const Tensor& t, double low, double high, Generator& gen) {
     if (!(low <= high)) fail<ValueError>("uniform_: low {} must not exceed high {}", low, high);
-    const auto draw = [&] { return low + (high - low) * gen.uniform(); };
+    const auto draw = uniform_draw(low, high, gen);
     if (t.is_contiguous())
         fill_random_into(t, draw);  // no temporary: initialising a model allocates only its parameters
     else
