@@ -2,6 +2,7 @@
 # tformer against PyTorch eager on the same models (see docs/bench.md).
 #
 #   bash bench/compare.sh [--threads "1 2"] [--repeats N] [--rounds N] [PRESET ...]
+#   bash bench/compare.sh --table FILE    the table of an earlier run's raw figures
 #
 # For every thread count and every preset (default: d2l copy small base translate) it
 # runs `tformer bench` and then bench/torch_bench.py twice right after it, so
@@ -28,6 +29,9 @@
 # prints what the run achieved and what bare sgemm achieves on the same
 # shapes called one after the other (the limit); PyTorch's column is the same
 # work divided by PyTorch's time (both engines run the same products).
+# The ceiling column is the ratio tformer would reach with its products at
+# bare sgemm's speed and no time spent outside them: a target above it needs
+# a faster sgemm, not less overhead.
 #
 # Environment: TFORMER (default build/release/apps/tformer), PYTHON (default
 # /usr/bin/python3, which must import torch), OUT (the raw JSON lines;
@@ -39,51 +43,64 @@ threads="1 2"
 rounds=1
 repeats=()
 presets=()
+table=""
 while (($#)); do
   case "$1" in
     --threads) threads="$2"; shift 2 ;;
     --repeats) repeats=(--repeats "$2"); shift 2 ;;  # default: each preset's own count
     --rounds) rounds="$2"; shift 2 ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    --table) table="$2"; shift 2 ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     -*) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
     *) presets+=("$1"); shift ;;
   esac
 done
 ((${#presets[@]})) || presets=(d2l copy small base translate)
 
-TFORMER=${TFORMER:-build/release/apps/tformer}
 PYTHON=${PYTHON:-/usr/bin/python3}
-OUT=${OUT:-build/bench/compare-$(date +%Y%m%d-%H%M%S).jsonl}
-[[ -x $TFORMER ]] || { echo "compare.sh: $TFORMER not built (cmake --build build/release --target tformer)" >&2; exit 1; }
-"$PYTHON" -c 'import torch' 2>/dev/null || { echo "compare.sh: $PYTHON cannot import torch" >&2; exit 1; }
-mkdir -p "$(dirname "$OUT")"
-: > "$OUT"
 
-for t in $threads; do
-  for p in "${presets[@]}"; do
-    load=$(cut -d' ' -f1 /proc/loadavg)
-    echo "compare.sh: $p at $t thread(s), load $load" >&2
-    # the load line tags the pair, so the table can show what it was measured under
-    printf '{"engine":"machine","preset":"%s","threads":%s,"figure":"load_1min","value":%s}\n' "$p" "$t" "$load" >> "$OUT"
-    tformer_batches=() torch_batches=()
-    if [[ $p == translate ]]; then  # PyTorch runs on the batches tformer measured
-      batches="$(dirname "$OUT")/translate-batches.json"
-      tformer_batches=(--save-batches "$batches") torch_batches=(--batches "$batches")
-    fi
-    for ((r = 1; r <= rounds; r++)); do
-      ((rounds == 1)) || echo "compare.sh: $p at $t thread(s), round $r of $rounds" >&2
-      "$TFORMER" bench --preset "$p" --threads "$t" "${repeats[@]}" "${tformer_batches[@]}" >> "$OUT"
-      # the later rounds run on the batches the first one saved
-      ((r > 1 || ${#tformer_batches[@]} == 0)) || tformer_batches=(--load-batches "$batches")
-      "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" "${repeats[@]}" "${torch_batches[@]}" >> "$OUT"
-      GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184 OMP_WAIT_POLICY=PASSIVE \
-        "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" "${repeats[@]}" "${torch_batches[@]}" \
-        --engine pytorch-tuned >> "$OUT"
+# runs every preset at every thread count, each engine in turn, into $OUT
+measure() {
+  TFORMER=${TFORMER:-build/release/apps/tformer}
+  OUT=${OUT:-build/bench/compare-$(date +%Y%m%d-%H%M%S).jsonl}
+  [[ -x $TFORMER ]] || { echo "compare.sh: $TFORMER not built (cmake --build build/release --target tformer)" >&2; exit 1; }
+  "$PYTHON" -c 'import torch' 2>/dev/null || { echo "compare.sh: $PYTHON cannot import torch" >&2; exit 1; }
+  mkdir -p "$(dirname "$OUT")"
+  : > "$OUT"
+
+  for t in $threads; do
+    for p in "${presets[@]}"; do
+      load=$(cut -d' ' -f1 /proc/loadavg)
+      echo "compare.sh: $p at $t thread(s), load $load" >&2
+      # the load line tags the pair, so the table can show what it was measured under
+      printf '{"engine":"machine","preset":"%s","threads":%s,"figure":"load_1min","value":%s}\n' "$p" "$t" "$load" >> "$OUT"
+      tformer_batches=() torch_batches=()
+      if [[ $p == translate ]]; then  # PyTorch runs on the batches tformer measured
+        batches="$(dirname "$OUT")/translate-batches.json"
+        tformer_batches=(--save-batches "$batches") torch_batches=(--batches "$batches")
+      fi
+      for ((r = 1; r <= rounds; r++)); do
+        ((rounds == 1)) || echo "compare.sh: $p at $t thread(s), round $r of $rounds" >&2
+        "$TFORMER" bench --preset "$p" --threads "$t" "${repeats[@]}" "${tformer_batches[@]}" >> "$OUT"
+        # the later rounds run on the batches the first one saved
+        ((r > 1 || ${#tformer_batches[@]} == 0)) || tformer_batches=(--load-batches "$batches")
+        "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" "${repeats[@]}" "${torch_batches[@]}" >> "$OUT"
+        GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184 OMP_WAIT_POLICY=PASSIVE \
+          "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" "${repeats[@]}" "${torch_batches[@]}" \
+          --engine pytorch-tuned >> "$OUT"
+      done
     done
   done
-done
 
-echo "compare.sh: raw figures in $OUT" >&2
+  echo "compare.sh: raw figures in $OUT" >&2
+}
+
+if [[ -n $table ]]; then  # no measuring: the table of figures already written
+  [[ -f $table ]] || { echo "compare.sh: --table $table: no such file" >&2; exit 1; }
+  OUT=$table
+else
+  measure
+fi
 "$PYTHON" - "$OUT" <<'EOF'
 import json, sys
 
@@ -122,8 +139,26 @@ if "tformer" in info:
 if "pytorch" in info:
     print(f"PyTorch {info['pytorch'].get('torch')}, {info['pytorch'].get('blas')}, decoding: {info['pytorch'].get('decode')}")
 print()
-print("| preset | threads | load | figure | tformer | pytorch | pytorch tuned | ratio (best pytorch) | bare sgemm |")
-print("|---|---:|---:|---|---:|---:|---:|---:|---:|")
+# The ceiling: the ratio tformer would reach if it ran its products at bare
+# sgemm's speed on the same shapes and spent no time outside them. Both
+# engines call the same sgemm, so a target above the ceiling cannot be met by
+# work outside the GEMMs; only a faster sgemm (or fewer products) would.
+def ceiling(figs, f):
+    run = next((r for r in ("train_step", "forward_eval", "greedy_decode") if f.startswith(r)), None)
+    if f == "train_tokens_per_s":
+        run = "train_step"
+    if run is None or f == f"{run}_cpu_ms":
+        return ""
+    work = figs.get(f"{run}_gflop", {}).get("tformer")
+    bare = figs.get(f"{run}_sgemm_gflops", {}).get("tformer")
+    torch_ms = [x for x in (figs.get(f"{run}_ms", {}).get(e) for e in ("pytorch", "pytorch-tuned")) if x]
+    if not work or not bare or not torch_ms:
+        return ""
+    floor_ms = work / bare * 1e3
+    return f"{min(torch_ms) / floor_ms:.2f}"
+
+print("| preset | threads | load | figure | tformer | pytorch | pytorch tuned | ratio (best pytorch) | bare sgemm | ceiling |")
+print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
 for (preset, threads), figs in rows.items():
     for f in order:
         v = figs.get(f, {})
@@ -138,5 +173,5 @@ for (preset, threads), figs in rows.items():
         # GFLOP/s rows: what bare sgemm reaches on the same shapes, the limit
         bare = figs.get(f.replace("_gflops", "_sgemm_gflops"), {}).get("tformer", "") if f.endswith("_gflops") else ""
         print(f"| {preset} | {threads} | {load.get((preset, threads), '')} | {f} | {t} | {v.get('pytorch')} | "
-              f"{v.get('pytorch-tuned')} | {ratio} | {bare} |")
+              f"{v.get('pytorch-tuned')} | {ratio} | {bare} | {ceiling(figs, f)} |")
 EOF
