@@ -750,13 +750,29 @@ TEST_CASE(
         const auto n = static_cast<int64_t>(rows.size());
         const Tensor index = core::from_vector(rows, {n});
         const Tensor row_lens = core::index_select(enc_lens, 0, index);
-        KVCache shared, own;
+        KVCache shared;
         (void)mha.forward_step(Variable(core::randn({sentences, 1, D}, gen, dtype)), Variable(enc), Variable(enc),
                                enc_lens, shared, /*append=*/false);  // filled once per sentence
+        // each row's own copy of its sentence's cached keys and values (the
+        // cache's rows are sentence-major, H heads each). Copied, not projected
+        // again from the rows' encoder outputs: sgemm need not give a row the
+        // same bits in a product of 4 sentences as in one of 2 (OpenBLAS's
+        // Haswell kernels do not), and the kv_rows path reads the same cache.
+        KVCache own;
+        std::vector<int64_t> head_rows;
+        for (const int64_t r : rows)
+            for (int64_t h = 0; h < H; ++h) head_rows.push_back(r * H + h);
+        const Tensor head_index = core::from_vector(head_rows, {n * H});
+        own.keys = core::index_select(shared.keys, 0, head_index);
+        own.values = core::index_select(shared.values, 0, head_index);
         const Variable enc_rows(core::index_select(enc, 0, index));
         const Variable q(core::randn({n, 1, D}, gen, dtype));
-        const Tensor expected = mha.forward_step(q, enc_rows, enc_rows, row_lens, own, false).value();
+        const Tensor expected = mha.forward_step(q, Variable(), Variable(), row_lens, own, false).value();
         const Tensor expected_weights = mha.attention_weights();
+        // and, up to rounding, what projecting the rows' encoder outputs again gives
+        KVCache projected;
+        const Tensor reprojected = mha.forward_step(q, enc_rows, enc_rows, row_lens, projected, false).value();
+        CHECK(max_abs_diff(reprojected, expected) < tolerance(dtype));
         const Tensor got = mha.forward_step(q, Variable(), Variable(), row_lens, shared, false, rows).value();
         CHECK(max_abs_diff(got, expected) == 0.0);
         CHECK(max_abs_diff(mha.attention_weights(), expected_weights) == 0.0);
