@@ -431,9 +431,12 @@ struct SplitRun {
 };
 
 SplitRun run_args(const std::vector<std::string>& args, const std::string& stdin_text = "") {
-    const std::string dir = std::filesystem::temp_directory_path().string();
-    const std::string in = dir + "/tformer-cli-stdin", out = dir + "/tformer-cli-stdout",
-                      err = dir + "/tformer-cli-stderr";
+    // files of this process and this call: ctest runs test cases as parallel
+    // processes, and with fixed names one test read another's stderr
+    static int calls = 0;
+    const std::string prefix = std::filesystem::temp_directory_path().string() + "/tformer-cli-" +
+                               std::to_string(::getpid()) + "-" + std::to_string(++calls);
+    const std::string in = prefix + "-stdin", out = prefix + "-stdout", err = prefix + "-stderr";
     std::ofstream(in, std::ios::binary) << stdin_text;
     std::vector<std::string> argv_s = {std::string(TFORMER_BINARY_DIR) + "/apps/tformer"};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
@@ -450,7 +453,9 @@ SplitRun run_args(const std::vector<std::string>& args, const std::string& stdin
     posix_spawn_file_actions_destroy(&files);
     int status = 0;
     REQUIRE(waitpid(pid, &status, 0) == pid);
-    return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, file_bytes(out), file_bytes(err)};
+    SplitRun run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, file_bytes(out), file_bytes(err)};
+    for (const std::string& f : {in, out, err}) std::filesystem::remove(f);
+    return run;
 }
 
 // the first `n` lines of the bundled corpus, as a file of their own
