@@ -79,7 +79,8 @@ lines_of() { wc -l <"$W/out/$1.stdout"; }
 
 # python helpers that craft hostile checkpoints from a real one
 craft() {
-    "$PY" - "$@" <<'EOF'
+    # a file that could not be crafted would make its cases pass or fail for the wrong reason
+    "$PY" - "$@" <<'EOF' || { echo "probe: could not craft $3 from $2 ($1)" >&2; exit 2; }
 import json, struct, sys, math
 def read(path):
     b = open(path, 'rb').read()
@@ -91,15 +92,27 @@ def write(path, header, data):
 what, src, dst = sys.argv[1:4]
 header, data = read(src)
 meta = header['__metadata__']
+# tformer-checkpoint-2: everything tformer saves is one JSON object under
+# "tformer" (config, step, epoch, rng, vocabularies or tokenizer, and the
+# "extra" strings that recreate the data split)
+state = json.loads(meta['tformer'])
 if what == 'bomb':        # the probe's 78 KB file: a config asking for num_hiddens 20000, no tensors
-    c = json.loads(meta['config'])
+    c = state['config']
     for k in ('key_size', 'query_size', 'value_size', 'num_hiddens', 'norm_shape', 'ffn_num_input'):
         c[k] = 20000
     c['ffn_num_hiddens'] = 20000
-    meta['config'] = json.dumps(c)
+    meta['tformer'] = json.dumps(state)
     write(dst, {'__metadata__': meta}, b'')
-elif what == 'meta':      # one metadata value replaced
-    meta[sys.argv[4]] = sys.argv[5]
+elif what == 'meta':      # one value replaced: x.KEY is extra's KEY (a string), else a JSON value or a string
+    key, value = sys.argv[4], sys.argv[5]
+    if key.startswith('x.'):
+        state['extra'][key[2:]] = value
+    else:
+        try:
+            state[key] = json.loads(value)
+        except ValueError:
+            state[key] = value
+    meta['tformer'] = json.dumps(state)
     write(dst, header, data)
 elif what == 'nan':       # a model weight set to NaN
     name = sorted(k for k in header if k.startswith('model.') and header[k]['dtype'] == 'F32')[0]
