@@ -78,8 +78,9 @@ Variable layer_norm(const Variable& x, const Variable& weight, const Variable& b
     // Saved: x with the per-row mean and rstd (..., ), so backward rebuilds
     // x̂ = (x - mean) * rstd without a second pass of statistics, and weight,
     // which scales dy before it reaches x̂. (Recovering x̂ from y instead would
-    // divide by weight, which fails where a weight is 0.)
-    return record(
+    // divide by weight, which fails where a weight is 0.) The ops that use y
+    // need not keep it: it is this kernel once more on x, which we keep.
+    Variable out_y = record(
         "layer_norm", out.y, {x, weight, bias},
         [xv = x.value(), mean = out.mean, rstd = out.rstd, w, has_bias = bias.defined()](const Tensor& dy, Grads& g) {
             // y = x̂ ⊙ weight + bias with x̂ depending on x through mean and rstd too:
@@ -90,6 +91,9 @@ Variable layer_norm(const Variable& x, const Variable& weight, const Variable& b
             if (g.wanted(1)) g[1] = std::move(grads.dweight);
             if (g.wanted(2)) g[2] = std::move(grads.dbias);
         });
+    const Tensor b = bias.defined() ? bias.value() : Tensor();
+    set_remake(out_y, [xv = x.value(), w, b, eps] { return c::layer_norm(xv, w, b, eps).y; });
+    return out_y;
 }
 
 // y = layer_norm(x + y_in ⊙ keep)                  x, y_in, keep, y (..., D); weight, bias (D)
@@ -101,17 +105,22 @@ Variable add_layer_norm(const Variable& x, const Variable& y, const Tensor& keep
         c::add_layer_norm(x.value(), y.value(), keep, w, bias.defined() ? bias.value() : Tensor(), eps);
     // Saved: the sum s with its row mean and rstd (layer_norm's saved input),
     // weight, and the mask, which is all dropout's backward needs (as bits:
-    // a float mask would be as large as s).
-    return record("add_layer_norm", out.y, {x, y, weight, bias},
-                  [s = out.sum, mean = out.mean, rstd = out.rstd, w, mask = c::PackedMask(keep),
-                   has_bias = bias.defined()](const Tensor& dy, Grads& g) {
-                      // ds from layer norm's backward; s = x + y ⊙ keep, so dx = ds and dy_in = ds ⊙ keep
-                      c::LayerNormGrads grads = c::layer_norm_backward(dy, s, mean, rstd, w, has_bias);
-                      if (g.wanted(1)) g[1] = mask.defined() ? c::mul(grads.dx, mask.unpack()) : grads.dx;
-                      if (g.wanted(0)) g[0] = std::move(grads.dx);
-                      if (g.wanted(2)) g[2] = std::move(grads.dweight);
-                      if (g.wanted(3)) g[3] = std::move(grads.dbias);
-                  });
+    // a float mask would be as large as s). The output is layer_norm(s), which
+    // the ops that use it make again from s (set_remake) instead of keeping it.
+    Variable out_y = record("add_layer_norm", out.y, {x, y, weight, bias},
+                            [s = out.sum, mean = out.mean, rstd = out.rstd, w, mask = c::PackedMask(keep),
+                             has_bias = bias.defined()](const Tensor& dy, Grads& g) {
+                                // ds from layer norm's backward; s = x + y ⊙ keep, so dx = ds and dy_in = ds ⊙ keep
+                                c::LayerNormGrads grads = c::layer_norm_backward(dy, s, mean, rstd, w, has_bias);
+                                if (g.wanted(1)) g[1] = mask.defined() ? c::mul(grads.dx, mask.unpack()) : grads.dx;
+                                if (g.wanted(0)) g[0] = std::move(grads.dx);
+                                if (g.wanted(2)) g[2] = std::move(grads.dweight);
+                                if (g.wanted(3)) g[3] = std::move(grads.dbias);
+                            });
+    // the forward's layer norm of s, the same kernel on the same rows: the same bits
+    const Tensor b = bias.defined() ? bias.value() : Tensor();
+    set_remake(out_y, [s = out.sum, w, b, eps] { return c::layer_norm(s, w, b, eps).y; });
+    return out_y;
 }
 
 // ============================ embedding ============================
@@ -314,15 +323,18 @@ Variable multi_head_attention(const Variable& q, const Variable& k, const Variab
                          core::shape_str(P.shape()));
     if (weights) *weights = P;
     // saved: the three inputs, P and the dropout mask as bits (backward
-    // recomputes nothing but the products)
-    return record("multi_head_attention", core::attention_values(P, v.value(), keep), {q, k, v},
-                  [Q = q.value(), K = k.value(), V = v.value(), P, mask = c::PackedMask(keep), scale](const Tensor& dO,
-                                                                                                      Grads& g) {
-                      core::AttentionGrads d = core::attention_backward(dO, Q, K, V, P, mask.unpack(), scale);
-                      if (g.wanted(0)) g[0] = std::move(d.dQ);
-                      if (g.wanted(1)) g[1] = std::move(d.dK);
-                      if (g.wanted(2)) g[2] = std::move(d.dV);
-                  });
+    // recomputes nothing but the products). The output, P v per head, is
+    // made again from them for the output projection's backward (set_remake).
+    const c::PackedMask mask(keep);
+    Variable out = record("multi_head_attention", core::attention_values(P, v.value(), keep), {q, k, v},
+                          [Q = q.value(), K = k.value(), V = v.value(), P, mask, scale](const Tensor& dO, Grads& g) {
+                              core::AttentionGrads d = core::attention_backward(dO, Q, K, V, P, mask.unpack(), scale);
+                              if (g.wanted(0)) g[0] = std::move(d.dQ);
+                              if (g.wanted(1)) g[1] = std::move(d.dK);
+                              if (g.wanted(2)) g[2] = std::move(d.dV);
+                          });
+    set_remake(out, [P, V = v.value(), mask] { return core::attention_values(P, V, mask.unpack()); });
+    return out;
 }
 
 // ---- the output layer and its loss, fused -------------------------------------------------------

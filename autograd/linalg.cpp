@@ -91,12 +91,14 @@ void linear_backward(const Tensor& dy, const Tensor& xv, const Tensor& wv, const
 // y = x @ Wᵀ + bias          x (..., in), W (out, in), bias (out), y (..., out)
 Variable linear(const Variable& x, const Variable& weight, const Variable& bias) {
     Tensor y = c::linear(x.value(), weight.value(), bias.defined() ? bias.value() : Tensor());
-    // dx needs W, dW needs x, dbias needs neither: save only what a wanted gradient uses
-    Tensor xv = weight.requires_grad() ? x.value() : Tensor();
+    // dx needs W, dW needs x, dbias needs neither: save only what a wanted
+    // gradient uses (x as a SavedValue: a layer norm's or attention's output
+    // is made again in backward rather than kept)
+    SavedValue xv = weight.requires_grad() ? SavedValue(x) : SavedValue();
     Tensor wv = x.requires_grad() ? weight.value() : Tensor();
     return record("linear", std::move(y), {x, weight, bias},
-                  [xv, wv, sx = x.shape(), sw = weight.shape()](const Tensor& dy, Grads& g) {
-                      linear_backward(dy, xv, wv, sx, sw, g);
+                  [xv = std::move(xv), wv, sx = x.shape(), sw = weight.shape()](const Tensor& dy, Grads& g) {
+                      linear_backward(dy, xv.get(), wv, sx, sw, g);
                   });
 }
 
@@ -104,13 +106,13 @@ Variable linear(const Variable& x, const Variable& weight, const Variable& bias)
 Variable linear_relu(const Variable& x, const Variable& weight, const Variable& bias) {
     Tensor y = c::linear(x.value(), weight.value(), bias.defined() ? bias.value() : Tensor());
     c::relu_(y);  // over the fresh output: no second tensor
-    Tensor xv = weight.requires_grad() ? x.value() : Tensor();
+    SavedValue xv = weight.requires_grad() ? SavedValue(x) : SavedValue();
     Tensor wv = x.requires_grad() ? weight.value() : Tensor();
     // saved: what linear saves, and the output y, whose sign is relu's slope
     return record("linear_relu", y, {x, weight, bias},
-                  [y, xv, wv, sx = x.shape(), sw = weight.shape()](const Tensor& dy, Grads& g) {
+                  [y, xv = std::move(xv), wv, sx = x.shape(), sw = weight.shape()](const Tensor& dy, Grads& g) {
                       // relu passes dy where it passed its input (y > 0), then the linear's gradients
-                      linear_backward(c::relu_backward(dy, y), xv, wv, sx, sw, g);
+                      linear_backward(c::relu_backward(dy, y), xv.get(), wv, sx, sw, g);
                   });
 }
 

@@ -193,6 +193,61 @@ void check_forward(const char* name, const Tensor& value, std::span<const Variab
 
 }  // namespace detail
 
+// ---- values saved for backward, or made again ------------------------------------------------
+
+namespace {
+std::atomic<int64_t> g_remake_min_elements{int64_t{1} << 18};
+}  // namespace
+
+int64_t remake_min_elements() { return g_remake_min_elements.load(std::memory_order_relaxed); }
+
+int64_t set_remake_min_elements(int64_t elements) {
+    if (elements < 0) fail<ValueError>("set_remake_min_elements: need a count >= 0, got {}", elements);
+    return g_remake_min_elements.exchange(elements);
+}
+
+void set_remake(const Variable& y, std::function<Tensor()> make) {
+    checked(y.impl(), "set_remake");
+    if (!y.impl()->grad_fn || y.numel() < remake_min_elements()) return;
+    auto remake = std::make_shared<Remake>();
+    remake->make = std::move(make);
+    y.impl()->remake = std::move(remake);
+}
+
+SavedValue::SavedValue(const Variable& x) {
+    const auto& impl = checked(x.impl(), "SavedValue");
+    if (impl->remake) {
+        remake_ = impl->remake;
+        remake_->users.fetch_add(1);
+    } else {
+        value_ = x.value();
+    }
+}
+
+SavedValue::SavedValue(const SavedValue& other) : value_(other.value_), remake_(other.remake_) {
+    if (remake_) remake_->users.fetch_add(1);
+}
+
+SavedValue::SavedValue(SavedValue&& other) noexcept
+    : value_(std::move(other.value_)), remake_(std::move(other.remake_)) {}
+
+SavedValue& SavedValue::operator=(SavedValue other) noexcept {
+    std::swap(value_, other.value_);
+    std::swap(remake_, other.remake_);
+    return *this;
+}
+
+SavedValue::~SavedValue() {
+    // the last op that saved the recipe lets the value it made go
+    if (remake_ && remake_->users.fetch_sub(1) == 1) remake_->made = Tensor();
+}
+
+Tensor SavedValue::get() const {
+    if (!remake_) return value_;
+    if (!remake_->made.defined()) remake_->made = remake_->make();
+    return remake_->made;
+}
+
 // ---- backward ---------------------------------------------------------------------------------------
 
 namespace {

@@ -100,6 +100,15 @@ private:
     std::optional<Backward> fn_;
 };
 
+/// How an op can make its output again from tensors its own backward keeps
+/// anyway (see SavedValue): the recipe, and the value it last made, shared by
+/// the ops that saved the recipe until the last of them lets it go.
+struct Remake {
+    std::function<Tensor()> make;
+    Tensor made;                    ///< undefined until a backward asks for it
+    std::atomic<int64_t> users{0};  ///< SavedValues holding this recipe
+};
+
 /// What a Variable handle points to.
 ///
 /// The graph reaches a value through the nodes that use it (their inputs()),
@@ -117,7 +126,8 @@ struct VariableImpl {
     Tensor grad;                      ///< accumulated gradient (leaves, or retain_grad)
     std::shared_ptr<Node> grad_fn;    ///< the op that made this value; null for leaves
     bool requires_grad = false;
-    bool retains_grad = false;  ///< keep grad() on a non-leaf too
+    bool retains_grad = false;       ///< keep grad() on a non-leaf too
+    std::shared_ptr<Remake> remake;  ///< set by set_remake(); null for most values
     std::vector<std::function<void(const Tensor&)>> hooks;
     // bookkeeping for backward(): which pass visited this node last, and the
     // gradient collected so far during that pass
@@ -242,6 +252,67 @@ private:
 
 /// Graph nodes alive right now; tests use it to prove graphs are freed.
 int64_t live_node_count();
+
+// ---- values saved for backward, or made again ------------------------------------------------
+
+/// What an op keeps of an input for its backward (nn::Linear keeps its input
+/// x for dW = dyᵀ x): the tensor itself, or, when the op that made x gave it
+/// a recipe (set_remake), the recipe. A layer norm's output is one pass over
+/// the sum its own backward keeps, and attention's output one product of the
+/// weights and values its backward keeps: saving the recipe instead of the
+/// value lets the value go once the forward pass is done with it, and
+/// backward makes it again, to the bit, when it gets there (activation
+/// recomputation, as torch.utils.checkpoint does for whole blocks). The ops
+/// that save this way: linear and linear_relu. The value made is shared by
+/// every op that saved the same recipe (the three projections of one input
+/// make it once) and dropped when the last of them is released.
+class SavedValue {
+public:
+    SavedValue() = default;
+    /// Keeps x's recipe if it has one, else x's value.
+    explicit SavedValue(const Variable& x);
+    SavedValue(const SavedValue& other);
+    SavedValue(SavedValue&& other) noexcept;
+    SavedValue& operator=(SavedValue other) noexcept;
+    ~SavedValue();
+
+    bool defined() const { return value_.defined() || remake_ != nullptr; }
+    /// True when the value will be made again rather than kept (tests).
+    bool remade() const { return remake_ != nullptr; }
+    /// The value: the one kept, or the one made (once, for all who saved it).
+    Tensor get() const;
+
+private:
+    Tensor value_;
+    std::shared_ptr<Remake> remake_;
+};
+
+/// Gives y, an op's output just recorded, a recipe that makes its value
+/// again (bit for bit: the same kernel on the same saved tensors), if y is in
+/// a graph and holds at least remake_min_elements() elements; does nothing
+/// otherwise, so ops that save y keep its value.
+void set_remake(const Variable& y, std::function<Tensor()> make);
+
+/// Values smaller than this are kept rather than remade: for them the time of
+/// remaking matters more than the memory. 2^18 elements (1 MB in float32):
+/// the layer norms of the small and base bench presets (2048 × 256, 1024 ×
+/// 512) are remade, d2l's (640 × 32) kept.
+int64_t remake_min_elements();
+/// Sets the threshold (tests: 0 remakes every value that has a recipe, a
+/// huge value none); returns the previous one.
+int64_t set_remake_min_elements(int64_t elements);
+
+/// Sets remake_min_elements() for its lifetime.
+class RemakeThresholdGuard {
+public:
+    explicit RemakeThresholdGuard(int64_t elements) : previous_(set_remake_min_elements(elements)) {}
+    ~RemakeThresholdGuard() { set_remake_min_elements(previous_); }
+    RemakeThresholdGuard(const RemakeThresholdGuard&) = delete;
+    RemakeThresholdGuard& operator=(const RemakeThresholdGuard&) = delete;
+
+private:
+    int64_t previous_;
+};
 
 // ---- recording ops ---------------------------------------------------------------------------
 

@@ -11,7 +11,9 @@
 
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <string>
+#include <tuple>
 
 using namespace tformer;
 using namespace tformer::autograd;
@@ -506,4 +508,92 @@ TEST_CASE("cross_entropy: the last backward writes the gradient over logits it a
     const Tensor in_place = grad_of_x(false, false);
     CHECK(same_floats(in_place, grad_of_x(true, false)));
     CHECK(same_floats(in_place, grad_of_x(false, true)));
+}
+
+// ============================ values made again in backward ============================
+
+TEST_CASE(
+    "set_remake: the outputs of layer_norm, add_layer_norm and multi_head_attention that linears use are freed "
+    "after the forward pass and made again, to the bit, in backward",
+    "[autograd][functional]") {
+    const int64_t B = 4, T = 6, D = 16;  // y is (B, T, D): 384 floats
+    core::Generator gen(21);
+    const Tensor a = core::randn({B, T, D}, gen), r = core::randn({B, T, D}, gen);
+    const Tensor k = core::randn({B, T, D}, gen), v = core::randn({B, T, D}, gen);
+    const Tensor keep_y = core::mul(core::bernoulli({B, T, D}, 0.8, gen), 1.0 / 0.8);
+    const Tensor keep_p = core::mul(core::bernoulli({B, 2, T, T}, 0.8, gen), 1.0 / 0.8);
+    const Tensor lens = core::from_vector(std::vector<int64_t>{6, 3, 1, 5}, {B});
+    const Tensor w0 = core::randn({D}, gen), b0 = core::randn({D}, gen);
+    const Tensor W1 = core::randn({8, D}, gen), W2 = core::randn({8, D}, gen), W3 = core::randn({8, D}, gen);
+
+    using Producer = std::function<Variable(const std::vector<Variable>&)>;
+    const std::vector<std::pair<std::string, Producer>> producers = {
+        {"layer_norm", [&](const std::vector<Variable>& x) { return layer_norm(x[0], x[2], x[3], 1e-5); }},
+        {"add_layer_norm",
+         [&](const std::vector<Variable>& x) { return add_layer_norm(x[0], x[1], keep_y, x[2], x[3], 1e-5); }},
+        {"multi_head_attention",
+         [&](const std::vector<Variable>& x) { return multi_head_attention(x[0], x[1], x[4], 2, lens, keep_p); }},
+    };
+    for (const auto& [name, produce] : producers) {
+        DYNAMIC_SECTION(name) {
+            // y feeds three linears (as attention's projections share their input) and a linear_relu
+            const auto run = [&](int64_t threshold) {
+                RemakeThresholdGuard guard(threshold);
+                const int64_t start = core::storage_bytes();
+                std::vector<Variable> leaves{Variable(a, true), Variable(r, true), Variable(w0, true),
+                                             Variable(b0, true), Variable(v, true)};
+                const std::vector<Variable> weights{Variable(W1, true), Variable(W2, true), Variable(W3, true)};
+                Variable loss;
+                bool remade = false;
+                {
+                    const Variable y = produce(leaves);
+                    remade = SavedValue(y).remade();
+                    const Variable h =
+                        linear(y, weights[0], {}) + linear(y, weights[1], {}) * 0.5 + linear_relu(y, weights[2], {});
+                    loss = sum(mul(h, h));
+                }
+                const int64_t held = core::storage_bytes() - start;  // the leaves and what the graph keeps
+                loss.backward();
+                std::vector<Tensor> grads;
+                for (const Variable& x : leaves) grads.push_back(x.grad());
+                for (const Variable& x : weights) grads.push_back(x.grad());
+                return std::tuple{held, remade, grads};
+            };
+            const auto [held_kept, remade_kept, kept] = run(std::numeric_limits<int64_t>::max());
+            const auto [held_remade, remade_remade, remade] = run(0);
+            CHECK_FALSE(remade_kept);
+            CHECK(remade_remade);
+            CHECK(held_kept - held_remade == B * T * D * 4);  // y itself, and nothing else, is not held
+            REQUIRE(kept.size() == remade.size());
+            for (size_t i = 0; i < kept.size(); ++i) {
+                INFO("gradient " << i);
+                CHECK(kept[i].defined() == remade[i].defined());
+                if (kept[i].defined()) CHECK(same_floats(kept[i], remade[i]));
+            }
+        }
+    }
+}
+
+TEST_CASE("SavedValue: the value made once is shared by every op that saved it and freed after the last",
+          "[autograd][functional]") {
+    RemakeThresholdGuard guard(0);
+    core::Generator gen(22);
+    const int64_t N = 32, D = 64;
+    Variable x(core::randn({N, D}, gen), true), W(core::randn({D, D}, gen), true);
+    const int64_t start = core::storage_bytes();
+    int calls = 0;
+    Variable loss;
+    {
+        const Variable y = x * 2.0;
+        set_remake(y, [&calls, xv = x.value()] {
+            ++calls;
+            return core::mul(xv, 2.0);
+        });
+        loss = sum(linear(y, W, {}) + linear(y, W, {}) + linear(y, W, {}));
+    }
+    CHECK(calls == 0);  // nothing made during the forward pass
+    loss.backward();
+    CHECK(calls == 1);  // made once for the three linears
+    // nothing of y is left: only the leaves' gradients and the loss
+    CHECK(core::storage_bytes() - start == (N * D + D * D + 1) * 4);
 }

@@ -209,6 +209,38 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "linear and linear_relu on outputs made again in backward (layer_norm, add_layer_norm, multi_head_attention): "
+    "gradcheck with every recipe used",
+    "[autograd][gradcheck][functional]") {
+    const RemakeThresholdGuard guard(0);  // remake every output that has a recipe
+    core::Generator gen(7);
+    const Tensor keep = core::dropout_mask({2, 3, 4}, 0.3, gen, DType::float64);
+    const Tensor keep_p = core::dropout_mask({2, 2, 3, 3}, 0.3, gen, DType::float64);  // (B, H, T, S)
+    const Tensor lens = ids({3, 2}, {2});
+    // y feeds two linears and a linear_relu, as attention's projections and the FFN share their input
+    const auto consumers = [](const Variable& y, const std::vector<Variable>& in) {
+        return linear(y, in[4], Variable()) + linear_relu(y, in[5], in[6]) * linear(y, in[4], Variable());
+    };
+    const auto inputs = [](uint64_t seed) {
+        return std::vector<Variable>{randn({2, 3, 4}, seed), randn({2, 3, 4}, seed + 1), randn({4}, seed + 2),
+                                     randn({4}, seed + 3),   randn({5, 4}, seed + 4),    randn({5, 4}, seed + 5),
+                                     randn({5}, seed + 6)};
+    };
+    run_table({
+        {"layer_norm (2x3x4) into linears", inputs(341),
+         [=](const std::vector<Variable>& in) { return consumers(layer_norm(in[0], in[2], in[3], 1e-5), in); }},
+        {"add_layer_norm (2x3x4) with a mask into linears", inputs(351),
+         [=](const std::vector<Variable>& in) {
+             return consumers(add_layer_norm(in[0], in[1], keep, in[2], in[3], 1e-5), in);
+         }},
+        {"multi_head_attention (2x3x4, 2 heads, lengths, a mask) into linears", inputs(361),
+         [=](const std::vector<Variable>& in) {
+             return consumers(multi_head_attention(in[0], in[1], in[1] * 0.5, 2, lens, keep_p), in);
+         }},
+    });
+}
+
+TEST_CASE(
     "embedding_positional(weight, ids, scale, pos, keep): gradcheck with respect to the weight, a transposed weight",
     "[autograd][gradcheck][functional]") {
     // ids (2, 3) with a repeated id (its row gathers two gradients). The padding

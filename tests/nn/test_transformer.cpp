@@ -6,6 +6,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <limits>
+
 using namespace tformer;
 using namespace tformer::nn;
 using core::DType;
@@ -116,6 +118,45 @@ TEST_CASE(
     const auto da = decode(*composed), db = decode(*fused);
     REQUIRE(da.size() == db.size());
     for (size_t j = 0; j < da.size(); ++j) REQUIRE(da[j] == Approx(db[j]).margin(1e-12));
+}
+
+TEST_CASE(
+    "EncoderDecoder: layer-norm and attention outputs made again in backward instead of kept give the same "
+    "gradients to the bit and hold less",
+    "[nn][transformer]") {
+    core::Generator data(8);
+    const Tensor src = core::randint({3, 5}, 0, 11, data), tgt = core::randint({3, 4}, 0, 13, data);
+    const Tensor lens = core::from_vector(std::vector<int64_t>{5, 3, 1}, {3});
+    const bool fused = GENERATE(false, true);
+    const auto run = [&](int64_t threshold) {
+        const autograd::RemakeThresholdGuard guard(threshold);
+        core::Generator gen(9);  // the same weights and dropout draws each time (the model keeps the generator)
+        TransformerOptions o = tiny(0.2);
+        o.fused = fused;
+        auto net = std::make_shared<EncoderDecoder>(std::make_shared<TransformerEncoder>(11, o, gen),
+                                                    std::make_shared<TransformerDecoder>(13, o, gen));
+        const int64_t start = core::storage_bytes();
+        Variable logits = net->forward(src, tgt, lens);  // (B, T, V)
+        Variable loss = autograd::sum(autograd::mul(logits, logits));
+        const int64_t held = core::storage_bytes() - start;
+        loss.backward();
+        std::vector<Tensor> out{logits.value()};
+        for (auto& [name, p] : net->named_parameters()) out.push_back(p.grad());
+        return std::pair{held, out};
+    };
+    INFO("fused: " << fused);
+    const auto [held_kept, kept] = run(std::numeric_limits<int64_t>::max());
+    const auto [held_remade, remade] = run(0);
+    // not held: the output of every add+norm (2 per encoder block, 3 per decoder block: (3, 5, 8) and
+    // (3, 4, 8) floats) and, with the fused attention, of every attention (1 per encoder block, 2 per
+    // decoder block); the composed attention's output is a reshape, which W_o keeps
+    const int64_t enc = fused ? 2 + 1 : 2, dec = fused ? 3 + 2 : 3;
+    CHECK(held_kept - held_remade == (enc * 2 * 3 * 5 * 8 + dec * 2 * 3 * 4 * 8) * 4);
+    REQUIRE(kept.size() == remade.size());
+    for (size_t i = 0; i < kept.size(); ++i) {
+        INFO("tensor " << i << " (0: logits, then the parameters' gradients)");
+        CHECK(kept[i].to_vector() == remade[i].to_vector());
+    }
 }
 
 TEST_CASE("TransformerDecoder::forward_step: the KV cache gives the full pass's logits", "[nn][transformer]") {
