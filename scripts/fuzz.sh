@@ -71,8 +71,11 @@ run() {
     findings_before=$(count_findings)
     local flags=(
         -rss_limit_mb=2048 -malloc_limit_mb=2048  # a loader must refuse absurd sizes, not try them
-        -timeout=120                              # an input that takes longer is a hang (inputs take milliseconds;
-                                                  # the margin is for a shared machine that may pause us)
+        -timeout=120                              # an input that takes longer is a hang (inputs take milliseconds,
+                                                  # fuzz_checkpoint's slowest a few seconds of CPU; the margin is for
+                                                  # a shared machine that may pause us; libFuzzer measures wall time,
+                                                  # so under `nice -n 19` beside a build a slow input can pass 120 s
+                                                  # without hanging: replay a timeout- file alone before calling it one)
         -max_total_time="$seconds"
         -print_final_stats=1
         -close_fd_mask=1                          # the translations the targets print
