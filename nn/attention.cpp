@@ -282,7 +282,9 @@ void KVCache::append(const core::Tensor& k, const core::Tensor& v, int64_t num_h
     }
     // (B, S_new, H·d) read as (B, H, S_new, d) into steps [S, total) of each head's rows, a
     // row of d numbers at a time (core::copy_ on the permuted view walks them one index at a
-    // time), and the keys into columns [S, total) of the transposed buffer, one number at a time
+    // time), and the keys into columns [S, total) of the transposed buffer, one number at a time.
+    // One loop for the three: a head's row is a handful of numbers (d = 8 in d2l's model), for
+    // which a call to memcpy per row cost more than the copying (a tenth of a decoding step).
     const int64_t room = key_buffer_.size(1);
     core::visit_floating(k.dtype(), "KVCache::append", [&](auto tag) {
         using T = typename decltype(tag)::type;
@@ -293,10 +295,17 @@ void KVCache::append(const core::Tensor& k, const core::Tensor& v, int64_t num_h
         for (int64_t b = 0; b < B; ++b)
             for (int64_t t = 0; t < S_new; ++t)
                 for (int64_t h = 0; h < H; ++h) {
-                    const int64_t from = ((b * S_new + t) * H + h) * d, row = b * H + h;
-                    std::copy_n(kp + from, d, kb + (row * room + S + t) * d);
-                    std::copy_n(vp + from, d, vb + (row * room + S + t) * d);
-                    for (int64_t i = 0; i < d; ++i) kt[(row * d + i) * room + S + t] = kp[from + i];
+                    const int64_t row = b * H + h;
+                    const T* __restrict ks = kp + ((b * S_new + t) * H + h) * d;
+                    const T* __restrict vs = vp + ((b * S_new + t) * H + h) * d;
+                    T* __restrict kd = kb + (row * room + S + t) * d;
+                    T* __restrict vd = vb + (row * room + S + t) * d;
+                    T* __restrict ktd = kt + row * d * room + S + t;
+                    for (int64_t i = 0; i < d; ++i) {
+                        kd[i] = ks[i];
+                        vd[i] = vs[i];
+                        ktd[i * room] = ks[i];
+                    }
                 }
     });
     keys = key_buffer_.slice(1, 0, total);
