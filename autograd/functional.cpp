@@ -74,7 +74,8 @@ Variable masked_softmax_by_mask(const Variable& x, const Tensor& keep) {
 // y = (x - mean) * rstd * weight + bias,  rstd = 1/√(var + eps)   x, y (..., D); weight, bias (D)
 Variable layer_norm(const Variable& x, const Variable& weight, const Variable& bias, double eps) {
     const Tensor w = weight.defined() ? weight.value() : Tensor();
-    c::LayerNormOut out = c::layer_norm(x.value(), w, bias.defined() ? bias.value() : Tensor(), eps);
+    const Tensor b = bias.defined() ? bias.value() : Tensor();
+    c::LayerNormOut out = c::layer_norm(x.value(), w, b, eps);
     // Saved: x with the per-row mean and rstd (..., ), so backward rebuilds
     // x̂ = (x - mean) * rstd without a second pass of statistics, and weight,
     // which scales dy before it reaches x̂. (Recovering x̂ from y instead would
@@ -91,7 +92,6 @@ Variable layer_norm(const Variable& x, const Variable& weight, const Variable& b
             if (g.wanted(1)) g[1] = std::move(grads.dweight);
             if (g.wanted(2)) g[2] = std::move(grads.dbias);
         });
-    const Tensor b = bias.defined() ? bias.value() : Tensor();
     set_remake(out_y, [xv = x.value(), w, b, eps] { return c::layer_norm(xv, w, b, eps).y; });
     return out_y;
 }
@@ -101,8 +101,8 @@ Variable add_layer_norm(const Variable& x, const Variable& y, const Tensor& keep
                         const Variable& bias, double eps) {
     if (!x.defined() || !y.defined()) fail<ValueError>("add_layer_norm: x and y must be defined");
     const Tensor w = weight.defined() ? weight.value() : Tensor();
-    c::AddLayerNormOut out =
-        c::add_layer_norm(x.value(), y.value(), keep, w, bias.defined() ? bias.value() : Tensor(), eps);
+    const Tensor b = bias.defined() ? bias.value() : Tensor();
+    c::AddLayerNormOut out = c::add_layer_norm(x.value(), y.value(), keep, w, b, eps);
     // Saved: the sum s with its row mean and rstd (layer_norm's saved input),
     // weight, and the mask, which is all dropout's backward needs (as bits:
     // a float mask would be as large as s). The output is layer_norm(s), which
@@ -118,7 +118,6 @@ Variable add_layer_norm(const Variable& x, const Variable& y, const Tensor& keep
                                 if (g.wanted(3)) g[3] = std::move(grads.dbias);
                             });
     // the forward's layer norm of s, the same kernel on the same rows: the same bits
-    const Tensor b = bias.defined() ? bias.value() : Tensor();
     set_remake(out_y, [s = out.sum, w, b, eps] { return c::layer_norm(s, w, b, eps).y; });
     return out_y;
 }
