@@ -6,15 +6,21 @@
 // A row-major matrix with leading dimension ld keeps element (i, j) at
 // p[i * ld + j]; op(X) = Xᵀ reads the stored matrix the other way round, so a
 // transposed view costs nothing.
+//
+// Single precision goes to libxsmm first where it is faster (see xsmm_gemm
+// below); OpenBLAS does the rest, and every double-precision product.
 #include "core/blas.hpp"
 
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 
 #include <cblas.h>
+#include <libxsmm.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <mutex>
 #include <type_traits>
@@ -136,11 +142,117 @@ void split_gemm(int parts, bool trans_a, bool trans_b, int64_t m, int64_t n, int
     }
 }
 
+// ---- libxsmm: products whose right operand fits in the L2 cache ------------
+//
+// libxsmm (Debian's libxsmm-dev) writes a kernel for each shape at run time,
+// for the vector width the CPU has: AVX-512 where there is one. It picks that
+// for itself; OpenBLAS picks its kernels per CPU too, and OPENBLAS_CORETYPE
+// may hold it to narrower ones (the Haswell kernels, AVX2, on the AVX-512
+// machine of docs/bench.md). Its kernels do not pack the operands, so they
+// win most on the products of small models: 2-2.5x OpenBLAS's Haswell
+// kernels at d2l's 640 x 32 x 32, 1.5-2x at 2048 x 256 x 1024, and nothing
+// or less once the right operand (k x n) outgrows the L2 cache. So:
+//   - float only, alpha = 1, beta 0 or 1 (what tformer's kernels ask);
+//   - n a multiple of 32 (two AVX-512 registers), so that every tile below
+//     is too: a row of C then gets the same bits however many rows the
+//     product has, and however the tiles are shared by threads (a sentence's
+//     translation must not depend on its batch). libxsmm's kernels for other widths change their loops with the
+//     row count, and their rows' bits with them: every n that is 16 more than
+//     a multiple of 64, and every width that is not a multiple of 16, on
+//     this machine. A test checks this wherever the suite runs.
+//   - k * n at most 2^20 floats (2^18 when A is transposed, the weight
+//     gradient's dW = dYᵀ X, whose k is the batch's rows).
+// libxsmm is column-major: our row-major C (m, n) is its C (n, m) = B A, so
+// the operands swap. op(A) = Aᵀ is its "transpose B"; op(B) = Bᵀ (x Wᵀ, the
+// linear layer's product) it has no kernel for, so Bᵀ is copied first
+// (k x n floats, a few percent of the product's time at these sizes).
+// TFORMER_LIBXSMM=0 in the environment turns all this off (OpenBLAS only).
+
+// Tiles of C: 64 rows by 128 columns (the last ones narrower). The same
+// tiles whatever the thread count, so the same bits; 128 columns ran as fast
+// as whole rows or faster (a wide right operand then stays in the L2 cache).
+constexpr int64_t kXsmmRows = 64, kXsmmCols = 128;
+// Threads share the tiles from this many multiply-adds up (about 20 µs of
+// one core): below it a parallel region costs more than it saves here.
+constexpr int64_t kXsmmSplitWork = int64_t{1} << 22;
+
+bool xsmm_on() {
+    static const bool on = [] {
+        const char* v = std::getenv("TFORMER_LIBXSMM");
+        if (v != nullptr && std::strcmp(v, "0") == 0) return false;
+        libxsmm_init();
+        return true;
+    }();
+    return on;
+}
+
+bool xsmm_fits(bool trans_a, bool trans_b, int64_t n, int64_t k, float alpha, float beta) {
+    if (trans_a && trans_b) return false;
+    if (alpha != 1.0f || (beta != 0.0f && beta != 1.0f)) return false;
+    if (n % 32 != 0 || k < 1) return false;
+    return k * n <= (trans_a ? int64_t{1} << 18 : int64_t{1} << 20);
+}
+
+// C (m, n) = op(A) op(B) + beta C through libxsmm, tile by tile; false
+// (nothing written) when libxsmm has no kernel for a tile
+bool xsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+               int64_t ldb, float beta, float* c, int64_t ldc) {
+    const float* bt = b;
+    std::vector<float> bt_copy;
+    if (trans_b) {  // B is stored (n, k): its transpose (k, n), 32 columns at a time
+        bt_copy.resize(static_cast<size_t>(k * n));
+        for (int64_t j0 = 0; j0 < n; j0 += 32)
+            for (int64_t kk = 0; kk < k; ++kk)
+                for (int64_t j = j0; j < j0 + 32; ++j) bt_copy[static_cast<size_t>(kk * n + j)] = b[j * ldb + kk];
+        bt = bt_copy.data();
+        ldb = n;
+    }
+    const int flags = (beta == 0.0f ? LIBXSMM_GEMM_FLAG_BETA_0 : 0) | (trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : 0);
+    const float one = 1.0f;
+    // libxsmm's C (cols, rows) = its A (our B's columns) times its B (our op(A)'s rows)
+    const auto kernel = [&](int64_t rows, int64_t cols) {
+        const auto i = [](int64_t v) { return static_cast<libxsmm_blasint>(v); };
+        const libxsmm_blasint xm = i(cols), xn = i(rows), xk = i(k), xlda = i(ldb), xldb = i(lda), xldc = i(ldc);
+        return libxsmm_smmdispatch(xm, xn, xk, &xlda, &xldb, &xldc, &one, &beta, &flags, nullptr);
+    };
+    const int64_t row_blocks = (m + kXsmmRows - 1) / kXsmmRows, col_blocks = (n + kXsmmCols - 1) / kXsmmCols;
+    const int64_t last_rows = m - (row_blocks - 1) * kXsmmRows, last_cols = n - (col_blocks - 1) * kXsmmCols;
+    // the four tile shapes: [last row block][last column block]
+    libxsmm_smmfunction kernels[2][2] = {};
+    for (int lr = 0; lr < 2; ++lr)
+        for (int lc = 0; lc < 2; ++lc) {
+            if ((lr == 0 && row_blocks == 1) || (lc == 0 && col_blocks == 1)) continue;  // no such tile
+            kernels[lr][lc] = kernel(lr ? last_rows : kXsmmRows, lc ? last_cols : kXsmmCols);
+            if (kernels[lr][lc] == nullptr) return false;
+        }
+    const auto tile = [&](int64_t t) {
+        const int64_t rb = t / col_blocks, cb = t % col_blocks;
+        const int64_t r0 = rb * kXsmmRows, c0 = cb * kXsmmCols;
+        // rows r0.. of op(A): rows of A, or columns of the stored Aᵀ
+        const float* a_rows = trans_a ? a + r0 : a + r0 * lda;
+        kernels[rb + 1 == row_blocks][cb + 1 == col_blocks](bt + c0, a_rows, c + r0 * ldc + c0);
+    };
+    const int64_t tiles = row_blocks * col_blocks;
+    const int threads = get_num_threads();
+    if (threads > 1 && tiles > 1 && !omp_in_parallel() && m * n * k >= kXsmmSplitWork) {
+#pragma omp parallel for schedule(static) num_threads(static_cast <int>(std::min <int64_t>(threads, tiles)))
+        for (int64_t t = 0; t < tiles; ++t) tile(t);
+    } else {
+        for (int64_t t = 0; t < tiles; ++t) tile(t);
+    }
+    return true;
+}
+
 template <class T>
 void gemm_any(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda, const T* b,
               int64_t ldb, T beta, T* c, int64_t ldc) {
     if (!check_gemm(trans_a, trans_b, m, n, k, lda, ldb, ldc)) return;
     log_call(trans_a, trans_b, m, n, k, std::is_same_v<T, double>);
+    if constexpr (std::is_same_v<T, float>) {
+        if (k > 0 && xsmm_fits(trans_a, trans_b, n, k, alpha, beta) && xsmm_on() &&
+            xsmm_gemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc))
+            return;
+    }
     const int parts = split_parts(m, n, k);
     if (parts > 1)
         split_gemm(parts, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -176,6 +288,12 @@ std::vector<GemmCall> stop_gemm_log() {
 
 std::string core_name() {
     const char* name = openblas_get_corename();
+    return name != nullptr ? name : "unknown";
+}
+
+std::string xsmm_target() {
+    if (!xsmm_on()) return "off";
+    const char* name = libxsmm_get_target_arch();
     return name != nullptr ? name : "unknown";
 }
 

@@ -1,4 +1,4 @@
-// The one doorway to BLAS: every call into OpenBLAS is in core/blas.cpp.
+// The one doorway to BLAS: every call into OpenBLAS and libxsmm is in core/blas.cpp.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,11 @@
 namespace tformer::core::blas {
 
 /// C = alpha * op(A) @ op(B) + beta * C for row-major matrices with leading
-/// dimensions lda, ldb, ldc (op = transpose when trans_* is true).
+/// dimensions lda, ldb, ldc (op = transpose when trans_* is true). Float
+/// products with a right operand of at most 2^20 numbers (2^18 with op(A) =
+/// Aᵀ) and n a multiple of 32 run on libxsmm's kernels, which give a row of C
+/// the same bits whatever the number of rows or threads; the rest run on
+/// OpenBLAS, whose rows' bits may change with the number of rows.
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
@@ -29,6 +33,11 @@ std::vector<GemmCall> stop_gemm_log();
 
 /// The OpenBLAS kernel set in use (openblas_get_corename), e.g. "Haswell".
 std::string core_name();
+/// The instruction set libxsmm generates its kernels for (libxsmm_get_target_arch:
+/// "cpx", "clx", "skx" are AVX-512, "hsw" AVX2, ...), or "off" when
+/// TFORMER_LIBXSMM=0 leaves every product to OpenBLAS. gemm hands libxsmm the
+/// float products it runs faster (small right operands, see core/blas.cpp).
+std::string xsmm_target();
 /// The OpenBLAS build configuration (openblas_get_config).
 std::string config();
 /// True when the linked OpenBLAS is its OpenMP build (openblas_get_parallel),

@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config   # compiler and build system
   libopenblas-openmp-dev             # BLAS, OpenMP build: one thread pool shared with our loops
+  libxsmm-dev                        # small float products with kernels made for the CPU (AVX-512 where there is one)
   libfmt-dev                         # printing and error messages
   catch2                             # unit tests (Catch2 v2)
   libbenchmark-dev                   # micro-benchmarks in bench/

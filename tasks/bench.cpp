@@ -506,6 +506,7 @@ int run_model_bench(const BenchOptions& o) {
         Json info = line("info");
         info["openblas_core"] = core::blas::core_name();
         info["openblas_coretype"] = coretype != nullptr ? coretype : "";
+        info["libxsmm_target"] = core::blas::xsmm_target();  // the float products it runs (core/blas.cpp)
         info["parameters"] = parameters;
         info["batch"] = preset.corpus ? Json("buckets of " + std::to_string(preset.batch_tokens) + " tokens")
                                       : Json(preset.batch_size);

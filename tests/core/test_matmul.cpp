@@ -484,3 +484,50 @@ TEST_CASE("blas::gemm(...): products split over 2 threads equal one thread's and
                 CHECK(max_abs_error(two.slice(1, c.n, c.n + 3), c0.slice(1, c.n, c.n + 3)) == 0.0);
             }
 }
+
+TEST_CASE(
+    "blas::gemm(...): the float products libxsmm runs are close to the oracle, and a row's bits do not depend on "
+    "how many rows the product has or how many threads run it",
+    "[core][matmul][blas]") {
+    // n a multiple of 32 and a small right operand: libxsmm's shapes (core/blas.cpp), unless
+    // TFORMER_LIBXSMM=0 (OpenBLAS, whose rows do depend on the row count, so the test then skips)
+    CHECK_FALSE(blas::xsmm_target().empty());
+    if (blas::xsmm_target() == "off") return;
+    const int saved = get_num_threads();
+    Generator gen(11);
+    const int64_t m = 200;
+    for (int64_t n : {32, 64, 96, 256})
+        for (int64_t k : {8, 32, 100})
+            for (int trans = 0; trans < 3; ++trans)  // A B, A Bᵀ, Aᵀ B
+                for (double beta : {0.0, 1.0}) {
+                    const bool ta = trans == 2, tb = trans == 1;
+                    const int64_t a_rows = ta ? k : m, a_cols = ta ? m : k;
+                    const int64_t b_rows = tb ? n : k, b_cols = tb ? k : n;
+                    const Tensor a = uniform({a_rows, a_cols + 3}, -1, 1, gen),
+                                 b = uniform({b_rows, b_cols + 3}, -1, 1, gen);
+                    const Tensor c0 = uniform({m, n + 5}, -1, 1, gen);
+                    // rows [r0, r0 + rows) of C = op(A) op(B) + beta C, alone, on `threads` threads
+                    const auto run = [&](int64_t r0, int64_t rows, int threads) {
+                        set_num_threads(threads);
+                        Tensor out = c0.slice(0, r0, r0 + rows).clone();
+                        const float* a_rows_at = ta ? a.data<float>() + r0 : a.data<float>() + r0 * (a_cols + 3);
+                        blas::gemm(ta, tb, rows, n, k, 1.0f, a_rows_at, a_cols + 3, b.data<float>(), b_cols + 3,
+                                   static_cast<float>(beta), out.data<float>(), n + 5);
+                        set_num_threads(saved);
+                        return out;
+                    };
+                    const Tensor all = run(0, m, 1);
+                    const Tensor opa = ta ? a.slice(1, 0, a_cols).transpose(0, 1) : a.slice(1, 0, a_cols);
+                    const Tensor opb = tb ? b.slice(1, 0, b_cols).transpose(0, 1) : b.slice(1, 0, b_cols);
+                    Tensor want = reference::matmul(opa, opb);
+                    if (beta == 1.0) want = add(want, c0.slice(1, 0, n));
+                    INFO(m << "x" << n << "x" << k << " trans_a " << ta << " trans_b " << tb << " beta " << beta);
+                    CHECK(max_abs_error(all.slice(1, 0, n), want) <= tolerance(DType::float32, k) + 1e-6);
+                    CHECK(max_abs_error(all.slice(1, n, n + 5), c0.slice(1, n, n + 5)) == 0.0);  // padding untouched
+                    CHECK(max_abs_error(run(0, m, 2), all) == 0.0);
+                    for (auto [r0, rows] : {std::pair<int64_t, int64_t>{0, 1}, {7, 3}, {64, 64}, {100, 65}, {199, 1}}) {
+                        INFO("rows " << r0 << " to " << r0 + rows);
+                        CHECK(max_abs_error(run(r0, rows, 1), all.slice(0, r0, r0 + rows)) == 0.0);
+                    }
+                }
+}
