@@ -153,10 +153,10 @@ void split_gemm(int parts, bool trans_a, bool trans_b, int64_t m, int64_t n, int
 // kernels at d2l's 640 x 32 x 32, 1.5-2x at 2048 x 256 x 1024, and nothing
 // or less once the right operand (k x n) outgrows the L2 cache. So:
 //   - float only, alpha = 1, beta 0 or 1 (what tformer's kernels ask);
-//   - n a multiple of 32 (two AVX-512 registers), so that every tile below
-//     is too: a row of C then gets the same bits however many rows the
-//     product has, and however the tiles are shared by threads (a sentence's
-//     translation must not depend on its batch). libxsmm's kernels for other widths change their loops with the
+//   - n at least 32, and every kernel a multiple of 32 wide (two AVX-512
+//     registers; the tiles below): a row of C then gets the same bits
+//     however many rows the product has, and however the tiles are shared by
+//     threads (a sentence's translation must not depend on its batch). libxsmm's kernels for other widths change their loops with the
 //     row count, and their rows' bits with them: every n that is 16 more than
 //     a multiple of 64, and every width that is not a multiple of 16, on
 //     this machine. A test checks this wherever the suite runs.
@@ -172,6 +172,9 @@ void split_gemm(int parts, bool trans_a, bool trans_b, int64_t m, int64_t n, int
 // tiles whatever the thread count, so the same bits; 128 columns ran as fast
 // as whole rows or faster (a wide right operand then stays in the L2 cache).
 constexpr int64_t kXsmmRows = 64, kXsmmCols = 128;
+// The last n mod 32 columns (d2l's 201 words: 9) go through a tile 32 wide,
+// padded with zero columns of B, so that every kernel is a multiple of 32 wide.
+constexpr int64_t kXsmmPad = 32;
 // Threads share the tiles from this many multiply-adds up (about 20 µs of
 // one core): below it a parallel region costs more than it saves here.
 constexpr int64_t kXsmmSplitWork = int64_t{1} << 22;
@@ -189,7 +192,7 @@ bool xsmm_on() {
 bool xsmm_fits(bool trans_a, bool trans_b, int64_t n, int64_t k, float alpha, float beta) {
     if (trans_a && trans_b) return false;
     if (alpha != 1.0f || (beta != 0.0f && beta != 1.0f)) return false;
-    if (n % 32 != 0 || k < 1) return false;
+    if (n < kXsmmPad || k < 1) return false;
     return k * n <= (trans_a ? int64_t{1} << 18 : int64_t{1} << 20);
 }
 
@@ -203,39 +206,63 @@ bool xsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
         bt_copy.resize(static_cast<size_t>(k * n));
         for (int64_t j0 = 0; j0 < n; j0 += 32)
             for (int64_t kk = 0; kk < k; ++kk)
-                for (int64_t j = j0; j < j0 + 32; ++j) bt_copy[static_cast<size_t>(kk * n + j)] = b[j * ldb + kk];
+                for (int64_t j = j0; j < std::min(j0 + 32, n); ++j)
+                    bt_copy[static_cast<size_t>(kk * n + j)] = b[j * ldb + kk];
         bt = bt_copy.data();
         ldb = n;
+    }
+    // Columns [0, n_full) in tiles of C; the last n - n_full (fewer than 32) as one
+    // tile 32 wide, whose missing columns of B are zeros, into a buffer of its own
+    const int64_t n_full = n / kXsmmPad * kXsmmPad, rest = n - n_full;
+    std::vector<float> b_rest;  // (k, 32): B's last columns, then zeros
+    if (rest > 0) {
+        b_rest.assign(static_cast<size_t>(k * kXsmmPad), 0.0f);
+        for (int64_t kk = 0; kk < k; ++kk) std::copy_n(bt + kk * ldb + n_full, rest, b_rest.data() + kk * kXsmmPad);
     }
     const int flags = (beta == 0.0f ? LIBXSMM_GEMM_FLAG_BETA_0 : 0) | (trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : 0);
     const float one = 1.0f;
     // libxsmm's C (cols, rows) = its A (our B's columns) times its B (our op(A)'s rows)
-    const auto kernel = [&](int64_t rows, int64_t cols) {
+    const auto kernel = [&](int64_t rows, int64_t cols, int64_t b_ld, int64_t c_ld) {
         const auto i = [](int64_t v) { return static_cast<libxsmm_blasint>(v); };
-        const libxsmm_blasint xm = i(cols), xn = i(rows), xk = i(k), xlda = i(ldb), xldb = i(lda), xldc = i(ldc);
+        const libxsmm_blasint xm = i(cols), xn = i(rows), xk = i(k), xlda = i(b_ld), xldb = i(lda), xldc = i(c_ld);
         return libxsmm_smmdispatch(xm, xn, xk, &xlda, &xldb, &xldc, &one, &beta, &flags, nullptr);
     };
-    const int64_t row_blocks = (m + kXsmmRows - 1) / kXsmmRows, col_blocks = (n + kXsmmCols - 1) / kXsmmCols;
-    const int64_t last_rows = m - (row_blocks - 1) * kXsmmRows, last_cols = n - (col_blocks - 1) * kXsmmCols;
-    // the four tile shapes: [last row block][last column block]
-    libxsmm_smmfunction kernels[2][2] = {};
-    for (int lr = 0; lr < 2; ++lr)
-        for (int lc = 0; lc < 2; ++lc) {
-            if ((lr == 0 && row_blocks == 1) || (lc == 0 && col_blocks == 1)) continue;  // no such tile
-            kernels[lr][lc] = kernel(lr ? last_rows : kXsmmRows, lc ? last_cols : kXsmmCols);
+    const int64_t row_blocks = (m + kXsmmRows - 1) / kXsmmRows, col_blocks = (n_full + kXsmmCols - 1) / kXsmmCols;
+    const int64_t last_rows = m - (row_blocks - 1) * kXsmmRows, last_cols = n_full - (col_blocks - 1) * kXsmmCols;
+    // the tile shapes: [last row block][last column block], and the padded tile's [last row block]
+    libxsmm_smmfunction kernels[2][2] = {}, padded[2] = {};
+    for (int lr = 0; lr < 2; ++lr) {
+        if (lr == 0 && row_blocks == 1) continue;  // no such row block
+        const int64_t rows = lr ? last_rows : kXsmmRows;
+        for (int lc = 0; lc < 2 && col_blocks > 0; ++lc) {
+            if (lc == 0 && col_blocks == 1) continue;
+            kernels[lr][lc] = kernel(rows, lc ? last_cols : kXsmmCols, ldb, ldc);
             if (kernels[lr][lc] == nullptr) return false;
         }
+        if (rest > 0 && (padded[lr] = kernel(rows, kXsmmPad, kXsmmPad, kXsmmPad)) == nullptr) return false;
+    }
+    const int64_t tile_cols = col_blocks + (rest > 0 ? 1 : 0);  // tiles per row block
     const auto tile = [&](int64_t t) {
-        const int64_t rb = t / col_blocks, cb = t % col_blocks;
-        const int64_t r0 = rb * kXsmmRows, c0 = cb * kXsmmCols;
+        const int64_t rb = t / tile_cols, cb = t % tile_cols;
+        const int64_t r0 = rb * kXsmmRows, rows = rb + 1 == row_blocks ? last_rows : kXsmmRows;
         // rows r0.. of op(A): rows of A, or columns of the stored Aᵀ
         const float* a_rows = trans_a ? a + r0 : a + r0 * lda;
-        kernels[rb + 1 == row_blocks][cb + 1 == col_blocks](bt + c0, a_rows, c + r0 * ldc + c0);
+        if (cb < col_blocks) {
+            const int64_t c0 = cb * kXsmmCols;
+            kernels[rb + 1 == row_blocks][cb + 1 == col_blocks](bt + c0, a_rows, c + r0 * ldc + c0);
+            return;
+        }
+        float out[kXsmmRows * kXsmmPad] = {};  // (rows, 32): C's last columns, then zeros
+        float* c_rest = c + r0 * ldc + n_full;
+        if (beta != 0.0f)
+            for (int64_t r = 0; r < rows; ++r) std::copy_n(c_rest + r * ldc, rest, out + r * kXsmmPad);
+        padded[rb + 1 == row_blocks](b_rest.data(), a_rows, out);
+        for (int64_t r = 0; r < rows; ++r) std::copy_n(out + r * kXsmmPad, rest, c_rest + r * ldc);
     };
-    const int64_t tiles = row_blocks * col_blocks;
-    const int threads = get_num_threads();
-    if (threads > 1 && tiles > 1 && !omp_in_parallel() && m * n * k >= kXsmmSplitWork) {
-#pragma omp parallel for schedule(static) num_threads(static_cast <int>(std::min <int64_t>(threads, tiles)))
+    const int64_t tiles = row_blocks * tile_cols;
+    const int team = static_cast<int>(std::min<int64_t>(get_num_threads(), tiles));
+    if (team > 1 && !omp_in_parallel() && m * n * k >= kXsmmSplitWork) {
+#pragma omp parallel for schedule(static) num_threads(team)
         for (int64_t t = 0; t < tiles; ++t) tile(t);
     } else {
         for (int64_t t = 0; t < tiles; ++t) tile(t);
