@@ -26,12 +26,14 @@
 # PyTorch runs on the same ones (--batches).
 #
 # GFLOP/s: tformer counts the GEMM work of each run (2mnk per product) and
-# prints what the run achieved and what bare sgemm achieves on the same
-# shapes called one after the other (the limit); PyTorch's column is the same
-# work divided by PyTorch's time (both engines run the same products).
+# prints what the run achieved and what its bare products achieve on the same
+# shapes called one after the other through core::blas::gemm (the limit:
+# libxsmm's kernels or OpenBLAS's sgemm, as core/blas.cpp picks them, the
+# "sgemm" columns); PyTorch's column is the same work divided by PyTorch's
+# time (both engines run the same products; PyTorch on OpenBLAS alone).
 # The ceiling column is the ratio tformer would reach with its products at
-# bare sgemm's speed and no time spent outside them: a target above it needs
-# a faster sgemm, not less overhead.
+# that bare speed and no time spent outside them: a target above it needs
+# faster products, not less overhead.
 #
 # Environment: TFORMER (default build/release/apps/tformer), PYTHON (default
 # /usr/bin/python3, which must import torch), OUT (the raw JSON lines;
@@ -50,7 +52,7 @@ while (($#)); do
     --repeats) repeats=(--repeats "$2"); shift 2 ;;  # default: each preset's own count
     --rounds) rounds="$2"; shift 2 ;;
     --table) table="$2"; shift 2 ;;
-    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,40p' "$0"; exit 0 ;;
     -*) echo "compare.sh: unknown option $1" >&2; exit 2 ;;
     *) presets+=("$1"); shift ;;
   esac
