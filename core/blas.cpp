@@ -161,11 +161,19 @@ void split_gemm(int parts, bool trans_a, bool trans_b, int64_t m, int64_t n, int
 //     a multiple of 64, and every width that is not a multiple of 16, on
 //     this machine. A test checks this wherever the suite runs.
 //   - k * n at most 2^20 floats (2^18 when A is transposed, the weight
-//     gradient's dW = dYᵀ X, whose k is the batch's rows).
+//     gradient's dW = dYᵀ X, whose k is the batch's rows; 2^16 when B is,
+//     x Wᵀ, see below).
 // libxsmm is column-major: our row-major C (m, n) is its C (n, m) = B A, so
 // the operands swap. op(A) = Aᵀ is its "transpose B"; op(B) = Bᵀ (x Wᵀ, the
-// linear layer's product) it has no kernel for, so Bᵀ is copied first
-// (k x n floats, a few percent of the product's time at these sizes).
+// linear layer's product) it has no kernel for, so Bᵀ is copied first. The
+// copy costs 0.1-0.8 ns a number (the slow end for power-of-two widths, whose
+// rows fall on the same cache sets), as much as the product itself for a
+// decoding step's few rows and a large weight (base's 512 x 2048: a 1.3 ms
+// copy against 0.85 ms of OpenBLAS for 32 rows), and which library runs a
+// product must not depend on its row count (above). So x Wᵀ goes to libxsmm
+// for weights of at most 2^16 numbers (d = 256's projections, every weight of
+// d2l's, the copy task's and the translator's but its output layer), where
+// the copy takes a few microseconds.
 // TFORMER_LIBXSMM=0 in the environment turns all this off (OpenBLAS only).
 
 // Tiles of C: 64 rows by 128 columns (the last ones narrower). The same
@@ -193,6 +201,7 @@ bool xsmm_fits(bool trans_a, bool trans_b, int64_t n, int64_t k, float alpha, fl
     if (trans_a && trans_b) return false;
     if (alpha != 1.0f || (beta != 0.0f && beta != 1.0f)) return false;
     if (n < kXsmmPad || k < 1) return false;
+    if (trans_b) return k * n <= int64_t{1} << 16;  // Bᵀ is copied first: only small ones pay off
     return k * n <= (trans_a ? int64_t{1} << 18 : int64_t{1} << 20);
 }
 
