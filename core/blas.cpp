@@ -16,6 +16,9 @@
 
 #include <cblas.h>
 #include <libxsmm.h>
+#if defined(__AVX__)
+#include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -156,24 +159,20 @@ void split_gemm(int parts, bool trans_a, bool trans_b, int64_t m, int64_t n, int
 //   - n at least 32, and every kernel a multiple of 32 wide (two AVX-512
 //     registers; the tiles below): a row of C then gets the same bits
 //     however many rows the product has, and however the tiles are shared by
-//     threads (a sentence's translation must not depend on its batch). libxsmm's kernels for other widths change their loops with the
-//     row count, and their rows' bits with them: every n that is 16 more than
+//     threads (a sentence's translation must not depend on its batch).
+//     libxsmm's kernels for other widths change their loops with the row
+//     count, and their rows' bits with them: every n that is 16 more than
 //     a multiple of 64, and every width that is not a multiple of 16, on
 //     this machine. A test checks this wherever the suite runs.
 //   - k * n at most 2^20 floats (2^18 when A is transposed, the weight
-//     gradient's dW = dYᵀ X, whose k is the batch's rows; 2^16 when B is,
-//     x Wᵀ, see below).
+//     gradient's dW = dYᵀ X, whose k is the batch's rows).
 // libxsmm is column-major: our row-major C (m, n) is its C (n, m) = B A, so
 // the operands swap. op(A) = Aᵀ is its "transpose B"; op(B) = Bᵀ (x Wᵀ, the
-// linear layer's product) it has no kernel for, so Bᵀ is copied first. The
-// copy costs 0.1-0.8 ns a number (the slow end for power-of-two widths, whose
-// rows fall on the same cache sets), as much as the product itself for a
-// decoding step's few rows and a large weight (base's 512 x 2048: a 1.3 ms
-// copy against 0.85 ms of OpenBLAS for 32 rows), and which library runs a
-// product must not depend on its row count (above). So x Wᵀ goes to libxsmm
-// for weights of at most 2^16 numbers (d = 256's projections, every weight of
-// d2l's, the copy task's and the translator's but its output layer), where
-// the copy takes a few microseconds.
+// linear layer's product) it has no kernel for, so Bᵀ is copied first:
+// 0.13-0.16 ns a number (transpose_into), which even a decoding step of 4
+// rows against base's 512 x 2048 weight earns back (1.2x OpenBLAS with the
+// copy; a plain loop took 0.5-0.8 ns a number and lost to OpenBLAS below
+// about 100 rows).
 // TFORMER_LIBXSMM=0 in the environment turns all this off (OpenBLAS only).
 
 // Tiles of C: 64 rows by 128 columns (the last ones narrower). The same
@@ -197,11 +196,51 @@ bool xsmm_on() {
     return on;
 }
 
+// out (k, n), row stride ldo = B (n, k) transposed, B's row stride ldb: in
+// 16 x 16 tiles (four 8 x 8 blocks of AVX shuffles where there is AVX), each
+// tile reading 16 whole cache lines and writing 16, so the copy runs at cache
+// speed whatever the strides (0.13-0.16 ns a number at 512 x 512 here)
+void transpose_into(float* out, int64_t ldo, const float* b, int64_t ldb, int64_t n, int64_t k) {
+    constexpr int64_t kTile = 16;
+    for (int64_t j = 0; j < n; j += kTile)
+        for (int64_t c = 0; c < k; c += kTile) {
+            const int64_t jn = std::min(kTile, n - j), cn = std::min(kTile, k - c);
+            for (int64_t j0 = 0; j0 < jn; j0 += 8)
+                for (int64_t c0 = 0; c0 < cn; c0 += 8) {
+                    const float* p = b + (j + j0) * ldb + c + c0;
+                    float* q = out + (c + c0) * ldo + j + j0;
+#if defined(__AVX__)
+                    if (j0 + 8 <= jn && c0 + 8 <= cn) {
+                        __m256 r[8], t[8], s[8];
+                        for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(p + i * ldb);
+                        for (int i = 0; i < 4; ++i) {
+                            t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+                            t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+                        }
+                        for (int i = 0; i < 2; ++i) {
+                            s[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+                            s[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+                            s[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+                            s[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+                        }
+                        for (int i = 0; i < 4; ++i) {
+                            _mm256_storeu_ps(q + i * ldo, _mm256_permute2f128_ps(s[i], s[i + 4], 0x20));
+                            _mm256_storeu_ps(q + (i + 4) * ldo, _mm256_permute2f128_ps(s[i], s[i + 4], 0x31));
+                        }
+                        continue;
+                    }
+#endif
+                    for (int64_t jj = 0; jj < std::min<int64_t>(8, jn - j0); ++jj)
+                        for (int64_t cc = 0; cc < std::min<int64_t>(8, cn - c0); ++cc)
+                            q[cc * ldo + jj] = p[jj * ldb + cc];
+                }
+        }
+}
+
 bool xsmm_fits(bool trans_a, bool trans_b, int64_t n, int64_t k, float alpha, float beta) {
     if (trans_a && trans_b) return false;
     if (alpha != 1.0f || (beta != 0.0f && beta != 1.0f)) return false;
     if (n < kXsmmPad || k < 1) return false;
-    if (trans_b) return k * n <= int64_t{1} << 16;  // Bᵀ is copied first: only small ones pay off
     return k * n <= (trans_a ? int64_t{1} << 18 : int64_t{1} << 20);
 }
 
@@ -210,15 +249,17 @@ bool xsmm_fits(bool trans_a, bool trans_b, int64_t n, int64_t k, float alpha, fl
 bool xsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                int64_t ldb, float beta, float* c, int64_t ldc) {
     const float* bt = b;
-    std::vector<float> bt_copy;
-    if (trans_b) {  // B is stored (n, k): its transpose (k, n), 32 columns at a time
-        bt_copy.resize(static_cast<size_t>(k * n));
-        for (int64_t j0 = 0; j0 < n; j0 += 32)
-            for (int64_t kk = 0; kk < k; ++kk)
-                for (int64_t j = j0; j < std::min(j0 + 32, n); ++j)
-                    bt_copy[static_cast<size_t>(kk * n + j)] = b[j * ldb + kk];
+    if (trans_b) {
+        // B is stored (n, k): its transpose (k, n), with rows 16 numbers longer than n so that
+        // a power-of-two width does not put every row on the same cache sets (3-6x slower).
+        // One buffer per thread, kept: a fresh one of megabytes would be new pages from the
+        // kernel at every call, faulted in and zeroed (7% of base's decoding in `perf`)
+        thread_local std::vector<float> bt_copy;
+        const int64_t ldt = n + 16;
+        if (bt_copy.size() < static_cast<size_t>(k * ldt)) bt_copy.resize(static_cast<size_t>(k * ldt));
+        transpose_into(bt_copy.data(), ldt, b, ldb, n, k);
         bt = bt_copy.data();
-        ldb = n;
+        ldb = ldt;
     }
     // Columns [0, n_full) in tiles of C; the last n - n_full (fewer than 32) as one
     // tile 32 wide, whose missing columns of B are zeros, into a buffer of its own

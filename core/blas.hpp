@@ -10,7 +10,7 @@ namespace tformer::core::blas {
 /// C = alpha * op(A) @ op(B) + beta * C for row-major matrices with leading
 /// dimensions lda, ldb, ldc (op = transpose when trans_* is true). Float
 /// products with a right operand of at most 2^20 numbers (2^18 with op(A) =
-/// Aᵀ, 2^16 with op(B) = Bᵀ) and n at least 32 run on libxsmm's kernels, which give a row of C
+/// Aᵀ) and n at least 32 run on libxsmm's kernels, which give a row of C
 /// the same bits whatever the number of rows or threads; the rest run on
 /// OpenBLAS, whose rows' bits may change with the number of rows.
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
