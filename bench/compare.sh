@@ -137,14 +137,15 @@ for (preset, threads), figs in rows.items():
                 figs.setdefault(f"{run}_gflops", {})[engine] = round(work / (ms * 1e-3), 2)
 if "tformer" in info:
     print(f"OpenBLAS core: {info['tformer'].get('openblas_core')}, "
-          f"OPENBLAS_CORETYPE: {info['tformer'].get('openblas_coretype') or '(not set)'}")
+          f"OPENBLAS_CORETYPE: {info['tformer'].get('openblas_coretype') or '(not set)'}, "
+          f"tformer's libxsmm kernels: {info['tformer'].get('libxsmm_target', '(none: before libxsmm)')}")
 if "pytorch" in info:
     print(f"PyTorch {info['pytorch'].get('torch')}, {info['pytorch'].get('blas')}, decoding: {info['pytorch'].get('decode')}")
 print()
-# The ceiling: the ratio tformer would reach if it ran its products at bare
-# sgemm's speed on the same shapes and spent no time outside them. Both
-# engines call the same sgemm, so a target above the ceiling cannot be met by
-# work outside the GEMMs; only a faster sgemm (or fewer products) would.
+# The ceiling: the ratio tformer would reach if it ran its products at their
+# bare speed (core::blas::gemm: libxsmm or OpenBLAS) on the same shapes and
+# spent no time outside them, so a target above the ceiling cannot be met by
+# work outside the GEMMs; only faster products (or fewer) would.
 def ceiling(figs, f):
     run = next((r for r in ("train_step", "forward_eval", "greedy_decode") if f.startswith(r)), None)
     if f == "train_tokens_per_s":
