@@ -20,6 +20,7 @@
 #include <immintrin.h>
 #endif
 
+#include <strings.h>
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -173,7 +174,8 @@ void split_gemm(int parts, bool trans_a, bool trans_b, int64_t m, int64_t n, int
 // rows against base's 512 x 2048 weight earns back (1.2x OpenBLAS with the
 // copy; a plain loop took 0.5-0.8 ns a number and lost to OpenBLAS below
 // about 100 rows).
-// TFORMER_LIBXSMM=0 in the environment turns all this off (OpenBLAS only).
+// Only where libxsmm's kernels are wider than OpenBLAS's (xsmm_on below);
+// TFORMER_LIBXSMM=0 in the environment turns it off (OpenBLAS only).
 
 // Tiles of C: 64 rows by 128 columns (the last ones narrower). The same
 // tiles whatever the thread count, so the same bits; 128 columns ran as fast
@@ -186,11 +188,27 @@ constexpr int64_t kXsmmPad = 32;
 // one core): below it a parallel region costs more than it saves here.
 constexpr int64_t kXsmmSplitWork = int64_t{1} << 22;
 
+// OpenBLAS's kernel sets for AVX-512 (openblas_get_corename)
+bool openblas_is_avx512() {
+    const char* name = openblas_get_corename();
+    if (name == nullptr) return false;
+    for (const char* wide : {"SkylakeX", "Cooperlake", "SapphireRapids"})
+        if (strcasecmp(name, wide) == 0) return true;
+    return false;
+}
+
+// libxsmm runs where its kernels are wider than OpenBLAS's: AVX-512 against
+// OpenBLAS's AVX2 kernels or narrower. Against OpenBLAS's own AVX-512 kernels
+// it lost on some of our shapes (a decoding step's output layer 0.82x,
+// 2048 x 256 x 256 0.91x; docs/bench.md, stop 28), so there OpenBLAS keeps
+// every product, as before libxsmm.
 bool xsmm_on() {
     static const bool on = [] {
         const char* v = std::getenv("TFORMER_LIBXSMM");
         if (v != nullptr && std::strcmp(v, "0") == 0) return false;
+        if (openblas_is_avx512()) return false;
         libxsmm_init();
+        if (libxsmm_get_target_archid() < LIBXSMM_X86_AVX512) return false;
         return true;
     }();
     return on;

@@ -34,9 +34,11 @@ std::vector<GemmCall> stop_gemm_log();
 /// The OpenBLAS kernel set in use (openblas_get_corename), e.g. "Haswell".
 std::string core_name();
 /// The instruction set libxsmm generates its kernels for (libxsmm_get_target_arch:
-/// "cpx", "clx", "skx" are AVX-512, "hsw" AVX2, ...), or "off" when
-/// TFORMER_LIBXSMM=0 leaves every product to OpenBLAS. gemm hands libxsmm the
-/// float products it runs faster (small right operands, see core/blas.cpp).
+/// "cpx", "clx", "skx" are AVX-512), or "off" when every product goes to
+/// OpenBLAS: TFORMER_LIBXSMM=0, or libxsmm's kernels would not be wider than
+/// OpenBLAS's (OpenBLAS on its AVX-512 kernels, or a CPU without AVX-512).
+/// gemm hands libxsmm the float products it runs faster (small right
+/// operands, see core/blas.cpp).
 std::string xsmm_target();
 /// The OpenBLAS build configuration (openblas_get_config).
 std::string config();

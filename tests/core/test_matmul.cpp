@@ -490,7 +490,8 @@ TEST_CASE(
     "how many rows the product has or how many threads run it",
     "[core][matmul][blas]") {
     // n of 32 or more and a small right operand: libxsmm's shapes (core/blas.cpp), unless
-    // TFORMER_LIBXSMM=0 (OpenBLAS, whose rows do depend on the row count, so the test then skips)
+    // libxsmm is off (TFORMER_LIBXSMM=0, or OpenBLAS's kernels as wide as its own): then OpenBLAS
+    // runs them, whose rows do depend on the row count, and the test skips
     CHECK_FALSE(blas::xsmm_target().empty());
     if (blas::xsmm_target() == "off") return;
     const int saved = get_num_threads();
