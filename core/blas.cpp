@@ -190,10 +190,9 @@ constexpr int64_t kXsmmSplitWork = int64_t{1} << 22;
 
 // OpenBLAS's kernel sets for AVX-512 (openblas_get_corename)
 bool openblas_is_avx512() {
-    const char* name = openblas_get_corename();
-    if (name == nullptr) return false;
+    const std::string name = core_name();
     for (const char* wide : {"SkylakeX", "Cooperlake", "SapphireRapids"})
-        if (strcasecmp(name, wide) == 0) return true;
+        if (strcasecmp(name.c_str(), wide) == 0) return true;
     return false;
 }
 
@@ -302,7 +301,7 @@ bool xsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
     for (int lr = 0; lr < 2; ++lr) {
         if (lr == 0 && row_blocks == 1) continue;  // no such row block
         const int64_t rows = lr ? last_rows : kXsmmRows;
-        for (int lc = 0; lc < 2 && col_blocks > 0; ++lc) {
+        for (int lc = 0; lc < 2; ++lc) {  // n >= 32: at least one column block
             if (lc == 0 && col_blocks == 1) continue;
             kernels[lr][lc] = kernel(rows, lc ? last_cols : kXsmmCols, ldb, ldc);
             if (kernels[lr][lc] == nullptr) return false;
@@ -344,7 +343,7 @@ void gemm_any(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alp
     if (!check_gemm(trans_a, trans_b, m, n, k, lda, ldb, ldc)) return;
     log_call(trans_a, trans_b, m, n, k, std::is_same_v<T, double>);
     if constexpr (std::is_same_v<T, float>) {
-        if (k > 0 && xsmm_fits(trans_a, trans_b, n, k, alpha, beta) && xsmm_on() &&
+        if (xsmm_fits(trans_a, trans_b, n, k, alpha, beta) && xsmm_on() &&
             xsmm_gemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, beta, c, ldc))
             return;
     }
