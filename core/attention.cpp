@@ -23,6 +23,17 @@ namespace tformer::core {
 
 namespace {
 
+// What a (batch, head) loop tells parallel_for its work costs: 16
+// multiply-adds count as one element of a row kernel, so the loop is split
+// across threads only above 2^20 multiply-adds (kParallelGrain x 16). A head's
+// work is cheap per multiply-add, and its inputs are still in the cache of
+// the core whose projection just wrote them: counted as elements, d2l's
+// training step (heads of 10 x 10 scores over 8 numbers) was 8-25% slower at
+// 2 threads than at 1 on the 2-core machine of docs/bench.md, and the
+// translation preset's step and small's decoding gained nothing from the
+// splits this leaves out.
+constexpr int64_t split_cost(int64_t multiply_adds) { return multiply_adds / 16; }
+
 // The shapes every kernel here shares, checked once.
 struct HeadDims {
     int64_t B, T, S, D, H, d;
@@ -552,7 +563,7 @@ void probs_kernel(const T* q, const T* k, HeadLayout kl, const HeadDims& s, cons
         // share one softmax pass, about kGroupRows rows (one block of lane_maxima)
         const int64_t rows = s.H * s.T;
         const int64_t group = std::max<int64_t>(1, kGroupRows / rows);
-        parallel_for(0, s.B, rows * s.S * d, [&](int64_t begin, int64_t end) {
+        parallel_for(0, s.B, split_cost(rows * s.S * d), [&](int64_t begin, int64_t end) {
             std::vector<T> kt(static_cast<size_t>(d * Sp));  // (d, Sp), zeros past S (transpose_head)
             const auto n = static_cast<size_t>(group * rows);
             std::vector<T> scores(n * static_cast<size_t>(Sp)), row_max(n), inv(n);  // (group·H·T, Sp), ...
@@ -619,7 +630,7 @@ void values_kernel(const T* p, const T* kp, const T* v, HeadLayout vl, const Hea
     with_head_size(s.d, [&](auto head_size) {
         constexpr int64_t kD = decltype(head_size)::value;
         const int64_t d = kD > 0 ? kD : s.d;
-        parallel_for(0, s.B * s.H, s.T * s.S * d, [&](int64_t begin, int64_t end) {
+        parallel_for(0, s.B * s.H, split_cost(s.T * s.S * d), [&](int64_t begin, int64_t end) {
             std::vector<T> scratch(kD > 0 ? 0 : static_cast<size_t>(kBlock * d));  // O_t of up to kBlock queries
             for (int64_t bh = begin; bh < end; ++bh) {
                 const int64_t b = bh / s.H, h = bh % s.H;
@@ -841,7 +852,7 @@ AttentionGrads attention_backward(const Tensor& dO_, const Tensor& Q_, const Ten
         with_head_size(s.d, [&](auto head_size) {
             constexpr int64_t kD = decltype(head_size)::value;
             const int64_t d = kD > 0 ? kD : s.d;
-            parallel_for(0, s.B * s.H, 3 * s.T * s.S * d, [&](int64_t begin, int64_t end) {
+            parallel_for(0, s.B * s.H, split_cost(3 * s.T * s.S * d), [&](int64_t begin, int64_t end) {
                 std::vector<T> vt(static_cast<size_t>(d * Sp));    // (d, Sp): V_bh transposed, zeros past S
                 std::vector<T> dP(static_cast<size_t>(s.T * Sp));  // (T, Sp)
                 std::vector<T> dS(static_cast<size_t>(s.T * Sp));  // (T, Sp), times scale
