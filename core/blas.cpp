@@ -169,8 +169,8 @@ void split_gemm(int parts, bool trans_a, bool trans_b, int64_t m, int64_t n, int
 //     gradient's dW = dYᵀ X, whose k is the batch's rows).
 // libxsmm is column-major: our row-major C (m, n) is its C (n, m) = B A, so
 // the operands swap. op(A) = Aᵀ is its "transpose B"; op(B) = Bᵀ (x Wᵀ, the
-// linear layer's product) it has no kernel for, so Bᵀ is copied first:
-// 0.13-0.16 ns a number (transpose_into), which even a decoding step of 4
+// linear layer's product) it has no kernel for, so Bᵀ is copied, a column
+// block of C at a time: 0.13-0.16 ns a number (transpose_into), which even a decoding step of 4
 // rows against base's 512 x 2048 weight earns back (1.2x OpenBLAS with the
 // copy; a plain loop took 0.5-0.8 ns a number and lost to OpenBLAS below
 // about 100 rows).
@@ -265,33 +265,32 @@ bool xsmm_fits(bool trans_a, bool trans_b, int64_t n, int64_t k, float alpha, fl
 // (nothing written) when libxsmm has no kernel for a tile
 bool xsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
                int64_t ldb, float beta, float* c, int64_t ldc) {
-    const float* bt = b;
-    if (trans_b) {
-        // B is stored (n, k): its transpose (k, n), with rows 16 numbers longer than n so that
-        // a power-of-two width does not put every row on the same cache sets (3-6x slower).
-        // One buffer per thread, kept: a fresh one of megabytes would be new pages from the
-        // kernel at every call, faulted in and zeroed (7% of base's decoding in `perf`)
-        thread_local std::vector<float> bt_copy;
-        const int64_t ldt = n + 16;
-        if (bt_copy.size() < static_cast<size_t>(k * ldt)) bt_copy.resize(static_cast<size_t>(k * ldt));
-        transpose_into(bt_copy.data(), ldt, b, ldb, n, k);
-        bt = bt_copy.data();
-        ldb = ldt;
-    }
     // Columns [0, n_full) in tiles of C; the last n - n_full (fewer than 32) as one
     // tile 32 wide, whose missing columns of B are zeros, into a buffer of its own
     const int64_t n_full = n / kXsmmPad * kXsmmPad, rest = n - n_full;
-    std::vector<float> b_rest;  // (k, 32): B's last columns, then zeros
+    std::vector<float> b_rest;  // (k, 32): op(B)'s last columns, then zeros
     if (rest > 0) {
         b_rest.assign(static_cast<size_t>(k * kXsmmPad), 0.0f);
-        for (int64_t kk = 0; kk < k; ++kk) std::copy_n(bt + kk * ldb + n_full, rest, b_rest.data() + kk * kXsmmPad);
+        for (int64_t kk = 0; kk < k; ++kk)
+            for (int64_t j = 0; j < rest; ++j)
+                b_rest[static_cast<size_t>(kk * kXsmmPad + j)] =
+                    trans_b ? b[(n_full + j) * ldb + kk] : b[kk * ldb + n_full + j];
     }
+    // x Wᵀ: B is stored (n, k), and each thread copies the transpose of the
+    // column block it is at, (k, 128), into a buffer of its own. Its rows are 16
+    // numbers longer than the block so that a power-of-two width does not put
+    // every row on the same cache sets (3-6x slower). The buffer is kept: a fresh
+    // one of megabytes would be new pages from the kernel at every call, faulted
+    // in and zeroed (7% of base's decoding in `perf`); one block, not all of Bᵀ,
+    // is 1.2 MB at most for base's 2048-wide layers instead of 4 MB.
+    const int64_t panel_ld = std::min(kXsmmCols, n_full) + 16;
+    const int64_t b_ld = trans_b ? panel_ld : ldb;
     const int flags = (beta == 0.0f ? LIBXSMM_GEMM_FLAG_BETA_0 : 0) | (trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : 0);
     const float one = 1.0f;
     // libxsmm's C (cols, rows) = its A (our B's columns) times its B (our op(A)'s rows)
-    const auto kernel = [&](int64_t rows, int64_t cols, int64_t b_ld, int64_t c_ld) {
+    const auto kernel = [&](int64_t rows, int64_t cols, int64_t a_ld, int64_t c_ld) {
         const auto i = [](int64_t v) { return static_cast<libxsmm_blasint>(v); };
-        const libxsmm_blasint xm = i(cols), xn = i(rows), xk = i(k), xlda = i(b_ld), xldb = i(lda), xldc = i(c_ld);
+        const libxsmm_blasint xm = i(cols), xn = i(rows), xk = i(k), xlda = i(a_ld), xldb = i(lda), xldc = i(c_ld);
         return libxsmm_smmdispatch(xm, xn, xk, &xlda, &xldb, &xldc, &one, &beta, &flags, nullptr);
     };
     const int64_t row_blocks = (m + kXsmmRows - 1) / kXsmmRows, col_blocks = (n_full + kXsmmCols - 1) / kXsmmCols;
@@ -303,36 +302,55 @@ bool xsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
         const int64_t rows = lr ? last_rows : kXsmmRows;
         for (int lc = 0; lc < 2; ++lc) {  // n >= 32: at least one column block
             if (lc == 0 && col_blocks == 1) continue;
-            kernels[lr][lc] = kernel(rows, lc ? last_cols : kXsmmCols, ldb, ldc);
+            kernels[lr][lc] = kernel(rows, lc ? last_cols : kXsmmCols, b_ld, ldc);
             if (kernels[lr][lc] == nullptr) return false;
         }
         if (rest > 0 && (padded[lr] = kernel(rows, kXsmmPad, kXsmmPad, kXsmmPad)) == nullptr) return false;
     }
-    const int64_t tile_cols = col_blocks + (rest > 0 ? 1 : 0);  // tiles per row block
-    const auto tile = [&](int64_t t) {
-        const int64_t rb = t / tile_cols, cb = t % tile_cols;
-        const int64_t r0 = rb * kXsmmRows, rows = rb + 1 == row_blocks ? last_rows : kXsmmRows;
-        // rows r0.. of op(A): rows of A, or columns of the stored Aᵀ
-        const float* a_rows = trans_a ? a + r0 : a + r0 * lda;
-        if (cb < col_blocks) {
-            const int64_t c0 = cb * kXsmmCols;
-            kernels[rb + 1 == row_blocks][cb + 1 == col_blocks](bt + c0, a_rows, c + r0 * ldc + c0);
-            return;
-        }
-        float out[kXsmmRows * kXsmmPad] = {};  // (rows, 32): C's last columns, then zeros
-        float* c_rest = c + r0 * ldc + n_full;
-        if (beta != 0.0f)
-            for (int64_t r = 0; r < rows; ++r) std::copy_n(c_rest + r * ldc, rest, out + r * kXsmmPad);
-        padded[rb + 1 == row_blocks](b_rest.data(), a_rows, out);
-        for (int64_t r = 0; r < rows; ++r) std::copy_n(out + r * kXsmmPad, rest, c_rest + r * ldc);
-    };
+    // Tiles column block by column block (a block's transposed panel serves all its
+    // row blocks); each thread runs tiles [first, last) of them
+    const int64_t tile_cols = col_blocks + (rest > 0 ? 1 : 0);
     const int64_t tiles = row_blocks * tile_cols;
+    const auto run = [&](int64_t first, int64_t last) {
+        thread_local std::vector<float> panel;
+        int64_t held = -1;  // the column block whose transpose `panel` holds in this call
+        for (int64_t t = first; t < last; ++t) {
+            const int64_t cb = t / row_blocks, rb = t % row_blocks;
+            const int64_t r0 = rb * kXsmmRows, rows = rb + 1 == row_blocks ? last_rows : kXsmmRows;
+            // rows r0.. of op(A): rows of A, or columns of the stored Aᵀ
+            const float* a_rows = trans_a ? a + r0 : a + r0 * lda;
+            if (cb < col_blocks) {
+                const int64_t c0 = cb * kXsmmCols, cols = cb + 1 == col_blocks ? last_cols : kXsmmCols;
+                const float* b_cols = b + c0;
+                if (trans_b) {
+                    if (held != cb) {
+                        if (panel.size() < static_cast<size_t>(k * panel_ld))
+                            panel.resize(static_cast<size_t>(k * panel_ld));
+                        transpose_into(panel.data(), panel_ld, b + c0 * ldb, ldb, cols, k);
+                        held = cb;
+                    }
+                    b_cols = panel.data();
+                }
+                kernels[rb + 1 == row_blocks][cb + 1 == col_blocks](b_cols, a_rows, c + r0 * ldc + c0);
+                continue;
+            }
+            float out[kXsmmRows * kXsmmPad] = {};  // (rows, 32): C's last columns, then zeros
+            float* c_rest = c + r0 * ldc + n_full;
+            if (beta != 0.0f)
+                for (int64_t r = 0; r < rows; ++r) std::copy_n(c_rest + r * ldc, rest, out + r * kXsmmPad);
+            padded[rb + 1 == row_blocks](b_rest.data(), a_rows, out);
+            for (int64_t r = 0; r < rows; ++r) std::copy_n(out + r * kXsmmPad, rest, c_rest + r * ldc);
+        }
+    };
     const int team = static_cast<int>(std::min<int64_t>(get_num_threads(), tiles));
     if (team > 1 && !omp_in_parallel() && m * n * k >= kXsmmSplitWork) {
-#pragma omp parallel for schedule(static) num_threads(team)
-        for (int64_t t = 0; t < tiles; ++t) tile(t);
+#pragma omp parallel num_threads(team)
+        {
+            const int64_t i = omp_get_thread_num(), used = omp_get_num_threads();
+            run(tiles * i / used, tiles * (i + 1) / used);
+        }
     } else {
-        for (int64_t t = 0; t < tiles; ++t) tile(t);
+        run(0, tiles);
     }
     return true;
 }
