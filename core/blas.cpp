@@ -170,10 +170,10 @@ void split_gemm(int parts, bool trans_a, bool trans_b, int64_t m, int64_t n, int
 // libxsmm is column-major: our row-major C (m, n) is its C (n, m) = B A, so
 // the operands swap. op(A) = Aᵀ is its "transpose B"; op(B) = Bᵀ (x Wᵀ, the
 // linear layer's product) it has no kernel for, so Bᵀ is copied, a column
-// block of C at a time: 0.13-0.16 ns a number (transpose_into), which even a decoding step of 4
-// rows against base's 512 x 2048 weight earns back (1.2x OpenBLAS with the
-// copy; a plain loop took 0.5-0.8 ns a number and lost to OpenBLAS below
-// about 100 rows).
+// block of C at a time: 0.13-0.16 ns a number (transpose_into), which even
+// a decoding step of 4 rows against base's 512 x 2048 weight earns back
+// (1.2x OpenBLAS with the copy; a plain loop took 0.5-0.8 ns a number and
+// lost to OpenBLAS below about 100 rows).
 // Only where libxsmm's kernels are wider than OpenBLAS's (xsmm_on below);
 // TFORMER_LIBXSMM=0 in the environment turns it off (OpenBLAS only).
 
@@ -271,10 +271,13 @@ bool xsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
     std::vector<float> b_rest;  // (k, 32): op(B)'s last columns, then zeros
     if (rest > 0) {
         b_rest.assign(static_cast<size_t>(k * kXsmmPad), 0.0f);
-        for (int64_t kk = 0; kk < k; ++kk)
-            for (int64_t j = 0; j < rest; ++j)
-                b_rest[static_cast<size_t>(kk * kXsmmPad + j)] =
-                    trans_b ? b[(n_full + j) * ldb + kk] : b[kk * ldb + n_full + j];
+        for (int64_t kk = 0; kk < k; ++kk) {
+            float* row = b_rest.data() + kk * kXsmmPad;
+            if (trans_b)  // B stored (n, k): column kk of its last rows
+                for (int64_t j = 0; j < rest; ++j) row[j] = b[(n_full + j) * ldb + kk];
+            else
+                std::copy_n(b + kk * ldb + n_full, rest, row);
+        }
     }
     // x Wᵀ: B is stored (n, k), and each thread copies the transpose of the
     // column block it is at, (k, 128), into a buffer of its own. Its rows are 16

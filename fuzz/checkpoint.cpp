@@ -37,9 +37,9 @@ const std::string kTinyCorpus = std::string(TFORMER_SOURCE_DIR) + "/fuzz/data/fr
 constexpr int64_t kCopyVocab = 11;  // the copy task's vocabulary in `tformer train copy` and `tformer eval`
 
 // Decoding a crafted model to a limit of hundreds of steps takes seconds under
-// the sanitizers: the corpus' checkpoints with num_steps 900-1000, about 3% of
-// it, took 3-6 s of CPU each, and their mutants made the target run at 40-70
-// inputs a second. So a checkpoint whose limit is above kLongLimit decodes to
+// the sanitizers: the corpus' checkpoints with num_steps 900-1000 (112 of the
+// 3,882 whose config a script could read) took 3-6 s of CPU each, and their
+// mutants held the target at 37-72 inputs a second per process. So a checkpoint whose limit is above kLongLimit decodes to
 // it (`tformer translate`, `tformer eval`, the copy task to its length) for one
 // input in 8, chosen by size; the others load, translate 3 steps, decode the
 // copy task for kLongLimit steps and read what --resume reads. Both kinds keep
