@@ -313,6 +313,15 @@ void reduce_rows(const Op& op, const T* x, const Plan& plan, Out* out, const dou
 // Tiles are split across threads; every output still folds its rows in the
 // same order.
 constexpr int64_t kTile = 1024;
+// What a column reduction tells parallel_for each output costs: its rows ÷
+// 4, since an element is one add streamed from memory, a quarter or less of
+// a row kernel's work (the grain's unit). At full cost d2l's bias gradient
+// (640 x 201 -> 201) split across 2 threads and made its training step 3-4%
+// slower than on 1 (waking the other thread and moving the rows to its core
+// cost more than half of 20 µs); at a quarter it stays on one thread and the
+// step takes the same time on 1 and 2, while the translation preset's
+// 1140 x 512 bias gradients still split (stop 30, docs/bench.md).
+constexpr int64_t kColumnCostDivisor = 4;
 
 template <class T, class Out, class Op>
 void reduce_columns(const Op& op, const T* x, const Plan& plan, Out* out, const double* centre) {
@@ -320,7 +329,7 @@ void reduce_columns(const Op& op, const T* x, const Plan& plan, Out* out, const 
     const Walk& red = plan.reduced;
     const int64_t cols = kept.inner_size(), cs = kept.inner_stride();
     const int64_t run = red.inner_size(), rs = red.inner_stride(), runs = plan.count / run;
-    parallel_for(0, plan.outputs, plan.count, [&](int64_t first, int64_t last) {
+    parallel_for(0, plan.outputs, plan.count / kColumnCostDivisor, [&](int64_t first, int64_t last) {
         std::array<double, kTile> acc, c;
         for (int64_t m = first; m < last;) {
             // this tile: outputs m .. m+len-1 = columns j0 .. j0+len-1 of kept outer index m / cols
