@@ -110,6 +110,26 @@ std::vector<int64_t> bench_valid_lengths(uint64_t seed, int64_t n, int64_t T) {
     return out;
 }
 
+// The loss of one training step, with the output layer fused into it
+// (linear_cross_entropy: the (B T, V) logits are never kept, as tasks::train
+// with fused_loss). Random presets: d2l's masked loss summed over the batch,
+// Σ_b (1/T) Σ_{t < len_b} ce_bt, so weight 1/T per real position; PyTorch's
+// side computes it as d2l does, logits first. Corpus preset: the default
+// translation run's token mean with label smoothing, weight 1/tokens.
+// (Until stop 30 the random presets composed dense and the masked loss; the
+// logits and their gradient were base's largest tensors, 33 MB each.)
+Variable bench_step_loss(nn::EncoderDecoder& model, const Batch& batch, const BenchPreset& p) {
+    Variable H = model.forward_hidden(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, D)
+    const int64_t B = H.size(0), T = H.size(1), D = H.size(2);
+    const double per_row = p.corpus ? core::sum(batch.label_valid.to(core::DType::float64)).item()  // tokens
+                                    : static_cast<double>(T);
+    const Tensor w = core::mul(nn::sequence_mask(batch.label_valid, T, H.dtype()), 1.0 / per_row);  // (B, T)
+    const nn::Linear& dense = *model.decoder->dense;
+    return autograd::linear_cross_entropy(autograd::reshape(H, {B * T, D}), dense.weight, dense.bias,
+                                          batch.label.reshape({B * T}), w.reshape({B * T}),
+                                          p.corpus ? p.label_smoothing : 0.0);
+}
+
 Batch bench_batch(const BenchPreset& p, core::Generator& gen) {
     const int64_t B = p.batch_size, T = p.num_steps;
     constexpr int64_t kBos = 2, kFirstWord = 4;  // d2l's ids: <unk> 0, <pad> 1, <bos> 2, <eos> 3
@@ -365,23 +385,6 @@ void report_gflops(const char* what, const Measured& m, const std::function<void
     report({fmt::format("{}_sgemm_gflops", what), round_to(bare_ms > 0 ? per_run / (bare_ms * 1e-3) : 0.0, 2)});
 }
 
-// The loss of one training step: d2l's masked loss summed over the batch
-// (random presets), or the default translation run's token mean with the
-// output layer fused into it (corpus preset, as tasks::train with fused_loss).
-Variable step_loss(nn::EncoderDecoder& model, const Batch& batch, const BenchPreset& p) {
-    if (!p.corpus) {
-        Variable logits = model.forward(batch.enc_X, batch.dec_in, batch.enc_valid);               // (B, T, V)
-        return autograd::sum(nn::masked_softmax_ce_loss(logits, batch.label, batch.label_valid));  // (B) summed
-    }
-    Variable H = model.forward_hidden(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, D)
-    const int64_t B = H.size(0), T = H.size(1), D = H.size(2);
-    const double tokens = core::sum(batch.label_valid.to(core::DType::float64)).item();
-    const Tensor w = core::mul(nn::sequence_mask(batch.label_valid, T, H.dtype()), 1.0 / tokens);  // (B, T)
-    const nn::Linear& dense = *model.decoder->dense;
-    return autograd::linear_cross_entropy(autograd::reshape(H, {B * T, D}), dense.weight, dense.bias,
-                                          batch.label.reshape({B * T}), w.reshape({B * T}), p.label_smoothing);
-}
-
 // Builds the model, tells `on_model` its parameter count, then measures every
 // figure in order, handing each to `report` as soon as it is known.
 void measure(const BenchPreset& p, int64_t repeats, const std::vector<Batch>& given,
@@ -403,7 +406,7 @@ void measure(const BenchPreset& p, int64_t repeats, const std::vector<Batch>& gi
     model->train();
     auto train_step = [&](int64_t i) {
         const Batch& batch = batch_at(i);
-        Variable loss = step_loss(*model, batch, p);
+        Variable loss = bench_step_loss(*model, batch, p);
         loss.backward();
         autograd::profile_mark();  // clipping and the update record no ops: their own entry
         const auto t0 = std::chrono::steady_clock::now();

@@ -81,6 +81,13 @@ Batch bench_batch(const BenchPreset& preset, core::Generator& gen);
 /// The valid lengths of bench_batch: n draws of 1 + (splitmix64 output mod T).
 std::vector<int64_t> bench_valid_lengths(uint64_t seed, int64_t n, int64_t T);
 
+/// The loss a timed training step minimises, through the fused output layer
+/// (autograd::linear_cross_entropy: the (B T, V) logits are never kept).
+/// Random presets: d2l's masked loss summed over the batch, the same number
+/// as Σ_b masked_softmax_ce_loss(model.forward(...)); corpus preset: the
+/// default translation run's label-smoothed token mean.
+autograd::Variable bench_step_loss(nn::EncoderDecoder& model, const Batch& batch, const BenchPreset& preset);
+
 /// One measured figure.
 struct BenchFigure {
     std::string figure;  ///< train_step_ms, ..., peak_rss_mb (see measure_model)

@@ -1,6 +1,9 @@
 // tasks/bench: the presets, the random batch and the figures of `tformer bench`.
+#include "autograd/autograd.hpp"
 #include "core/core.hpp"
+#include "nn/loss.hpp"
 #include "tasks/bench.hpp"
+#include "tasks/seq2seq.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -127,6 +130,41 @@ TEST_CASE("bench_batch(preset, gen): random ids, d2l's decoder input, shared val
     }
 }
 
+TEST_CASE("bench_step_loss: the fused output loss is d2l's masked loss summed over the batch, value and gradients",
+          "[tasks][bench]") {
+    // d2l's preset, its weights drawn once; eval mode so that both passes see no dropout
+    const BenchPreset p = bench_preset("d2l");
+    core::Generator gen(p.seed);
+    const auto model = build_model(p.config, gen);
+    const Batch batch = bench_batch(p, gen);
+    model->eval();
+    auto run = [&](bool fused) {
+        for (const autograd::Variable& w : model->parameters()) w.zero_grad();
+        autograd::Variable loss =
+            fused ? bench_step_loss(*model, batch, p)
+                  : autograd::sum(nn::masked_softmax_ce_loss(model->forward(batch.enc_X, batch.dec_in, batch.enc_valid),
+                                                             batch.label, batch.label_valid));
+        loss.backward();
+        std::vector<std::vector<double>> out{loss.value().to_vector()};
+        for (const auto& [name, w] : model->named_parameters()) out.push_back(w.grad().to_vector());
+        return out;
+    };
+    const auto fused = run(true), composed = run(false);
+    REQUIRE(fused.size() == composed.size());
+    CHECK(fused[0][0] == Approx(composed[0][0]).epsilon(1e-5));
+    CHECK(fused[0][0] > 100.0);  // 64 rows of about log 201 = 5.3 each: a real loss, not 0
+    double worst = 0, largest = 0;
+    for (size_t i = 1; i < fused.size(); ++i) {
+        REQUIRE(fused[i].size() == composed[i].size());
+        for (size_t j = 0; j < fused[i].size(); ++j) {
+            worst = std::max(worst, std::abs(fused[i][j] - composed[i][j]));
+            largest = std::max(largest, std::abs(composed[i][j]));
+        }
+    }
+    CHECK(largest > 0.01);
+    CHECK(worst <= 1e-5 * largest);
+}
+
 TEST_CASE("measure_model(preset, repeats): every figure, consistent with each other", "[tasks][bench]") {
     const BenchPreset p = bench_preset("copy");
     const std::vector<BenchFigure> figures = measure_model(p, 1);
@@ -159,15 +197,18 @@ TEST_CASE("measure_model(preset, repeats): every figure, consistent with each ot
     // each decoder block 8 projections and the FFN (cross-attention's keys and
     // values over the source), and the output layer D x V; a product costs 2mnk
     // forward and twice that backward. Attention's own products run in the
-    // fused kernel, not in GEMM.
-    const double N = static_cast<double>(p.batch_size * p.num_steps), D = 32, F = 64, V = 11;
-    const double L = 2, per_token = L * ((4 * D * D + 2 * D * F) + (8 * D * D + 2 * D * F)) + D * V;  // multiply-adds
-    CHECK(by_name["forward_eval_gflop"] == Approx(2 * N * per_token * 1e-9).epsilon(1e-4));
-    CHECK(by_name["train_step_gflop"] == Approx(3 * 2 * N * per_token * 1e-9).epsilon(1e-4));
-    // tokens per second = the batch's target tokens / the train step
+    // fused kernel, not in GEMM. The training step's output layer runs inside
+    // the fused loss, on the real target tokens only: x Wᵀ, then G W, Gᵀ x
+    // and the bias gradient Gᵀ 1 (V x 1 per token).
     const std::vector<int64_t> lens = bench_valid_lengths(p.seed, 2 * p.batch_size, p.num_steps);
-    double tokens = 0;
+    double tokens = 0;  // the target's: the second B draws
     for (int64_t i = p.batch_size; i < 2 * p.batch_size; ++i) tokens += static_cast<double>(lens[i]);
+    const double N = static_cast<double>(p.batch_size * p.num_steps), D = 32, F = 64, V = 11;
+    const double L = 2, blocks = L * ((4 * D * D + 2 * D * F) + (8 * D * D + 2 * D * F));  // multiply-adds per token
+    CHECK(by_name["forward_eval_gflop"] == Approx(2 * N * (blocks + D * V) * 1e-9).epsilon(1e-4));
+    const double output_layer = tokens * (3 * D * V + V);
+    CHECK(by_name["train_step_gflop"] == Approx(2 * (3 * N * blocks + output_layer) * 1e-9).epsilon(1e-4));
+    // tokens per second = the batch's target tokens / the train step
     CHECK(by_name["train_tokens_per_s"] == Approx(tokens / (by_name["train_step_ms"] * 1e-3)).epsilon(1e-3));
     CHECK(by_name["peak_rss_mb"] > 1);
 }
