@@ -4,8 +4,9 @@
 #   bash bench/compare.sh [--threads "1 2"] [--repeats N] [--rounds N] [PRESET ...]
 #   bash bench/compare.sh --table FILE    the table of an earlier run's raw figures
 #
-# For every thread count and every preset (default: d2l copy small base translate) it
-# runs `tformer bench` and then bench/torch_bench.py twice right after it, so
+# For every preset (default: d2l copy small base translate) and every thread
+# count, one after the other, it runs `tformer bench` and then
+# bench/torch_bench.py twice right after it, so
 # the three are measured under the same machine load: PyTorch as installed,
 # and PyTorch at its best on this machine ("pytorch-tuned": glibc malloc
 # keeps freed memory instead of unmapping it, GLIBC_TUNABLES
@@ -20,6 +21,9 @@
 # then again), and each engine's best round counts (its lowest time, highest
 # rate, lowest memory): on a machine whose speed drifts from minute to minute
 # every engine gets the same number of tries under the same drift. Default 1.
+# A preset's thread counts run next to each other in every round, and a last
+# table gives each engine's thread scaling (best time at the fewest threads ÷
+# best time at more) from those neighbouring runs.
 #
 # The translate preset is the default translation model on real batches of
 # the corpus: tformer writes the batches it measured (--save-batches) and
@@ -70,22 +74,25 @@ measure() {
   mkdir -p "$(dirname "$OUT")"
   : > "$OUT"
 
-  for t in $threads; do
-    for p in "${presets[@]}"; do
-      load=$(cut -d' ' -f1 /proc/loadavg)
-      echo "compare.sh: $p at $t thread(s), load $load" >&2
-      # the load line tags the pair, so the table can show what it was measured under
-      printf '{"engine":"machine","preset":"%s","threads":%s,"figure":"load_1min","value":%s}\n' "$p" "$t" "$load" >> "$OUT"
-      tformer_batches=() torch_batches=()
-      if [[ $p == translate ]]; then  # PyTorch runs on the batches tformer measured
-        batches="$(dirname "$OUT")/translate-batches.json"
-        tformer_batches=(--save-batches "$batches") torch_batches=(--batches "$batches")
-      fi
-      for ((r = 1; r <= rounds; r++)); do
-        ((rounds == 1)) || echo "compare.sh: $p at $t thread(s), round $r of $rounds" >&2
+  # Per preset, round by round, every thread count in turn: the runs whose
+  # ratio is the thread scaling (and "no slower with more threads") sit
+  # minutes apart, not a whole pass over the presets apart, so the machine's
+  # drift (5-20% within minutes here) falls on both alike.
+  for p in "${presets[@]}"; do
+    tformer_batches=() torch_batches=()
+    if [[ $p == translate ]]; then  # PyTorch runs on the batches tformer measured
+      batches="$(dirname "$OUT")/translate-batches.json"
+      tformer_batches=(--save-batches "$batches") torch_batches=(--batches "$batches")
+    fi
+    for ((r = 1; r <= rounds; r++)); do
+      for t in $threads; do
+        load=$(cut -d' ' -f1 /proc/loadavg)
+        echo "compare.sh: $p at $t thread(s), round $r of $rounds, load $load" >&2
+        # the load line tags the pair, so the table can show what it was measured under (the last round's)
+        printf '{"engine":"machine","preset":"%s","threads":%s,"figure":"load_1min","value":%s}\n' "$p" "$t" "$load" >> "$OUT"
         "$TFORMER" bench --preset "$p" --threads "$t" "${repeats[@]}" "${tformer_batches[@]}" >> "$OUT"
-        # the later rounds run on the batches the first one saved
-        ((r > 1 || ${#tformer_batches[@]} == 0)) || tformer_batches=(--load-batches "$batches")
+        # every later run measures the batches the first one saved
+        ((${#tformer_batches[@]} == 0)) || tformer_batches=(--load-batches "$batches")
         "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" "${repeats[@]}" "${torch_batches[@]}" >> "$OUT"
         GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184 OMP_WAIT_POLICY=PASSIVE \
           "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" "${repeats[@]}" "${torch_batches[@]}" \
@@ -177,4 +184,27 @@ for (preset, threads), figs in rows.items():
         bare = figs.get(f.replace("_gflops", "_sgemm_gflops"), {}).get("tformer", "") if f.endswith("_gflops") else ""
         print(f"| {preset} | {threads} | {load.get((preset, threads), '')} | {f} | {t} | {v.get('pytorch')} | "
               f"{v.get('pytorch-tuned')} | {ratio} | {bare} | {ceiling(figs, f)} |")
+
+# Thread scaling: each engine's best time at the fewest threads measured ÷ its
+# best at more (above 1: faster with more threads; below 1: slower). For
+# PyTorch, the faster of its two configurations at each count.
+counts = {}
+for (preset, threads) in rows:
+    counts.setdefault(preset, []).append(threads)
+scaling = [(p, min(ts), t) for p, ts in counts.items() for t in sorted(ts) if t != min(ts)]
+if scaling:
+    print()
+    print("| preset | threads | tformer train | eval | decode | pytorch train | eval | decode |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    def best(figs, f, engines):
+        xs = [figs.get(f, {}).get(e) for e in engines]
+        xs = [x for x in xs if x]
+        return min(xs) if xs else None
+    for preset, lo, hi in scaling:
+        cells = []
+        for engines in (("tformer",), ("pytorch", "pytorch-tuned")):
+            for f in ("train_step_ms", "forward_eval_ms", "greedy_decode_ms"):
+                a, b = best(rows[(preset, lo)], f, engines), best(rows[(preset, hi)], f, engines)
+                cells.append(f"{a / b:.2f}" if a and b else "n/a")
+        print(f"| {preset} | {lo} → {hi} | " + " | ".join(cells) + " |")
 EOF
