@@ -110,24 +110,13 @@ std::vector<int64_t> bench_valid_lengths(uint64_t seed, int64_t n, int64_t T) {
     return out;
 }
 
-// The loss of one training step, with the output layer fused into it
-// (linear_cross_entropy: the (B T, V) logits are never kept, as tasks::train
-// with fused_loss). Random presets: d2l's masked loss summed over the batch,
-// Σ_b (1/T) Σ_{t < len_b} ce_bt, so weight 1/T per real position; PyTorch's
-// side computes it as d2l does, logits first. Corpus preset: the default
-// translation run's token mean with label smoothing, weight 1/tokens.
-// (Until stop 30 the random presets composed dense and the masked loss; the
-// logits and their gradient were base's largest tensors, 33 MB each.)
+// Random presets weight each real position 1/T (d2l's masked loss summed
+// over the batch; PyTorch's side computes it as d2l does, logits first), the
+// corpus preset 1/tokens with label smoothing (the default translation run).
 Variable bench_step_loss(nn::EncoderDecoder& model, const Batch& batch, const BenchPreset& p) {
-    Variable H = model.forward_hidden(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, D)
-    const int64_t B = H.size(0), T = H.size(1), D = H.size(2);
-    const double per_row = p.corpus ? core::sum(batch.label_valid.to(core::DType::float64)).item()  // tokens
-                                    : static_cast<double>(T);
-    const Tensor w = core::mul(nn::sequence_mask(batch.label_valid, T, H.dtype()), 1.0 / per_row);  // (B, T)
-    const nn::Linear& dense = *model.decoder->dense;
-    return autograd::linear_cross_entropy(autograd::reshape(H, {B * T, D}), dense.weight, dense.bias,
-                                          batch.label.reshape({B * T}), w.reshape({B * T}),
-                                          p.corpus ? p.label_smoothing : 0.0);
+    if (!p.corpus) return fused_output_loss(model, batch, 1.0 / static_cast<double>(batch.label.size(1)), 0.0);
+    const double tokens = core::sum(batch.label_valid.to(core::DType::float64)).item();
+    return fused_output_loss(model, batch, 1.0 / tokens, p.label_smoothing);
 }
 
 Batch bench_batch(const BenchPreset& p, core::Generator& gen) {

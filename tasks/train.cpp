@@ -32,6 +32,17 @@ namespace tformer::tasks {
 using autograd::Variable;
 using core::Tensor;
 
+// ---- the fused objective ----------------------------------------------------------------------
+
+Variable fused_output_loss(nn::EncoderDecoder& model, const Batch& batch, double row_weight, double label_smoothing) {
+    Variable H = model.forward_hidden(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, D)
+    const int64_t B = H.size(0), T = H.size(1), D = H.size(2);
+    const Tensor w = core::mul(nn::sequence_mask(batch.label_valid, T, H.dtype()), row_weight);  // (B, T)
+    const nn::Linear& dense = *model.decoder->dense;
+    return autograd::linear_cross_entropy(autograd::reshape(H, {B * T, D}), dense.weight, dense.bias,
+                                          batch.label.reshape({B * T}), w.reshape({B * T}), label_smoothing);
+}
+
 // ---- batches ------------------------------------------------------------------------------
 
 Batch copy_batch(int64_t batch, int64_t length, int64_t vocab, core::Generator& gen) {
@@ -581,15 +592,8 @@ public:
 private:
     // d2l's objective Σ_b l_b, or with token_mean the mean loss over the batch's real tokens
     Variable objective(const Batch& batch, double tokens) {
-        if (o_.fused_loss) {
-            // the same token mean, with dense and the loss in one op: weight 1/tokens per real position
-            Variable H = model_.forward_hidden(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, D)
-            const int64_t B = H.size(0), T = H.size(1), D = H.size(2);
-            const Tensor w = core::mul(nn::sequence_mask(batch.label_valid, T, H.dtype()), 1.0 / tokens);  // (B, T)
-            const nn::Linear& dense = *model_.decoder->dense;
-            return autograd::linear_cross_entropy(autograd::reshape(H, {B * T, D}), dense.weight, dense.bias,
-                                                  batch.label.reshape({B * T}), w.reshape({B * T}), o_.label_smoothing);
-        }
+        // the same token mean, with dense and the loss in one op: weight 1/tokens per real position
+        if (o_.fused_loss) return fused_output_loss(model_, batch, 1.0 / tokens, o_.label_smoothing);
         Variable logits = model_.forward(batch.enc_X, batch.dec_in, batch.enc_valid);  // (B, T, V)
         Variable l = nn::masked_softmax_ce_loss(logits, batch.label, batch.label_valid, o_.label_smoothing);  // (B)
         // l_b = Σ_t loss_bt / T, so Σ_b l_b · T / tokens is the mean over real tokens

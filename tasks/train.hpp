@@ -26,6 +26,14 @@ struct Batch {
     core::Tensor enc_X, enc_valid, dec_in, label, label_valid;
 };
 
+/// The decoder's output layer and cross-entropy in one op
+/// (autograd::linear_cross_entropy, the (B T, V) logits never kept):
+/// Σ over real target positions of row_weight · CE(dense(H_bt), label_bt).
+/// row_weight 1/tokens is the token mean; 1/T is d2l's masked loss summed
+/// over the batch.
+autograd::Variable fused_output_loss(nn::EncoderDecoder& model, const Batch& batch, double row_weight,
+                                     double label_smoothing);
+
 /// Seed 004's data_gen for the copy task: `batch` random sequences of length
 /// `length` over symbols 1..vocab-1 whose first symbol is 1 (the start
 /// symbol); the source is the sequence, the decoder sees it without its last
