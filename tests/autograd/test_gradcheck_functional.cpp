@@ -377,6 +377,26 @@ TEST_CASE(
     run_table(cases);
 }
 
+TEST_CASE("linear_cross_entropy at 2 threads (one part of the rows per thread, dW added up after): gradcheck",
+          "[autograd][gradcheck][functional]") {
+    // 150 real rows: two parts of at least 64 rows, so each thread runs its own chunks and its own dW
+    const int saved = core::get_num_threads();
+    core::set_num_threads(2);
+    core::Generator gen(31);
+    const int64_t N = 160;
+    const Tensor t = core::randint({N}, 0, 6, gen);
+    Tensor w = core::uniform({N}, 0.1, 1.0, gen, DType::float64);
+    for (int64_t n = 0; n < N; n += 16) w.data<double>()[n] = 0;  // 10 padding rows
+    std::vector<GradCase> cases;
+    for (double eps : {0.0, 0.1})
+        cases.push_back(
+            {"x (160, 3), W (6, 3), b (6), 2 threads, eps " + std::to_string(eps),
+             {randn({N, 3}, 41), randn({6, 3}, 42), randn({6}, 43)},
+             [=](const std::vector<Variable>& x) { return linear_cross_entropy(x[0], x[1], x[2], t, w, eps); }});
+    run_table(cases);
+    core::set_num_threads(saved);
+}
+
 TEST_CASE("linear_cross_entropy equals the composed Σ w · cross_entropy(linear(x, W, b)), value and gradients",
           "[autograd][functional]") {
     for (DType dtype : {DType::float32, DType::float64})
@@ -387,7 +407,8 @@ TEST_CASE("linear_cross_entropy equals the composed Σ w · cross_entropy(linear
             const Tensor x0 = core::randn({N, D}, gen, dtype), W0 = core::mul(core::randn({V, D}, gen, dtype), 0.3);
             const Tensor b0 = core::randn({V}, gen, dtype), targets = core::randint({N}, 0, V, gen);
             const Tensor weights = core::mul(core::bernoulli({N}, 0.8, gen, dtype), 1.0 / N);  // about 20% padding
-            auto run = [&](bool fused) {
+            auto run = [&](bool fused, int threads) {
+                core::set_num_threads(threads);
                 Variable x(x0, true), W(W0, true), b(b0, true);
                 Variable loss = fused ? linear_cross_entropy(x, W, b, targets, weights, eps)
                                       : sum(mul(Variable(weights),
@@ -396,16 +417,25 @@ TEST_CASE("linear_cross_entropy equals the composed Σ w · cross_entropy(linear
                 loss.backward();
                 return std::vector<Tensor>{loss.value(), x.grad(), W.grad(), b.grad()};
             };
-            const auto fused = run(true), composed = run(false);
-            const double tol = dtype == DType::float32 ? 2e-5 : 1e-12;
-            INFO("dtype " << core::dtype_name(dtype) << " eps " << eps);
-            for (size_t i = 0; i < fused.size(); ++i) {
-                const std::vector<double> a = fused[i].to_vector(), c = composed[i].to_vector();
-                REQUIRE(a.size() == c.size());
-                double worst = 0;
-                for (size_t j = 0; j < a.size(); ++j) worst = std::max(worst, std::abs(a[j] - c[j]));
-                CHECK(worst <= tol * (i == 0 ? 10 : 1));
+            // 1 thread: one part; 2 threads: two parts of about 240 rows, each its own chunks and dW
+            const int saved = core::get_num_threads();
+            const auto composed = run(false, 1);
+            for (int threads : {1, 2}) {
+                const auto fused = run(true, threads);
+                const double tol = dtype == DType::float32 ? 2e-5 : 1e-12;
+                INFO("dtype " << core::dtype_name(dtype) << " eps " << eps << " threads " << threads);
+                for (size_t i = 0; i < fused.size(); ++i) {
+                    const std::vector<double> a = fused[i].to_vector(), c = composed[i].to_vector();
+                    REQUIRE(a.size() == c.size());
+                    double worst = 0;
+                    for (size_t j = 0; j < a.size(); ++j) worst = std::max(worst, std::abs(a[j] - c[j]));
+                    CHECK(worst <= tol * (i == 0 ? 10 : 1));
+                }
             }
+            // the same thread count gives the same bits, run to run
+            const auto again = run(true, 2), once_more = run(true, 2);
+            for (size_t i = 0; i < again.size(); ++i) CHECK(again[i].to_vector() == once_more[i].to_vector());
+            core::set_num_threads(saved);
         }
     // errors name the operation and the values
     const Variable x(core::zeros({2, 3}, DType::float32), true), W(core::zeros({4, 3}, DType::float32), true);
