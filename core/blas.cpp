@@ -263,8 +263,16 @@ bool xsmm_fits(bool trans_a, bool trans_b, int64_t n, int64_t k, float alpha, fl
 
 // C (m, n) = op(A) op(B) + beta C through libxsmm, tile by tile; false
 // (nothing written) when libxsmm has no kernel for a tile
+//
+// With `bias` (n numbers, beta 0), C = op(A) op(B) + 1 biasᵀ: each tile of C
+// gets the bias in its rows just before its kernel adds the product (beta
+// 1), while the tile is in this thread's cache, instead of a pass over all
+// of C first (for the base preset's FFN, 32 MB filled by one thread, then
+// read back from memory by the kernels). The same sums as that fill and a
+// beta-1 product, so the same bits.
 bool xsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-               int64_t ldb, float beta, float* c, int64_t ldc) {
+               int64_t ldb, float beta, float* c, int64_t ldc, const float* bias = nullptr) {
+    if (bias != nullptr) beta = 1.0f;  // the kernels add onto the bias the tile was given
     // Columns [0, n_full) in tiles of C; the last n - n_full (fewer than 32) as one
     // tile 32 wide, whose missing columns of B are zeros, into a buffer of its own
     const int64_t n_full = n / kXsmmPad * kXsmmPad, rest = n - n_full;
@@ -334,12 +342,17 @@ bool xsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
                     }
                     b_cols = panel.data();
                 }
-                kernels[rb + 1 == row_blocks][cb + 1 == col_blocks](b_cols, a_rows, c + r0 * ldc + c0);
+                float* c_tile = c + r0 * ldc + c0;
+                if (bias != nullptr)
+                    for (int64_t r = 0; r < rows; ++r) std::copy_n(bias + c0, cols, c_tile + r * ldc);
+                kernels[rb + 1 == row_blocks][cb + 1 == col_blocks](b_cols, a_rows, c_tile);
                 continue;
             }
             float out[kXsmmRows * kXsmmPad] = {};  // (rows, 32): C's last columns, then zeros
             float* c_rest = c + r0 * ldc + n_full;
-            if (beta != 0.0f)
+            if (bias != nullptr)
+                for (int64_t r = 0; r < rows; ++r) std::copy_n(bias + n_full, rest, out + r * kXsmmPad);
+            else if (beta != 0.0f)
                 for (int64_t r = 0; r < rows; ++r) std::copy_n(c_rest + r * ldc, rest, out + r * kXsmmPad);
             padded[rb + 1 == row_blocks](b_rest.data(), a_rows, out);
             for (int64_t r = 0; r < rows; ++r) std::copy_n(out + r * kXsmmPad, rest, c_rest + r * ldc);
@@ -381,6 +394,16 @@ void gemm_any(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, T alp
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
     gemm_any(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+bool gemm_bias_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                    const float* b, int64_t ldb, const float* bias, float* c, int64_t ldc) {
+    if (!xsmm_fits(trans_a, trans_b, n, k, 1.0f, 0.0f) || !xsmm_on() || m < 1 || n < 1 ||
+        !check_gemm(trans_a, trans_b, m, n, k, lda, ldb, ldc))
+        return false;
+    if (!xsmm_gemm(trans_a, trans_b, m, n, k, a, lda, b, ldb, 0.0f, c, ldc, bias)) return false;
+    log_call(trans_a, trans_b, m, n, k, false);
+    return true;
 }
 
 // C = alpha * op(A) @ op(B) + beta * C in double precision.

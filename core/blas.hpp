@@ -18,6 +18,15 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
           const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
 
+/// C (m, n) = op(A) op(B) + the row `bias` (n) in every row, when the
+/// product runs on libxsmm (see gemm): each tile of C gets the bias just
+/// before its kernel adds the product, so C is written once, by the thread
+/// that owns the tile; the same bits as filling C with the bias and calling
+/// gemm with beta 1. Returns false, with nothing written, when the product
+/// would not run on libxsmm (the caller then fills C and calls gemm).
+bool gemm_bias_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda,
+                    const float* b, int64_t ldb, const float* bias, float* c, int64_t ldc);
+
 /// One product as gemm was called: C (m, n) = op(A) (m, k) @ op(B) (k, n).
 struct GemmCall {
     bool trans_a = false, trans_b = false;

@@ -288,14 +288,20 @@ void fill_rows(const Tensor& out, const Tensor& b_, int64_t rows) {
         const T* src = b.data<T>();
         T* dst = out.data<T>();
         constexpr int64_t W = 64 / static_cast<int64_t>(sizeof(T));
-        switch (n % W == 0 ? n / W : 0) {
-            case 1: return fill_short_rows<T, 1>(src, dst, rows);
-            case 2: return fill_short_rows<T, 2>(src, dst, rows);
-            case 3: return fill_short_rows<T, 3>(src, dst, rows);
-            case 4: return fill_short_rows<T, 4>(src, dst, rows);
-            default:
-                for (int64_t r = 0; r < rows; ++r) std::copy(src, src + n, dst + r * n);
-        }
+        // rows split over the threads as an elementwise op's elements are (the
+        // base preset's FFN output is 32 MB: one thread's pass over it was a
+        // serial stretch of every forward linear)
+        parallel_for(0, rows, n, [&](int64_t r0, int64_t r1) {
+            T* d = dst + r0 * n;
+            switch (n % W == 0 ? n / W : 0) {
+                case 1: return fill_short_rows<T, 1>(src, d, r1 - r0);
+                case 2: return fill_short_rows<T, 2>(src, d, r1 - r0);
+                case 3: return fill_short_rows<T, 3>(src, d, r1 - r0);
+                case 4: return fill_short_rows<T, 4>(src, d, r1 - r0);
+                default:
+                    for (int64_t r = 0; r < r1 - r0; ++r) std::copy(src, src + n, d + r * n);
+            }
+        });
     });
 }
 }  // namespace
@@ -323,20 +329,31 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     if (out.numel() == 0) return out;
     const int64_t rows = out.numel() / out_features;
 
-    // The bias is written into every row first and GEMM with beta = 1 adds
-    // x @ Wᵀ onto it, so no read-add-write pass over the output follows.
-    if (bias.defined()) {
-        fill_rows(out, bias, rows);  // (out) broadcast to (..., out)
-    } else if (in_features == 0) {
-        fill_(out, 0.0);
+    if (in_features == 0) {  // x @ Wᵀ is an empty sum
+        if (bias.defined())
+            fill_rows(out, bias, rows);
+        else
+            fill_(out, 0.0);
+        return out;
     }
-    if (in_features == 0) return out;  // x @ Wᵀ is an empty sum
 
     // x (..., in) as rows (rows, in): a view whenever the leading dimensions stack
     const Operand px = blas_operand(x.dim() == 2 ? x : x.reshape({rows, in_features}));
     // W (out, in) used as Wᵀ (in, out): a row-major W is read transposed, and a
     // W that is itself a transposed view is read as it is
     const Operand pw = blas_operand(weight);
+    // On libxsmm each tile of the output gets the bias just before its kernel
+    // adds x @ Wᵀ; otherwise the bias is written into every row first and GEMM
+    // with beta = 1 adds onto it. Either way no read-add-write pass follows.
+    if (bias.defined()) {
+        const Tensor b = bias.contiguous();
+        if (x.dtype() == DType::float32 &&
+            blas::gemm_bias_rows(px.layout.trans, !pw.layout.trans, rows, out_features, in_features,
+                                 px.tensor.data<float>(), px.layout.ld, pw.tensor.data<float>(), pw.layout.ld,
+                                 b.data<float>(), out.data<float>(), out_features))
+            return out;
+        fill_rows(out, b, rows);  // (out) broadcast to (..., out)
+    }
     visit_floating(x.dtype(), "linear", [&](auto tag) {
         using T = typename decltype(tag)::type;
         const T beta = bias.defined() ? T(1) : T(0);

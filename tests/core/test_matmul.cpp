@@ -535,3 +535,40 @@ TEST_CASE(
                     }
                 }
 }
+
+TEST_CASE(
+    "blas::gemm_bias_rows(...): the bias given to each tile before its kernel gives the bits of filling C with the "
+    "bias and a beta-1 gemm, on 1 and 2 threads; linear(x, W, b) uses it",
+    "[core][matmul][blas]") {
+    const bool xsmm = blas::xsmm_target() != "off";
+    const int saved = get_num_threads();
+    Generator gen(23);
+    for (int64_t m : {1, 63, 200})
+        for (int64_t n : {32, 41, 201, 300})  // one tile column, a last part of fewer than 32, several blocks
+            for (bool tb : {false, true})
+                for (int threads : {1, 2}) {
+                    set_num_threads(threads);
+                    const int64_t k = 24;
+                    const Tensor a = uniform({m, k}, -1, 1, gen);
+                    const Tensor b = tb ? uniform({n, k}, -1, 1, gen) : uniform({k, n}, -1, 1, gen);
+                    const Tensor bias = uniform({n}, -1, 1, gen);
+                    Tensor fused = full({m, n + 3}, 7.0);  // 3 padding columns stay 7
+                    const bool ran = blas::gemm_bias_rows(false, tb, m, n, k, a.data<float>(), k, b.data<float>(),
+                                                          tb ? k : n, bias.data<float>(), fused.data<float>(), n + 3);
+                    INFO(m << "x" << n << "x" << k << " trans_b " << tb << " threads " << threads);
+                    CHECK(ran == xsmm);  // these shapes are libxsmm's; with it off nothing runs
+                    if (!ran) {
+                        CHECK(max_abs_error(fused, full({m, n + 3}, 7.0)) == 0.0);  // nothing written
+                        continue;
+                    }
+                    Tensor filled = full({m, n + 3}, 7.0);
+                    for (int64_t r = 0; r < m; ++r)
+                        std::copy_n(bias.data<float>(), n, filled.data<float>() + r * (n + 3));
+                    blas::gemm(false, tb, m, n, k, 1.0f, a.data<float>(), k, b.data<float>(), tb ? k : n, 1.0f,
+                               filled.data<float>(), n + 3);
+                    CHECK(max_abs_error(fused, filled) == 0.0);
+                    // and linear(x, W, b) with W (n, k): the same bits
+                    if (tb) CHECK(max_abs_error(linear(a, b, bias), filled.slice(1, 0, n)) == 0.0);
+                }
+    set_num_threads(saved);
+}
