@@ -302,7 +302,7 @@ TEST_CASE("slice(x, 0, 1, 5, 2) and select(x, 1, 0): the gradient is dy inside t
     CHECK(m.grad().to_vector() == std::vector<double>{7, 0, 0, 8, 0, 0});
 }
 
-TEST_CASE("split(x, 2, 0): pieces are views recorded as 'split'; an unused piece contributes no gradient",
+TEST_CASE("split(x, 2, 0): pieces are views recorded as 'split', an unused piece contributes no gradient",
           "[autograd][shape]") {
     const Variable x = f64_leaf({1, 2, 3, 4, 5}, {5});
     const std::vector<Variable> pieces = autograd::split(x, 2, 0);

@@ -20,7 +20,7 @@ TEST_CASE("check(ok, format, args): throws the given error with the formatted me
     CHECK(fmt::format("{}", Shape{}) == "()");
 }
 
-TEST_CASE("ShapeCheck: names bind sizes across arguments; numbers and known() sizes must match", "[core][check]") {
+TEST_CASE("ShapeCheck: names bind sizes across arguments, numbers and known() sizes must match", "[core][check]") {
     const ShapeCheck dims = ShapeCheck("MultiHeadAttention")
                                 .known("query_size", 4)
                                 .arg("queries", Shape{2, 3, 4}, "B T query_size")

@@ -77,7 +77,7 @@ TEST_CASE("exp_fast_lanes: the same bits as exp_fast on every lane, for vectors 
     check_lanes<16>(x);
 }
 
-TEST_CASE("exp_fast: within 3e-7 relative of std::exp up to 88.3; 0, +inf and NaN where it clamps", "[core][exp]") {
+TEST_CASE("exp_fast: within 3e-7 relative of std::exp up to 88.3, 0, +inf and NaN where it clamps", "[core][exp]") {
     for (const float x : inputs()) {
         if (std::isnan(x)) {
             CHECK(std::isnan(exp_fast(x)));

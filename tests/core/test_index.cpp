@@ -249,7 +249,7 @@ TEST_CASE("gather(x, dim, index) and scatter_add: adjoint, <gather(x), y> == <x,
 
 // ---- concat, stack, split --------------------------------------------------------------------
 
-TEST_CASE("concat(split(x)) == x; split returns views that share storage", "[core][index]") {
+TEST_CASE("concat(split(x)) == x, split returns views that share storage", "[core][index]") {
     Generator gen(7);
     const DType dtypes[] = {DType::float32, DType::float64, DType::int64, DType::boolean};
     for (DType dtype : dtypes)

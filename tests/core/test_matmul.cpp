@@ -538,7 +538,7 @@ TEST_CASE(
 
 TEST_CASE(
     "blas::gemm_bias_rows(...): the bias given to each tile before its kernel gives the bits of filling C with the "
-    "bias and a beta-1 gemm, on 1 and 2 threads; linear(x, W, b) uses it",
+    "bias and a beta-1 gemm, on 1 and 2 threads, linear(x, W, b) uses it",
     "[core][matmul][blas]") {
     const bool xsmm = blas::xsmm_target() != "off";
     const int saved = get_num_threads();

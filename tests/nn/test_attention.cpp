@@ -588,7 +588,7 @@ TEST_CASE(
 }
 
 TEST_CASE(
-    "KVCache::append: steps written in place into room that doubles, equal to transpose_qkv of all steps; "
+    "KVCache::append: steps written in place into room that doubles, equal to transpose_qkv of all steps, "
     "copies and replaced keys never write over each other",
     "[nn][attention]") {
     const DType dtype = GENERATE(DType::float32, DType::float64);
@@ -890,7 +890,7 @@ TEST_CASE("average_pooling(queries, values), nadaraya_watson(queries, keys, valu
     REQUIRE_THROWS_AS(average_pooling(queries, Variable(core::zeros({2, 2}))), ShapeError);
 }
 
-TEST_CASE("NWKernelRegression(): parameter w ~ U(0, 1); with w = 1 it is the non-parametric pooling",
+TEST_CASE("NWKernelRegression(): parameter w ~ U(0, 1), with w = 1 it is the non-parametric pooling",
           "[nn][attention]") {
     Generator gen(13);
     NWKernelRegression net(gen);

@@ -262,7 +262,7 @@ TEST_CASE("Linear(options, gen): PyTorch's init W, b ~ U(-1/√in, 1/√in), rep
 
 // ============================ Embedding ============================
 
-TEST_CASE("Embedding::forward(ids): rows of the weight; the padding row starts at zero and gets no gradient",
+TEST_CASE("Embedding::forward(ids): rows of the weight, the padding row starts at zero and gets no gradient",
           "[nn][layers]") {
     core::Generator gen(6);
     Embedding emb({.num_embeddings = 5, .embedding_dim = 3, .padding_idx = 1}, gen);
@@ -554,7 +554,7 @@ TEST_CASE("PositionalEncoding::forward(X): dropout in training mode, none in eva
 
 // ============================ Sequential ============================
 
-TEST_CASE("Sequential::forward(x): applies the modules in order; empty is the identity", "[nn][layers]") {
+TEST_CASE("Sequential::forward(x): applies the modules in order, empty is the identity", "[nn][layers]") {
     core::Generator gen(13);
     auto mlp = small_mlp(gen);
     auto& first = dynamic_cast<Linear&>((*mlp)[0]);

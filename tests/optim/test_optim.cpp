@@ -141,7 +141,7 @@ TEST_CASE("Adam(params, {.lr = 0.1}).step(): three float64 steps match a hand co
     CHECK(opt.slot_names() == std::vector<std::string>{"exp_avg", "exp_avg_sq"});
 }
 
-TEST_CASE("AdamW(params, {.weight_decay}) decouples the decay; Adam adds it to the gradient", "[optim][adam]") {
+TEST_CASE("AdamW(params, {.weight_decay}) decouples the decay, Adam adds it to the gradient", "[optim][adam]") {
     // p = 1, g = 0.5 at both steps, lr = 0.1, λ = 0.1.
     // AdamW: p·0.99 = 0.99, then m̂/√v̂ = 1: 0.89;  0.89·0.99 = 0.8811, - 0.1: 0.7811.
     // Adam:  g' = 0.5 + 0.1·1 = 0.6: 0.9;  g' = 0.59, m̂ = 0.113/0.19, v̂ = 0.00070774/0.001999: 0.8000473...
@@ -462,7 +462,7 @@ TEST_CASE("Optimizer::load_state_dict(state_dict()): 5 + 5 resumed steps equal 1
     }
 }
 
-TEST_CASE("Optimizer::allocate_state(): zero slots for every parameter up front; the same steps as lazy allocation",
+TEST_CASE("Optimizer::allocate_state(): zero slots for every parameter up front, the same steps as lazy allocation",
           "[optim][state]") {
     const NoamLR schedule({.d_model = 16, .warmup = 4, .factor = 0.5});
     Toy lazy, eager;
@@ -502,7 +502,7 @@ TEST_CASE("Optimizer::allocate_state(): zero slots for every parameter up front;
     }
 }
 
-TEST_CASE("Optimizer::state_dict(): keys carry the parameter index and name; scalars are 0-d", "[optim][state]") {
+TEST_CASE("Optimizer::state_dict(): keys carry the parameter index and name, scalars are 0-d", "[optim][state]") {
     Toy toy;
     Adam opt(toy.module.named_parameters(), {.lr = 0.01});
     // before any step the slots are saved as zeros, so every key is present
@@ -757,7 +757,7 @@ TEST_CASE("CosineLR({base_lr, warmup_steps, total_steps, min_lr}).lr_at(step): w
     CHECK_THROWS_WITH(CosineLR({.min_lr = -1}), Catch::Contains("min_lr must be finite and >= 0"));
 }
 
-TEST_CASE("LRSchedule::apply(opt, step) sets the optimizer's learning rate; ConstantLR never changes it",
+TEST_CASE("LRSchedule::apply(opt, step) sets the optimizer's learning rate, ConstantLR never changes it",
           "[optim][schedule]") {
     Variable p = param({1.0});
     SGD opt({p}, {.lr = 0.1});

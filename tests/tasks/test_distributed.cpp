@@ -129,7 +129,7 @@ TEST_CASE("dist::GradientReducer: alone, the gradients are the ones backward mad
         }
 }
 
-TEST_CASE("dist::GradientReducer: a parameter without a gradient keeps none; the mean of one rank is the sum",
+TEST_CASE("dist::GradientReducer: a parameter without a gradient keeps none, the mean of one rank is the sum",
           "[tasks][dist]") {
     const Variable used(core::tensor({1, 2, 3}, {3}), true);
     const Variable unused(core::tensor({4, 5}, {2}), true);

@@ -132,7 +132,7 @@ TEST_CASE("picture_format(path), parse_picture_format(name): .png and .svg, noth
     CHECK_THROWS_WITH(parse_picture_format("pdf", "train"), "train: --plot-format must be png or svg, got 'pdf'");
 }
 
-TEST_CASE("Canvas: every shape and text drawn, written as PNG and SVG; bad sizes and files refused", "[tasks][plot]") {
+TEST_CASE("Canvas: every shape and text drawn, written as PNG and SVG, bad sizes and files refused", "[tasks][plot]") {
     TempDir dir;
     for (const PictureFormat format : {PictureFormat::png, PictureFormat::svg}) {
         Canvas canvas(320, 120, format, "test");

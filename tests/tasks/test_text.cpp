@@ -127,7 +127,7 @@ TEST_CASE("Vocab: to_index, to_tokens, unknown tokens and errors", "[tasks][text
     CHECK(Vocab().tokens() == std::vector<std::string>{"<unk>"});
 }
 
-TEST_CASE("Vocab::from_tokens: the tokens() of a vocabulary give it back; repeats and a missing <unk> refused",
+TEST_CASE("Vocab::from_tokens: the tokens() of a vocabulary give it back, repeats and a missing <unk> refused",
           "[tasks][text]") {
     const Vocab vocab({{"a", "back\\slash", "new\nline", "j\u2019ai", "", "cr\r"}}, 0, kNmtReserved);
     const Vocab back = Vocab::from_tokens(vocab.tokens());

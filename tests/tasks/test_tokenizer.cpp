@@ -51,7 +51,7 @@ TEST_CASE("base64_encode / base64_decode: RFC 4648 vectors and a round trip of e
     CHECK_THROWS_WITH(base64_decode("Zg==Zg=="), Catch::Contains("invalid character"));
 }
 
-TEST_CASE("WordTokenizer: d2l's preprocessing and ids; decode joins the words", "[tasks][tokenizer]") {
+TEST_CASE("WordTokenizer: d2l's preprocessing and ids, decode joins the words", "[tasks][tokenizer]") {
     const Vocab vocab({{"je", "suis", "chez", "moi", "."}, {"je", "suis", "."}}, 0, kNmtReserved);
     const WordTokenizer tok(vocab);
     CHECK(tok.kind() == "word");
@@ -106,7 +106,7 @@ TEST_CASE("SentencePieceTokenizer: d2l's special ids, readable round trip, same 
     CHECK_THROWS_AS(SentencePieceTokenizer::from_serialized("not a model"), IOError);
 }
 
-TEST_CASE("SentencePieceTokenizer::train: the same sentences and seed give the same model; bad options are refused",
+TEST_CASE("SentencePieceTokenizer::train: the same sentences and seed give the same model, bad options are refused",
           "[tasks][tokenizer]") {
     const std::vector<std::string> text = corpus_sentences(1000);
     const auto a = SentencePieceTokenizer::train(text, {.vocab_size = 200, .threads = 1});

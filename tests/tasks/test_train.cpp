@@ -98,7 +98,7 @@ TEST_CASE("train(): a resumed run gives the same losses as an uninterrupted one"
 }
 
 TEST_CASE(
-    "train(): --resume refuses a run that differs from the saved one; a warm-up longer than the run names --warmup",
+    "train(): --resume refuses a run that differs from the saved one, a warm-up longer than the run names --warmup",
     "[tasks][train]") {
     // issue 12's probe: --resume with another --batch-size was accepted, and trained on other batches
     ModelConfig c = copy_config(0.0);
@@ -172,7 +172,7 @@ TEST_CASE("train(): the copy task reaches 100% exact-sequence accuracy", "[tasks
     core::set_num_threads(saved_threads);
 }
 
-TEST_CASE("loss_plot(epochs, title, steps): the per-step line, a running mean and the epoch means; plot_loss writes it",
+TEST_CASE("loss_plot(epochs, title, steps): the per-step line, a running mean and the epoch means, plot_loss writes it",
           "[tasks][train]") {
     std::vector<double> steps;
     for (int i = 0; i < 40; ++i) steps.push_back(1.0 / (1 + i));
