@@ -19,6 +19,11 @@ constexpr int64_t kChunk = 256;  // rows per chunk: C·V logits stay in the cach
 // rows a thread's part must have at least (below, fewer threads): a part's
 // own dW costs V·D numbers to add up at the end
 constexpr int64_t kMinRowsPerPart = 64;
+// and multiply-adds (rows · V · D, per product): below 2^21 (about 30 µs of
+// the three products) starting a parallel region and waking a thread costs
+// more than the part saves; the copy task's output layer (300 rows of 11
+// logits) was 2-3% slower at 2 threads than at 1 when it split
+constexpr int64_t kMinWorkPerPart = int64_t{1} << 21;
 
 void check_inputs(const Tensor& x, const Tensor& W, const Tensor& b, const Tensor& targets, const Tensor& weights) {
     const char* op = "linear_cross_entropy";
@@ -80,7 +85,9 @@ LinearCrossEntropy linear_cross_entropy(const Tensor& x_, const Tensor& W_, cons
     // thread count, so the same bits run to run.
     const int64_t R = static_cast<int64_t>(rows.size());
     const bool can_split = get_num_threads() > 1 && !omp_in_parallel() && blas::is_openmp_build();
-    const int64_t parts = can_split ? std::clamp<int64_t>(R / kMinRowsPerPart, 1, get_num_threads()) : 1;
+    const int64_t parts = can_split ? std::clamp<int64_t>(std::min(R / kMinRowsPerPart, R * V * D / kMinWorkPerPart), 1,
+                                                          get_num_threads())
+                                    : 1;
     visit_floating(x.dtype(), op, [&](auto tag) {
         using T = typename decltype(tag)::type;
         const T *xp = x.data<T>(), *Wp = W.data<T>(), *bp = b.defined() ? b.data<T>() : nullptr, *wp = w.data<T>();

@@ -377,26 +377,6 @@ TEST_CASE(
     run_table(cases);
 }
 
-TEST_CASE("linear_cross_entropy at 2 threads (one part of the rows per thread, dW added up after): gradcheck",
-          "[autograd][gradcheck][functional]") {
-    // 150 real rows: two parts of at least 64 rows, so each thread runs its own chunks and its own dW
-    const int saved = core::get_num_threads();
-    core::set_num_threads(2);
-    core::Generator gen(31);
-    const int64_t N = 160;
-    const Tensor t = core::randint({N}, 0, 6, gen);
-    Tensor w = core::uniform({N}, 0.1, 1.0, gen, DType::float64);
-    for (int64_t n = 0; n < N; n += 16) w.data<double>()[n] = 0;  // 10 padding rows
-    std::vector<GradCase> cases;
-    for (double eps : {0.0, 0.1})
-        cases.push_back(
-            {"x (160, 3), W (6, 3), b (6), 2 threads, eps " + std::to_string(eps),
-             {randn({N, 3}, 41), randn({6, 3}, 42), randn({6}, 43)},
-             [=](const std::vector<Variable>& x) { return linear_cross_entropy(x[0], x[1], x[2], t, w, eps); }});
-    run_table(cases);
-    core::set_num_threads(saved);
-}
-
 TEST_CASE("linear_cross_entropy equals the composed Σ w · cross_entropy(linear(x, W, b)), value and gradients",
           "[autograd][functional]") {
     for (DType dtype : {DType::float32, DType::float64})
@@ -418,6 +398,9 @@ TEST_CASE("linear_cross_entropy equals the composed Σ w · cross_entropy(linear
                 return std::vector<Tensor>{loss.value(), x.grad(), W.grad(), b.grad()};
             };
             // 1 thread: one part; 2 threads: two parts of about 240 rows, each its own chunks and dW
+            // (480 rows x 700 x 16 = 5.4 million multiply-adds, past the 2 x 2^21 a split needs).
+            // In float64 to 1e-12 of the composed loss, whose ops are gradchecked one by one:
+            // a gradcheck of the split itself would need millions of multiply-adds per evaluation
             const int saved = core::get_num_threads();
             const auto composed = run(false, 1);
             for (int threads : {1, 2}) {
