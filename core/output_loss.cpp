@@ -114,8 +114,11 @@ LinearCrossEntropy linear_cross_entropy(const Tensor& x_, const Tensor& W_, cons
         }
         const auto run_part = [&](int64_t j) {
             Part& pj = part[static_cast<size_t>(j)];
-            T* dW = (j == 0 ? out.dW : pj.dW).defined() ? (j == 0 ? out.dW : pj.dW).template data<T>() : nullptr;
-            T* db = (j == 0 ? out.db : pj.db).defined() ? (j == 0 ? out.db : pj.db).template data<T>() : nullptr;
+            // part 0 writes into out's gradients, the others into their own
+            const Tensor& dW_t = j == 0 ? out.dW : pj.dW;
+            const Tensor& db_t = j == 0 ? out.db : pj.db;
+            T* dW = dW_t.defined() ? dW_t.template data<T>() : nullptr;
+            T* db = db_t.defined() ? db_t.template data<T>() : nullptr;
             T *xc = pj.xc.template data<T>(), *z = pj.z.template data<T>(), *dxc = pj.dxc.template data<T>();
             const int64_t first = R * j / parts, last = R * (j + 1) / parts;
             for (int64_t begin = first; begin < last; begin += C) {
