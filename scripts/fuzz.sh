@@ -71,13 +71,13 @@ run() {
     findings_before=$(count_findings)
     local flags=(
         -rss_limit_mb=2048 -malloc_limit_mb=2048  # a loader must refuse absurd sizes, not try them
-        -purge_allocator_interval=-1              # libFuzzer's default, once RSS passes half of -rss_limit_mb,
-                                                  # empties ASan's quarantine and hands all free memory back to the
-                                                  # kernel every second; fuzz_checkpoint sits at 1.0-1.1 GB, and then
-                                                  # spent 71% of its time in the kernel (madvise, TLB flushes, page
-                                                  # faults): its rate since the start fell from 199 to 59 inputs/s
-                                                  # in 12 minutes; with the purge off it holds 185-215. Off, the
-                                                  # quarantine keeps its full size, which only helps catch use after free
+        -purge_allocator_interval=60              # libFuzzer's default (1 s), once the *peak* RSS passes half of
+                                                  # -rss_limit_mb, empties ASan's quarantine and hands all free memory
+                                                  # to the kernel every second, forever, since the peak never falls:
+                                                  # fuzz_checkpoint (1.0-1.1 GB) then spent 71% of its time in the
+                                                  # kernel and fell from 199 to 57 inputs/s. Never (-1) held 185-215,
+                                                  # but ASan's free lists then grew the RSS to 1.7 GB in 40 minutes,
+                                                  # toward the 2 GB limit that counts as a finding. Once a minute.
         -timeout=120                              # an input that takes longer is a hang (inputs take milliseconds,
                                                   # fuzz_checkpoint's slowest a few seconds of CPU; the margin is for
                                                   # a shared machine that may pause us; libFuzzer measures wall time,
