@@ -77,7 +77,9 @@ run() {
                                                   # fuzz_checkpoint (1.0-1.1 GB) then spent 71% of its time in the
                                                   # kernel and fell from 199 to 57 inputs/s. Never (-1) held 185-215,
                                                   # but ASan's free lists then grew the RSS to 1.7 GB in 40 minutes,
-                                                  # toward the 2 GB limit that counts as a finding. Once a minute.
+                                                  # toward the 2 GB limit that counts as a finding. Once a minute did
+                                                  # not hold it either (1.6 GB after 10 minutes, 136-142 inputs/s):
+                                                  # see docs/reliability.md; still open
         -timeout=120                              # an input that takes longer is a hang (inputs take milliseconds,
                                                   # fuzz_checkpoint's slowest a few seconds of CPU; the margin is for
                                                   # a shared machine that may pause us; libFuzzer measures wall time,
