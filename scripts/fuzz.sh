@@ -78,7 +78,8 @@ run() {
                                                   # kernel and fell from 199 to 57 inputs/s. Never (-1) held 185-215,
                                                   # but ASan's free lists then grew the RSS to 1.7 GB in 40 minutes,
                                                   # toward the 2 GB limit that counts as a finding. Once a minute did
-                                                  # not hold it either (1.6 GB after 10 minutes, 136-142 inputs/s):
+                                                  # not hold it either (1.6 GB after 10 minutes; 136-142 inputs/s, as
+                                                  # a run with the purge off on the same grown corpus: 135-136):
                                                   # see docs/reliability.md; still open
         -timeout=120                              # an input that takes longer is a hang (inputs take milliseconds,
                                                   # fuzz_checkpoint's slowest a few seconds of CPU; the margin is for
