@@ -290,7 +290,16 @@ int64_t meta_int(const std::map<std::string, std::string>& extra, const char* ke
     fail<IOError>("checkpoint: metadata 'extra.{}' is not an integer: '{}'", key, v);
 }
 
-tasks::FraEngOptions data_options_from(const std::map<std::string, std::string>& extra, const std::string& path) {
+// The data split a d2l-preset checkpoint was trained on, rebuilt from its metadata. The
+// training run wrote 'extra.num_steps' from the model's own num_steps (the length every
+// sequence is padded to): any other value is an edited or damaged file, refused here before
+// it sizes the padded arrays (fuzz_checkpoint found one asking for 13 PB).
+tasks::FraEngOptions data_options_from(const std::map<std::string, std::string>& extra, const std::string& path,
+                                       int64_t model_num_steps) {
+    const int64_t num_steps = meta_int(extra, "num_steps");
+    if (num_steps != model_num_steps)
+        fail<IOError>("checkpoint: metadata 'extra.num_steps' ({}) differs from the model's num_steps ({})", num_steps,
+                      model_num_steps);
     double val_fraction = 0;
     try {
         val_fraction = std::stod(meta(extra, "val_fraction"));
@@ -302,7 +311,7 @@ tasks::FraEngOptions data_options_from(const std::map<std::string, std::string>&
             .sample_size = meta_int(extra, "sample_size"),
             .seed = static_cast<uint64_t>(meta_int(extra, "data_seed")),
             .val_fraction = val_fraction,
-            .num_steps = meta_int(extra, "num_steps"),
+            .num_steps = num_steps,
             .min_freq = 2};
 }
 
@@ -993,7 +1002,7 @@ int run_eval(const EvalArgs& a) {
                                                beam > 1 ? fmt::format("beam {}", beam) : std::string("greedy")),
                                    r));
     } else {
-        const tasks::FraEngData d2l = tasks::load_fra_eng(data_options_from(info.extra, data));
+        const tasks::FraEngData d2l = tasks::load_fra_eng(data_options_from(info.extra, data, info.config.num_steps));
         if (!(d2l.src_vocab == *info.src_vocab) || !(d2l.tgt_vocab == *info.tgt_vocab))
             fail<IOError>(
                 "eval: the data at hand gives other vocabularies than the checkpoint's (a different fra.txt?)");

@@ -566,6 +566,18 @@ TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are c
         CHECK_THAT(r.err,
                    Catch::Contains("checkpoint: metadata 'extra." + key + "' is not an integer: '" + value + "'"));
     }
+    // a whole number that is not the model's: fuzz_checkpoint's input padded the split to 5.6e13 steps (an
+    // allocation of 13 PB: std::bad_alloc in a release build, an abort under AddressSanitizer)
+    tformer::nn::SafeTensors bad = good;
+    nlohmann::json meta = nlohmann::json::parse(bad.metadata.at("tformer"));
+    meta["extra"]["num_steps"] = "55555555555556";
+    bad.metadata["tformer"] = meta.dump();
+    tformer::nn::save_safetensors(dir + "/tampered.safetensors", bad);
+    r = run_args({"eval", "--checkpoint", dir + "/tampered.safetensors", "--data", data, "--threads", "1"});
+    INFO(r.err);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.err, Catch::Contains("checkpoint: metadata 'extra.num_steps' (55555555555556) differs from the "
+                                      "model's num_steps (10)"));
 }
 
 TEST_CASE("tformer train: a summary that cannot be written is an error exit, not an empty file", "[apps][cli]") {
