@@ -553,14 +553,17 @@ TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are c
     CHECK_THAT(r.err, Catch::Contains("is a d2l-preset checkpoint, evaluated greedily as d2l does"));
     // tampered metadata that eval reads to rebuild the data split: named, once a bare "stoll"
     const tformer::nn::SafeTensors good = tformer::nn::load_safetensors(checkpoint);
-    for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-             {"num_examples", "stoll"}, {"data_seed", "x"}, {"num_steps", "99999999999999999999"}}) {
+    const auto eval_tampered = [&](const std::string& key, const std::string& value) {
         tformer::nn::SafeTensors bad = good;
         nlohmann::json meta = nlohmann::json::parse(bad.metadata.at("tformer"));
         meta["extra"][key] = value;
         bad.metadata["tformer"] = meta.dump();
         tformer::nn::save_safetensors(dir + "/tampered.safetensors", bad);
-        r = run_args({"eval", "--checkpoint", dir + "/tampered.safetensors", "--data", data, "--threads", "1"});
+        return run_args({"eval", "--checkpoint", dir + "/tampered.safetensors", "--data", data, "--threads", "1"});
+    };
+    for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+             {"num_examples", "stoll"}, {"data_seed", "x"}, {"num_steps", "99999999999999999999"}}) {
+        r = eval_tampered(key, value);
         INFO(key << " = " << value << "\n" << r.err);
         CHECK(r.status == 1);
         CHECK_THAT(r.err,
@@ -568,12 +571,7 @@ TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are c
     }
     // a whole number that is not the model's: fuzz_checkpoint's input padded the split to 5.6e13 steps (an
     // allocation of 13 PB: std::bad_alloc in a release build, an abort under AddressSanitizer)
-    tformer::nn::SafeTensors bad = good;
-    nlohmann::json meta = nlohmann::json::parse(bad.metadata.at("tformer"));
-    meta["extra"]["num_steps"] = "55555555555556";
-    bad.metadata["tformer"] = meta.dump();
-    tformer::nn::save_safetensors(dir + "/tampered.safetensors", bad);
-    r = run_args({"eval", "--checkpoint", dir + "/tampered.safetensors", "--data", data, "--threads", "1"});
+    r = eval_tampered("num_steps", "55555555555556");
     INFO(r.err);
     CHECK(r.status == 1);
     CHECK_THAT(r.err, Catch::Contains("checkpoint: metadata 'extra.num_steps' (55555555555556) differs from the "
