@@ -37,7 +37,9 @@ bool process_runs(long pid) { return ::kill(static_cast<pid_t>(pid), 0) == 0 || 
 int remove_stale_temporaries(const std::filesystem::path& path) {
     if (!path.has_filename()) return 0;
     const std::filesystem::path dir = path.has_parent_path() ? path.parent_path() : std::filesystem::path(".");
-    const std::string prefix = "." + path.filename().string() + ".tmp-";
+    // (fmt::format, not "." + name + ".tmp-": GCC 12's -Wrestrict takes that
+    // operator+ for an overlapping copy of 2^63 bytes, a known false positive)
+    const std::string prefix = fmt::format(".{}.tmp-", path.filename().string());
     int removed = 0;
     std::error_code ec;
     for (std::filesystem::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
