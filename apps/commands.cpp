@@ -873,20 +873,6 @@ struct LoadedTranslator {
     tasks::TokenizerPair tok;
 };
 
-// Training never saves non-finite weights, but a checkpoint may come from elsewhere.
-void warn_if_not_finite(const nn::Module& model, const std::string& path, const char* op) {
-    std::vector<std::string> bad;
-    for (const auto& [name, p] : model.named_parameters()) {
-        bool finite = true;
-        for (double v : p.value().to_vector()) finite = finite && std::isfinite(v);
-        if (!finite) bad.push_back(name);
-    }
-    if (!bad.empty())
-        fmt::print(stderr,
-                   "{}: warning: '{}' holds NaN or Inf in {} weight tensor(s) (first: {}); its output is garbage\n", op,
-                   path, bad.size(), bad.front());
-}
-
 // `checkpoint`: the file at `path`, read once for the info and the weights
 std::unique_ptr<LoadedTranslator> load_translator(const nn::SafeTensors& checkpoint, const std::string& path,
                                                   const char* op) {
@@ -899,8 +885,7 @@ std::unique_ptr<LoadedTranslator> load_translator(const nn::SafeTensors& checkpo
     const auto pipeline = t->info.extra.find("pipeline");
     t->info.config.transformer.fused = pipeline != t->info.extra.end() && pipeline->second == "corpus";
     t->model = tasks::build_model(t->info.config, t->gen);
-    tasks::load_checkpoint(checkpoint, path, *t->model, nullptr);
-    warn_if_not_finite(*t->model, path, op);
+    tasks::load_checkpoint(checkpoint, path, *t->model, nullptr);  // refuses weights that are not finite
     t->tok = tasks::tokenizers_of(t->info);
     return t;
 }
@@ -984,7 +969,6 @@ int run_eval(const EvalArgs& a) {
         core::Generator gen(0);
         auto model = tasks::build_model(info.config, gen);
         tasks::load_checkpoint(checkpoint, a.checkpoint, *model, nullptr);
-        warn_if_not_finite(*model, a.checkpoint, "eval");
         const double acc = copy_accuracy(*model, 1000, info.config.num_steps, 20240601);
         fmt::print("copy task: exact-sequence accuracy {:.1f}% on 1000 fresh sequences\n", 100 * acc);
         return 0;

@@ -154,10 +154,6 @@ struct Entry {
     uint64_t begin = 0, end = 0;  // byte range in the data section
 };
 
-// Deeper nesting than any valid header has (root -> entry -> shape is depth
-// 2); the limit stops "[[[[..." bombs early with a clear message.
-constexpr int kMaxJsonDepth = 8;
-
 // Parses the header text into a JSON value. nlohmann keeps the last of
 // duplicate keys without a word, which would let two readers of one file see
 // different tensors; the parser callback below tracks the keys of every open

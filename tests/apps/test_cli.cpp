@@ -330,7 +330,7 @@ TEST_CASE("tformer train: divergence is reported, and --detect-anomaly names the
     CHECK(r.status == 1);
     CHECK_THAT(r.output,
                Catch::Contains("anomaly: forward of '") && Catch::Contains("produced NaN from inputs without NaN"));
-    // a checkpoint from elsewhere with NaN weights: loaded with a warning
+    // a checkpoint from elsewhere with NaN weights: refused, naming the tensor and how many values
     REQUIRE(run_cli("train copy --epochs 1 --threads 1 --quiet --out " + dir).status == 0);
     const std::string path = dir + "/checkpoint.safetensors";
     tformer::tasks::CheckpointInfo info = tformer::tasks::read_checkpoint_info(path);
@@ -340,9 +340,10 @@ TEST_CASE("tformer train: divergence is reported, and --detect-anomaly names the
     tformer::core::fill_(model->decoder->dense->bias.value(), std::nan(""));
     tformer::tasks::save_checkpoint(path, *model, nullptr, info);
     r = run_cli("eval --checkpoint " + path + " --threads 1");
-    CHECK_THAT(r.output, Catch::Contains("eval: warning: '" + path +
-                                         "' holds NaN or Inf in 1 weight tensor(s) (first: "
-                                         "decoder.dense.bias)"));
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("tformer: error: checkpoint '" + path +
+                                         "': 1 tensor(s) hold values that are not finite (NaN or infinity): "
+                                         "'model.decoder.dense.bias' (11 of 11)"));
 }
 
 TEST_CASE("tformer train: a file-size limit (ulimit -f) is a clear error and the previous checkpoint survives",
