@@ -230,6 +230,7 @@ Plan plan_run(const TrainOptions& o, const BatchSource& source) {
 // in progress), the mean of every finished epoch and every step.
 struct LossTally {
     std::vector<double> epoch_loss, step_loss;
+    int64_t first_step = 0;  ///< step_loss[0] is step first_step + 1: 0, unless resumed from a checkpoint without them
     double epoch_loss_sum = 0, epoch_tokens = 0;  ///< the epoch in progress
     double tokens_done = 0;                       ///< by this process (a resumed run counts from its start)
 
@@ -432,6 +433,12 @@ public:
             losses_.epoch_loss = saved.losses.epochs;
             losses_.epoch_loss_sum = saved.losses.epoch_loss_sum;
             losses_.epoch_tokens = saved.losses.epoch_tokens;
+            // every step's loss so far, so that loss-steps.csv and the picture show the whole run (a
+            // checkpoint written before they were kept has none: the files then start at this step)
+            if (static_cast<int64_t>(saved.losses.steps.size()) == step_)
+                losses_.step_loss = saved.losses.steps;
+            else
+                losses_.first_step = step_;
             if (!o_.quiet)
                 fmt::print(stderr, "resuming from {} at step {} (epoch {})\n", plan_.checkpoint, step_,
                            step_ / plan_.batches_per_epoch + 1);
@@ -585,7 +592,9 @@ public:
         for (const auto& [k, v] : o_.extra) info_.extra[k] = v;
         info_.losses = {.epochs = losses_.epoch_loss,
                         .epoch_loss_sum = losses_.epoch_loss_sum,
-                        .epoch_tokens = losses_.epoch_tokens};
+                        .epoch_tokens = losses_.epoch_tokens,
+                        // only a history from step 1 on (one that starts later cannot be resumed as the whole run's)
+                        .steps = losses_.first_step == 0 ? losses_.step_loss : std::vector<double>{}};
         save_checkpoint(path, model_, &optimizer_, info_);
     }
 
@@ -654,10 +663,11 @@ TrainResult train_result(const LossTally& losses, double seconds, int64_t steps,
     return r;
 }
 
-// loss.csv (the epoch means), loss-steps.csv (every step trained by this
-// process) and loss.png (or .svg) in out_dir.
-void write_loss_files(const std::string& out_dir, const LossTally& losses, int64_t first_step, int64_t steps_per_epoch,
+// loss.csv (the epoch means), loss-steps.csv (every step of the run, a
+// resumed run's earlier ones from its checkpoint) and loss.png (or .svg) in out_dir.
+void write_loss_files(const std::string& out_dir, const LossTally& losses, int64_t steps_per_epoch,
                       const std::string& title, const std::string& ylabel, PictureFormat format) {
+    const int64_t first_step = losses.first_step;
     auto write_csv = [&](const char* name, const std::string& text) {
         core::write_file_atomic((fs::path(out_dir) / name).string(), text, "train");
     };
@@ -733,9 +743,9 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
     const TrainResult result = train_result(run.losses(), seconds, run.step(), averaged, interrupted, plan);
     run.save();
     if (!o.out_dir.empty() && run.root())
-        write_loss_files(
-            o.out_dir, run.losses(), first_step, plan.batches_per_epoch, run.config().task + ": training loss",
-            o.token_mean ? "cross-entropy per token" : "loss (d2l: sum of losses / tokens)", o.plot_format);
+        write_loss_files(o.out_dir, run.losses(), plan.batches_per_epoch, run.config().task + ": training loss",
+                         o.token_mean ? "cross-entropy per token" : "loss (d2l: sum of losses / tokens)",
+                         o.plot_format);
     return result;
 }
 
