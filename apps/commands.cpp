@@ -497,11 +497,15 @@ struct TrainSetup {
     std::string out;              ///< the output directory
     tasks::ModelConfig config;    ///< the vocabulary sizes come later, from the data
     tasks::TrainOptions options;  ///< extra: the metadata the checkpoint keeps, filled as the data is read
+    /// --out, locked for the run (rank 0's; other ranks write nothing); empty
+    /// directories it made go when the run fails
+    std::shared_ptr<core::OutputDirectory> out_dir;
 };
 
-// Step 1 of `tformer train`: the preset and the flags, checked; the threads
-// set; a checkpoint already in --out kept unless --resume or --overwrite says
-// what to do with it.
+// Step 1 of `tformer train`: the preset and the flags, every one checked
+// before anything is made on disk; the threads set; --out made and locked
+// for this run (rank 0 alone writes into it); a checkpoint already there
+// kept unless --resume or --overwrite says what to do with it.
 TrainSetup parse_train_args(const TrainArgs& a) {
     const Preset& p = find_preset(a.task, a.preset);
     check_flags_fit(a, p);
@@ -511,21 +515,22 @@ TrainSetup parse_train_args(const TrainArgs& a) {
     const fs::path existing = fs::path(out) / "checkpoint.safetensors";
     if (a.resume && a.overwrite)
         fail<ValueError>("train: --resume continues {}, --overwrite replaces it: give one", existing.string());
-    if (!a.resume && !a.overwrite && fs::exists(existing) && dist::is_root())  // only rank 0 writes into --out
-        fail<ValueError>(
-            "train: {} already holds a checkpoint; continue it with --resume, replace it with --overwrite, "
-            "or choose another --out",
-            out);
-    // --out is made and checked before the data is read and the model trained
-    std::error_code ec;
-    fs::create_directories(out, ec);
-    if (ec || !fs::is_directory(out))
-        fail<IOError>("train: cannot use --out '{}' as the output directory: {}", out,
-                      ec ? ec.message() : std::string("it is not a directory"));
-    if (access(out.c_str(), W_OK | X_OK) != 0)
-        fail<IOError>("train: cannot write into --out '{}': {}", out, std::strerror(errno));
     tasks::ModelConfig config = model_config(a, p);
-    return {.preset = p, .seed = seed, .out = out, .config = config, .options = train_options(a, p, seed, out)};
+    tasks::TrainOptions options = train_options(a, p, seed, out);
+    std::shared_ptr<core::OutputDirectory> out_dir;
+    if (dist::is_root()) {
+        out_dir = std::make_shared<core::OutputDirectory>(out, "train", "--out");
+        if (out_dir->stale_owner() > 0)
+            fmt::print(stderr,
+                       "train: the run that locked --out '{}' (PID {}) ended without unlocking it; taking it over\n",
+                       out, out_dir->stale_owner());
+        if (!a.resume && !a.overwrite && fs::exists(existing))
+            fail<ValueError>(
+                "train: {} already holds a checkpoint; continue it with --resume, replace it with --overwrite, "
+                "or choose another --out",
+                out);
+    }
+    return {.preset = p, .seed = seed, .out = out, .config = config, .options = options, .out_dir = out_dir};
 }
 
 // The model of a run, built from its config (after the memory check) and announced.

@@ -18,8 +18,7 @@ json parse_json(std::string_view text, const std::string& what) {
     const json::parser_callback_t limit = [&](int depth, json::parse_event_t event, json&) {
         if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
             depth >= nn::kMaxJsonDepth)
-            fail<IOError>("{} is nested more than {} levels deep (no valid {} is deeper than that)", what,
-                          nn::kMaxJsonDepth, what);
+            fail<IOError>("{} is nested more than {} levels deep, more than any valid one", what, nn::kMaxJsonDepth);
         return true;
     };
     try {
@@ -95,15 +94,15 @@ uint64_t JsonField::as_uint64() const {
 std::vector<JsonField> JsonField::elements() const {
     if (!value_->is_array()) wrong("an array");
     std::vector<JsonField> out;
-    for (size_t i = 0; i < value_->size(); ++i) out.emplace_back((*value_)[i], source_, fmt::format("{}[{}]", path_, i));
+    for (size_t i = 0; i < value_->size(); ++i)
+        out.emplace_back((*value_)[i], source_, fmt::format("{}[{}]", path_, i));
     return out;
 }
 
 std::vector<std::pair<std::string, JsonField>> JsonField::members() const {
     if (!value_->is_object()) wrong("an object");
     std::vector<std::pair<std::string, JsonField>> out;
-    for (const auto& [key, v] : value_->items())
-        out.emplace_back(key, JsonField(v, source_, member_path(key)));
+    for (const auto& [key, v] : value_->items()) out.emplace_back(key, JsonField(v, source_, member_path(key)));
     return out;
 }
 

@@ -23,7 +23,7 @@ namespace tformer::tasks {
 /// deep before the document is built: comparing, printing or converting a
 /// value recurses once per level, so 100,000 levels would overflow the
 /// stack. Throws IOError "<what> is not valid JSON (...)" or "<what> is
-/// nested more than 8 levels deep (no valid <what> is deeper than ...)".
+/// nested more than 8 levels deep, more than any valid one".
 nlohmann::json parse_json(std::string_view text, const std::string& what);
 
 /// A value inside a parsed document, and where it came from.
@@ -66,7 +66,7 @@ private:
     template <class U>
     struct Map<std::map<std::string, U>> : std::true_type {};
 
-    std::string member_path(std::string_view key) const;   // "a.b"
+    std::string member_path(std::string_view key) const;       // "a.b"
     [[noreturn]] void wrong(std::string_view expected) const;  // "should be <expected>, got <type> <value>"
     std::string as_string() const;
     bool as_bool() const;
