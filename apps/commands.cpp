@@ -895,6 +895,23 @@ std::unique_ptr<LoadedTranslator> load_translator(const nn::SafeTensors& checkpo
     return t;
 }
 
+// One line of `in` without its end, which is "\n", "\r\n" or a lone "\r"
+// (old Mac files: read with getline they were one line). False at the end
+// of the input.
+bool read_line(std::istream& in, std::string& line) {
+    line.clear();
+    std::streambuf& buffer = *in.rdbuf();
+    for (int c = buffer.sbumpc(); c != std::char_traits<char>::eof(); c = buffer.sbumpc()) {
+        if (c == '\n') return true;
+        if (c == '\r') {
+            if (buffer.sgetc() == '\n') buffer.sbumpc();
+            return true;
+        }
+        line.push_back(static_cast<char>(c));
+    }
+    return !line.empty();
+}
+
 void check_decode_flags(int64_t beam, double length_penalty, const char* op) {
     if (beam < 1) fail<ValueError>("{}: --beam must be at least 1 (1 is greedy), got {}", op, beam);
     if (!std::isfinite(length_penalty) || length_penalty < 0)
@@ -920,6 +937,9 @@ int run_translate(const TranslateArgs& a) {
             return;
         }
         try {
+            // once dropped without a word (the tokenizer stops at it); a NUL is not text
+            if (const size_t nul = sentence.find('\0'); nul != std::string::npos)
+                fail<ValueError>("it holds a NUL byte (byte {} of the line), which text does not", nul + 1);
             const tasks::Translation tr = tasks::translate(*t->model, t->tok, sentence, o);
             if (tr.truncated)
                 fmt::print(stderr,
@@ -943,7 +963,7 @@ int run_translate(const TranslateArgs& a) {
         for (size_t i = 0; i < a.sentences.size(); ++i) one(a.sentences[i], static_cast<int64_t>(i) + 1);
     } else {
         std::string line;
-        for (int64_t number = 1; std::getline(std::cin, line); ++number) one(line, number);
+        for (int64_t number = 1; read_line(std::cin, line); ++number) one(line, number);
     }
     return status;
 }

@@ -11,9 +11,9 @@
 
 #include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -40,10 +40,29 @@ std::string temp_dir(const std::string& name) {
 
 // The flags of a tiny d2l-preset run on the first 300 lines of the corpus (a second or two).
 std::vector<std::string> tiny_d2l(const std::string& data, const std::string& out) {
-    return {"train",         "translate", "--preset",    "d2l", "--data",          data, "--sample-size",
-            "50",            "--epochs",  "1",           "--num-hiddens", "8",     "--ffn-num-hiddens",
-            "16",            "--num-heads", "2",         "--num-layers",  "1",     "--threads",
-            "1",             "--quiet",   "--out",       out};
+    return {"train",
+            "translate",
+            "--preset",
+            "d2l",
+            "--data",
+            data,
+            "--sample-size",
+            "50",
+            "--epochs",
+            "1",
+            "--num-hiddens",
+            "8",
+            "--ffn-num-hiddens",
+            "16",
+            "--num-heads",
+            "2",
+            "--num-layers",
+            "1",
+            "--threads",
+            "1",
+            "--quiet",
+            "--out",
+            out};
 }
 
 // A translation model with tied embeddings over a word vocabulary of eight,
@@ -137,9 +156,8 @@ TEST_CASE("tformer: a FIFO, a socket or a device as --checkpoint or --data is re
     address.sun_family = AF_UNIX;
     std::copy(socket_path.begin(), socket_path.end(), address.sun_path);
     REQUIRE(::bind(sock, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
-    const std::vector<std::pair<std::string, std::string>> paths = {{fifo, "a FIFO (named pipe)"},
-                                                                     {socket_path, "a socket"},
-                                                                     {"/dev/zero", "a character device"}};
+    const std::vector<std::pair<std::string, std::string>> paths = {
+        {fifo, "a FIFO (named pipe)"}, {socket_path, "a socket"}, {"/dev/zero", "a character device"}};
     for (const auto& [path, kind] : paths) {
         const std::vector<std::vector<std::string>> commands = {
             {"translate", "--checkpoint", path, "go ."},
@@ -178,7 +196,8 @@ TEST_CASE("tformer translate and eval: weights that load but are wrong are named
 
     // finite but far beyond what training makes: it runs, with a warning naming each tensor
     rewrite(tied, bad, [&](tformer::nn::SafeTensors& st) {
-        for (const std::string& name : copies) st.tensors[name] = tformer::core::full(st.tensors.at(name).shape(), 3e38);
+        for (const std::string& name : copies)
+            st.tensors[name] = tformer::core::full(st.tensors.at(name).shape(), 3e38);
     });
     r = run_args({"translate", "--checkpoint", bad, "--beam", "1", "go ."});
     INFO(r.err);
@@ -220,9 +239,10 @@ TEST_CASE("tformer translate and eval: weights that load but are wrong are named
     CHECK(r.err.find("wrong shape") == std::string::npos);
 }
 
-TEST_CASE("tformer train: a second run into the same --out is refused naming the first one's PID; a killed run's "
-          "lock is taken over",
-          "[apps][reliability]") {
+TEST_CASE(
+    "tformer train: a second run into the same --out is refused naming the first one's PID; a killed run's "
+    "lock is taken over",
+    "[apps][reliability]") {
     // two runs into one --out once both exited 0, one silently overwriting the other's checkpoint
     const std::string dir = temp_dir("lock"), lock = dir + "/out/.tformer.lock";
     const std::string exe = std::string(TFORMER_BINARY_DIR) + "/apps/tformer";
@@ -233,11 +253,12 @@ TEST_CASE("tformer train: a second run into the same --out is refused naming the
     for (int i = 0; i < 600 && tformer::testing::file_bytes(lock).empty(); ++i)
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
     REQUIRE(tformer::testing::file_bytes(lock) == std::to_string(first) + "\n");
-    const std::string refused = "train: --out '" + dir + "/out' is in use by another run (PID " + std::to_string(first) +
-                                ", which holds '" + lock + "'); wait until it ends, or choose another --out";
+    const std::string refused = "train: --out '" + dir + "/out' is in use by another run (PID " +
+                                std::to_string(first) + ", which holds '" + lock +
+                                "'); wait until it ends, or choose another --out";
     for (const char* how : {"--overwrite", "--resume"}) {
-        const SplitRun r = run_args({"train", "copy", "--epochs", "1", "--threads", "1", "--quiet", how, "--out",
-                                     dir + "/out"});
+        const SplitRun r =
+            run_args({"train", "copy", "--epochs", "1", "--threads", "1", "--quiet", how, "--out", dir + "/out"});
         INFO(how << "\n" << r.err);
         CHECK(r.status == 1);
         CHECK_THAT(r.err, Catch::Contains(refused));
@@ -246,9 +267,8 @@ TEST_CASE("tformer train: a second run into the same --out is refused naming the
     kill(first, SIGKILL);
     REQUIRE(waitpid(first, nullptr, 0) == first);
     REQUIRE(fs::exists(lock));
-    const SplitRun next = run_args(
-        {"train", "copy", "--epochs", "1", "--batches-per-epoch", "2", "--threads", "1", "--quiet", "--overwrite",
-         "--out", dir + "/out"});
+    const SplitRun next = run_args({"train", "copy", "--epochs", "1", "--batches-per-epoch", "2", "--threads", "1",
+                                    "--quiet", "--overwrite", "--out", dir + "/out"});
     INFO(next.err);
     CHECK(next.status == 0);
     CHECK_THAT(next.err, Catch::Contains("train: the run that locked --out '" + dir + "/out' (PID " +
@@ -286,9 +306,33 @@ TEST_CASE("tformer train: argument errors create nothing on disk; a dangling --o
     const SplitRun r = run_args({"train", "copy", "--epochs", "1", "--threads", "1", "--out", dir + "/link"});
     INFO(r.err);
     CHECK(r.status == 1);
-    CHECK_THAT(r.err, Catch::Contains("train: cannot use --out '" + dir + "/link' as the output directory: it is a "
+    CHECK_THAT(r.err, Catch::Contains("train: cannot use --out '" + dir +
+                                      "/link' as the output directory: it is a "
                                       "symbolic link to '" +
-                                      dir + "/nowhere', which does not exist; create that directory or remove the "
-                                            "link"));
+                                      dir +
+                                      "/nowhere', which does not exist; create that directory or remove the "
+                                      "link"));
     CHECK_FALSE(fs::exists(dir + "/nowhere"));
+}
+
+TEST_CASE("tformer translate on stdin: a NUL byte is an error for its line, CR-only line ends are line ends",
+          "[apps][reliability]") {
+    using namespace std::string_literals;
+    const std::string dir = temp_dir("stdin");
+    const std::string checkpoint = tied_checkpoint(dir);
+    const SplitRun one = run_args({"translate", "--checkpoint", checkpoint, "--beam", "1"}, "go .\n");
+    REQUIRE(one.status == 0);
+    const std::string translation = one.out;  // ". . . . . .\n" from this untrained model: not a blank line
+    REQUIRE(translation.size() > 1);
+    // old Mac line ends ("\r"), Windows ones ("\r\n") and Unix ones, mixed; a blank line; a NUL inside line 4
+    const SplitRun r =
+        run_args({"translate", "--checkpoint", checkpoint, "--beam", "1"}, "go .\rgo .\r\rgo\0 .\r\ngo ."s);
+    INFO(r.err);
+    CHECK(r.status == 1);
+    CHECK(r.out == translation + translation + "\n" + "\n" + translation);  // five lines in, five out
+    CHECK(r.err == "translate: line 4: it holds a NUL byte (byte 3 of the line), which text does not\n");
+    // a file of CR-only line ends alone
+    const SplitRun mac = run_args({"translate", "--checkpoint", checkpoint, "--beam", "1"}, "go .\rgo .\r");
+    CHECK(mac.status == 0);
+    CHECK(mac.out == translation + translation);
 }
