@@ -858,10 +858,43 @@ int train_translate_corpus(const TrainArgs& a, TrainSetup& s) {
 }  // namespace
 
 // ---- train -------------------------------------------------------------------------------------
+
+namespace {
+// What the ranks of a data-parallel job compare before they exchange
+// anything: the command, every flag given (those that change the data, the
+// vocabulary, the model or the run's length, which would otherwise make the
+// ranks call different exchanges and wait for each other forever), and the
+// data file's size and checksum. Not compared: what only one process uses
+// (--out and the checkpoint in it, which rank 0 alone reads and writes; the
+// data file's path, which may differ between machines) or how it runs
+// (threads, output, limits).
+std::vector<std::pair<std::string, std::string>> rank_settings(const TrainArgs& a) {
+    static const std::set<std::string> own = {"--out",     "--data",        "--threads",    "--quiet",
+                                              "--profile", "--plot-format", "--max-memory", "--mpi-timeout"};
+    std::vector<std::pair<std::string, std::string>> settings = {{"the command", "train " + a.task}};
+    for (const auto& flag : a.flags)
+        if (!own.count(flag.first)) settings.push_back(flag);
+    if (a.task == "translate") {
+        const std::string path = a.data.empty() ? default_data_path() : a.data;
+        std::string described;
+        try {
+            const std::string bytes = core::read_regular_file(path, "train", "a text file");
+            described = fmt::format("{} bytes with checksum {:016x}", bytes.size(),
+                                    dist::fingerprint(bytes.data(), bytes.size()));
+        } catch (const IOError& e) {
+            described = fmt::format("unreadable ({})", e.what());
+        }
+        settings.emplace_back("the data file (--data)", described);
+    }
+    return settings;
+}
+}  // namespace
 // parse the flags, read the data, build the model, train (tasks::train, which
 // also resumes), report
 
 int run_train(const TrainArgs& a) {
+    dist::set_timeout(a.mpi_timeout);
+    if (dist::size() > 1) dist::check_same_settings(rank_settings(a));  // before any other exchange
     TrainSetup s = on_every_rank([&] { return parse_train_args(a); });  // a refusal ends every rank together
     if (a.task == "copy") return train_copy(a, s);
     return s.preset.corpus ? train_translate_corpus(a, s) : train_translate_d2l(a, s);

@@ -116,6 +116,11 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
         ->check(positive_finite);
     cmd.add_flag("--detect-anomaly", a.detect_anomaly,
                  "check every op's output and gradient for NaN and name the first op that makes one (slow)");
+    cmd.add_option("--mpi-timeout", a.mpi_timeout,
+                   "under mpirun: seconds a rank waits for the others in one exchange before it stops the job "
+                   "(0: no limit)")
+        ->capture_default_str()
+        ->check(non_negative_finite);
     cmd.add_flag("--profile", a.profile,
                  "print where the time went, op by op (also TFORMER_PROFILE=1); written to <out>/profile.txt");
     if (translation) {
@@ -260,6 +265,11 @@ int main(int argc, char** argv) {
     if (argc > 1 && std::string_view(argv[1]) == "train" && unknown(2, {"copy", "translate"}, "train: unknown task"))
         return 1;
     CLI11_PARSE(app, argc, argv);
+    // the flags as given, which the ranks of an mpirun job compare (run_train)
+    for (auto [cmd, args] : {std::pair{train_copy, &copy_args}, std::pair{train_translate, &translate_train_args}})
+        for (const CLI::Option* option : cmd->get_options())
+            if (option->count() > 0 && option->get_name() != "--help")
+                args->flags.emplace_back(option->get_name(), fmt::format("{}", fmt::join(option->results(), " ")));
     try {
         if (*train_copy) return run_train(copy_args);
         if (*train_translate) return run_train(translate_train_args);
