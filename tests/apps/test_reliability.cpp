@@ -240,7 +240,7 @@ TEST_CASE("tformer translate and eval: weights that load but are wrong are named
 }
 
 TEST_CASE(
-    "tformer train: a second run into the same --out is refused naming the first one's PID; a killed run's "
+    "tformer train: a second run into the same --out is refused naming the first one's PID, a killed run's "
     "lock is taken over",
     "[apps][reliability]") {
     // two runs into one --out once both exited 0, one silently overwriting the other's checkpoint
@@ -278,7 +278,7 @@ TEST_CASE(
     CHECK(fs::exists(dir + "/out/checkpoint.safetensors"));
 }
 
-TEST_CASE("tformer train: argument errors create nothing on disk; a dangling --out link is explained",
+TEST_CASE("tformer train: argument errors create nothing on disk, a dangling --out link is explained",
           "[apps][reliability]") {
     const std::string dir = temp_dir("nothing-made");
     const std::string out = dir + "/new/run";  // neither folder exists

@@ -139,14 +139,13 @@ TEST_CASE("dist::check_same: a value that differs on one rank fails on every ran
     CHECK_THAT(message, Catch::Contains("the training data differs between ranks (rank 1 has fingerprint"));
 }
 
-TEST_CASE("dist::check_same_settings: every setting that differs is named with both values, on every rank",
-          "[mpi]") {
+TEST_CASE("dist::check_same_settings: every setting that differs is named with both values, on every rank", "[mpi]") {
     const int r = dist::rank();
     // the same everywhere: nothing happens
     CHECK_NOTHROW(dist::check_same_settings({{"the command", "train copy"}, {"--lr", "0.1"}}));
     // rank 1 has another --lr, lacks --seed and has a --steps rank 0 lacks
-    std::vector<std::pair<std::string, std::string>> settings = {{"the command", "train copy"}, {"--lr", "0.1"},
-                                                                 {"--seed", "3"}};
+    std::vector<std::pair<std::string, std::string>> settings = {
+        {"the command", "train copy"}, {"--lr", "0.1"}, {"--seed", "3"}};
     if (r == 1) settings = {{"the command", "train copy"}, {"--lr", "0.2"}, {"--steps", "9"}};
     std::string message;
     try {
