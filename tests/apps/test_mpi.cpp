@@ -421,6 +421,8 @@ TEST_CASE(
     "[apps][mpi][slow]") {
     // ranks with another --vocab-size or --sample-size once hung forever, rank 0 at 98% CPU
     if (!have_mpirun()) return;
+    // the Ctrl-C test above lets Open MPI wait 30 s before it ends a job in which a rank failed; not here
+    unsetenv("OMPI_MCA_odls_base_sigkill_timeout");
     const std::string dir = temp_dir("settings");
     const std::string data = std::string(TFORMER_SOURCE_DIR) + "/data/fra-eng/fra.txt";
     {  // another corpus: the first 2,000 lines
@@ -480,6 +482,8 @@ TEST_CASE(
 TEST_CASE("tformer train under mpirun: a rank that stops answering ends the job after --mpi-timeout, with a message",
           "[apps][mpi][slow]") {
     if (!have_mpirun()) return;
+    // the Ctrl-C test above lets Open MPI wait 30 s before it ends a job in which a rank failed; not here
+    unsetenv("OMPI_MCA_odls_base_sigkill_timeout");
     if (std::string(TFORMER_MPIEXEC_FLAGS).find("--oversubscribe") == std::string::npos) {
         WARN("skipped: finding a rank's process needs Open MPI's mpirun");
         return;
