@@ -1,5 +1,6 @@
 // The tformer command: error paths a user hits first, and a short copy run.
 #include "apps/shell.hpp"
+#include "core/version.hpp"
 #include "tasks/seq2seq.hpp"
 
 #include <fmt/format.h>
@@ -611,4 +612,13 @@ TEST_CASE("tformer: issue 12's probe, items 3 and 5: sizes and thread counts bey
     INFO(r.output);
     CHECK_THAT(r.output,
                Catch::Contains("--threads 100000 is more than the") && Catch::Contains("more than any machine holds"));
+}
+
+TEST_CASE("tformer --version prints the version CMake declares", "[apps][cli]") {
+    const SplitRun r = run_args({"--version"});
+    CHECK(r.status == 0);
+    CHECK(r.out == std::string("tformer ") + tformer::kVersion + "\n");
+    // the declared version has three numeric parts (project(tformer VERSION x.y.z))
+    CHECK(std::string(tformer::kVersion) ==
+          fmt::format("{}.{}.{}", tformer::kVersionMajor, tformer::kVersionMinor, tformer::kVersionPatch));
 }
