@@ -116,10 +116,6 @@ std::string storage_label(const core::Tensor& t) {
     return fmt::format("storage #{}", it->second.second);
 }
 
-std::string tuple_str(const core::Dims& d) {
-    return d.size() == 1 ? fmt::format("({})", d[0]) : fmt::format("({})", fmt::join(d, ", "));
-}
-
 void usage(std::FILE* to, const char* program, const Info& info) {
     fmt::print(to,
                "{}\nFollows: {}\n\n"
@@ -370,6 +366,8 @@ int Tutorial::finish() {
 
 void note(std::string_view text) { print_wrapped(text, kIndent); }
 
+void line(std::string_view text) { fmt::print("{}\n", text); }
+
 void quote(std::string_view text) {
     size_t start = 0;
     while (start <= text.size()) {
@@ -397,6 +395,10 @@ void show(std::string_view name, const autograd::Variable& v) {
         fmt::print("{}{}leaf, requires_grad={}\n", kIndent, pad, v.requires_grad());
     else
         fmt::print("{}{}made by '{}', requires_grad=true\n", kIndent, pad, v.op_name());
+}
+
+std::string tuple_str(const core::Dims& d) {
+    return d.size() == 1 ? fmt::format("({})", d[0]) : fmt::format("({})", fmt::join(d, ", "));
 }
 
 void describe(std::string_view name, const core::Tensor& t) {

@@ -154,6 +154,14 @@ requires(sizeof...(Args) > 0) void note(fmt::format_string<Args...> format, Args
     note(std::string_view(fmt::format(format, std::forward<Args>(args)...)));
 }
 
+/// Prints one line as it is, without indent or wrapping: a row of a table
+/// whose columns the caller lines up. line() prints an empty line.
+void line(std::string_view text = {});
+template <class... Args>
+requires(sizeof...(Args) > 0) void line(fmt::format_string<Args...> format, Args&&... args) {
+    line(std::string_view(fmt::format(format, std::forward<Args>(args)...)));
+}
+
 /// Prints a program's own text (a gradcheck report, an error message)
 /// verbatim, each line behind a "│" margin so it stands apart from the notes.
 void quote(std::string_view text);
@@ -163,6 +171,8 @@ void quote(std::string_view text);
 void show(std::string_view name, const core::Tensor& t);
 /// The Variable's value, then which op made it and whether it requires a gradient.
 void show(std::string_view name, const autograd::Variable& v);
+/// A shape or an index the way Python prints a tuple, "(3, 4)" ("(4)" for one entry).
+std::string tuple_str(const core::Dims& dims);
 /// One line about the memory layout: shape, strides, offset, contiguity,
 /// and which storage buffer it views ("storage #2"), so that two tensors
 /// sharing memory are visibly the same buffer.
