@@ -83,7 +83,10 @@ void set_entry(const Variable& v, const c::Dims& index, double value) {
     t.set(index, value);
 }
 
-c::Tensor zeros_like(const c::Tensor& x) { return c::zeros(x.shape(), x.dtype()); }
+// x where `keep` holds and 0 elsewhere: compares only the entries both PyTorch and tformer define.
+c::Tensor only_where(const c::Tensor& keep, const c::Tensor& x) {
+    return c::where(keep, x, c::zeros(x.shape(), x.dtype()));
+}
 
 // Seed 002's (w_q, w_k, w_v, fc) or seed 004's (linears.0 .. linears.3) weights
 // in an nn::MultiHeadAttention with biases, whose names are W_q, W_k, W_v, W_o.
@@ -271,21 +274,20 @@ void sdpa_with_cross_mask(Tutorial& t, const tutorial::Reference& ref) {
     const Variable o = sdpa(Q, K, V, cross_mask);
     ag::sum(o * Variable(ref["sdpa.input.upstream"])).backward();
     const c::Tensor valid = c::ne(ref["sdpa.input.upstream"], 0.0);
-    t.check_allclose(c::where(valid, o.value(), zeros_like(o.value())),
-                     c::where(valid, ref["sdpa.output"], zeros_like(o.value())), 1e-5,
+    t.check_allclose(only_where(valid, o.value()), only_where(valid, ref["sdpa.output"]), 1e-5,
                      "seed 002 ScaleDotProductAttention (2, 2, 5, 4): the output matches on every unmasked query");
     t.check_allclose(Q.grad(), ref["sdpa.grad.input.Q"], 1e-4, "d/dQ matches");
     t.check_allclose(K.grad(), ref["sdpa.grad.input.K"], 1e-4, "d/dK matches");
     t.check_allclose(V.grad(), ref["sdpa.grad.input.V"], 1e-4, "d/dV matches");
     const c::Tensor& weights = sdpa.attention_weights;  // (B, H, T, S)
-    const c::Tensor keep_w = c::where(cross_mask.expand(weights.shape()), ref["sdpa.weights"], zeros_like(weights));
+    const c::Tensor keep_w = only_where(cross_mask.expand(weights.shape()), ref["sdpa.weights"]);
     const c::Tensor row_ok = c::ne(c::sum(cross_mask.to(DType::float32), {3}, true), 0.0).expand(keep_w.shape());
-    t.check_allclose(c::where(row_ok, weights, zeros_like(keep_w)), c::where(row_ok, keep_w, zeros_like(keep_w)), 1e-5,
+    t.check_allclose(only_where(row_ok, weights), only_where(row_ok, keep_w), 1e-5,
                      "and so do the weights: masked keys get 0 in both");
     const c::Tensor dead = c::logical_not(row_ok);
     const double dead_rows = c::sum(dead.to(DType::float32)).item() / 6;  // entries / keys per row
-    t.check(dead_rows == 4 && c::sum(c::where(dead, weights, zeros_like(keep_w))).item() == 0 &&
-                std::abs(c::sum(c::where(dead, ref["sdpa.weights"], zeros_like(keep_w))).item() - dead_rows) < 1e-5,
+    t.check(dead_rows == 4 && c::sum(only_where(dead, weights)).item() == 0 &&
+                std::abs(c::sum(only_where(dead, ref["sdpa.weights"])).item() - dead_rows) < 1e-5,
             "the 4 fully masked query rows (2 padded queries × 2 heads): all 0 here; PyTorch spreads each "
             "uniformly, 1/6 on each of the 6 keys");
 }
@@ -300,8 +302,7 @@ void mha002_with_trg_mask(Tutorial& t, const tutorial::Reference& ref) {
     const Variable x2(ref["mha002.input.x"], true);
     const Variable out2 = m002(x2, x2, x2, trg_mask.squeeze(1));
     ag::sum(out2 * Variable(ref["mha002.input.upstream"])).backward();
-    t.check_allclose(c::where(rows, out2.value(), zeros_like(out2.value())),
-                     c::where(rows, ref["mha002.output"], zeros_like(out2.value())), 1e-5,
+    t.check_allclose(only_where(rows, out2.value()), only_where(rows, ref["mha002.output"]), 1e-5,
                      "seed 002 MultiHeadAttention with trg_mask: the output matches on the unpadded targets");
     t.check_allclose(x2.grad(), ref["mha002.grad.input.x"], 1e-4, "d/dx matches");
     const std::vector<std::pair<std::shared_ptr<nn::Linear>, std::string>> linears002 = {
@@ -528,8 +529,7 @@ void exercise_split_and_concat(Tutorial& t) {
     const Variable out = linear(exercise::concat_heads(sdpa(q, k, v, mask)), "fc");
     ag::sum(out * Variable(ref["mha002.input.upstream"])).backward();
     const c::Tensor rows = c::ne(ref["mha002.input.upstream"], 0.0);
-    t.check_allclose(c::where(rows, out.value(), zeros_like(out.value())),
-                     c::where(rows, ref["mha002.output"], zeros_like(out.value())), 1e-5,
+    t.check_allclose(only_where(rows, out.value()), only_where(rows, ref["mha002.output"]), 1e-5,
                      "seed 002's forward with your split and concat matches PyTorch's output");
     t.check_allclose(xin.grad(), ref["mha002.grad.input.x"], 1e-4, "and PyTorch's gradient with respect to the input");
 }
