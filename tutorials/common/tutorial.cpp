@@ -164,9 +164,27 @@ Tutorial::Tutorial(int argc, char** argv, Info info) : info_(std::move(info)) {
     if (name.starts_with("tutorial_")) name.erase(0, 9);
     name_ = name;
     out_dir_ = std::filesystem::path("build") / "tutorial-out" / name;  // generated output stays out of git
+    if (parse_arguments(argc, argv)) std::filesystem::create_directories(out_dir_);
+    // One thread unless OMP_NUM_THREADS says otherwise: the tutorials' tensors
+    // are small, and on a busy machine OpenMP threads that spin while waiting
+    // made a two-second tutorial take minutes (measured: tutorial 10, 16 s
+    // alone, 815 s at a load of 15 on 2 cores).
+    if (std::getenv("OMP_NUM_THREADS") == nullptr) core::set_num_threads(1);
+    print_banner();
+}
+
+bool Tutorial::parse_arguments(int argc, char** argv) {
+    const char* program = argc > 0 ? argv[0] : "tutorial";
+    // Says what is wrong with the command line, then the usage, and exits with status 2.
+    auto refuse = [&](const std::string& why) {
+        fmt::print(stderr, "{}: {}\n\n", program, why);
+        usage(stderr, program, info_);
+        std::exit(2);
+    };
     bool out_given = false;
     for (int i = 1; i < argc; ++i) {
         const std::string_view arg = argv[i];
+        const bool has_value = i + 1 < argc && argv[i + 1][0] != '\0' && argv[i + 1][0] != '-';
         if (arg == "--help" || arg == "-h") {
             usage(stdout, program, info_);
             std::exit(0);
@@ -182,46 +200,31 @@ Tutorial::Tutorial(int argc, char** argv, Info info) : info_(std::move(info)) {
         } else if (arg.starts_with("--out=")) {
             out_dir_ = std::string(arg.substr(6));
             out_given = true;
-        } else if ((arg == "--from" || arg == "--only") && i + 1 < argc && argv[i + 1][0] != '\0' &&
-                   argv[i + 1][0] != '-') {
-            if (!jump_to_.empty()) {
-                fmt::print(stderr, "{}: give one --from or --only, not several\n\n", program);
-                usage(stderr, program, info_);
-                std::exit(2);
-            }
+        } else if ((arg == "--from" || arg == "--only") && has_value) {
+            if (!jump_to_.empty()) refuse("give one --from or --only, not several");
             only_ = arg == "--only";
             jump_to_ = argv[++i];
         } else if (arg == "--plot-format" && i + 1 < argc &&
                    (std::string_view(argv[i + 1]) == "png" || std::string_view(argv[i + 1]) == "svg")) {
             plot_format_ = argv[++i];
+        } else if (arg == "--out") {
+            refuse("--out needs a folder after it");
+        } else if (arg == "--from" || arg == "--only") {
+            refuse(fmt::format("{} needs a step after it, e.g. {} 3 or {} 2b", arg, arg, arg));
+        } else if (arg == "--plot-format") {
+            refuse("--plot-format needs png or svg after it");
+        } else if (arg == "--exercise" || arg == "--literal") {
+            refuse(fmt::format("this tutorial has no {} mode", arg.substr(2)));
         } else {
-            if (arg == "--out")
-                fmt::print(stderr, "{}: --out needs a folder after it\n\n", program);
-            else if (arg == "--from" || arg == "--only")
-                fmt::print(stderr, "{}: {} needs a step after it, e.g. {} 3 or {} 2b\n\n", program, arg, arg, arg);
-            else if (arg == "--plot-format")
-                fmt::print(stderr, "{}: --plot-format needs png or svg after it\n\n", program);
-            else if (arg == "--exercise" || arg == "--literal")
-                fmt::print(stderr, "{}: this tutorial has no {} mode\n\n", program, arg.substr(2));
-            else
-                fmt::print(stderr, "{}: unknown argument '{}'\n\n", program, arg);
-            usage(stderr, program, info_);
-            std::exit(2);
+            refuse(fmt::format("unknown argument '{}'", arg));
         }
     }
-    if (exercise_mode_ && !jump_to_.empty()) {
-        fmt::print(stderr, "{}: --from and --only choose among the steps; --exercise runs the exercise instead\n\n",
-                   program);
-        usage(stderr, program, info_);
-        std::exit(2);
-    }
-    if (out_given) std::filesystem::create_directories(out_dir_);
-    // One thread unless OMP_NUM_THREADS says otherwise: the tutorials' tensors
-    // are small, and on a busy machine OpenMP threads that spin while waiting
-    // made a two-second tutorial take minutes (measured: tutorial 10, 16 s
-    // alone, 815 s at a load of 15 on 2 cores).
-    if (std::getenv("OMP_NUM_THREADS") == nullptr) core::set_num_threads(1);
+    if (exercise_mode_ && !jump_to_.empty())
+        refuse("--from and --only choose among the steps; --exercise runs the exercise instead");
+    return out_given;
+}
 
+void Tutorial::print_banner() const {
     const std::string rule(kWidth, '=');
     fmt::print("{}\n{}\nFollows: {}\n", rule, info_.title, info_.follows);
     if (exercise_mode_) fmt::print("EXERCISE: {}\n", info_.exercise);

@@ -141,6 +141,10 @@ public:
     int failed() const { return static_cast<int>(failures_.size()); }
 
 private:
+    /// Reads the command line into the members; true when --out was given.
+    /// A bad argument prints the usage to stderr and exits with status 2.
+    bool parse_arguments(int argc, char** argv);
+    void print_banner() const;
     void record(bool ok, std::string_view what, std::string_view detail);
     void pause();
     void run_part(std::string_view name, const std::function<void()>& body);
