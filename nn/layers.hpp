@@ -148,7 +148,7 @@ public:
         bool elementwise_affine = true;  ///< false: no weight and bias (y is the normalised x)
         bool unbiased_std = false;       ///< seed 004's variant (needs D >= 2)
     };
-    /// A layer with weight 1 and bias 0.
+    /// A layer with weight 1 and bias 0 (none without elementwise_affine).
     explicit LayerNorm(Options options);
     /// x (..., D) -> (..., D)
     Variable forward(const Variable& x) override;

@@ -81,7 +81,7 @@ struct TrainOptions {
     /// (autograd::linear_cross_entropy), never storing the (B, T, V) logits.
     /// The same loss and gradients up to rounding.
     bool fused_loss = false;
-    /// Seeds the shuffles and dropout of the run (with the rank in data-parallel runs).
+    /// The run's seed; in data-parallel runs each rank's dropout masks at each step are drawn from it.
     uint64_t seed = 0;
     std::string out_dir;           ///< where the checkpoint, loss.csv and pictures go
     int64_t checkpoint_every = 0;  ///< also save every N steps (0: only at the end)
