@@ -57,7 +57,7 @@ T field(const json& j, const char* name) {
 
 int64_t positive(const json& j, const char* name) {
     // an integer in the JSON, not 1e300 (converting that to int64 is undefined
-    // behaviour: found by fuzz_checkpoint) nor 2^64 - 1
+    // behaviour) nor 2^64 - 1
     if (j.contains(name) && (!j.at(name).is_number_integer() ||
                              (j.at(name).is_number_unsigned() &&
                               j.at(name).get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))))
@@ -95,7 +95,7 @@ ModelConfig config_from_json(const std::string& text) {
     t.num_layers = positive(j, "num_layers");
     t.dropout = field<double>(j, "dropout");
     t.use_bias = field<bool>(j, "use_bias");
-    c.tie_embeddings = j.contains("tie_embeddings") && field<bool>(j, "tie_embeddings");  // absent before tying existed
+    c.tie_embeddings = j.contains("tie_embeddings") && field<bool>(j, "tie_embeddings");  // absent means false
     c.scaled_embedding_init = j.contains("scaled_embedding_init") && field<bool>(j, "scaled_embedding_init");
     try {
         check_config(c, "checkpoint config");
@@ -367,7 +367,7 @@ CheckpointInfo info_from_v1(const std::map<std::string, std::string>& meta, cons
     }
     for (const auto& [k, v] : meta)
         if (k.starts_with("x.")) info.extra[k.substr(2)] = v;
-    // the loss history was kept among the extras
+    // format 1 keeps the loss history among the extras
     if (auto it = info.extra.find("epoch_losses"); it != info.extra.end()) {
         info.losses.epochs = numbers_v1<double>(it->second, "x.epoch_losses", path);
         info.extra.erase(it);

@@ -167,7 +167,7 @@ Tutorial::Tutorial(int argc, char** argv, Info info) : info_(std::move(info)) {
     if (parse_arguments(argc, argv)) std::filesystem::create_directories(out_dir_);
     // One thread unless OMP_NUM_THREADS says otherwise: the tutorials' tensors
     // are small, and on a busy machine OpenMP threads that spin while waiting
-    // made a two-second tutorial take minutes (measured: tutorial 10, 16 s
+    // make a two-second tutorial take minutes (measured: tutorial 10, 16 s
     // alone, 815 s at a load of 15 on 2 cores).
     if (std::getenv("OMP_NUM_THREADS") == nullptr) core::set_num_threads(1);
     print_banner();
