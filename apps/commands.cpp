@@ -970,7 +970,7 @@ int run_translate(const TranslateArgs& a) {
             return;
         }
         try {
-            // once dropped without a word (the tokenizer stops at it); a NUL is not text
+            // a NUL is not text (the tokenizer would stop at it and drop the rest of the line without a word)
             if (const size_t nul = sentence.find('\0'); nul != std::string::npos)
                 fail<ValueError>("it holds a NUL byte (byte {} of the line), which text does not", nul + 1);
             const tasks::Translation tr = tasks::translate(*t->model, t->tok, sentence, o);

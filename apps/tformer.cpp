@@ -8,6 +8,7 @@
 //   tformer tutorial [N] [--step] [--exercise] [--literal]
 #include "apps/commands.hpp"
 #include "core/error.hpp"
+#include "core/version.hpp"
 #include "tasks/bench.hpp"
 #include "tasks/distributed.hpp"
 #include "tasks/fra_eng.hpp"
@@ -178,6 +179,7 @@ int main(int argc, char** argv) {
     std::signal(SIGXFSZ, SIG_IGN);
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // results appear line by line, also in a pipe or a log file
     CLI::App app{"tformer: a from-scratch Transformer framework (train, translate, eval, bench, tutorial)"};
+    app.set_version_flag("--version", std::string("tformer ") + tformer::kVersion);
     app.require_subcommand(1);
 
     TrainArgs copy_args, translate_train_args;

@@ -440,7 +440,7 @@ Tensor affine_param(const Tensor& p, const char* name, const Tensor& x, const ch
 // terms. The compiler keeps the lanes in vector registers; the order of the
 // additions is fixed here, not by the vector width, so results do not
 // depend on the machine. (A plain running sum is one long chain of
-// dependent additions: on layer norm's rows of 32 it was most of the time.)
+// dependent additions: on layer norm's rows of 32 that chain is most of the time.)
 template <class F>
 Acc lane_sum(int64_t n, F&& f) {
     constexpr int64_t kLanes = 8;

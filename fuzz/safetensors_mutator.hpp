@@ -97,9 +97,9 @@ inline std::string tweak_config(const std::string& text, std::minstd_rand& rng) 
 /// text (building such a document with nlohmann and printing it again would
 /// recurse once per level, in the fuzzer itself). The reader must refuse
 /// anything deeper than nn::kMaxJsonDepth before it walks the document.
-/// Inputs are at most 64 KB (-max_len), so the 100,000 and 1,000,000 levels
-/// that once overflowed the stack are left to the apps tests; here the
-/// refusal is reached from every object of the document, at many depths.
+/// Inputs are at most 64 KB (-max_len), so 100,000 and 1,000,000 levels are
+/// left to the apps tests; here the refusal is reached from every object of
+/// the document, at many depths.
 inline std::string nest_deeply(const std::string& text, std::minstd_rand& rng) {
     std::vector<size_t> objects;
     for (size_t i = 0; i < text.size(); ++i)

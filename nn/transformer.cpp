@@ -36,8 +36,8 @@ PositionWiseFFN::Options ffn_options(const TransformerOptions& o) {
 // block replaces its own. Kept, the last step's weights would stay live
 // among the new step's activations until their blocks ran again, and the
 // large tensors of each step would be placed around them differently (on
-// base, 18 MB in 18 places, and the memory high-water mark crept up from
-// step to step); dropped, every step starts from the same free memory.
+// base, 18 MB in 18 places, and the memory high-water mark would creep up
+// from step to step); dropped, every step starts from the same free memory.
 void forget_attention_weights(ModuleList<EncoderBlock>& blks) {
     for (auto& blk : blks) blk->attention->attention->attention_weights = {};
 }

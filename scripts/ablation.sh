@@ -3,7 +3,7 @@
 # preset once as it is and once per row with one thing changed, all for the
 # same number of steps (but one, which gets the default's time), and prints
 # one table row per run (validation BLEU-4 with beam 4 and greedily, training
-# seconds, padding). The README's table "What each choice bought" came from it.
+# seconds, padding). docs/training.md's table "What each choice bought" comes from it.
 #
 #   bash scripts/ablation.sh [JOBS] [extra flags for every run]
 #

@@ -1,10 +1,11 @@
-// Reading a JSON document that came from a file (a checkpoint's metadata)
-// without trusting it. Its nesting is limited before anything walks it, and
-// every field is read through one accessor, JsonField::get<T>(), which names
-// the file, the field's path and the type the field should have:
-//
-//   checkpoint 'run/checkpoint.safetensors': metadata field 'tokenizer.type'
-//   should be a string, got number 2
+/// \file
+/// Reading a JSON document that came from a file (a checkpoint's metadata)
+/// without trusting it. Its nesting is limited before anything walks it, and
+/// every field is read through one accessor, JsonField::get<T>(), which names
+/// the file, the field's path and the type the field should have:
+///
+///   checkpoint 'run/checkpoint.safetensors': metadata field 'tokenizer.type'
+///   should be a string, got number 2
 #pragma once
 
 #include <nlohmann/json.hpp>

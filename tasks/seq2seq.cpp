@@ -48,7 +48,7 @@ std::string config_to_json(const ModelConfig& c) {
 
 namespace {
 // A size of the model: a whole number above 0 (JsonField refuses 1e300 and
-// 2^64 - 1, whose conversion to int64 is undefined: found by fuzz_checkpoint).
+// 2^64 - 1, whose conversion to int64 would be undefined behaviour).
 int64_t positive(const JsonField& config, const char* name) {
     const JsonField field = config[name];
     const int64_t v = field.get<int64_t>();
@@ -79,7 +79,7 @@ ModelConfig config_from(const JsonField& config) {
     t.num_layers = positive(config, "num_layers");
     t.dropout = config["dropout"].get<double>();
     t.use_bias = config["use_bias"].get<bool>();
-    // absent in checkpoints made before tying and the scaled initialisation existed
+    // absent means false
     c.tie_embeddings = config.has("tie_embeddings") && config["tie_embeddings"].get<bool>();
     c.scaled_embedding_init = config.has("scaled_embedding_init") && config["scaled_embedding_init"].get<bool>();
     try {
@@ -348,7 +348,7 @@ CheckpointInfo info_from_v1(const std::map<std::string, std::string>& meta, cons
     }
     for (const auto& [k, v] : meta)
         if (k.starts_with("x.")) info.extra[k.substr(2)] = v;
-    // the loss history was kept among the extras
+    // format 1 keeps the loss history among the extras
     if (auto it = info.extra.find("epoch_losses"); it != info.extra.end()) {
         info.losses.epochs = numbers_v1<double>(it->second, "x.epoch_losses", path);
         info.extra.erase(it);

@@ -2,6 +2,7 @@
 // (seed 000) on a random batch, a backward pass, and one gradient printed.
 #include "autograd/autograd.hpp"
 #include "core/core.hpp"
+#include "core/version.hpp"
 #include "nn/attention.hpp"
 
 #include <iostream>
@@ -9,6 +10,7 @@
 using namespace tformer;
 
 int main() {
+    std::cout << "tformer " << kVersion << "\n";
     core::Generator gen(0);
     nn::MultiHeadAttention attention(
         {.key_size = 8, .query_size = 8, .value_size = 8, .num_hiddens = 8, .num_heads = 2}, gen);

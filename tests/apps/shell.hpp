@@ -74,7 +74,7 @@ struct SplitRun {
 /// hang fails the test instead of stalling it.
 inline SplitRun run_args(const std::vector<std::string>& args, const std::string& stdin_text = "", int seconds = 600) {
     // files of this process and this call: ctest runs test cases as parallel
-    // processes, and with fixed names one test read another's stderr
+    // processes, and with fixed names one test could read another's stderr
     static int calls = 0;
     const std::string prefix = std::filesystem::temp_directory_path().string() + "/tformer-cli-" +
                                std::to_string(::getpid()) + "-" + std::to_string(++calls);

@@ -1,5 +1,6 @@
 // The tformer command: error paths a user hits first, and a short copy run.
 #include "apps/shell.hpp"
+#include "core/version.hpp"
 #include "tasks/seq2seq.hpp"
 
 #include <fmt/format.h>
@@ -197,7 +198,7 @@ TEST_CASE("tformer: flags of the other pipeline and bad decoding options are ref
     r = run_cli("train translate --preset d2l --tokenizer word --out " + dir);
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("--tokenizer does not apply to the d2l preset"));
-    r = run_cli("train translate --num-layers 0 --out " + dir);  // once crashed in decoding, after training
+    r = run_cli("train translate --num-layers 0 --out " + dir);  // refused as it is parsed, not after training
     CHECK(r.status != 0);
     CHECK_THAT(r.output, Catch::Contains("--num-layers: must be a whole number from 1"));
     r = run_cli("train translate --num-hiddens 30 --num-heads 4 --out " + dir);  // checked before the data is read
@@ -266,7 +267,8 @@ TEST_CASE("tformer train: Ctrl-C ends the run after the current step with a chec
 
 TEST_CASE("tformer: every numeric flag is checked against its range as it is parsed", "[apps][cli]") {
     const std::string dir = temp_dir("ranges");
-    // each of these once trained silently with the preset's value, looped or crashed
+    // each value out of range is an error naming the flag and its range: never the preset's value in its
+    // place, a loop or a crash
     const std::vector<std::pair<std::string, std::string>> bad = {
         {"train translate --epochs -5", "--epochs: must be a whole number from 1"},
         {"train translate --epochs 99999999999999999999", "--epochs: must be a whole number from 1 to 1000000"},
@@ -373,7 +375,7 @@ TEST_CASE("tformer train: killed (SIGKILL) at random moments while saving, the c
                                            "1", "--threads", "1",    "--quiet",  "--overwrite", "--out",
                                            dir};
     std::mt19937 rng(20261125);
-    // At least the issue's 50 kills; how many of them land inside a save depends on the machine's load (4 of 50
+    // At least 50 kills; how many of them land inside a save depends on the machine's load (4 of 50
     // under ASan on a busy CI machine), so the kills go on until 5 saves were cut short, 400 kills at most.
     int loaded = 0, in_save = 0, rounds = 0;
     std::set<std::string> previous_temporaries;
@@ -422,11 +424,10 @@ TEST_CASE("tformer --plot-format svg: train and tutorial write SVG pictures, ano
     CHECK_THAT(r.output, Catch::Contains("--plot-format"));
 }
 
-TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are clear errors, given early",
-          "[apps][cli]") {
+TEST_CASE("tformer: bad data, flags and checkpoint metadata are clear errors, given before any work", "[apps][cli]") {
     const std::string dir = temp_dir("probe11");
     const std::string data = corpus_head(dir, 300);
-    // --data that is not a corpus: once "no training pair left (0 valid pairs ...)", or training on 1 line of /bin/ls
+    // --data that is not a corpus (a directory, a text without tabs, a binary) is named as such, up front
     std::filesystem::create_directories(dir + "/adir");
     std::ofstream(dir + "/notabs.txt") << "hello world\nno tabs on this line\n";
     const std::vector<std::pair<std::vector<std::string>, std::string>> bad_data = {
@@ -467,7 +468,7 @@ TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are c
     CHECK(r.status == 1);
     CHECK_THAT(r.err, Catch::Contains("train: cannot use --out '/proc/tformer-cli-test'"));
     CHECK(r.out.find("fra-eng:") == std::string::npos);
-    // --sample-size was silently ignored with --num-examples (and with the d2l preset's own prefix)
+    // --sample-size with --num-examples (or with the d2l preset's own prefix) is refused: one would be ignored
     r = run_args({"train", "translate", "--preset", "d2l", "--data", data, "--num-examples", "100", "--sample-size",
                   "50", "--out", dir + "/s"});
     CHECK(r.status == 1);
@@ -505,7 +506,7 @@ TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are c
     r = run_args({"eval", "--checkpoint", checkpoint, "--data", data, "--beam", "4", "--threads", "1"});
     CHECK(r.status == 1);
     CHECK_THAT(r.err, Catch::Contains("is a d2l-preset checkpoint, evaluated greedily as d2l does"));
-    // tampered metadata that eval reads to rebuild the data split: named, once a bare "stoll"
+    // tampered metadata that eval reads to rebuild the data split: the error names the key and the value
     const tformer::nn::SafeTensors good = tformer::nn::load_safetensors(checkpoint);
     const auto eval_tampered = [&](const std::string& key, const std::string& value) {
         tformer::nn::SafeTensors bad = good;
@@ -523,8 +524,8 @@ TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are c
         CHECK_THAT(r.err,
                    Catch::Contains("checkpoint: metadata 'extra." + key + "' is not an integer: '" + value + "'"));
     }
-    // a whole number that is not the model's: fuzz_checkpoint's input padded the split to 5.6e13 steps (an
-    // allocation of 13 PB: std::bad_alloc in a release build, an abort under AddressSanitizer)
+    // a whole number that is not the model's is refused: 5.6e13 steps would pad the split to an allocation
+    // of 13 PB (std::bad_alloc in a release build, an abort under AddressSanitizer)
     r = eval_tampered("num_steps", "55555555555556");
     INFO(r.err);
     CHECK(r.status == 1);
@@ -533,7 +534,8 @@ TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are c
 }
 
 TEST_CASE("tformer train: a summary that cannot be written is an error exit, not an empty file", "[apps][cli]") {
-    // the probe's full disk left summary.txt empty and exited 0; here the name is taken by a directory
+    // a summary.txt that cannot be written (here a directory has its name, as a full disk would fail it)
+    // is exit status 1, not an empty file and exit 0
     const std::string dir = temp_dir("summary");
     std::filesystem::create_directories(dir + "/summary.txt/inside");
     const Run r = run_cli("train copy --epochs 1 --batches-per-epoch 2 --threads 1 --quiet --out " + dir);
@@ -543,14 +545,14 @@ TEST_CASE("tformer train: a summary that cannot be written is an error exit, not
     CHECK(std::filesystem::exists(dir + "/checkpoint.safetensors"));  // the checkpoint before it is kept
 }
 
-TEST_CASE("tformer: issue 12's probe, items 3 and 5: sizes and thread counts beyond the machine", "[apps][cli]") {
+TEST_CASE("tformer: sizes and thread counts beyond the machine are refused or clamped, with a message", "[apps][cli]") {
     const std::string dir = temp_dir("probe35");
     const std::string data = corpus_head(dir, 300);
-    // once "std::bad_alloc" and nothing else
+    // a model larger than any machine: refused with its parameter count, before anything is allocated
     Run r = run_cli("train copy --num-hiddens 100000 --threads 1 --out " + dir + "/h");
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("the config describes 2.4e+11 parameters, more than any machine holds"));
-    // once grew until the kernel killed it: d2l pads every sequence to --num-steps
+    // d2l pads every sequence to --num-steps: a run that needs more memory than there is is refused up front
     SplitRun s = run_args({"train", "translate", "--preset", "d2l", "--data", data, "--num-steps", "1000", "--steps",
                            "1", "--threads", "1", "--out", dir + "/steps"});
     INFO(s.err);
@@ -559,10 +561,19 @@ TEST_CASE("tformer: issue 12's probe, items 3 and 5: sizes and thread counts bey
     r = run_cli("translate --checkpoint " + dir + "/none.safetensors --beam 100000 go");
     CHECK(r.status != 0);
     CHECK_THAT(r.output, Catch::Contains("--beam: must be a whole number from 1 to 64, got 100000"));
-    // once a segfault: clamped with a word (a run on every core of a busy machine is slow, so this one ends at
-    // the size check; translate's test above runs with a clamped count)
+    // --threads beyond the machine: clamped with a word (a run on every core of a busy machine is slow, so
+    // this one ends at the size check; translate's test above runs with a clamped count)
     r = run_cli("train copy --threads 100000 --num-hiddens 100000 --out " + dir + "/threads");
     INFO(r.output);
     CHECK_THAT(r.output,
                Catch::Contains("--threads 100000 is more than the") && Catch::Contains("more than any machine holds"));
+}
+
+TEST_CASE("tformer --version prints the version CMake declares", "[apps][cli]") {
+    const SplitRun r = run_args({"--version"});
+    CHECK(r.status == 0);
+    CHECK(r.out == std::string("tformer ") + tformer::kVersion + "\n");
+    // the declared version has three numeric parts (project(tformer VERSION x.y.z))
+    CHECK(std::string(tformer::kVersion) ==
+          fmt::format("{}.{}.{}", tformer::kVersionMajor, tformer::kVersionMinor, tformer::kVersionPatch));
 }

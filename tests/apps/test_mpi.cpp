@@ -419,7 +419,7 @@ TEST_CASE(
     "tformer train under mpirun: ranks started with different settings stop at once, naming the flag and "
     "both values",
     "[apps][mpi][slow]") {
-    // ranks with another --vocab-size or --sample-size once hung forever, rank 0 at 98% CPU
+    // ranks with another --vocab-size or --sample-size would call different exchanges and wait for each other forever
     if (!have_mpirun()) return;
     // the Ctrl-C test above lets Open MPI wait 30 s before it ends a job in which a rank failed; not here
     unsetenv("OMPI_MCA_odls_base_sigkill_timeout");

@@ -104,7 +104,7 @@ void rewrite(const std::string& checkpoint, const std::string& path, Change&& ch
 
 TEST_CASE("tformer translate, eval and train --resume: metadata nested 100,000 or 1,000,000 levels deep is refused",
           "[apps][reliability]") {
-    // it once crashed all three with SIGSEGV and no message (a stack overflow in the JSON reader)
+    // a reader that walked such a document recursively would overflow the stack (SIGSEGV, no message)
     const std::string dir = temp_dir("deep");
     const std::string data = corpus_head(dir, 300);
     const std::vector<std::string> train = tiny_d2l(data, dir + "/run");
@@ -145,7 +145,7 @@ TEST_CASE("tformer translate, eval and train --resume: metadata nested 100,000 o
 }
 
 TEST_CASE("tformer: a FIFO, a socket or a device as --checkpoint or --data is refused at once", "[apps][reliability]") {
-    // a FIFO as --checkpoint once made translate wait forever for a writer
+    // opened the usual way, a FIFO would make the reader wait forever for a writer
     const std::string dir = temp_dir("not-files");
     const std::string fifo = dir + "/fifo";
     REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
@@ -207,7 +207,7 @@ TEST_CASE("tformer translate and eval: weights that load but are wrong are named
                                           "' holds values up to 3e+38 in magnitude, beyond what training produces "
                                           "(|w| > 1e+06); the model's output will be garbage"));
 
-    // NaN in all three tied copies: not finite, each copy named with its count (once "wrong shape ... values differ")
+    // NaN in all three tied copies: not finite, each copy named with its count (not "wrong shape" or "values differ")
     rewrite(tied, bad, [&](tformer::nn::SafeTensors& st) {
         set_all(st, 4, 1, std::nan(""));
         set_all(st, 5, 2, std::nan(""));
@@ -243,7 +243,7 @@ TEST_CASE(
     "tformer train: a second run into the same --out is refused naming the first one's PID, a killed run's "
     "lock is taken over",
     "[apps][reliability]") {
-    // two runs into one --out once both exited 0, one silently overwriting the other's checkpoint
+    // without the lock, both runs would exit 0, one silently overwriting the other's checkpoint
     const std::string dir = temp_dir("lock"), lock = dir + "/out/.tformer.lock";
     const std::string exe = std::string(TFORMER_BINARY_DIR) + "/apps/tformer";
     const pid_t first = tformer::testing::spawn_logged(
@@ -301,7 +301,7 @@ TEST_CASE("tformer train: argument errors create nothing on disk, a dangling --o
         CHECK_THAT(r.err, Catch::Contains(message));
         CHECK_FALSE(fs::exists(dir + "/new"));
     }
-    // a symbolic link to nowhere once gave only "File exists"
+    // a symbolic link to nowhere: the system says only "File exists"; tformer says what it is
     fs::create_symlink(dir + "/nowhere", dir + "/link");
     const SplitRun r = run_args({"train", "copy", "--epochs", "1", "--threads", "1", "--out", dir + "/link"});
     INFO(r.err);

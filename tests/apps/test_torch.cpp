@@ -1,6 +1,6 @@
 // A tformer checkpoint loads into d2l's PyTorch Transformer (seed 000's
 // modules, under the same names) and translates there exactly as tformer
-// does: scripts/torch_translate.py, and the README's snippet that loads a
+// does: scripts/torch_translate.py, and docs/training.md's snippet that loads a
 // checkpoint, against `tformer translate --beam 1`.
 // Needs /usr/bin/python3 with torch and sentencepiece (Debian's python3-torch,
 // python3-sentencepiece); without them the test says so and passes (Catch2
@@ -26,12 +26,12 @@ const auto run = tformer::testing::run_shell;
 
 bool torch_available() { return run("/usr/bin/python3 -c 'import torch, sentencepiece' 2>/dev/null").status == 0; }
 
-// The README's Python snippet (the block under "Loading a checkpoint in
+// docs/training.md's Python snippet (the block under "A checkpoint in
 // PyTorch"), reading `checkpoint` instead of runs/translate's, as a file to run.
 std::string readme_snippet(const std::filesystem::path& dir, const std::string& checkpoint) {
-    std::ifstream in(std::string(TFORMER_SOURCE_DIR) + "/README.md");
+    std::ifstream in(std::string(TFORMER_SOURCE_DIR) + "/docs/training.md");
     const std::string readme((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    const size_t section = readme.find("### Loading a checkpoint in PyTorch");
+    const size_t section = readme.find("## A checkpoint in PyTorch");
     REQUIRE(section != std::string::npos);
     const size_t begin = readme.find("```python\n", section);
     REQUIRE(begin != std::string::npos);
@@ -82,13 +82,13 @@ TEST_CASE("scripts/torch_translate.py: d2l's PyTorch model with tformer's weight
         CHECK(ours.status == 0);
         CHECK(torch.output == ours.output);
         CHECK(std::count(ours.output.begin(), ours.output.end(), '\n') == 5);
-        // the README's snippet translates its two sentences as tformer does
+        // docs/training.md's snippet translates its two sentences as tformer does
         const std::string snippet = readme_snippet(dir, out + "/checkpoint.safetensors");
         const Output readme = run("cd '" + std::string(TFORMER_SOURCE_DIR) + "' && /usr/bin/python3 '" + snippet + "'");
         const Output ours2 = run("'" + exe + "' translate --checkpoint " + ckpt +
                                  " --beam 1 --threads 1 \"I'm home.\" "
                                  "\"He's calm.\"");
-        INFO("README snippet:\n" << readme.output << "tformer:\n" << ours2.output);
+        INFO("docs/training.md snippet:\n" << readme.output << "tformer:\n" << ours2.output);
         CHECK(readme.status == 0);
         CHECK(readme.output == ours2.output);
         CHECK(std::count(readme.output.begin(), readme.output.end(), '\n') == 2);

@@ -123,7 +123,7 @@ TEST_CASE("train(): a resumed run gives the same losses as an uninterrupted one"
 }
 
 TEST_CASE("train(): a resume from a checkpoint without per-step losses writes the steps it trained", "[tasks][train]") {
-    // checkpoints written before the per-step history was kept: loss-steps.csv starts at the resumed step
+    // a checkpoint without per-step losses (an earlier writer's): loss-steps.csv starts at the resumed step
     const ModelConfig c = copy_config(0.0);
     const BatchSource source = copy_source(8, 10, 11, 3, 42);
     TrainOptions o{.epochs = 2,
@@ -161,7 +161,7 @@ TEST_CASE("train(): a resume from a checkpoint without per-step losses writes th
 TEST_CASE(
     "train(): --resume refuses a run that differs from the saved one, a warm-up longer than the run names --warmup",
     "[tasks][train]") {
-    // issue 12's probe: --resume with another --batch-size was accepted, and trained on other batches
+    // --resume with another --batch-size would train on other batches: refused
     ModelConfig c = copy_config(0.0);
     c.transformer = {.key_size = 8,
                      .query_size = 8,

@@ -8,9 +8,7 @@
 // 5 epochs of SGD with lr 0.5) are those of the d2l section it is taken from,
 // as nn/attention_pooling.hpp explains.
 // Read it with tutorials/04_attention_pooling/README.md.
-#include "autograd/autograd.hpp"
-#include "common/tutorial.hpp"
-#include "core/core.hpp"
+#include "common/prelude.hpp"
 #include "exercise.hpp"
 #include "nn/attention_pooling.hpp"
 #include "optim/sgd.hpp"
@@ -24,13 +22,6 @@
 #include <numeric>
 #include <string>
 #include <vector>
-
-using namespace tformer;
-namespace ag = tformer::autograd;
-namespace c = tformer::core;
-using ag::Variable;
-using tutorial::note;
-using tutorial::show;
 
 namespace {
 
@@ -62,393 +53,442 @@ c::Tensor repeat_rows(const c::Tensor& x, int64_t rows) {
     return x.unsqueeze(0).expand({rows, x.size(0)}).contiguous();
 }
 
+// What the steps share: d2l's data, and the fits that step 7 draws.
+struct Lesson {
+    c::Generator gen{4};
+    const nn::PoolingData data = nn::make_pooling_data(50, gen);  // x_train, y_train (50); x_test, y_truth (50)
+    const int64_t n_train = data.x_train.size(0), n_test = data.x_test.size(0);
+    const Variable x_train{data.x_train}, y_train{data.y_train}, x_test{data.x_test};  // (50) each
+
+    // Filled in by the steps and drawn in the last one.
+    c::Tensor y_average, y_plain, y_learned;   // (n_test): the three fits on the test grid
+    c::Tensor weights_plain, weights_learned;  // (n_test, n_train): α(x, x_i), a row per query
+    double mse_average = 0, mse_plain = 0, mse_learned = 0, w_learned = 0;
+};
+
+// ---- the steps --------------------------------------------------------------------------
+
+// seed 003 (003_8fde783e4908788c.txt) › 注意力机制 › 查询、键和值
+void queries_keys_values(Tutorial& t) {
+    note(
+        "Seed 003 introduces the three names with a search engine: the QUERY is what you type, the KEYS "
+        "identify the documents (their keywords), the VALUES are the documents returned. The engine "
+        "compares the query with every key and returns the values the best keys belong to. Attention "
+        "pooling does the same softly: it scores the query against every key, turns the scores into "
+        "weights with a softmax, and returns the weighted average of the values. Five pages, each key a "
+        "bag of keywords, each value the page itself (a one-hot vector); the query is 'deep learning':");
+    const std::vector<std::string> words = {"deep",    "learning", "book",   "code",    "sea",
+                                            "fishing", "machine",  "course", "cooking", "swim"};
+    const std::vector<std::string> pages = {"动手学深度学习 (Dive into Deep Learning)", "A guide to deep-sea fishing",
+                                            "A machine learning course", "The cooking book", "Learning to swim"};
+    const std::vector<std::vector<int>> keywords = {{0, 1, 2, 3}, {0, 4, 5}, {6, 1, 7}, {8, 2}, {1, 9}};
+    c::Tensor K = c::zeros({5, static_cast<int64_t>(words.size())}, DType::float64);  // (pages, words)
+    for (int64_t p = 0; p < 5; ++p)
+        for (int w : keywords[p]) K.set({p, w}, 1.0);
+    c::Tensor q = c::zeros({static_cast<int64_t>(words.size())}, DType::float64);
+    q.set({0}, 1.0);
+    q.set({1}, 1.0);
+    const c::Tensor values = c::eye(5, DType::float64);               // page p's value: e_p
+    const c::Tensor scores = c::matmul(K, q.unsqueeze(1)).view({5});  // shared keywords per page
+    for (int64_t p = 0; p < 5; ++p) {
+        std::string kw;
+        for (int w : keywords[p]) kw += (kw.empty() ? "" : ", ") + words[w];
+        note("    score {:.0f}   {:<42} keys: {}", scores.at({p}), pages[p], kw);
+    }
+    auto pool = [&](double temperature) {  // softmax(scores / τ) · values: a distribution over the pages
+        return c::matmul(c::softmax(c::div(scores, temperature)).unsqueeze(0), values).view({5});
+    };
+    line("\n      τ        weights of the five pages (softmax(score / τ))");
+    for (double tau : {0.01, 0.5, 1.0, 1000.0})
+        line("      {:<7}  {:.4f}", tau, fmt::join(pool(tau).to_vector(), "  "));
+    line();
+    const c::Tensor soft = pool(1.0);
+    t.check(c::argmax(soft, 0).item() == 0,
+            "the best-scoring key belongs to 《动手学深度学习》: it gets the largest weight");
+    t.check_close(c::sum(soft).item(), 1.0, 1e-12, "the weights are a distribution over the pages");
+    t.check(pool(0.01).at({0}) > 0.999, "τ → 0: all weight on the best key, a hard lookup like a dictionary's");
+    t.check(c::max(c::abs(c::sub(pool(1000.0), c::full({5}, 0.2, DType::float64)))).item() < 0.001,
+            "τ → ∞: 1/5 each, the query ignored: average pooling (step 3)");
+    note(
+        "The engine of seed 003 is the limit τ → 0; the rest of this tutorial uses scores that depend on "
+        "distance (x - x_i)², and the same softmax. (The seed's next heading, 注意力汇聚：查询和键的相互租用, "
+        "has a typo: 租用 'rent' for 作用, 'interact'.)");
+}
+
+// seed 003 (003_8fde783e4908788c.txt) › 注意力汇聚：查询和键的相互租用 [sic] (d2l's data)
+void the_data(Tutorial& t, const Lesson& lesson) {
+    note(
+        "Seed 003 explains attention pooling as regression: we know n pairs (x_i, y_i) and want f(x) "
+        "at new points x. In attention words the new point x is the QUERY, the training inputs x_i are "
+        "the KEYS and the training outputs y_i are the VALUES. The data are d2l's: 50 inputs drawn "
+        "uniformly from [0, 5) and sorted, outputs y_i = 2 sin(x_i) + x_i^0.8 + ε with ε ~ N(0, 0.5²), "
+        "and a test grid x = 0, 0.1, ..., 4.9 where we compare with the noise-free f.");
+    const nn::PoolingData& data = lesson.data;
+    show("x_train[:6]", data.x_train.slice(0, 0, 6));
+    show("y_train[:6]", data.y_train.slice(0, 0, 6));
+    show("x_test[:6] ", data.x_test.slice(0, 0, 6));
+    const std::vector<double> x = data.x_train.to_vector();
+    t.check(lesson.n_train == 50 && lesson.n_test == 50, "50 training pairs and 50 test points");
+    t.check(std::is_sorted(x.begin(), x.end()) && x.front() >= 0 && x.back() < 5,
+            "the training inputs are sorted and lie in [0, 5)");
+    t.check_close(data.y_truth.at({10}), 2 * std::sin(1.0) + 1.0, 1e-6, "f(1) = 2 sin(1) + 1^0.8 = 2.683");
+}
+
+// seed 003 (003_8fde783e4908788c.txt) › 平均汇聚
+void average_pooling(Tutorial& t, Lesson& lesson) {
+    note(
+        "The simplest estimator ignores the query altogether and predicts the mean of all training "
+        "outputs everywhere. In attention language: every key gets the same weight 1/n, whatever the "
+        "query is.");
+    lesson.y_average = nn::average_pooling(lesson.x_test, lesson.y_train).value();
+    show("f(x_test)[:6]", lesson.y_average.slice(0, 0, 6));
+    const std::vector<double> y = lesson.data.y_train.to_vector();
+    const double mean = std::accumulate(y.begin(), y.end(), 0.0) / static_cast<double>(y.size());
+    t.check_close(lesson.y_average, c::full({lesson.n_test}, mean), 1e-5,
+                  fmt::format("every prediction is the mean of y_train, {:.4f}", mean));
+    lesson.mse_average = mse(lesson.y_average, lesson.data.y_truth);
+    note("Its error against the true f on the test grid is large: a flat line cannot follow a sine.");
+    note("    test MSE, average pooling: {:.4f}", lesson.mse_average);
+}
+
+// seed 003 (003_8fde783e4908788c.txt) › 非参数注意力汇聚
+void nonparametric_pooling(Tutorial& t, Lesson& lesson) {
+    note(
+        "Nadaraya and Watson weight each y_i by how close its key x_i is to the query x:\n"
+        "    α(x, x_i) = exp(-(x - x_i)²/2) / Σ_j exp(-(x - x_j)²/2) = softmax_i(-(x - x_i)²/2)\n"
+        "    f(x) = Σ_i α(x, x_i) y_i\n"
+        "The score -(x - x_i)²/2 is largest (0) for a key equal to the query, so close keys 'get more "
+        "attention'. The weights are a probability distribution over the keys: non-negative, summing "
+        "to 1. Here it is by hand for the query x = 2.5 (test point 25):");
+    const int64_t q = 25, n_train = lesson.n_train;
+    const double query = lesson.data.x_test.at({q});
+    const std::vector<double> xs = lesson.data.x_train.to_vector(), ys = lesson.data.y_train.to_vector();
+    std::vector<double> score(n_train), alpha(n_train);
+    for (int64_t i = 0; i < n_train; ++i) score[i] = -0.5 * (query - xs[i]) * (query - xs[i]);
+    const double top = *std::max_element(score.begin(), score.end());  // subtract the max: exp never overflows
+    double total = 0;
+    for (int64_t i = 0; i < n_train; ++i) total += alpha[i] = std::exp(score[i] - top);
+    double by_hand = 0;
+    for (int64_t i = 0; i < n_train; ++i) by_hand += (alpha[i] /= total) * ys[i];
+
+    std::vector<int64_t> order(n_train);
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return alpha[a] > alpha[b]; });
+    line("\n      key i     x_i    score -(x-x_i)²/2    α(2.5, x_i)     y_i");
+    for (int k = 0; k < 5; ++k) {
+        const int64_t i = order[k];
+        line("      {:>5} {:>7.3f} {:>20.4f} {:>14.4f} {:>7.3f}", i, xs[i], score[i], alpha[i], ys[i]);
+    }
+    line("      ... 45 more keys, the farthest with α = {:.2e}\n", alpha[order.back()]);
+
+    const nn::PoolingOutput pooled = nn::nadaraya_watson(lesson.x_test, lesson.x_train, lesson.y_train);
+    lesson.y_plain = pooled.output.value();
+    lesson.weights_plain = pooled.attention_weights;
+    describe("nadaraya_watson(x_test, x_train, y_train).attention_weights", lesson.weights_plain);
+    t.check_close(pooled.attention_weights.select(0, q), c::tensor(alpha, {n_train}), 1e-6,
+                  "row 25 of nn::nadaraya_watson's weights equals the hand-computed α(2.5, x_i)");
+    t.check_close(lesson.y_plain.at({q}), by_hand, 1e-5,
+                  fmt::format("f(2.5) = Σ α y_i = {:.4f}, by hand and by the library", by_hand));
+    t.check(worst_row_sum_error(lesson.weights_plain) < 1e-5, "each of the 50 rows of weights sums to 1");
+    lesson.mse_plain = mse(lesson.y_plain, lesson.data.y_truth);
+    note(
+        "    test MSE, average pooling:         {:.4f}\n"
+        "    test MSE, non-parametric pooling:  {:.4f}",
+        lesson.mse_average, lesson.mse_plain);
+    t.check(lesson.mse_plain < lesson.mse_average,
+            "non-parametric pooling fits the test grid better than average pooling");
+}
+
+// Step 5, part 1: d2l's 5 epochs of SGD on w, the first gradient checked by central differences.
+void train_w(Tutorial& t, Lesson& lesson, nn::NWKernelRegression& net, const c::Tensor& keys, const c::Tensor& values) {
+    const double w0 = net.w.item();
+    note(
+        "\nThe loss is d2l's: the squared errors (ŷ_i - y_i)² summed over the 50 training points; "
+        "5 epochs of plain SGD with lr 0.5, each one a single full-batch step. Initial w = {:.4f}.",
+        w0);
+
+    // One check that backward() gets dloss/dw right before we trust it for training.
+    auto loss_at = [&](double w) {
+        ag::NoGradGuard no_grad;
+        const c::Tensor saved = net.w.value().clone();
+        c::fill_(net.w.value(), w);
+        const Variable err = net(lesson.x_train, Variable(keys), Variable(values)) - lesson.y_train;
+        const double loss = ag::sum(err * err).item();
+        c::copy_(net.w.value(), saved);
+        return loss;
+    };
+
+    optim::SGD sgd(net.parameters(), {.lr = 0.5});
+    std::vector<double> losses, grads;
+    line("\n      epoch    loss (Σ squared errors)    w before the step    dloss/dw");
+    for (int epoch = 1; epoch <= 5; ++epoch) {
+        sgd.zero_grad();
+        const Variable err = net(lesson.x_train, Variable(keys), Variable(values)) - lesson.y_train;  // (50)
+        const Variable loss = ag::sum(err * err);                                                     // ()
+        loss.backward();
+        grads.push_back(net.w.grad().item());
+        losses.push_back(loss.item());
+        line("      {:>5} {:>24.4f} {:>20.4f} {:>11.4f}", epoch, loss.item(), net.w.item(), grads.back());
+        sgd.step();  // w <- w - 0.5 · dloss/dw
+    }
+    lesson.w_learned = net.w.item();
+    line("      after the 5th step w = {:.4f}\n", lesson.w_learned);
+    t.check(losses.back() < losses.front(), "the training loss went down");
+    const double h = 1e-3;  // float32 values: a larger step than gradcheck's 1e-6
+    const double numerical = (loss_at(w0 + h) - loss_at(w0 - h)) / (2 * h);
+    t.check_close(
+        grads.front(), numerical, 2e-2 * std::abs(numerical) + 1e-2,
+        fmt::format("the first dloss/dw from backward() agrees with central differences ({:.4f})", numerical));
+    note(
+        "The first step alone moves w from {:.2f} to {:.2f}: lr 0.5 times a gradient of {:.1f}. The loss "
+        "is a SUM over 50 points, so its gradient, and with it the step, is large. After that the "
+        "gradient is small and w creeps back.",
+        w0, w0 - 0.5 * grads.front(), grads.front());
+}
+
+// Step 5, part 2: the learned w on the test grid, against the fits of steps 3 and 4.
+void test_learned_w(Tutorial& t, Lesson& lesson, nn::NWKernelRegression& net) {
+    note(
+        "\nAt test time every test point is a query against all 50 training pairs (d2l: keys = "
+        "x_train.repeat((n_test, 1))):");
+    ag::NoGradGuard no_grad;
+    const int64_t n_test = lesson.n_test;
+    lesson.y_learned = net(lesson.x_test, Variable(repeat_rows(lesson.data.x_train, n_test)),
+                           Variable(repeat_rows(lesson.data.y_train, n_test)))
+                           .value();
+    lesson.weights_learned = net.attention_weights;
+    lesson.mse_learned = mse(lesson.y_learned, lesson.data.y_truth);
+    note(
+        "    test MSE, average pooling:         {:.4f}\n"
+        "    test MSE, non-parametric (w = 1):  {:.4f}\n"
+        "    test MSE, parametric (w = {:.2f}):  {:.4f}",
+        lesson.mse_average, lesson.mse_plain, lesson.w_learned, lesson.mse_learned);
+    t.check(lesson.mse_learned < lesson.mse_average, "parametric pooling beats average pooling on the test grid");
+    t.check(lesson.weights_learned.shape() == c::Shape{50, 50} && worst_row_sum_error(lesson.weights_learned) < 1e-5,
+            "its (50, 50) test weights are 50 distributions: every row sums to 1");
+    const double plain = mean_row_max(lesson.weights_plain), learned = mean_row_max(lesson.weights_learned);
+    note(
+        "\nHow concentrated is the attention? The mean over test queries of the largest weight in the row:\n"
+        "    non-parametric (w = 1):  {:.3f}\n"
+        "    parametric (w = {:.2f}):  {:.3f}",
+        plain, lesson.w_learned, learned);
+    if (lesson.w_learned > 1)
+        t.check(learned > plain, "w > 1 narrows the kernel, so each query's weights are more concentrated");
+    else
+        t.check(learned <= plain, "w <= 1 widens the kernel, so each query's weights are more spread out");
+}
+
+// seed 003 (003_8fde783e4908788c.txt) › 带参数注意力汇聚
+void parametric_pooling(Tutorial& t, Lesson& lesson) {
+    note(
+        "The kernel's width is fixed above. Seed 003 multiplies the distance by a learned scalar w:\n"
+        "    α(x, x_i) = softmax_i(-((x - x_i) w)²/2)\n"
+        "A larger w makes the kernel narrower: each query then looks at fewer, closer keys. "
+        "nn::NWKernelRegression holds w (initialised uniform in [0, 1), like torch.rand).\n\n"
+        "Training uses the training pairs themselves as queries. Each training input x_i must NOT be "
+        "one of its own keys (step 6 shows why), so its keys and values are the OTHER 49 pairs: "
+        "nn::leave_one_out turns x (50) into a (50, 49) matrix whose row i is x without x_i.");
+    const nn::PoolingData& data = lesson.data;
+    const c::Tensor keys = nn::leave_one_out(data.x_train), values = nn::leave_one_out(data.y_train);  // (50, 49)
+    describe("keys = leave_one_out(x_train)", keys);
+    show("keys[:3, :4]", keys.slice(0, 0, 3).slice(1, 0, 4));
+    t.check(keys.shape() == c::Shape{50, 49} && keys.at({0, 0}) == data.x_train.at({1}) &&
+                keys.at({1, 0}) == data.x_train.at({0}) && keys.at({1, 1}) == data.x_train.at({2}),
+            "row 0 starts at x_1, row 1 is x_0, x_2, ...: the diagonal is left out");
+    nn::NWKernelRegression net(lesson.gen);
+    train_w(t, lesson, net, keys, values);
+    test_learned_w(t, lesson, net);
+}
+
+// seed 003 (003_8fde783e4908788c.txt) › 带参数注意力汇聚 (d2l's leave-one-out training keys)
+void not_its_own_key(Tutorial& t, Lesson& lesson) {
+    note(
+        "If x_i were among its own keys, its score would be 0, the largest possible, and the "
+        "larger w gets, the more weight that one key takes: the prediction at x_i becomes y_i itself, "
+        "noise included. The training loss can then be driven to 0 just by growing w, while the "
+        "curve gets worse. Evaluating the loss for a few values of w (no training needed):");
+    nn::NWKernelRegression probe(lesson.gen);
+    ag::NoGradGuard no_grad;
+    const nn::PoolingData& data = lesson.data;
+    const Variable self_keys(repeat_rows(data.x_train, lesson.n_train)),
+        self_values(repeat_rows(data.y_train, lesson.n_train));
+    const Variable loo_keys(nn::leave_one_out(data.x_train)), loo_values(nn::leave_one_out(data.y_train));
+    const Variable test_keys(repeat_rows(data.x_train, lesson.n_test)),
+        test_values(repeat_rows(data.y_train, lesson.n_test));
+    auto sse = [&](const Variable& keys, const Variable& values) {
+        const Variable err = probe(lesson.x_train, keys, values) - lesson.y_train;
+        return ag::sum(err * err).item();
+    };
+    std::vector<double> ws = {1, 3, 10, 30, 100}, with_self, left_out, test;
+    line("\n          w    train loss, self as key    train loss, left out    test MSE");
+    for (double w : ws) {
+        c::fill_(probe.w.value(), w);
+        with_self.push_back(sse(self_keys, self_values));
+        left_out.push_back(sse(loo_keys, loo_values));
+        test.push_back(mse(probe(lesson.x_test, test_keys, test_values).value(), data.y_truth));
+        line("      {:>5} {:>26.4f} {:>23.4f} {:>11.4f}", w, with_self.back(), left_out.back(), test.back());
+    }
+    line();
+    t.check(std::is_sorted(with_self.rbegin(), with_self.rend()) && with_self.back() < 0.05 * with_self.front(),
+            "with itself as a key, the training loss only falls as w grows, towards 0");
+    t.check(test.back() > *std::min_element(test.begin(), test.end()),
+            "while the test error at w = 100 is worse than at a moderate w: it has memorised the noise");
+    t.check(left_out.back() > *std::min_element(left_out.begin(), left_out.end()),
+            "the leave-one-out loss does not reward a huge w, so training it is meaningful");
+    const size_t best = std::min_element(left_out.begin(), left_out.end()) - left_out.begin();
+    note(
+        "In this table the leave-one-out loss is smallest at w = {}; the 5 large SGD steps of step 5 "
+        "overshot to w ≈ {:.0f}. A smaller learning rate, or more epochs, would settle closer.",
+        ws[best], lesson.w_learned);
+}
+
+// Step 7, part 1: d2l's two pictures, the fitted curves and the heatmaps of the weights.
+void draw_pictures(Tutorial& t, const Lesson& lesson) {
+    const nn::PoolingData& data = lesson.data;
+    tasks::LinePlot plot{.title = "Nadaraya-Watson attention pooling (seed 003)", .xlabel = "x", .ylabel = "y"};
+    const std::vector<double> grid = data.x_test.to_vector();
+    plot.series.push_back({.name = "truth", .x = grid, .y = data.y_truth.to_vector()});
+    plot.series.push_back(
+        {.name = "average pooling", .x = grid, .y = lesson.y_average.to_vector(), .dash = tasks::Dash::dotted});
+    plot.series.push_back(
+        {.name = "non-parametric", .x = grid, .y = lesson.y_plain.to_vector(), .dash = tasks::Dash::dashed});
+    plot.series.push_back({.name = fmt::format("parametric, w = {:.2f}", lesson.w_learned),
+                           .x = grid,
+                           .y = lesson.y_learned.to_vector()});
+    plot.series.push_back({.name = "training data",
+                           .x = data.x_train.to_vector(),
+                           .y = data.y_train.to_vector(),
+                           .style = tasks::SeriesStyle::points,
+                           .marker_radius = 3.0});
+    const auto curves = t.out_path("pooling_curves.png");
+    tasks::plot_lines(curves, plot);
+
+    tasks::Heatmaps maps{.matrices = {{lesson.weights_plain, lesson.weights_learned}},
+                         .xlabel = "sorted training inputs (keys)",
+                         .ylabel = "testing inputs (queries)",
+                         .titles = {"non-parametric, w = 1", fmt::format("parametric, w = {:.2f}", lesson.w_learned)},
+                         .title = "attention weights alpha(x, x_i)"};
+    const auto heatmap = t.out_path("pooling_weights.png");
+    tasks::plot_heatmaps(heatmap, maps);
+    note(
+        "Wrote\n    {}\n    {}\nThe heatmap is d2l's picture: the test inputs and the sorted training inputs both "
+        "increase along their axes, so the weight sits on the diagonal, where key and query are close; "
+        "the learned w makes the band {}.",
+        curves.string(), heatmap.string(), lesson.w_learned > 1 ? "narrower" : "wider");
+}
+
+// Step 7, part 2: the pictures' data against a double loop with the learned w, and the nearest keys.
+void check_pictures_by_hand(Tutorial& t, const Lesson& lesson) {
+    note(
+        "\nThe data behind the pictures, checked against independent computations. The parametric curve "
+        "and its weights, by a double loop over the 50 test points and the 50 keys with the learned w:");
+    const nn::PoolingData& data = lesson.data;
+    const int64_t n_test = lesson.n_test, n_train = lesson.n_train;
+    const std::vector<double> xs = data.x_train.to_vector(), ys = data.y_train.to_vector();
+    std::vector<double> curve(n_test);
+    c::Tensor by_hand = c::zeros({n_test, n_train}, DType::float64);
+    for (int64_t q = 0; q < n_test; ++q) {
+        const double x = data.x_test.at({q});
+        std::vector<double> score(n_train);
+        double top = -1e300, total = 0;
+        for (int64_t i = 0; i < n_train; ++i)
+            top = std::max(top, score[i] = -0.5 * std::pow((x - xs[i]) * lesson.w_learned, 2));
+        for (int64_t i = 0; i < n_train; ++i) total += score[i] = std::exp(score[i] - top);
+        for (int64_t i = 0; i < n_train; ++i) {
+            by_hand.set({q, i}, score[i] / total);
+            curve[q] += score[i] / total * ys[i];
+        }
+    }
+    t.check_close(lesson.y_learned, c::tensor(curve, {n_test}, DType::float64), 1e-4,
+                  "the 'parametric' curve: all 50 points equal Σ softmax(-((x - x_i) w)²/2) y_i done by hand");
+    t.check_close(lesson.weights_learned, by_hand, 1e-5, "its heatmap panel: all 50 × 50 weights equal the hand ones");
+    bool diagonal = true;
+    for (const c::Tensor& w : {lesson.weights_plain, lesson.weights_learned})
+        for (int64_t q = 0; q < n_test; ++q) {
+            int64_t nearest = 0;
+            for (int64_t i = 1; i < n_train; ++i)
+                if (std::abs(data.x_test.at({q}) - xs[i]) < std::abs(data.x_test.at({q}) - xs[nearest])) nearest = i;
+            diagonal = diagonal && c::argmax(w.select(0, q), 0).item() == static_cast<double>(nearest);
+        }
+    t.check(diagonal,
+            "in both heatmap panels every row's largest weight sits on the training input nearest "
+            "to the query: the bright band is the diagonal of 'closest key'");
+    t.check_close(
+        c::tensor(lesson.y_average.to_vector(), {n_test}, DType::float64),
+        c::full({n_test}, std::accumulate(ys.begin(), ys.end(), 0.0) / static_cast<double>(n_train), DType::float64),
+        1e-5, "the 'average pooling' line is flat at the mean of y_train");
+}
+
+// seed 003 (003_8fde783e4908788c.txt) › 注意力汇聚 (d2l's plot_kernel_reg and show_heatmaps)
+void pictures(Tutorial& t, const Lesson& lesson) {
+    draw_pictures(t, lesson);
+    check_pictures_by_hand(t, lesson);
+}
+
+// ---- the exercise (--exercise): tutorials/04_attention_pooling/exercise.cpp -----------------
+
+// seed 003 (003_8fde783e4908788c.txt) › 带参数注意力汇聚, with a Laplace kernel
+void exercise_laplace_kernel(Tutorial& t, const Lesson& lesson) {
+    note(
+        "Write exercise::laplace_pooling: the same pooling with the score -|x - x_i| w. The checks compare "
+        "one query with a hand computation, test that a large w picks the nearest key's value, run "
+        "gradcheck with respect to w, and fit the test grid better than average pooling.");
+    const c::Tensor xs = c::tensor({0.5, 1.0, 2.0, 3.5}, {4}, DType::float64);
+    const c::Tensor yv = c::tensor({1.0, 3.0, -2.0, 4.0}, {4}, DType::float64);
+    const Variable queries(c::tensor({1.2, 3.0}, {2}, DType::float64));
+    const Variable keys(xs.unsqueeze(0).expand({2, 4}).contiguous()),
+        values(yv.unsqueeze(0).expand({2, 4}).contiguous());
+    const Variable w(c::scalar(1.5, DType::float64), true);
+    const exercise::Pooled out = exercise::laplace_pooling(queries, keys, values, w);
+    // by hand, query 1.2: scores -|1.2 - x_i| · 1.5
+    double total = 0, value = 0;
+    for (int64_t i = 0; i < 4; ++i) total += std::exp(-std::abs(1.2 - xs.at({i})) * 1.5);
+    for (int64_t i = 0; i < 4; ++i) value += std::exp(-std::abs(1.2 - xs.at({i})) * 1.5) / total * yv.at({i});
+    t.check(out.output.shape() == c::Shape{2} && out.weights.shape() == c::Shape{2, 4},
+            "output (2) and weights (2, 4) for 2 queries of 4 keys");
+    if (out.output.shape() == c::Shape{2})
+        t.check_close(out.output.value().at({0}), value, 1e-12, "f(1.2) equals the hand computation");
+    t.check_close(c::sum(out.weights, {1}), c::ones({2}, DType::float64), 1e-12, "each row of weights sums to 1");
+    const exercise::Pooled sharp =
+        exercise::laplace_pooling(queries, keys, values, Variable(c::scalar(200.0, DType::float64)));
+    t.check_close(sharp.output.value(), c::tensor({3.0, 4.0}, {2}, DType::float64), 1e-6,
+                  "w = 200: each query takes the value of its nearest key (1.0 → 3, 3.5 → 4)");
+    if (t.check(out.output.requires_grad(), "the output depends on w (it requires a gradient)")) {
+        const ag::GradcheckResult r = ag::gradcheck(
+            [&](const std::vector<Variable>& in) {
+                return exercise::laplace_pooling(queries, keys, values, in[0]).output;
+            },
+            {w});
+        if (!r.passed) quote(r.report);
+        t.check(r.passed, "gradcheck with respect to w: the kernel can be trained");
+    }
+    ag::NoGradGuard no_grad;
+    const nn::PoolingData& data = lesson.data;
+    const Variable test_keys(repeat_rows(data.x_train, lesson.n_test)),
+        test_values(repeat_rows(data.y_train, lesson.n_test));
+    const exercise::Pooled fit =
+        exercise::laplace_pooling(lesson.x_test, test_keys, test_values, Variable(c::scalar(2.0)));
+    t.check(mse(fit.output.value(), data.y_truth) <
+                mse(nn::average_pooling(lesson.x_test, lesson.y_train).value(), data.y_truth),
+            "with w = 2 it fits the test grid better than average pooling");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    tutorial::Tutorial t(argc, argv,
-                         {.title = "tformer tutorial 04 · Attention pooling (Nadaraya–Watson regression)",
-                          .follows = "seed 003 查询、键和值; 注意力汇聚: 平均汇聚, 非参数注意力汇聚, 带参数注意力汇聚",
-                          .exercise = "pool with a Laplace kernel softmax(-|x - x_i| w) instead of the Gaussian "
-                                      "(tutorials/04_attention_pooling/exercise.cpp)"});
-
-    c::Generator gen(4);
-    const nn::PoolingData data = nn::make_pooling_data(50, gen);
-    const int64_t n_train = data.x_train.size(0), n_test = data.x_test.size(0);
-    const Variable x_train(data.x_train), y_train(data.y_train), x_test(data.x_test);
-
-    // Filled in by the steps and drawn in the last one.
-    c::Tensor y_average, y_plain, y_learned, weights_plain, weights_learned;
-    double mse_average = 0, mse_plain = 0, mse_learned = 0, w_learned = 0;
-
-    t.step("1. Queries, keys and values: seed 003's search engine (查询、键和值)", [&] {
-        note(
-            "Seed 003 introduces the three names with a search engine: the QUERY is what you type, the KEYS "
-            "identify the documents (their keywords), the VALUES are the documents returned. The engine "
-            "compares the query with every key and returns the values the best keys belong to. Attention "
-            "pooling does the same softly: it scores the query against every key, turns the scores into "
-            "weights with a softmax, and returns the weighted average of the values. Five pages, each key a "
-            "bag of keywords, each value the page itself (a one-hot vector); the query is 'deep learning':");
-        const std::vector<std::string> words = {"deep",    "learning", "book",   "code",    "sea",
-                                                "fishing", "machine",  "course", "cooking", "swim"};
-        const std::vector<std::string> pages = {"动手学深度学习 (Dive into Deep Learning)",
-                                                "A guide to deep-sea fishing", "A machine learning course",
-                                                "The cooking book", "Learning to swim"};
-        const std::vector<std::vector<int>> keywords = {{0, 1, 2, 3}, {0, 4, 5}, {6, 1, 7}, {8, 2}, {1, 9}};
-        c::Tensor K = c::zeros({5, static_cast<int64_t>(words.size())}, c::DType::float64);  // (pages, words)
-        for (int64_t p = 0; p < 5; ++p)
-            for (int w : keywords[p]) K.set({p, w}, 1.0);
-        c::Tensor q = c::zeros({static_cast<int64_t>(words.size())}, c::DType::float64);
-        q.set({0}, 1.0);
-        q.set({1}, 1.0);
-        const c::Tensor values = c::eye(5, c::DType::float64);            // page p's value: e_p
-        const c::Tensor scores = c::matmul(K, q.unsqueeze(1)).view({5});  // shared keywords per page
-        for (int64_t p = 0; p < 5; ++p) {
-            std::string kw;
-            for (int w : keywords[p]) kw += (kw.empty() ? "" : ", ") + words[w];
-            note("    score {:.0f}   {:<42} keys: {}", scores.at({p}), pages[p], kw);
-        }
-        auto pool = [&](double temperature) {  // softmax(scores / τ) · values: a distribution over the pages
-            return c::matmul(c::softmax(c::div(scores, temperature)).unsqueeze(0), values).view({5});
-        };
-        fmt::print("\n      τ        weights of the five pages (softmax(score / τ))\n");
-        for (double tau : {0.01, 0.5, 1.0, 1000.0})
-            fmt::print("      {:<7}  {:.4f}\n", tau, fmt::join(pool(tau).to_vector(), "  "));
-        fmt::print("\n");
-        const c::Tensor soft = pool(1.0);
-        t.check(c::argmax(soft, 0).item() == 0,
-                "the best-scoring key belongs to 《动手学深度学习》: it gets the largest weight");
-        t.check_close(c::sum(soft).item(), 1.0, 1e-12, "the weights are a distribution over the pages");
-        t.check(pool(0.01).at({0}) > 0.999, "τ → 0: all weight on the best key, a hard lookup like a dictionary's");
-        t.check(c::max(c::abs(c::sub(pool(1000.0), c::full({5}, 0.2, c::DType::float64)))).item() < 0.001,
-                "τ → ∞: 1/5 each, the query ignored: average pooling (step 3)");
-        note(
-            "The engine of seed 003 is the limit τ → 0; the rest of this tutorial uses scores that depend on "
-            "distance (x - x_i)², and the same softmax. (The seed's next heading, 注意力汇聚：查询和键的相互租用, "
-            "has a typo: 租用 'rent' for 作用, 'interact'.)");
-    });
-
-    t.step("2. The data: 50 noisy samples of f(x) = 2 sin(x) + x^0.8", [&] {
-        note(
-            "Seed 003 explains attention pooling as regression: we know n pairs (x_i, y_i) and want f(x) "
-            "at new points x. In attention words the new point x is the QUERY, the training inputs x_i are "
-            "the KEYS and the training outputs y_i are the VALUES. The data are d2l's: 50 inputs drawn "
-            "uniformly from [0, 5) and sorted, outputs y_i = 2 sin(x_i) + x_i^0.8 + ε with ε ~ N(0, 0.5²), "
-            "and a test grid x = 0, 0.1, ..., 4.9 where we compare with the noise-free f.");
-        show("x_train[:6]", data.x_train.slice(0, 0, 6));
-        show("y_train[:6]", data.y_train.slice(0, 0, 6));
-        show("x_test[:6] ", data.x_test.slice(0, 0, 6));
-        const std::vector<double> x = data.x_train.to_vector();
-        t.check(n_train == 50 && n_test == 50, "50 training pairs and 50 test points");
-        t.check(std::is_sorted(x.begin(), x.end()) && x.front() >= 0 && x.back() < 5,
-                "the training inputs are sorted and lie in [0, 5)");
-        t.check_close(data.y_truth.at({10}), 2 * std::sin(1.0) + 1.0, 1e-6, "f(1) = 2 sin(1) + 1^0.8 = 2.683");
-    });
-
-    t.step("3. Average pooling (平均汇聚): f(x) = 1/n Σ y_i", [&] {
-        note(
-            "The simplest estimator ignores the query altogether and predicts the mean of all training "
-            "outputs everywhere. In attention language: every key gets the same weight 1/n, whatever the "
-            "query is.");
-        y_average = nn::average_pooling(x_test, y_train).value();
-        show("f(x_test)[:6]", y_average.slice(0, 0, 6));
-        const std::vector<double> y = data.y_train.to_vector();
-        const double mean = std::accumulate(y.begin(), y.end(), 0.0) / static_cast<double>(y.size());
-        t.check_close(y_average, c::full({n_test}, mean), 1e-5,
-                      fmt::format("every prediction is the mean of y_train, {:.4f}", mean));
-        mse_average = mse(y_average, data.y_truth);
-        note("Its error against the true f on the test grid is large: a flat line cannot follow a sine.");
-        note("    test MSE, average pooling: {:.4f}", mse_average);
-    });
-
-    t.step("4. Non-parametric attention pooling (非参数注意力汇聚)", [&] {
-        note(
-            "Nadaraya and Watson weight each y_i by how close its key x_i is to the query x:\n"
-            "    α(x, x_i) = exp(-(x - x_i)²/2) / Σ_j exp(-(x - x_j)²/2) = softmax_i(-(x - x_i)²/2)\n"
-            "    f(x) = Σ_i α(x, x_i) y_i\n"
-            "The score -(x - x_i)²/2 is largest (0) for a key equal to the query, so close keys 'get more "
-            "attention'. The weights are a probability distribution over the keys: non-negative, summing "
-            "to 1. Here it is by hand for the query x = 2.5 (test point 25):");
-        const int64_t q = 25;
-        const double query = data.x_test.at({q});
-        const std::vector<double> xs = data.x_train.to_vector(), ys = data.y_train.to_vector();
-        std::vector<double> score(n_train), alpha(n_train);
-        for (int64_t i = 0; i < n_train; ++i) score[i] = -0.5 * (query - xs[i]) * (query - xs[i]);
-        const double top = *std::max_element(score.begin(), score.end());  // subtract the max: exp never overflows
-        double total = 0;
-        for (int64_t i = 0; i < n_train; ++i) total += alpha[i] = std::exp(score[i] - top);
-        double by_hand = 0;
-        for (int64_t i = 0; i < n_train; ++i) by_hand += (alpha[i] /= total) * ys[i];
-
-        std::vector<int64_t> order(n_train);
-        std::iota(order.begin(), order.end(), 0);
-        std::sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return alpha[a] > alpha[b]; });
-        fmt::print("\n      key i     x_i    score -(x-x_i)²/2    α(2.5, x_i)     y_i\n");
-        for (int k = 0; k < 5; ++k) {
-            const int64_t i = order[k];
-            fmt::print("      {:>5} {:>7.3f} {:>20.4f} {:>14.4f} {:>7.3f}\n", i, xs[i], score[i], alpha[i], ys[i]);
-        }
-        fmt::print("      ... 45 more keys, the farthest with α = {:.2e}\n\n", alpha[order.back()]);
-
-        const nn::PoolingOutput pooled = nn::nadaraya_watson(x_test, x_train, y_train);
-        y_plain = pooled.output.value();
-        weights_plain = pooled.attention_weights;
-        tutorial::describe("nadaraya_watson(x_test, x_train, y_train).attention_weights", weights_plain);
-        t.check_close(pooled.attention_weights.select(0, q), c::tensor(alpha, {n_train}), 1e-6,
-                      "row 25 of nn::nadaraya_watson's weights equals the hand-computed α(2.5, x_i)");
-        t.check_close(y_plain.at({q}), by_hand, 1e-5,
-                      fmt::format("f(2.5) = Σ α y_i = {:.4f}, by hand and by the library", by_hand));
-        t.check(worst_row_sum_error(weights_plain) < 1e-5, "each of the 50 rows of weights sums to 1");
-        mse_plain = mse(y_plain, data.y_truth);
-        note(
-            "    test MSE, average pooling:         {:.4f}\n"
-            "    test MSE, non-parametric pooling:  {:.4f}",
-            mse_average, mse_plain);
-        t.check(mse_plain < mse_average, "non-parametric pooling fits the test grid better than average pooling");
-    });
-
-    t.step("5. Parametric attention pooling (带参数注意力汇聚): learning w", [&] {
-        note(
-            "The kernel's width is fixed above. Seed 003 multiplies the distance by a learned scalar w:\n"
-            "    α(x, x_i) = softmax_i(-((x - x_i) w)²/2)\n"
-            "A larger w makes the kernel narrower: each query then looks at fewer, closer keys. "
-            "nn::NWKernelRegression holds w (initialised uniform in [0, 1), like torch.rand).\n\n"
-            "Training uses the training pairs themselves as queries. Each training input x_i must NOT be "
-            "one of its own keys (step 6 shows why), so its keys and values are the OTHER 49 pairs: "
-            "nn::leave_one_out turns x (50) into a (50, 49) matrix whose row i is x without x_i.");
-        const c::Tensor keys = nn::leave_one_out(data.x_train), values = nn::leave_one_out(data.y_train);
-        tutorial::describe("keys = leave_one_out(x_train)", keys);
-        show("keys[:3, :4]", keys.slice(0, 0, 3).slice(1, 0, 4));
-        t.check(keys.shape() == c::Shape{50, 49} && keys.at({0, 0}) == data.x_train.at({1}) &&
-                    keys.at({1, 0}) == data.x_train.at({0}) && keys.at({1, 1}) == data.x_train.at({2}),
-                "row 0 starts at x_1, row 1 is x_0, x_2, ...: the diagonal is left out");
-
-        nn::NWKernelRegression net(gen);
-        const double w0 = net.w.item();
-        note(
-            "\nThe loss is d2l's: the squared errors (ŷ_i - y_i)² summed over the 50 training points; "
-            "5 epochs of plain SGD with lr 0.5, each one a single full-batch step. Initial w = {:.4f}.",
-            w0);
-
-        // One check that backward() gets dloss/dw right before we trust it for training.
-        auto loss_at = [&](double w) {
-            ag::NoGradGuard no_grad;
-            const c::Tensor saved = net.w.value().clone();
-            c::fill_(net.w.value(), w);
-            const Variable err = net(x_train, Variable(keys), Variable(values)) - y_train;
-            const double loss = ag::sum(err * err).item();
-            c::copy_(net.w.value(), saved);
-            return loss;
-        };
-
-        optim::SGD sgd(net.parameters(), {.lr = 0.5});
-        std::vector<double> losses, grads;
-        fmt::print("\n      epoch    loss (Σ squared errors)    w before the step    dloss/dw\n");
-        for (int epoch = 1; epoch <= 5; ++epoch) {
-            sgd.zero_grad();
-            const Variable err = net(x_train, Variable(keys), Variable(values)) - y_train;  // (50)
-            const Variable loss = ag::sum(err * err);                                       // ()
-            loss.backward();
-            grads.push_back(net.w.grad().item());
-            losses.push_back(loss.item());
-            fmt::print("      {:>5} {:>24.4f} {:>20.4f} {:>11.4f}\n", epoch, loss.item(), net.w.item(), grads.back());
-            sgd.step();  // w <- w - 0.5 · dloss/dw
-        }
-        w_learned = net.w.item();
-        fmt::print("      after the 5th step w = {:.4f}\n\n", w_learned);
-        t.check(losses.back() < losses.front(), "the training loss went down");
-        const double h = 1e-3;  // float32 values: a larger step than gradcheck's 1e-6
-        const double numerical = (loss_at(w0 + h) - loss_at(w0 - h)) / (2 * h);
-        t.check_close(
-            grads.front(), numerical, 2e-2 * std::abs(numerical) + 1e-2,
-            fmt::format("the first dloss/dw from backward() agrees with central differences ({:.4f})", numerical));
-        note(
-            "The first step alone moves w from {:.2f} to {:.2f}: lr 0.5 times a gradient of {:.1f}. The loss "
-            "is a SUM over 50 points, so its gradient, and with it the step, is large. After that the "
-            "gradient is small and w creeps back.",
-            w0, w0 - 0.5 * grads.front(), grads.front());
-
-        note(
-            "\nAt test time every test point is a query against all 50 training pairs (d2l: keys = "
-            "x_train.repeat((n_test, 1))):");
-        ag::NoGradGuard no_grad;
-        y_learned =
-            net(x_test, Variable(repeat_rows(data.x_train, n_test)), Variable(repeat_rows(data.y_train, n_test)))
-                .value();
-        weights_learned = net.attention_weights;
-        mse_learned = mse(y_learned, data.y_truth);
-        note(
-            "    test MSE, average pooling:         {:.4f}\n"
-            "    test MSE, non-parametric (w = 1):  {:.4f}\n"
-            "    test MSE, parametric (w = {:.2f}):  {:.4f}",
-            mse_average, mse_plain, w_learned, mse_learned);
-        t.check(mse_learned < mse_average, "parametric pooling beats average pooling on the test grid");
-        t.check(weights_learned.shape() == c::Shape{50, 50} && worst_row_sum_error(weights_learned) < 1e-5,
-                "its (50, 50) test weights are 50 distributions: every row sums to 1");
-        note(
-            "\nHow concentrated is the attention? The mean over test queries of the largest weight in the row:\n"
-            "    non-parametric (w = 1):  {:.3f}\n"
-            "    parametric (w = {:.2f}):  {:.3f}",
-            mean_row_max(weights_plain), w_learned, mean_row_max(weights_learned));
-        if (w_learned > 1)
-            t.check(mean_row_max(weights_learned) > mean_row_max(weights_plain),
-                    "w > 1 narrows the kernel, so each query's weights are more concentrated");
-        else
-            t.check(mean_row_max(weights_learned) <= mean_row_max(weights_plain),
-                    "w <= 1 widens the kernel, so each query's weights are more spread out");
-    });
-
-    t.step("6. Why a training input must not be its own key", [&] {
-        note(
-            "If x_i were among its own keys, its score would be 0, the largest possible, and the "
-            "larger w gets, the more weight that one key takes: the prediction at x_i becomes y_i itself, "
-            "noise included. The training loss can then be driven to 0 just by growing w, while the "
-            "curve gets worse. Evaluating the loss for a few values of w (no training needed):");
-        nn::NWKernelRegression probe(gen);
-        ag::NoGradGuard no_grad;
-        const Variable self_keys(repeat_rows(data.x_train, n_train)), self_values(repeat_rows(data.y_train, n_train));
-        const Variable loo_keys(nn::leave_one_out(data.x_train)), loo_values(nn::leave_one_out(data.y_train));
-        const Variable test_keys(repeat_rows(data.x_train, n_test)), test_values(repeat_rows(data.y_train, n_test));
-        auto sse = [&](const Variable& keys, const Variable& values) {
-            const Variable err = probe(x_train, keys, values) - y_train;
-            return ag::sum(err * err).item();
-        };
-        std::vector<double> ws = {1, 3, 10, 30, 100}, with_self, left_out, test;
-        fmt::print("\n          w    train loss, self as key    train loss, left out    test MSE\n");
-        for (double w : ws) {
-            c::fill_(probe.w.value(), w);
-            with_self.push_back(sse(self_keys, self_values));
-            left_out.push_back(sse(loo_keys, loo_values));
-            test.push_back(mse(probe(x_test, test_keys, test_values).value(), data.y_truth));
-            fmt::print("      {:>5} {:>26.4f} {:>23.4f} {:>11.4f}\n", w, with_self.back(), left_out.back(),
-                       test.back());
-        }
-        fmt::print("\n");
-        t.check(std::is_sorted(with_self.rbegin(), with_self.rend()) && with_self.back() < 0.05 * with_self.front(),
-                "with itself as a key, the training loss only falls as w grows, towards 0");
-        t.check(test.back() > *std::min_element(test.begin(), test.end()),
-                "while the test error at w = 100 is worse than at a moderate w: it has memorised the noise");
-        t.check(left_out.back() > *std::min_element(left_out.begin(), left_out.end()),
-                "the leave-one-out loss does not reward a huge w, so training it is meaningful");
-        const size_t best = std::min_element(left_out.begin(), left_out.end()) - left_out.begin();
-        note(
-            "In this table the leave-one-out loss is smallest at w = {}; the 5 large SGD steps of step 5 "
-            "overshot to w ≈ {:.0f}. A smaller learning rate, or more epochs, would settle closer.",
-            ws[best], w_learned);
-    });
-
-    t.step("7. Pictures: the fitted curves and the attention weights", [&] {
-        tasks::LinePlot plot{.title = "Nadaraya-Watson attention pooling (seed 003)", .xlabel = "x", .ylabel = "y"};
-        const std::vector<double> grid = data.x_test.to_vector();
-        plot.series.push_back({.name = "truth", .x = grid, .y = data.y_truth.to_vector()});
-        plot.series.push_back(
-            {.name = "average pooling", .x = grid, .y = y_average.to_vector(), .dash = tasks::Dash::dotted});
-        plot.series.push_back(
-            {.name = "non-parametric", .x = grid, .y = y_plain.to_vector(), .dash = tasks::Dash::dashed});
-        plot.series.push_back(
-            {.name = fmt::format("parametric, w = {:.2f}", w_learned), .x = grid, .y = y_learned.to_vector()});
-        plot.series.push_back({.name = "training data",
-                               .x = data.x_train.to_vector(),
-                               .y = data.y_train.to_vector(),
-                               .style = tasks::SeriesStyle::points,
-                               .marker_radius = 3.0});
-        const auto curves = t.out_path("pooling_curves.png");
-        tasks::plot_lines(curves, plot);
-
-        tasks::Heatmaps maps{.matrices = {{weights_plain, weights_learned}},
-                             .xlabel = "sorted training inputs (keys)",
-                             .ylabel = "testing inputs (queries)",
-                             .titles = {"non-parametric, w = 1", fmt::format("parametric, w = {:.2f}", w_learned)},
-                             .title = "attention weights alpha(x, x_i)"};
-        const auto heatmap = t.out_path("pooling_weights.png");
-        tasks::plot_heatmaps(heatmap, maps);
-        note(
-            "Wrote\n    {}\n    {}\nThe heatmap is d2l's picture: the test inputs and the sorted training inputs both "
-            "increase along their axes, so the weight sits on the diagonal, where key and query are close; "
-            "the learned w makes the band {}.",
-            curves.string(), heatmap.string(), w_learned > 1 ? "narrower" : "wider");
-
-        note(
-            "\nThe data behind the pictures, checked against independent computations. The parametric curve "
-            "and its weights, by a double loop over the 50 test points and the 50 keys with the learned w:");
-        const std::vector<double> xs = data.x_train.to_vector(), ys = data.y_train.to_vector();
-        std::vector<double> curve(n_test);
-        c::Tensor by_hand = c::zeros({n_test, n_train}, c::DType::float64);
-        for (int64_t q = 0; q < n_test; ++q) {
-            const double x = data.x_test.at({q});
-            std::vector<double> score(n_train);
-            double top = -1e300, total = 0;
-            for (int64_t i = 0; i < n_train; ++i)
-                top = std::max(top, score[i] = -0.5 * std::pow((x - xs[i]) * w_learned, 2));
-            for (int64_t i = 0; i < n_train; ++i) total += score[i] = std::exp(score[i] - top);
-            for (int64_t i = 0; i < n_train; ++i) {
-                by_hand.set({q, i}, score[i] / total);
-                curve[q] += score[i] / total * ys[i];
-            }
-        }
-        t.check_close(y_learned, c::tensor(curve, {n_test}, c::DType::float64), 1e-4,
-                      "the 'parametric' curve: all 50 points equal Σ softmax(-((x - x_i) w)²/2) y_i done by hand");
-        t.check_close(weights_learned, by_hand, 1e-5, "its heatmap panel: all 50 × 50 weights equal the hand ones");
-        bool diagonal = true;
-        for (const c::Tensor& w : {weights_plain, weights_learned})
-            for (int64_t q = 0; q < n_test; ++q) {
-                int64_t nearest = 0;
-                for (int64_t i = 1; i < n_train; ++i)
-                    if (std::abs(data.x_test.at({q}) - xs[i]) < std::abs(data.x_test.at({q}) - xs[nearest]))
-                        nearest = i;
-                diagonal = diagonal && c::argmax(w.select(0, q), 0).item() == static_cast<double>(nearest);
-            }
-        t.check(diagonal,
-                "in both heatmap panels every row's largest weight sits on the training input nearest "
-                "to the query: the bright band is the diagonal of 'closest key'");
-        t.check_close(c::tensor(y_average.to_vector(), {n_test}, c::DType::float64),
-                      c::full({n_test}, std::accumulate(ys.begin(), ys.end(), 0.0) / static_cast<double>(n_train),
-                              c::DType::float64),
-                      1e-5, "the 'average pooling' line is flat at the mean of y_train");
-    });
-
-    // ---- the exercise (--exercise): tutorials/04_attention_pooling/exercise.cpp -----------------
-    t.exercise("Exercise. A Laplace kernel: softmax(-|x - x_i| w)", [&] {
-        note(
-            "Write exercise::laplace_pooling: the same pooling with the score -|x - x_i| w. The checks compare "
-            "one query with a hand computation, test that a large w picks the nearest key's value, run "
-            "gradcheck with respect to w, and fit the test grid better than average pooling.");
-        const c::Tensor xs = c::tensor({0.5, 1.0, 2.0, 3.5}, {4}, c::DType::float64);
-        const c::Tensor yv = c::tensor({1.0, 3.0, -2.0, 4.0}, {4}, c::DType::float64);
-        const Variable queries(c::tensor({1.2, 3.0}, {2}, c::DType::float64));
-        const Variable keys(xs.unsqueeze(0).expand({2, 4}).contiguous()),
-            values(yv.unsqueeze(0).expand({2, 4}).contiguous());
-        const Variable w(c::scalar(1.5, c::DType::float64), true);
-        const exercise::Pooled out = exercise::laplace_pooling(queries, keys, values, w);
-        // by hand, query 1.2: scores -|1.2 - x_i| · 1.5
-        double total = 0, value = 0;
-        for (int64_t i = 0; i < 4; ++i) total += std::exp(-std::abs(1.2 - xs.at({i})) * 1.5);
-        for (int64_t i = 0; i < 4; ++i) value += std::exp(-std::abs(1.2 - xs.at({i})) * 1.5) / total * yv.at({i});
-        t.check(out.output.shape() == c::Shape{2} && out.weights.shape() == c::Shape{2, 4},
-                "output (2) and weights (2, 4) for 2 queries of 4 keys");
-        if (out.output.shape() == c::Shape{2})
-            t.check_close(out.output.value().at({0}), value, 1e-12, "f(1.2) equals the hand computation");
-        t.check_close(c::sum(out.weights, {1}), c::ones({2}, c::DType::float64), 1e-12,
-                      "each row of weights sums to 1");
-        const exercise::Pooled sharp =
-            exercise::laplace_pooling(queries, keys, values, Variable(c::scalar(200.0, c::DType::float64)));
-        t.check_close(sharp.output.value(), c::tensor({3.0, 4.0}, {2}, c::DType::float64), 1e-6,
-                      "w = 200: each query takes the value of its nearest key (1.0 → 3, 3.5 → 4)");
-        if (t.check(out.output.requires_grad(), "the output depends on w (it requires a gradient)")) {
-            const ag::GradcheckResult r = ag::gradcheck(
-                [&](const std::vector<Variable>& in) {
-                    return exercise::laplace_pooling(queries, keys, values, in[0]).output;
-                },
-                {w});
-            if (!r.passed) tutorial::quote(r.report);
-            t.check(r.passed, "gradcheck with respect to w: the kernel can be trained");
-        }
-        ag::NoGradGuard no_grad;
-        const Variable test_keys(repeat_rows(data.x_train, n_test)), test_values(repeat_rows(data.y_train, n_test));
-        const exercise::Pooled fit =
-            exercise::laplace_pooling(x_test, test_keys, test_values, Variable(c::scalar(2.0)));
-        t.check(mse(fit.output.value(), data.y_truth) < mse(nn::average_pooling(x_test, y_train).value(), data.y_truth),
-                "with w = 2 it fits the test grid better than average pooling");
-    });
-
+    Tutorial t(argc, argv,
+               {.title = "tformer tutorial 04 · Attention pooling (Nadaraya–Watson regression)",
+                .follows = "seed 003 查询、键和值; 注意力汇聚: 平均汇聚, 非参数注意力汇聚, 带参数注意力汇聚",
+                .exercise = "pool with a Laplace kernel softmax(-|x - x_i| w) instead of the Gaussian "
+                            "(tutorials/04_attention_pooling/exercise.cpp)"});
+    Lesson lesson;
+    t.step("1. Queries, keys and values: seed 003's search engine (查询、键和值)", [&] { queries_keys_values(t); });
+    t.step("2. The data: 50 noisy samples of f(x) = 2 sin(x) + x^0.8", [&] { the_data(t, lesson); });
+    t.step("3. Average pooling (平均汇聚): f(x) = 1/n Σ y_i", [&] { average_pooling(t, lesson); });
+    t.step("4. Non-parametric attention pooling (非参数注意力汇聚)", [&] { nonparametric_pooling(t, lesson); });
+    t.step("5. Parametric attention pooling (带参数注意力汇聚): learning w", [&] { parametric_pooling(t, lesson); });
+    t.step("6. Why a training input must not be its own key", [&] { not_its_own_key(t, lesson); });
+    t.step("7. Pictures: the fitted curves and the attention weights", [&] { pictures(t, lesson); });
+    t.exercise("Exercise. A Laplace kernel: softmax(-|x - x_i| w)", [&] { exercise_laplace_kernel(t, lesson); });
     return t.finish();
 }

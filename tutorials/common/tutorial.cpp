@@ -23,6 +23,19 @@ namespace {
 constexpr int kWidth = 78;  // the width text is wrapped to
 constexpr std::string_view kIndent = "  ";
 
+// Everything a step prints (notes, tensors, table rows, check marks) goes
+// through say(), the one place that can keep it quiet: with --from or
+// --only the steps before the chosen one still run, since later steps use
+// their results, but print nothing.
+bool quiet = false;
+template <class... Args>
+void say(fmt::format_string<Args...> format, Args&&... args) {
+    if (!quiet) fmt::print(format, std::forward<Args>(args)...);
+}
+
+// "2b" for the step "2b. The document's printed numbers": the label before the first '.'.
+std::string step_id(std::string_view name) { return std::string(name.substr(0, name.find('.'))); }
+
 // Columns a UTF-8 string takes on a terminal: one per code point, two for
 // the wide CJK ranges (the documents' Chinese terms appear in the notes).
 int display_width(std::string_view s) {
@@ -51,9 +64,9 @@ void print_hanging(std::string_view prefix, std::string_view text) {
         const size_t end = std::min(text.find('\n', start), text.size());
         const std::string_view line = text.substr(start, end - start);
         if (line.empty())
-            fmt::print("\n");  // no trailing spaces on the blank lines between blocks
+            say("\n");  // no trailing spaces on the blank lines between blocks
         else
-            fmt::print("{}{}\n", first ? std::string(prefix) : pad, line);
+            say("{}{}\n", first ? std::string(prefix) : pad, line);
         first = false;
         start = end + 1;
     }
@@ -70,7 +83,7 @@ void print_wrapped(std::string_view text, std::string_view indent) {
         const std::string_view line = text.substr(start, end - start);
         start = end + 1;
         if (line.empty() || line.front() == ' ') {
-            fmt::print("{}{}\n", line.empty() ? "" : indent, line);
+            say("{}{}\n", line.empty() ? "" : indent, line);
             continue;
         }
         // greedy word wrap: a word that does not fit starts the next line
@@ -86,7 +99,7 @@ void print_wrapped(std::string_view text, std::string_view indent) {
             const std::string_view word = line.substr(pos, next - pos);
             const int w = display_width(word);
             if (used > 0 && used + 1 + w > width) {
-                fmt::print("{}{}\n", first ? std::string(indent) : hanging, out);
+                say("{}{}\n", first ? std::string(indent) : hanging, out);
                 first = false;
                 out.clear();
                 used = 0;
@@ -99,7 +112,7 @@ void print_wrapped(std::string_view text, std::string_view indent) {
             used += w;
             pos = next + 1;
         }
-        fmt::print("{}{}\n", first ? std::string(indent) : hanging, out);
+        say("{}{}\n", first ? std::string(indent) : hanging, out);
     }
 }
 
@@ -116,15 +129,13 @@ std::string storage_label(const core::Tensor& t) {
     return fmt::format("storage #{}", it->second.second);
 }
 
-std::string tuple_str(const core::Dims& d) {
-    return d.size() == 1 ? fmt::format("({})", d[0]) : fmt::format("({})", fmt::join(d, ", "));
-}
-
 void usage(std::FILE* to, const char* program, const Info& info) {
     fmt::print(to,
                "{}\nFollows: {}\n\n"
-               "usage: {} [--step] [--out DIR] [--plot-format png|svg]{}{} [--help]\n"
+               "usage: {} [--step] [--from STEP | --only STEP] [--out DIR] [--plot-format png|svg]{}{} [--help]\n"
                "  --step      pause after each step until Enter is pressed (q + Enter quits)\n"
+               "  --from STEP start at that step (e.g. 3 or 2b); the steps before it run quietly\n"
+               "  --only STEP that step alone, after the steps before it have run quietly\n"
                "  --out DIR   where pictures are written (created when needed)\n"
                "  --plot-format png|svg   the pictures' format (default png)\n",
                info.title, info.follows, program, info.exercise.empty() ? "" : " [--exercise]",
@@ -153,9 +164,27 @@ Tutorial::Tutorial(int argc, char** argv, Info info) : info_(std::move(info)) {
     if (name.starts_with("tutorial_")) name.erase(0, 9);
     name_ = name;
     out_dir_ = std::filesystem::path("build") / "tutorial-out" / name;  // generated output stays out of git
+    if (parse_arguments(argc, argv)) std::filesystem::create_directories(out_dir_);
+    // One thread unless OMP_NUM_THREADS says otherwise: the tutorials' tensors
+    // are small, and on a busy machine OpenMP threads that spin while waiting
+    // make a two-second tutorial take minutes (measured: tutorial 10, 16 s
+    // alone, 815 s at a load of 15 on 2 cores).
+    if (std::getenv("OMP_NUM_THREADS") == nullptr) core::set_num_threads(1);
+    print_banner();
+}
+
+bool Tutorial::parse_arguments(int argc, char** argv) {
+    const char* program = argc > 0 ? argv[0] : "tutorial";
+    // Says what is wrong with the command line, then the usage, and exits with status 2.
+    auto refuse = [&](const std::string& why) {
+        fmt::print(stderr, "{}: {}\n\n", program, why);
+        usage(stderr, program, info_);
+        std::exit(2);
+    };
     bool out_given = false;
     for (int i = 1; i < argc; ++i) {
         const std::string_view arg = argv[i];
+        const bool has_value = i + 1 < argc && argv[i + 1][0] != '\0' && argv[i + 1][0] != '-';
         if (arg == "--help" || arg == "-h") {
             usage(stdout, program, info_);
             std::exit(0);
@@ -171,39 +200,51 @@ Tutorial::Tutorial(int argc, char** argv, Info info) : info_(std::move(info)) {
         } else if (arg.starts_with("--out=")) {
             out_dir_ = std::string(arg.substr(6));
             out_given = true;
+        } else if ((arg == "--from" || arg == "--only") && has_value) {
+            if (!jump_to_.empty()) refuse("give one --from or --only, not several");
+            only_ = arg == "--only";
+            jump_to_ = argv[++i];
         } else if (arg == "--plot-format" && i + 1 < argc &&
                    (std::string_view(argv[i + 1]) == "png" || std::string_view(argv[i + 1]) == "svg")) {
             plot_format_ = argv[++i];
+        } else if (arg == "--out") {
+            refuse("--out needs a folder after it");
+        } else if (arg == "--from" || arg == "--only") {
+            refuse(fmt::format("{} needs a step after it, e.g. {} 3 or {} 2b", arg, arg, arg));
+        } else if (arg == "--plot-format") {
+            refuse("--plot-format needs png or svg after it");
+        } else if (arg == "--exercise" || arg == "--literal") {
+            refuse(fmt::format("this tutorial has no {} mode", arg.substr(2)));
         } else {
-            if (arg == "--out")
-                fmt::print(stderr, "{}: --out needs a folder after it\n\n", program);
-            else if (arg == "--plot-format")
-                fmt::print(stderr, "{}: --plot-format needs png or svg after it\n\n", program);
-            else if (arg == "--exercise" || arg == "--literal")
-                fmt::print(stderr, "{}: this tutorial has no {} mode\n\n", program, arg.substr(2));
-            else
-                fmt::print(stderr, "{}: unknown argument '{}'\n\n", program, arg);
-            usage(stderr, program, info_);
-            std::exit(2);
+            refuse(fmt::format("unknown argument '{}'", arg));
         }
     }
-    if (out_given) std::filesystem::create_directories(out_dir_);
-    // One thread unless OMP_NUM_THREADS says otherwise: the tutorials' tensors
-    // are small, and on a busy machine OpenMP threads that spin while waiting
-    // made a two-second tutorial take minutes (measured: tutorial 10, 16 s
-    // alone, 815 s at a load of 15 on 2 cores).
-    if (std::getenv("OMP_NUM_THREADS") == nullptr) core::set_num_threads(1);
+    if (exercise_mode_ && !jump_to_.empty())
+        refuse("--from and --only choose among the steps; --exercise runs the exercise instead");
+    return out_given;
+}
 
+void Tutorial::print_banner() const {
     const std::string rule(kWidth, '=');
     fmt::print("{}\n{}\nFollows: {}\n", rule, info_.title, info_.follows);
     if (exercise_mode_) fmt::print("EXERCISE: {}\n", info_.exercise);
     if (literal_) fmt::print("LITERAL: {}\n", info_.literal);
+    if (!jump_to_.empty())
+        fmt::print("{} STEP {}: the steps before it run quietly, for the results it uses\n", only_ ? "ONLY" : "FROM",
+                   jump_to_);
     if (!stepping_) fmt::print("(Run with --step to pause after each step.)\n");
     fmt::print("{}\n", rule);
 }
 
 void Tutorial::step(std::string_view name, const std::function<void()>& body) {
-    if (!exercise_mode_) run_part(name, body);
+    if (exercise_mode_) return;
+    if (jump_to_.empty()) return run_part(name, body);
+    const std::string id = step_id(name);
+    step_ids_.push_back(id);
+    if (!reached_ && id != jump_to_) return run_quietly(name, body);
+    if (reached_ && only_) return;
+    reached_ = true;
+    run_part(name, body);
 }
 
 void Tutorial::exercise(std::string_view name, const std::function<void()>& body) {
@@ -219,7 +260,7 @@ void Tutorial::run_part(std::string_view name, const std::function<void()>& body
     const std::string title = fmt::format("── {} ", name);
     std::string rule;
     for (int i = display_width(title); i < kWidth || rule.empty(); ++i) rule += "─";
-    fmt::print("\n{}{}\n\n", title, rule);
+    say("\n{}{}\n\n", title, rule);
     ++steps_run_;
     try {
         body();
@@ -228,6 +269,20 @@ void Tutorial::run_part(std::string_view name, const std::function<void()>& body
     }
     std::fflush(stdout);
     if (stepping_) pause();
+    current_step_.clear();
+}
+
+void Tutorial::run_quietly(std::string_view name, const std::function<void()>& body) {
+    if (quit_) return;
+    current_step_ = std::string(name);
+    quiet_steps_.push_back(step_id(name));
+    quiet = true;
+    try {
+        body();
+    } catch (const std::exception& e) {
+        record(false, "the step ran to the end", fmt::format("it threw {}: {}", error_kind(e), e.what()));
+    }
+    quiet = false;
     current_step_.clear();
 }
 
@@ -244,11 +299,11 @@ void Tutorial::pause() {
 }
 
 void Tutorial::record(bool ok, std::string_view what, std::string_view detail) {
-    fmt::print("{}{} {}\n", kIndent, ok ? "✓" : "✗", what);
+    say("{}{} {}\n", kIndent, ok ? "✓" : "✗", what);
     if (!detail.empty()) print_wrapped(detail, fmt::format("{}    ", kIndent));
-    if (ok)
-        ++passed_;
-    else
+    if (ok) {
+        if (!quiet) ++passed_;  // a quiet step's checks count only when they fail
+    } else
         failures_.push_back(current_step_.empty() ? std::string(what) : fmt::format("[{}] {}", current_step_, what));
 }
 
@@ -340,6 +395,14 @@ std::filesystem::path Tutorial::out_path(std::string_view file) const {
 int Tutorial::finish() {
     const std::string rule(kWidth, '=');
     fmt::print("\n{}\n", rule);
+    if (!jump_to_.empty() && !exercise_mode_) {
+        if (!reached_)
+            failures_.push_back(fmt::format("--{} {}: no such step; the steps are {}", only_ ? "only" : "from",
+                                            jump_to_, fmt::join(step_ids_, ", ")));
+        else if (!quiet_steps_.empty())
+            fmt::print("Ran quietly first: step{} {}.\n", quiet_steps_.size() == 1 ? "" : "s",
+                       fmt::join(quiet_steps_, ", "));
+    }
     if (steps_skipped_ > 0) fmt::print("Stopped after {} steps; {} not run.\n", steps_run_, steps_skipped_);
     fmt::print("{}{}\n{} check{} passed, {} failed\n", info_.title, exercise_mode_ ? " · EXERCISE" : "", passed_,
                passed_ == 1 ? "" : "s", failures_.size());
@@ -370,11 +433,13 @@ int Tutorial::finish() {
 
 void note(std::string_view text) { print_wrapped(text, kIndent); }
 
+void line(std::string_view text) { say("{}\n", text); }
+
 void quote(std::string_view text) {
     size_t start = 0;
     while (start <= text.size()) {
         const size_t end = std::min(text.find('\n', start), text.size());
-        fmt::print("{}  │ {}\n", kIndent, text.substr(start, end - start));
+        say("{}  │ {}\n", kIndent, text.substr(start, end - start));
         start = end + 1;
     }
 }
@@ -388,25 +453,29 @@ void show(std::string_view name, const core::Tensor& t) {
 
 void show(std::string_view name, const autograd::Variable& v) {
     if (!v.defined()) {
-        fmt::print("{}{} = (undefined Variable)\n", kIndent, name);
+        say("{}{} = (undefined Variable)\n", kIndent, name);
         return;
     }
     show(name, v.value());
     const std::string pad(display_width(name) + 3, ' ');
     if (v.is_leaf())
-        fmt::print("{}{}leaf, requires_grad={}\n", kIndent, pad, v.requires_grad());
+        say("{}{}leaf, requires_grad={}\n", kIndent, pad, v.requires_grad());
     else
-        fmt::print("{}{}made by '{}', requires_grad=true\n", kIndent, pad, v.op_name());
+        say("{}{}made by '{}', requires_grad=true\n", kIndent, pad, v.op_name());
+}
+
+std::string tuple_str(const core::Dims& d) {
+    return d.size() == 1 ? fmt::format("({})", d[0]) : fmt::format("({})", fmt::join(d, ", "));
 }
 
 void describe(std::string_view name, const core::Tensor& t) {
     if (!t.defined()) {
-        fmt::print("{}{}: undefined\n", kIndent, name);
+        say("{}{}: undefined\n", kIndent, name);
         return;
     }
-    fmt::print("{}{}: shape {}, strides {}, offset {}, {}, {} ({} elements)\n", kIndent, name, tuple_str(t.shape()),
-               tuple_str(t.strides()), t.offset(), t.is_contiguous() ? "contiguous" : "not contiguous",
-               storage_label(t), t.storage()->nbytes() / static_cast<int64_t>(core::dtype_size(t.dtype())));
+    say("{}{}: shape {}, strides {}, offset {}, {}, {} ({} elements)\n", kIndent, name, tuple_str(t.shape()),
+        tuple_str(t.strides()), t.offset(), t.is_contiguous() ? "contiguous" : "not contiguous", storage_label(t),
+        t.storage()->nbytes() / static_cast<int64_t>(core::dtype_size(t.dtype())));
 }
 
 // ---- data ---------------------------------------------------------------------------------

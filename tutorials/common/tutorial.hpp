@@ -1,20 +1,35 @@
 // The small framework every tutorial program is written with.
 //
+//   struct Lesson {                       // what the steps share
+//       c::Tensor x = c::arange(6).view({2, 3});  // (2, 3)
+//   };
+//
+//   // seed 000 (000_7dfff3ea5ac0d0a3.txt) › 基于位置的前馈网络
+//   void shapes_and_strides(Tutorial& t, const Lesson& lesson) {
+//       note("A tensor is a buffer plus shape, strides and offset.");
+//       show("x", lesson.x);
+//       t.check(lesson.x.strides() == c::Strides{3, 1}, "rows are 3 elements apart");
+//   }
+//
 //   int main(int argc, char** argv) {
-//       tutorial::Tutorial t(argc, argv, {.title = "01 · Tensors", .follows = "seed 000, ..."});
-//       t.step("1. Shapes and strides", [&] {
-//           core::Tensor x = core::arange(6).view({2, 3});
-//           tutorial::show("x", x);
-//           t.check(x.strides() == core::Strides{3, 1}, "rows are 3 elements apart");
-//       });
+//       Tutorial t(argc, argv, {.title = "01 · Tensors", .follows = "seed 000, ..."});
+//       Lesson lesson;
+//       t.step("1. Shapes and strides", [&] { shapes_and_strides(t, lesson); });
 //       return t.finish();   // 1 when any check failed
 //   }
 //
-// A tutorial is a list of named steps. Each step prints what it computes and
-// checks its own numbers with check / check_close / check_throws, so a
-// tutorial that runs to the end with every check passed is also a test
-// (ctest runs each one as `tutorial:NN_topic`). Command line:
+// A tutorial is a list of named steps, one function each, named after the
+// document section it follows; `main` lists them. Each step prints what it
+// computes and checks its own numbers with check / check_close /
+// check_throws, so a tutorial that runs to the end with every check passed
+// is also a test (ctest runs each one as `tutorial:NN_topic`). A step prints
+// only through note, show, describe, line and quote and the checks, never
+// with fmt::print: that is what lets --from keep the earlier steps quiet
+// (and gives one place to translate the prose). Command line:
 //   --step      pause after each step until Enter is pressed (q quits)
+//   --from STEP start at that step ("3", "2b": the label before the first '.');
+//               the steps before it run quietly, since later steps use their results
+//   --only STEP that step alone (the steps before it run quietly first)
 //   --out DIR   where pictures go (created when needed)
 //   --plot-format png|svg   the pictures' format (default png)
 //   --exercise  run the tutorial's exercise instead of its steps
@@ -58,14 +73,17 @@ std::string error_kind(const std::exception& e);
 
 class Tutorial {
 public:
-    /// Parses --step, --out DIR and --help (which prints the usage and exits).
+    /// Parses the command line above; --help prints the usage and exits.
     /// An unknown argument prints the usage to stderr and exits with status 2.
     Tutorial(int argc, char** argv, Info info);
 
-    /// Runs `body` under a banner with `name`. An exception escaping `body` is
-    /// reported with the step's name and counts as one failed check; the
-    /// next step still runs. With --step, waits for Enter afterwards.
-    /// Skipped with --exercise.
+    /// Runs `body` under a banner with `name` ("3. ...", "2b. ...": the label
+    /// before the first '.' is what --from and --only name). An exception
+    /// escaping `body` is reported with the step's name and counts as one
+    /// failed check; the next step still runs. With --step, waits for Enter
+    /// afterwards. Skipped with --exercise. Before the step --from or --only
+    /// names, runs `body` quietly: nothing printed, only failed checks
+    /// counted; after the step --only names, does not run it.
     void step(std::string_view name, const std::function<void()>& body);
 
     /// A part of the exercise: runs like a step, but only with --exercise.
@@ -123,9 +141,14 @@ public:
     int failed() const { return static_cast<int>(failures_.size()); }
 
 private:
+    /// Reads the command line into the members; true when --out was given.
+    /// A bad argument prints the usage to stderr and exits with status 2.
+    bool parse_arguments(int argc, char** argv);
+    void print_banner() const;
     void record(bool ok, std::string_view what, std::string_view detail);
     void pause();
     void run_part(std::string_view name, const std::function<void()>& body);
+    void run_quietly(std::string_view name, const std::function<void()>& body);
 
     Info info_;
     std::string name_;  ///< "01_tensors": the program name without "tutorial_"
@@ -138,6 +161,11 @@ private:
     int steps_run_ = 0;
     int steps_skipped_ = 0;
     std::string current_step_;
+    std::string jump_to_;                   ///< the STEP of --from or --only ("" runs every step)
+    bool only_ = false;                     ///< --only: nothing runs after that step
+    bool reached_ = false;                  ///< the step jump_to_ names has started
+    std::vector<std::string> step_ids_;     ///< every step's label, for the error when jump_to_ names none
+    std::vector<std::string> quiet_steps_;  ///< the labels of the steps run quietly before it
     int passed_ = 0;
     std::vector<std::string> failures_;  // "[step] what"
 };
@@ -154,6 +182,14 @@ requires(sizeof...(Args) > 0) void note(fmt::format_string<Args...> format, Args
     note(std::string_view(fmt::format(format, std::forward<Args>(args)...)));
 }
 
+/// Prints one line as it is, without indent or wrapping: a row of a table
+/// whose columns the caller lines up. line() prints an empty line.
+void line(std::string_view text = {});
+template <class... Args>
+requires(sizeof...(Args) > 0) void line(fmt::format_string<Args...> format, Args&&... args) {
+    line(std::string_view(fmt::format(format, std::forward<Args>(args)...)));
+}
+
 /// Prints a program's own text (a gradcheck report, an error message)
 /// verbatim, each line behind a "│" margin so it stands apart from the notes.
 void quote(std::string_view text);
@@ -163,6 +199,8 @@ void quote(std::string_view text);
 void show(std::string_view name, const core::Tensor& t);
 /// The Variable's value, then which op made it and whether it requires a gradient.
 void show(std::string_view name, const autograd::Variable& v);
+/// A shape or an index the way Python prints a tuple, "(3, 4)" ("(4)" for one entry).
+std::string tuple_str(const core::Dims& dims);
 /// One line about the memory layout: shape, strides, offset, contiguity,
 /// and which storage buffer it views ("storage #2"), so that two tensors
 /// sharing memory are visibly the same buffer.
