@@ -6,6 +6,7 @@
 #include "core/core.hpp"
 #include "nn/safetensors.hpp"
 #include "tasks/seq2seq.hpp"
+#include "tasks/small_model.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -74,16 +75,7 @@ std::string tied_checkpoint(const std::string& dir) {
     c.src_vocab_size = c.tgt_vocab_size = 8;
     c.num_steps = 6;
     c.tie_embeddings = true;
-    c.transformer = {.key_size = 8,
-                     .query_size = 8,
-                     .value_size = 8,
-                     .num_hiddens = 8,
-                     .norm_shape = 8,
-                     .ffn_num_input = 8,
-                     .ffn_num_hiddens = 16,
-                     .num_heads = 2,
-                     .num_layers = 1,
-                     .dropout = 0.0};
+    c.transformer = tformer::testing::transformer_of_width(8);  // FFN 16, 2 heads, 1 block
     tformer::core::Generator gen(5);
     auto model = build_model(c, gen);
     const Vocab vocab = Vocab::from_tokens({"<unk>", "<pad>", "<bos>", "<eos>", "go", ".", "va", "!"});
