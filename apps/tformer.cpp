@@ -199,7 +199,18 @@ int main(int argc, char** argv) {
     translate->add_option("--plot-format", tr.plot_format, "heatmaps as png or svg")
         ->capture_default_str()
         ->check(CLI::IsMember({"png", "svg"}));
-    translate->add_option("--threads", tr.threads, "threads")->check(int_range(1, 1'000'000));
+    translate->add_option("--threads", tr.threads, "threads (default: all cores)")->check(int_range(1, 1'000'000));
+    translate->add_option("--n-best", tr.n_best, "print the n best translations of each line: LINE ||| text ||| score")
+        ->capture_default_str()
+        ->check(int_range(1, 64));
+    translate->add_option("--batch-tokens", tr.batch_tokens, "source tokens per batch of sentences decoded together")
+        ->capture_default_str()
+        ->check(int_range(1, 1'000'000'000));
+    translate
+        ->add_option("--chunk-lines", tr.chunk_lines,
+                     "lines of stdin read, sorted by length and translated together (output follows each chunk)")
+        ->capture_default_str()
+        ->check(int_range(1, 1'000'000'000));
 
     EvalArgs ev;
     CLI::App* eval = app.add_subcommand("eval", "evaluate a checkpoint (copy: accuracy; translate: BLEU)");
