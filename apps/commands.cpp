@@ -866,14 +866,6 @@ int run_train(const TrainArgs& a) {
 // ---- translate ------------------------------------------------------------------------------------
 
 namespace {
-// A model and its tokenizers, loaded from one checkpoint file.
-struct LoadedTranslator {
-    tasks::CheckpointInfo info;
-    core::Generator gen{0};  // the model's dropout layers point at it: it lives as long as the model
-    std::shared_ptr<nn::EncoderDecoder> model;
-    tasks::TokenizerPair tok;
-};
-
 // Training never saves non-finite weights, but a checkpoint may come from elsewhere.
 void warn_if_not_finite(const nn::Module& model, const std::string& path, const char* op) {
     std::vector<std::string> bad;
@@ -889,20 +881,10 @@ void warn_if_not_finite(const nn::Module& model, const std::string& path, const 
 }
 
 // `checkpoint`: the file at `path`, read once for the info and the weights
-std::unique_ptr<LoadedTranslator> load_translator(const nn::SafeTensors& checkpoint, const std::string& path,
-                                                  const char* op) {
-    auto t = std::make_unique<LoadedTranslator>();
-    t->info = tasks::read_checkpoint_info(checkpoint, path);
-    if (t->info.config.task != "translate")
-        fail<ValueError>("{}: '{}' is a {} checkpoint, not a translation model", op, path, t->info.config.task);
-    // a whole-corpus model runs the fused layers it was trained with (train_translate_corpus),
-    // decoding included; a d2l-preset one the composed layers, as d2l's PyTorch model does
-    const auto pipeline = t->info.extra.find("pipeline");
-    t->info.config.transformer.fused = pipeline != t->info.extra.end() && pipeline->second == "corpus";
-    t->model = tasks::build_model(t->info.config, t->gen);
-    tasks::load_checkpoint(checkpoint, path, *t->model, nullptr);
+std::unique_ptr<tasks::LoadedTranslator> load_translator(const nn::SafeTensors& checkpoint, const std::string& path,
+                                                         const char* op) {
+    auto t = tasks::load_translator(checkpoint, path, op);
     warn_if_not_finite(*t->model, path, op);
-    t->tok = tasks::tokenizers_of(t->info);
     return t;
 }
 

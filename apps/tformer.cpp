@@ -231,12 +231,21 @@ int main(int argc, char** argv) {
     bench
         ->add_option("--preset", bo.preset,
                      "model and batch: d2l, copy, small, base or translate (the default "
-                     "translation model on real batches of the corpus)")
+                     "translation model on real batches of the corpus); decode: translating validation sentences "
+                     "with a checkpoint")
         ->capture_default_str();
     bench->add_option("--threads", bo.threads, "threads for kernels and BLAS (default: all cores)")
         ->check(int_range(1, 1'000'000));
     bench->add_option("--repeats", bo.repeats, "timed runs per figure, reported as the median (default: the preset's)")
         ->check(int_range(1, 100000));
+    bench->add_option("--checkpoint", bo.checkpoint, "--preset decode: the checkpoint")->capture_default_str();
+    bench->add_option("--sentences", bo.sentences, "--preset decode: how many validation sentences")
+        ->capture_default_str()
+        ->check(int_range(1, 1'000'000));
+    bench->add_option("--save-sentences", bo.save_sentences, "--preset decode: write the sentences to this file");
+    bench->add_option("--batch-tokens", bo.batch_tokens, "--preset decode: source tokens per batch")
+        ->capture_default_str()
+        ->check(int_range(1, 1'000'000'000));
     bench->add_flag("--profile", bo.profile, "also print where a training step's time goes, op by op (stderr)");
     bench->add_flag("--train-only", bo.train_only,
                     "time training steps only (no forward pass, decoding or GFLOP/s figures)");

@@ -338,7 +338,7 @@ std::vector<Decoded> greedy_decode(nn::EncoderDecoder& model, const Tensor& src,
     Tensor dec_X = core::full({B, 1}, static_cast<double>(options.bos), core::DType::int64);
     for (int64_t step = 0; step < options.max_steps; ++step) {
         const Tensor logits = model.decoder->forward_step(dec_X, s.decoder).value();  // (B, 1, V)
-        const core::ArgmaxLogSoftmax pick = core::argmax_log_softmax(logits);     // (B, 1) each
+        const core::ArgmaxLogSoftmax pick = core::argmax_log_softmax(logits);         // (B, 1) each
         bool all_done = true;
         for (int64_t b = 0; b < B; ++b) {
             if (done[b]) continue;

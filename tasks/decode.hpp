@@ -72,8 +72,8 @@ std::vector<Decoded> beam_decode_batch(nn::EncoderDecoder& model, const core::Te
                                        const core::Tensor& src_valid_len, const DecodeOptions& options);
 
 /// greedy_decode or beam_decode_batch, as options.beam says.
-std::vector<Decoded> decode_batch(nn::EncoderDecoder& model, const core::Tensor& src,
-                                  const core::Tensor& src_valid_len, const DecodeOptions& options);
+std::vector<Decoded> decode_batch(nn::EncoderDecoder& model, const core::Tensor& src, const core::Tensor& src_valid_len,
+                                  const DecodeOptions& options);
 
 /// The plain search the fast one is tested against: the whole batch stays in
 /// the decoder until every row has ended (greedy), the output layer and a

@@ -465,6 +465,20 @@ CheckpointInfo load_checkpoint(const nn::SafeTensors& st, const std::string& pat
     return info;
 }
 
+std::unique_ptr<LoadedTranslator> load_translator(const nn::SafeTensors& checkpoint, const std::string& path,
+                                                  const char* op) {
+    auto t = std::make_unique<LoadedTranslator>();
+    t->info = read_checkpoint_info(checkpoint, path);
+    if (t->info.config.task != "translate")
+        fail<ValueError>("{}: '{}' is a {} checkpoint, not a translation model", op, path, t->info.config.task);
+    const auto pipeline = t->info.extra.find("pipeline");
+    t->info.config.transformer.fused = pipeline != t->info.extra.end() && pipeline->second == "corpus";
+    t->model = build_model(t->info.config, t->gen);
+    load_checkpoint(checkpoint, path, *t->model, nullptr);
+    t->tok = tokenizers_of(t->info);
+    return t;
+}
+
 // ---- translating one sentence ------------------------------------------------------------------
 
 PreparedSource prepare_source(const Tokenizer& src, const std::string& sentence, int64_t max_len) {

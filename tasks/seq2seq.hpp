@@ -121,6 +121,20 @@ CheckpointInfo read_checkpoint_info(const nn::SafeTensors& checkpoint, const std
 CheckpointInfo load_checkpoint(const nn::SafeTensors& checkpoint, const std::string& path, nn::Module& model,
                                optim::Optimizer* optimizer);
 
+/// A translation checkpoint ready to translate: its info, its model (with
+/// the layers it was trained with: a whole-corpus run's fused ones, a d2l
+/// run's composed ones, as d2l's PyTorch model) and its tokenizers.
+struct LoadedTranslator {
+    CheckpointInfo info;
+    core::Generator gen{0};  ///< the model's dropout layers point at it: it lives as long as the model
+    std::shared_ptr<nn::EncoderDecoder> model;
+    TokenizerPair tok;
+};
+/// Loads `checkpoint`, the file at `path` already read; ValueError naming
+/// `op` for a checkpoint that is not a translation model.
+std::unique_ptr<LoadedTranslator> load_translator(const nn::SafeTensors& checkpoint, const std::string& path,
+                                                  const char* op);
+
 /// d2l's predict_seq2seq for translation: preprocess and tokenise `sentence`,
 /// add <eos>, pad to num_steps, decode, and turn ids back into a
 /// space-joined French sentence.
