@@ -6,8 +6,8 @@
 #include "tasks/corpus.hpp"
 #include "tasks/decode.hpp"
 
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
+#include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdlib>
@@ -62,7 +62,8 @@ std::vector<std::string> letter_sentences(int n, uint64_t seed) {
     for (int i = 0; i < n; ++i) {
         const auto len = static_cast<int>(core::randint({1}, 1, 12, gen).item());
         std::string s;
-        for (int j = 0; j < len; ++j) s += fmt::format("{} ", static_cast<char>('a' + core::randint({1}, 0, 26, gen).item()));
+        for (int j = 0; j < len; ++j)
+            s += fmt::format("{} ", static_cast<char>('a' + core::randint({1}, 0, 26, gen).item()));
         out.push_back(i % 17 == 5 ? "  " : i % 23 == 7 ? "%%" : s);
     }
     return out;
@@ -75,8 +76,7 @@ std::pair<Tensor, Tensor> one_source(const PreparedSource& p) {
 }
 }  // namespace
 
-TEST_CASE("decode_batch: one sentence gives the reference search's tokens and score, bit for bit",
-          "[tasks][decode]") {
+TEST_CASE("decode_batch: one sentence gives the reference search's tokens and score, bit for bit", "[tasks][decode]") {
     SmallTranslator t;
     for (const std::string& sentence : letter_sentences(40, 1)) {
         if (sentence.find_first_of("abcdefghijklmnopqrstuvwxyz") == std::string::npos) continue;
@@ -142,8 +142,9 @@ TEST_CASE("beam search n_best: the n best finished hypotheses, best first, the f
                       Catch::Contains("n_best") && Catch::Contains("3"));
 }
 
-TEST_CASE("translate_batches: batches of one equal one sentence at a time; the output is the same on 1, 2 and 3 threads",
-          "[tasks][decode]") {
+TEST_CASE(
+    "translate_batches: batches of one equal one sentence at a time; the output is the same on 1, 2 and 3 threads",
+    "[tasks][decode]") {
     SmallTranslator t;
     const std::vector<std::string> sentences = letter_sentences(80, 3);
     for (int64_t K : {1, 4}) {
