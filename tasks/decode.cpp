@@ -84,27 +84,42 @@ std::vector<Decoded> best_of(const Finished& finished, int64_t n_best) {
     return out;
 }
 
-// The decoder's side of a batch: its state (KV caches, one row per live
-// hypothesis) and the source lengths, one per sentence.
+// A batch being searched: the decoder's state (KV caches, one row per live
+// hypothesis), the source lengths (one per sentence), the live hypotheses
+// and the finished ones.
 struct SearchState {
     nn::DecoderState decoder;
     Tensor source_lens;  // (B)
+    std::vector<Hyp> live;
+    Finished finished;
 };
 
-// The encoder, once for the batch: src (B, S), lens (B).
+// The encoder, once for the batch: src (B, S), lens (B); one live row per sentence.
 SearchState encode(nn::EncoderDecoder& model, const Tensor& src, const Tensor& lens) {
     const Variable enc = model.encoder->forward(src, lens);  // (B, S, D)
-    SearchState s{.decoder = model.decoder->init_state(enc, lens), .source_lens = {}};
-    s.source_lens = s.decoder.enc_valid_lens;
+    const int64_t B = src.size(0);
+    SearchState s{.decoder = model.decoder->init_state(enc, lens),
+                  .source_lens = lens,
+                  .live = std::vector<Hyp>(static_cast<size_t>(B)),
+                  .finished = Finished(static_cast<size_t>(B))};
+    for (int64_t b = 0; b < B; ++b) s.live[b].sentence = b;
     return s;
 }
 
+// The end of a beam search: the hypotheses still live ran out of steps and
+// finish as they are; each sentence's best (and n best).
+std::vector<Decoded> finish_beams(SearchState& s, const DecodeOptions& o) {
+    for (const Hyp& h : s.live) s.finished[h.sentence].emplace_back(normalised(h, false, o.length_penalty), h);
+    return best_of(s.finished, o.n_best);
+}
+
 // Rows i of the new batch continue rows parents[i] of the old one, and
-// live[i] is the hypothesis of row i: the self-attention caches are gathered
+// s.live[i] is the hypothesis of row i: the self-attention caches are gathered
 // to follow them (nothing moves when every row stays where it was); the
 // encoder's keys and values stay once per sentence, and each row reads its
 // sentence's (cross_rows).
-void follow_survivors(SearchState& s, const std::vector<int64_t>& parents, const std::vector<Hyp>& live, int64_t H) {
+void follow_survivors(SearchState& s, const std::vector<int64_t>& parents, int64_t H) {
+    const std::vector<Hyp>& live = s.live;
     bool same_rows = s.decoder.cross_rows.size() == parents.size();
     for (size_t i = 0; i < parents.size() && same_rows; ++i) same_rows = parents[i] == static_cast<int64_t>(i);
     if (!same_rows) {
@@ -120,7 +135,8 @@ void follow_survivors(SearchState& s, const std::vector<int64_t>& parents, const
 
 // The last token of every live hypothesis (<bos> at first) through the
 // decoder's blocks, advancing the caches: (n, D), before the output layer.
-Tensor step_hidden(nn::EncoderDecoder& model, SearchState& s, const std::vector<Hyp>& live, int64_t bos) {
+Tensor step_hidden(nn::EncoderDecoder& model, SearchState& s, int64_t bos) {
+    const std::vector<Hyp>& live = s.live;
     const auto n = static_cast<int64_t>(live.size());
     std::vector<int64_t> last(live.size());
     for (size_t i = 0; i < live.size(); ++i) last[i] = live[i].tokens.empty() ? bos : live[i].tokens.back();
@@ -151,9 +167,10 @@ void for_output_blocks(nn::Linear& dense, const Tensor& hidden, Pick&& pick) {
 // One greedy step for the live rows: each row's most likely token. A row
 // that picks <eos> ends (out[sentence] has its tokens and score so far); the
 // rest go on. Returns the rows that go on, in order.
-std::vector<int64_t> greedy_step(nn::EncoderDecoder& model, SearchState& s, std::vector<Hyp>& live,
-                                 std::vector<Decoded>& out, const DecodeOptions& o) {
-    const Tensor hidden = step_hidden(model, s, live, o.bos);  // (n, D)
+std::vector<int64_t> greedy_step(nn::EncoderDecoder& model, SearchState& s, std::vector<Decoded>& out,
+                                 const DecodeOptions& o) {
+    std::vector<Hyp>& live = s.live;
+    const Tensor hidden = step_hidden(model, s, o.bos);  // (n, D)
     std::vector<int64_t> going_on;
     for_output_blocks(*model.decoder->dense, hidden, [&](const Tensor& logits, int64_t first) {
         // the next tokens and their log-probabilities, (rows) each (the other V - 1 are not needed)
@@ -271,18 +288,16 @@ std::vector<Decoded> greedy_decode(nn::EncoderDecoder& model, const Tensor& src,
     const int64_t B = src.size(0), H = model.decoder->options.num_heads;
     SearchState s = encode(model, src, src_valid_len);
     std::vector<Decoded> out(static_cast<size_t>(B));
-    std::vector<Hyp> live(static_cast<size_t>(B));  // one row per sentence that has not ended
-    for (int64_t b = 0; b < B; ++b) live[b].sentence = b;
-    for (int64_t step = 0; step < options.max_steps && !live.empty(); ++step) {
-        const std::vector<int64_t> going_on = greedy_step(model, s, live, out, options);
+    for (int64_t step = 0; step < options.max_steps && !s.live.empty(); ++step) {
+        const std::vector<int64_t> going_on = greedy_step(model, s, out, options);
         if (options.keep_attention && B == 1) keep_attention(model, out[0]);
-        std::vector<Hyp> next;
-        for (int64_t r : going_on) next.push_back(std::move(live[r]));
-        live = std::move(next);
-        if (live.empty() || step + 1 == options.max_steps) break;
-        follow_survivors(s, going_on, live, H);
+        std::vector<Hyp> next;  // the rows that go on, the others have ended
+        for (int64_t r : going_on) next.push_back(std::move(s.live[r]));
+        s.live = std::move(next);
+        if (s.live.empty() || step + 1 == options.max_steps) break;
+        follow_survivors(s, going_on, H);
     }
-    for (const Hyp& h : live) out[h.sentence].tokens = h.tokens;  // ran out of steps
+    for (const Hyp& h : s.live) out[h.sentence].tokens = h.tokens;  // ran out of steps
     return out;
 }
 
@@ -292,22 +307,17 @@ std::vector<Decoded> beam_decode_batch(nn::EncoderDecoder& model, const Tensor& 
     check_options(options, "beam_decode");
     EvalScope eval(model);
     autograd::NoGradGuard no_grad;
-    const int64_t B = src.size(0), K = options.beam, H = model.decoder->options.num_heads;
-    SearchState s = encode(model, src, src_valid_len);
-    std::vector<Hyp> live(static_cast<size_t>(B));  // the rows: every sentence's live hypotheses, in order
-    for (int64_t b = 0; b < B; ++b) live[b].sentence = b;
-    Finished finished(static_cast<size_t>(B));
+    const int64_t K = options.beam, H = model.decoder->options.num_heads;
+    SearchState s = encode(model, src, src_valid_len);  // rows: every sentence's live hypotheses, in order
     std::vector<int64_t> parents;
     // A sentence stops when its K best continuations have all ended.
-    for (int64_t step = 0; step < options.max_steps && !live.empty(); ++step) {
-        const Tensor hidden = step_hidden(model, s, live, options.bos);  // (n, D)
-        const std::vector<Candidate> chosen = choose(live, row_candidates(model, hidden, live, K), K);
-        live = advance(live, chosen, options, finished, parents);
-        if (!live.empty() && step + 1 < options.max_steps) follow_survivors(s, parents, live, H);
+    for (int64_t step = 0; step < options.max_steps && !s.live.empty(); ++step) {
+        const Tensor hidden = step_hidden(model, s, options.bos);  // (n, D)
+        const std::vector<Candidate> chosen = choose(s.live, row_candidates(model, hidden, s.live, K), K);
+        s.live = advance(s.live, chosen, options, s.finished, parents);
+        if (!s.live.empty() && step + 1 < options.max_steps) follow_survivors(s, parents, H);
     }
-    for (const Hyp& h : live)  // ran out of steps
-        finished[h.sentence].emplace_back(normalised(h, false, options.length_penalty), h);
-    return best_of(finished, options.n_best);
+    return finish_beams(s, options);
 }
 
 std::vector<Decoded> decode_batch(nn::EncoderDecoder& model, const Tensor& src, const Tensor& src_valid_len,
@@ -361,11 +371,9 @@ std::vector<Decoded> beam_decode_batch(nn::EncoderDecoder& model, const Tensor& 
     check_options(options, "beam_decode");
     EvalScope eval(model);
     autograd::NoGradGuard no_grad;
-    const int64_t B = src.size(0), K = options.beam, H = model.decoder->options.num_heads;
+    const int64_t K = options.beam, H = model.decoder->options.num_heads;
     SearchState s = encode(model, src, src_valid_len);
-    std::vector<Hyp> live(static_cast<size_t>(B));
-    for (int64_t b = 0; b < B; ++b) live[b].sentence = b;
-    Finished finished(static_cast<size_t>(B));
+    std::vector<Hyp>& live = s.live;
     std::vector<int64_t> parents;
     for (int64_t step = 0; step < options.max_steps && !live.empty(); ++step) {
         const auto n = static_cast<int64_t>(live.size());
@@ -388,11 +396,10 @@ std::vector<Decoded> beam_decode_batch(nn::EncoderDecoder& model, const Tensor& 
                 }
             chosen.insert(chosen.end(), best.begin(), best.end());
         }
-        live = advance(live, chosen, options, finished, parents);
-        if (!live.empty()) follow_survivors(s, parents, live, H);
+        live = advance(live, chosen, options, s.finished, parents);
+        if (!live.empty()) follow_survivors(s, parents, H);
     }
-    for (const Hyp& h : live) finished[h.sentence].emplace_back(normalised(h, false, options.length_penalty), h);
-    return best_of(finished, options.n_best);
+    return finish_beams(s, options);
 }
 
 }  // namespace reference

@@ -38,29 +38,30 @@ std::string default_checkpoint() {
     const std::string dir = std::string(TFORMER_BINARY_DIR) + "/test-models/translate-default";
     const std::string built = dir + "/checkpoint.safetensors";
     if (default_preset(built)) return built;
-    const auto trained = testing::run_shell("'" + std::string(TFORMER_BINARY_DIR) +
-                                            "/apps/tformer' train translate --quiet --overwrite --out '" + dir + "' 2>&1");
+    const auto trained =
+        testing::run_shell("'" + std::string(TFORMER_BINARY_DIR) +
+                           "/apps/tformer' train translate --quiet --overwrite --out '" + dir + "' 2>&1");
     INFO(trained.output);
     REQUIRE(trained.status == 0);
     return built;
 }
 }  // namespace
 
-TEST_CASE("default model, 1,000 validation sentences: batched equals one at a time on at least 995 lines, the others "
-          "near-ties; any thread count gives the same",
-          "[apps][decode][slow]") {
+TEST_CASE(
+    "default model, 1,000 validation sentences: batched equals one at a time on at least 995 lines, the others "
+    "near-ties; any thread count gives the same",
+    "[apps][decode][slow]") {
     const std::string path = default_checkpoint();
     const auto t = tasks::load_translator(nn::load_safetensors(path), path, "test");
-    const tasks::Corpus corpus =
-        tasks::load_corpus({.path = tasks::default_fra_eng_path(), .val_sentences = 1500});
+    const tasks::Corpus corpus = tasks::load_corpus({.path = tasks::default_fra_eng_path(), .val_sentences = 1500});
     std::vector<std::string> sentences;
     for (size_t i = 0; i < 1000 && i < corpus.val.size(); ++i) sentences.push_back(corpus.val[i].src);
     REQUIRE(sentences.size() == 1000);
     for (int64_t beam : {4, 1}) {
         const tasks::TranslateOptions translate{.max_len = t->info.config.num_steps, .decode = {.beam = beam}};
         tasks::ModelReplicas one(*t->model, 1), two(*t->model, 2);
-        const auto alone = tasks::translate_batches(one, t->tok, sentences,
-                                                    {.translate = translate, .batch_tokens = 1, .threads = 1});
+        const auto alone =
+            tasks::translate_batches(one, t->tok, sentences, {.translate = translate, .batch_tokens = 1, .threads = 1});
         const auto batched = tasks::translate_batches(two, t->tok, sentences,
                                                       {.translate = translate, .batch_tokens = 2000, .threads = 2});
         const auto batched1 = tasks::translate_batches(one, t->tok, sentences,
@@ -75,9 +76,9 @@ TEST_CASE("default model, 1,000 validation sentences: batched equals one at a ti
                 continue;
             }
             const double margin = std::abs(batched[i].decoded.score - alone[i].decoded.score);
-            std::cout << "beam " << beam << ", line " << i + 1 << ": margin " << margin << "\n  one at a time: "
-                      << alone[i].text << " (" << alone[i].decoded.score << ")\n  batched:       " << batched[i].text
-                      << " (" << batched[i].decoded.score << ")\n";
+            std::cout << "beam " << beam << ", line " << i + 1 << ": margin " << margin
+                      << "\n  one at a time: " << alone[i].text << " (" << alone[i].decoded.score
+                      << ")\n  batched:       " << batched[i].text << " (" << batched[i].decoded.score << ")\n";
             CHECK(margin < 1e-4);
         }
         std::cout << "beam " << beam << ": batched equals one at a time on " << same << " of 1000 lines\n";

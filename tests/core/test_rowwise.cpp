@@ -414,6 +414,19 @@ TEST_CASE("softmax(x): rows are probability distributions", "[core][rowwise]") {
     }
 }
 
+namespace {
+// Rows of the special cases, (5, 4): a tie, all -inf, a NaN after the max, +inf twice, -inf beside a number.
+Tensor special_rows(DType dtype) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    return tensor({1,     3,     3,     0,      //
+                   -kInf, -kInf, -kInf, -kInf,  //
+                   5,     1,     nan,   2,      //
+                   0,     kInf,  1,     kInf,   //
+                   -kInf, 2,     -kInf, -kInf},
+                  {5, 4}, dtype);
+}
+}  // namespace
+
 TEST_CASE(
     "argmax_log_softmax(x): argmax(x, -1) and log_softmax(x) at it, bit for bit, over the shape table, ties, "
     "-inf, +inf and NaN rows",
@@ -436,17 +449,11 @@ TEST_CASE(
             CHECK(shape_str(got.log_probs.shape()) == shape_str(leading(x.shape())));
             CHECK(got.log_probs.reshape({-1}).to_vector() == want);
         }
-    const double nan = std::numeric_limits<double>::quiet_NaN();
     for (DType dtype : {DType::float32, DType::float64}) {
         INFO(dtype_name(dtype));
         // rows: a tie (the first wins), all -inf, a NaN after the max (the NaN wins, as in argmax),
         // +inf (it wins; its log-probability is NaN, as log_softmax's), -inf beside a number
-        const Tensor x = tensor({1,     3,     3,     0,      //
-                                 -kInf, -kInf, -kInf, -kInf,  //
-                                 5,     1,     nan,   2,      //
-                                 0,     kInf,  1,     kInf,   //
-                                 -kInf, 2,     -kInf, -kInf},
-                                {5, 4}, dtype);
+        const Tensor x = special_rows(dtype);
         const ArgmaxLogSoftmax got = argmax_log_softmax(x);
         CHECK(got.ids.to_vector<int64_t>() == argmax(x, -1).to_vector<int64_t>());
         CHECK(got.ids.to_vector<int64_t>() == std::vector<int64_t>{1, 0, 2, 1, 1});
@@ -495,18 +502,12 @@ TEST_CASE(
                 }
             }
         }
-    const double nan = std::numeric_limits<double>::quiet_NaN();
     for (DType dtype : {DType::float32, DType::float64}) {
         INFO(dtype_name(dtype));
-        // rows: ties (the lower index first), all -inf, a NaN, +inf, -inf beside numbers
-        const Tensor x = tensor({1,     3,     3,     0,      //
-                                 -kInf, -kInf, -kInf, -kInf,  //
-                                 5,     1,     nan,   2,      //
-                                 0,     kInf,  1,     kInf,   //
-                                 -kInf, 2,     -kInf, 1},
-                                {5, 4}, dtype);
+        // special_rows: ties (the lower index first), all -inf, a NaN, +inf, -inf beside a number
+        const Tensor x = special_rows(dtype);
         const ArgmaxLogSoftmax got = top_k_log_softmax(x, 3);
-        CHECK(got.ids.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 0, 0, 1, 2, 0, 1, 2, 0, 1, 2, 1, 3, 0});
+        CHECK(got.ids.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 0, 0, 1, 2, 0, 1, 2, 0, 1, 2, 1, 0, 2});
         const Values lp = got.log_probs.to_vector();
         CHECK(lp[0] == log_softmax(x).at({0, 1}));
         CHECK(lp[1] == lp[0]);
