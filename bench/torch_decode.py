@@ -181,7 +181,7 @@ def main():
     ap.add_argument("--sentences", required=True, help="one English sentence a line (tformer bench --save-sentences)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--batch-tokens", type=int, default=2000)
+    ap.add_argument("--batch-tokens", type=int, default=500)
     ap.add_argument("--engine", default="pytorch")
     ap.add_argument("--out", help="write the beam-4 translations here")
     args = ap.parse_args()

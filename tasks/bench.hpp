@@ -135,7 +135,7 @@ struct BenchOptions {
     std::string checkpoint = "runs/translate/checkpoint.safetensors";
     int64_t sentences = 1000;
     std::string save_sentences{};
-    int64_t batch_tokens = 2000;
+    int64_t batch_tokens = 500;
 };
 
 /// `tformer bench --preset decode`: translates the first `sentences`
