@@ -370,7 +370,7 @@ CHECK=$(stderr_has "ended without unlocking it; taking it over" && echo 1 || ech
 report stale-lock-said ok 0 "$CHECK"
 printf 'Go.\nbad\0byte\nI lost.\n' >nul.txt
 t stdin-nul-byte error --stdin nul.txt -- translate --checkpoint sp/checkpoint.safetensors --beam 1
-CHECK=$([ "$(lines_of stdin-nul-byte)" -eq 3 ] && stderr_has "line 2: it holds a NUL byte" && echo 1 || echo 0)
+CHECK=$([ "$(lines_of stdin-nul-byte)" -eq 3 ] && stderr_has "line 2: translate: the sentence holds a NUL byte" && echo 1 || echo 0)
 report stdin-nul-byte-lines-kept ok 0 "$CHECK"
 printf 'Go.\rI lost.\r' >cr-only.txt
 t stdin-cr-only ok --stdin cr-only.txt -- translate --checkpoint sp/checkpoint.safetensors --beam 1

@@ -136,7 +136,29 @@ struct BenchOptions {
     std::string data{};          ///< fra.txt for the corpus preset (empty: default_fra_eng_path())
     std::string save_batches{};  ///< write the batches measured here as JSON (save_bench_batches)
     std::string load_batches{};  ///< measure the batches of a file save_batches wrote
+    /// --preset decode: the checkpoint, how many validation sentences, a
+    /// file to write them to (one per line, for bench/torch_decode.py), and
+    /// the source tokens per batch
+    std::string checkpoint = "runs/translate/checkpoint.safetensors";
+    int64_t sentences = 1000;
+    std::string save_sentences{};
+    int64_t batch_tokens = 500;
 };
+
+/// `tformer bench --preset decode`: translates the first `sentences`
+/// validation sentences of the default run's split (the corpus at `data`,
+/// 1,500 held out with seed 0) with the checkpoint, as `tformer translate`
+/// does, with beam 4 and greedily, and prints one JSON line per figure (X is
+/// beam4 or greedy):
+///   X_ms                 wall time of the whole list (median of `repeats` runs after one warm-up)
+///   X_sentences_per_s, X_target_tokens_per_s  (generated tokens, <eos> included)
+///   X_gflop, X_gflops    the products' work and what the run achieved
+///   X_sgemm_gflops       that work over the time bare gemm takes on the same shapes
+///   X_product_ratio      X_gflops / X_sgemm_gflops: the share of the products' own speed reached
+///   X_one_batch_ms       (threads > 1) the same with one batch at a time over all
+///                        threads (OpenMP inside the kernels) instead of a batch per thread
+///   peak_rss_mb
+int run_decode_bench(const BenchOptions& options);
 
 /// `tformer bench`: sets the thread count, prints the info line and then
 /// one JSON line per figure as each is measured. Throws ValueError for an

@@ -322,7 +322,7 @@ TEST_CASE("tformer translate on stdin: a NUL byte is an error for its line, CR-o
     INFO(r.err);
     CHECK(r.status == 1);
     CHECK(r.out == translation + translation + "\n" + "\n" + translation);  // five lines in, five out
-    CHECK(r.err == "translate: line 4: it holds a NUL byte (byte 3 of the line), which text does not\n");
+    CHECK(r.err == "translate: line 4: translate: the sentence holds a NUL byte (byte 3), which text does not\n");
     // a file of CR-only line ends alone
     const SplitRun mac = run_args({"translate", "--checkpoint", checkpoint, "--beam", "1"}, "go .\rgo .\r");
     CHECK(mac.status == 0);
