@@ -2,10 +2,11 @@
 # --lang zh, both with --no-prose (only what must not depend on the language:
 # the values in the sentences, tensors, table rows, the checks' outcomes),
 # and fails when the two outputs or exit statuses differ, or when a check failed.
+# Both runs write their pictures to one folder, so that the paths they print agree.
 #
 #   cmake -DPROGRAM=tutorial_05_attention_scoring -DOUT=dir [-DARGS=--exercise] -P compare_languages.cmake
 foreach(lang en zh)
-  execute_process(COMMAND ${PROGRAM} ${ARGS} --lang ${lang} --no-prose --out ${OUT}/${lang}
+  execute_process(COMMAND ${PROGRAM} ${ARGS} --lang ${lang} --no-prose --out ${OUT}/pictures
                   OUTPUT_VARIABLE output_${lang} ERROR_VARIABLE errors_${lang} RESULT_VARIABLE status_${lang})
   file(WRITE ${OUT}/no-prose-${lang}.txt "${output_${lang}}")
 endforeach()
