@@ -74,7 +74,7 @@ struct Lesson {
 
 // ---- the steps --------------------------------------------------------------------------
 
-// seed 000 (000_7dfff3ea5ac0d0a3.txt) › 代码实现 › 前馈网络 (PositionWiseFFN); seed 002 (002_36798a9f04a86cc8.txt) › 3.2 Feed Forward
+// seed 000 (000_7dfff3ea5ac0d0a3.txt) › 代码实现 › 前馈网络 (PositionWiseFFN); seed 002 › 3.2 Feed Forward
 void position_wise_ffn(Tutorial& t, Lesson& lesson) {
     note(
         "Seed 000: the feed-forward network reshapes (b, n, d) to (bn, d), applies two dense layers with "
@@ -108,7 +108,7 @@ void position_wise_ffn(Tutorial& t, Lesson& lesson) {
             "the same layer takes 7 positions as well as 3: nothing in it depends on the length");
 }
 
-// seed 000 (000_7dfff3ea5ac0d0a3.txt) › 理论学习 › 基于位置的前馈网络 ("等价于两层核窗口为1的一维卷积层"); seed 001 › _feed_forward()
+// seed 000 (000_7dfff3ea5ac0d0a3.txt) › 理论学习 › 基于位置的前馈网络 (一维卷积); seed 001 › _feed_forward()
 void ffn_as_kernel_1_convolution(Tutorial& t, Lesson& lesson) {
     note(
         "Seed 000 and seed 002: the FFN is equivalent to two 1-D convolutions with kernel size 1, and "
@@ -152,7 +152,7 @@ void ffn_as_kernel_1_convolution(Tutorial& t, Lesson& lesson) {
             "kernel 3: outputs 0, 1 and 2 all read input position 2");
 }
 
-// seed 000 (000_7dfff3ea5ac0d0a3.txt) › 代码实现 › 前馈网络, run by torch, and nn.Conv1d (tests/fixtures/tutorial_layers.safetensors)
+// seed 000 (000_7dfff3ea5ac0d0a3.txt) › 代码实现 › 前馈网络 and nn.Conv1d, run by torch (tests/fixtures/)
 void ffn_and_convolution_against_pytorch(Tutorial& t) {
     note(
         "tests/fixtures/tutorial_layers.safetensors holds d2l's PositionWiseFFN(4, 4, 8) run by torch on "
@@ -389,7 +389,7 @@ void gradcheck_encoder_block(Tutorial& t, Lesson& lesson) {
     mask_in_the_gradient(t, lesson, blk, X, lens);
 }
 
-// seed 002 (002_36798a9f04a86cc8.txt) › 1.2 Transformer 整体架构, 三 Encoder (N = 6, d = 512); seed 000 › 理论学习 › 信息传递
+// seed 002 (002_36798a9f04a86cc8.txt) › 1.2 Transformer 整体架构, 三 Encoder; seed 000 › 理论学习 › 信息传递
 void paper_size_encoder(Tutorial& t, Lesson& lesson) {
     note(
         "Seed 002 (1.2 Transformer 整体架构, 三 Encoder): encoder and decoder are each a stack of N = 6 "
