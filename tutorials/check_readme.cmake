@@ -13,6 +13,7 @@
 # as the block has.
 #
 #   cmake -DPROGRAM=tutorial_05_attention_scoring -DREADME=README.md -DOUT=dir [-DMODE=update] -P check_readme.cmake
+cmake_minimum_required(VERSION 3.20)  # script mode: today's policies
 execute_process(COMMAND ${PROGRAM} --lang en --out ${OUT}
                 OUTPUT_VARIABLE output ERROR_VARIABLE errors RESULT_VARIABLE status)
 if(NOT status STREQUAL "0")

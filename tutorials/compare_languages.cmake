@@ -5,6 +5,7 @@
 # Both runs write their pictures to one folder, so that the paths they print agree.
 #
 #   cmake -DPROGRAM=tutorial_05_attention_scoring -DOUT=dir [-DARGS=--exercise] -P compare_languages.cmake
+cmake_minimum_required(VERSION 3.20)  # script mode: today's policies
 foreach(lang en zh)
   execute_process(COMMAND ${PROGRAM} ${ARGS} --lang ${lang} --no-prose --out ${OUT}/pictures
                   OUTPUT_VARIABLE output_${lang} ERROR_VARIABLE errors_${lang} RESULT_VARIABLE status_${lang})

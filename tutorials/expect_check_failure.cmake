@@ -5,6 +5,7 @@
 #
 #   cmake -DPROGRAM=tutorial_05_attention_scoring -DFAULT=additive-ignores-keys \
 #         "-DCHECK=the output equals" -DOUT=dir -P expect_check_failure.cmake
+cmake_minimum_required(VERSION 3.20)  # script mode: today's policies
 execute_process(COMMAND ${PROGRAM} --lang en --inject-fault ${FAULT} --out ${OUT}
                 OUTPUT_VARIABLE output ERROR_VARIABLE errors RESULT_VARIABLE status)
 string(FIND "${output}" "no step has that fault" unknown)
