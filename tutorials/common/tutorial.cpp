@@ -328,6 +328,8 @@ void usage(std::FILE* to, const char* program, const Info& info) {
 
 Language language() { return chosen; }
 
+void set_language(Language language) { chosen = language; }
+
 Language language_of_locale(std::string_view locale) { return locale.starts_with("zh") ? Language::zh : Language::en; }
 
 namespace detail {

@@ -103,6 +103,8 @@ enum class Language { en, zh };
 
 /// The language the prose is printed in: --lang, else the locale.
 Language language();
+/// Chooses it, as --lang does.
+void set_language(Language chosen);
 /// What a locale name asks for: "zh_CN.UTF-8", "zh_TW" … → zh; anything else, "" included → en.
 Language language_of_locale(std::string_view locale);
 
