@@ -21,7 +21,7 @@ struct LanguageGuard {
 
 }  // namespace
 
-TEST_CASE("phrase(Text, values): each value formatted once, by its field's spec, in either language", "[tutorial]") {
+TEST_CASE("phrase(Text, values): each value formatted once, by its field's spec, in either language", "[tutorials]") {
     LanguageGuard guard;
     const Text text{.en = "w = {:.2f} after {} steps", .zh = "{1} 步之后 w = {0:.2f}"};
     set_language(Language::en);
@@ -34,7 +34,7 @@ TEST_CASE("phrase(Text, values): each value formatted once, by its field's spec,
     CHECK(zh.values == en.values);  // in the order of the English fields, whatever the language
 }
 
-TEST_CASE("phrase(Text): without values the braces are literal; with values '{{' is a brace", "[tutorial]") {
+TEST_CASE("phrase(Text): without values the braces are literal, with values '{{' is a brace", "[tutorials]") {
     LanguageGuard guard;
     set_language(Language::en);
     CHECK(phrase(Text{.en = "x.view({2, 6})", .zh = "x.view({2, 6})"}).text == "x.view({2, 6})");
@@ -42,7 +42,7 @@ TEST_CASE("phrase(Text): without values the braces are literal; with values '{{'
     CHECK(phrase(both("    {:>5}|"), 42).text == "       42|");
 }
 
-TEST_CASE("phrase(Text, values): a Phrase among the values is words, and only its values count", "[tutorial]") {
+TEST_CASE("phrase(Text, values): a Phrase among the values is words, and only its values count", "[tutorials]") {
     LanguageGuard guard;
     set_language(Language::zh);
     const Phrase narrower = phrase({.en = "narrower (w = {:.1f})", .zh = "更窄（w = {:.1f}）"}, 2.5);
@@ -51,7 +51,7 @@ TEST_CASE("phrase(Text, values): a Phrase among the values is words, and only it
     CHECK(p.values == std::vector<std::string>{"2.5", "7"});
 }
 
-TEST_CASE("phrase(Text, values): a Text whose languages disagree is refused, naming it", "[tutorial]") {
+TEST_CASE("phrase(Text, values): a Text whose languages disagree is refused, naming it", "[tutorials]") {
     LanguageGuard guard;
     set_language(Language::en);
     // the same value with another spec would print different numbers in the two languages
@@ -64,7 +64,7 @@ TEST_CASE("phrase(Text, values): a Text whose languages disagree is refused, nam
     CHECK_THROWS_WITH(phrase(Text{.en = "50} ", .zh = "50} "}, 1), Catch::Contains("a single '}'"));
 }
 
-TEST_CASE("language_of_locale: zh_* is Chinese, anything else English", "[tutorial]") {
+TEST_CASE("language_of_locale: zh_* is Chinese, anything else English", "[tutorials]") {
     CHECK(language_of_locale("zh_CN.UTF-8") == Language::zh);
     CHECK(language_of_locale("zh_TW") == Language::zh);
     CHECK(language_of_locale("zh") == Language::zh);
