@@ -322,14 +322,8 @@ void encoder_block_against_pytorch(Tutorial& t) {
     ag::sum(out * Variable(ref["input.upstream"])).backward();
     t.check_allclose(out.value(), ref["output"], 1e-5, "output (2, 6, 8) matches PyTorch's");
     t.check_allclose(X.grad(), ref["grad.input.X"], 1e-4, "d/dX matches");
-    int matched = 0, params = 0;
-    for (const auto& [name, p] : blk.named_parameters()) {  // one line for all, one more for each that differs
-        ++params;
-        const c::Tensor& theirs = ref["grad.param." + name];
-        const bool ok = tutorial::allclose_to(p.grad(), theirs, 1e-4);
-        matched += ok;
-        if (!ok) t.check_allclose(p.grad(), theirs, 1e-4, "d/d " + name);
-    }
+    const int params = static_cast<int>(blk.named_parameters().size());
+    const int matched = tutorial::matching_gradients(t, blk, ref, 1e-4);
     t.check(matched == params && params == 12, fmt::format("the gradients of all {} parameters match", params));
 }
 

@@ -321,14 +321,8 @@ void decoder_block_against_pytorch(Tutorial& t) {
     t.check_allclose(X.grad(), ref["grad.input.X"], 1e-4, "d/dX matches");
     t.check_allclose(enc.grad(), ref["grad.input.enc_outputs"], 1e-4,
                      "d/d enc_outputs matches (through the cross-attention)");
-    int matched = 0, count = 0;
-    for (const auto& [name, p] : blk.named_parameters()) {  // one line for all, one more for each that differs
-        ++count;
-        const c::Tensor& theirs = ref["grad.param." + name];
-        const bool ok = tutorial::allclose_to(p.grad(), theirs, 1e-4);
-        matched += ok;
-        if (!ok) t.check_allclose(p.grad(), theirs, 1e-4, "d/d " + name);
-    }
+    const int count = static_cast<int>(blk.named_parameters().size());
+    const int matched = tutorial::matching_gradients(t, blk, ref, 1e-4);
     t.check(matched == count && count == 18, fmt::format("the gradients of all {} parameters match", count));
 }
 

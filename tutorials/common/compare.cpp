@@ -14,4 +14,15 @@ bool allclose_to(const core::Tensor& actual, const core::Tensor& expected, doubl
     return core::max(excess).item() <= 0;
 }
 
+int matching_gradients(Tutorial& t, const nn::Module& module, const Reference& ref, double tol) {
+    int matched = 0;
+    for (const auto& [name, p] : module.named_parameters()) {
+        const core::Tensor& theirs = ref["grad.param." + name];
+        const bool ok = allclose_to(p.grad(), theirs, tol);
+        matched += ok;
+        if (!ok) t.check_allclose(p.grad(), theirs, tol, "d/d " + name);
+    }
+    return matched;
+}
+
 }  // namespace tformer::tutorial

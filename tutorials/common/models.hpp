@@ -1,8 +1,9 @@
 // The model sizes and picture labels that tutorials 10-16 set up again and
 // again, written once.
 //
-//   const nn::TransformerOptions o = tutorial::block_options({.num_hiddens = 8, .ffn_num_hiddens = 16, .num_heads = 2});
-//   nn::EncoderBlock blk(o, gen);      // D = 8 everywhere: keys, queries, values, norm_shape, FFN input
+//   const nn::TransformerOptions o =
+//       tutorial::block_options({.num_hiddens = 8, .ffn_num_hiddens = 16, .num_heads = 2});
+//   nn::EncoderBlock blk(o, gen);  // D = 8 everywhere: keys, queries, values, norm_shape, FFN input
 #pragma once
 
 #include "nn/transformer.hpp"
