@@ -805,8 +805,10 @@ std::string tensor_text(const core::Tensor& t, int width) {
         const std::string flat =
             core::to_string(t.reshape({-1}), {.threshold = 6, .edge_items = 3, .line_width = 100000});
         const size_t open = flat.find('['), close = flat.rfind(']');
-        return fmt::format("{} {}, {} values: {}", tuple_str(t.shape()), core::dtype_name(t.dtype()), t.numel(),
-                           flat.substr(open, close - open + 1));
+        const Text summary{.en = "{} {}, {} values: {}", .zh = "{} {}，共 {} 个值：{}"};
+        return phrase(no_prose ? Text{summary.en, summary.en} : summary, tuple_str(t.shape()),
+                      core::dtype_name(t.dtype()), t.numel(), flat.substr(open, close - open + 1))
+            .text;
     }
     core::PrintOptions options;
     options.line_width = width;
