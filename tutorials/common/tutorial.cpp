@@ -513,7 +513,9 @@ void Tutorial::print_banner() const {
 
 void Tutorial::step(const Text& name, const std::function<void()>& body) {
     if (exercise_mode_) return;
-    if (step_id(name.en) != step_id(name.zh)) bad_text(name, "the two languages give the step different labels");
+    if (step_id(name.en) != step_id(name.zh))  // a mistake in the tutorial's code: say so, and run the step
+        failures_.push_back(
+            fmt::format("step \"{}\" / \"{}\": the two languages give it different labels", name.en, name.zh));
     if (jump_to_.empty()) return run_part(name, body);
     const std::string id = step_id(name.en);
     step_ids_.push_back(id);
