@@ -433,7 +433,9 @@ void paper_size_encoder(Tutorial& t, Lesson& lesson) {
             fmt::format("{:.1f} million, within 3 million of 65 million", total / 1e6));
 }
 
-// seed 001 › _feed_forward() and seed 002 › 3.2 (1×1 convolutions): nn.Conv1d, written by the reader
+// ---- the exercise (--exercise): tutorials/10_ffn_encoder_block/exercise.cpp ---------------
+
+// seed 001 (001_57ca8c5b7ec56526.txt) › _feed_forward(); seed 002 › 3.2 (1×1 convolutions): by the reader
 void exercise_conv1d(Tutorial& t, Lesson& lesson) {
     note(
         "Write exercise::conv1d. The checks run it on the inputs and weights of tests/fixtures/"

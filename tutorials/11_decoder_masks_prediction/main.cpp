@@ -510,6 +510,8 @@ void decoder_heatmaps(Tutorial& t, const Lesson& lesson) {
             "the cross-attention panels: 2 blocks × 4 heads, every row a distribution over the 10 source tokens");
 }
 
+// ---- the exercise (--exercise): tutorials/11_decoder_masks_prediction/exercise.cpp --------
+
 // seed 004 (004_a3b87e182ede5d90.txt) › 完整代码 (Batch.make_std_mask), written by the reader
 void exercise_padding_and_no_peek(Tutorial& t) {
     note(

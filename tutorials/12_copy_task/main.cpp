@@ -940,6 +940,8 @@ void what_the_attention_looks_at(Tutorial& t, Lesson& lesson) {
     attention_pictures(t, enc_w, cross_w, H);
 }
 
+// ---- the exercise (--exercise): tutorials/12_copy_task/exercise.cpp ------------------------
+
 // seed 004 (004_a3b87e182ede5d90.txt) › 完整代码 (Batch), with padding, written by the reader
 void exercise_seed004_batch(Tutorial& t) {
     note(

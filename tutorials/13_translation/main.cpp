@@ -1308,6 +1308,8 @@ void attention_heatmaps(Tutorial& t, Lesson& lesson) {
     plot_attention_of_translate(t, lesson);
 }
 
+// ---- the exercise (--exercise): tutorials/13_translation/exercise.cpp ----------------------
+
 // seed 000 (000_7dfff3ea5ac0d0a3.txt) › 代码实现 › 训练 (d2l's preprocess_nmt), written by the reader
 void exercise_preprocess_nmt(Tutorial& t, const Lesson& lesson) {
     note(

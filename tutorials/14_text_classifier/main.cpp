@@ -840,6 +840,8 @@ void attention_and_mean_pooling(Tutorial& t, Lesson& lesson) {
     mean_pooling_instead_of_flatten(t, lesson, one, L);
 }
 
+// ---- the exercise (--exercise): tutorials/14_text_classifier/exercise.cpp ------------------
+
 // seed 001 (001_57ca8c5b7ec56526.txt) › 核心代码 › _multihead_attention() (the query mask), written by the reader
 void exercise_query_mask(Tutorial& t) {
     note(

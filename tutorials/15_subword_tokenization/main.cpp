@@ -465,6 +465,8 @@ void wordpiece_and_the_translator() {
         "bought\") scores higher in the same training time.");
 }
 
+// ---- the exercise (--exercise): tutorials/15_subword_tokenization/exercise.cpp -------------
+
 // seed 002 (002_36798a9f04a86cc8.txt) › 1.1 tokenizer 预处理: WordPiece's choice of merge, written by the reader
 void exercise_wordpiece_merge(Tutorial& t) {
     note(

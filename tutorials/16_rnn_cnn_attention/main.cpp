@@ -555,6 +555,8 @@ void three_families(Tutorial& t, Lesson& lesson) {
     encoder_decoder_family(t, lesson, o);
 }
 
+// ---- the exercise (--exercise): tutorials/16_rnn_cnn_attention/exercise.cpp ----------------
+
 // seed 001 (001_57ca8c5b7ec56526.txt) › 正文 (a CNN and long distances): the receptive field, by the reader
 void exercise_receptive_field(Tutorial& t, Lesson& lesson) {
     note(
