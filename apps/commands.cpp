@@ -1096,7 +1096,9 @@ int run_tutorial(const TutorialArgs& a) {
     std::sort(names.begin(), names.end());
     if (which.empty()) {
         fmt::print(
-            "tutorials (run one with: tformer tutorial N [--step] [--exercise], or N --literal for 12 and 13); see "
+            "tutorials (run one with: tformer tutorial N [--step] [--lang en|zh] [--exercise], or N --literal for 12 "
+            "and "
+            "13); see "
             "tutorials/README.md\n");
         for (const auto& n : names) fmt::print("  {}\n", n);
         if (names.empty()) fmt::print("  (none built yet: build the tutorials target)\n");
@@ -1114,6 +1116,10 @@ int run_tutorial(const TutorialArgs& a) {
         if (a.literal) args.push_back("--literal");
         if (!a.out.empty()) args.insert(args.end(), {"--out", a.out});
         if (a.plot_format != "png") args.insert(args.end(), {"--plot-format", a.plot_format});
+        if (!a.lang.empty()) args.insert(args.end(), {"--lang", a.lang});
+        if (!a.from.empty()) args.insert(args.end(), {"--from", a.from});
+        if (!a.only.empty()) args.insert(args.end(), {"--only", a.only});
+        if (a.quiet_tensors) args.push_back("--quiet-tensors");
         std::vector<char*> argv;
         for (auto& arg : args) argv.push_back(arg.data());
         argv.push_back(nullptr);

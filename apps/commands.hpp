@@ -72,6 +72,9 @@ struct TutorialArgs {
     bool exercise = false;            ///< --exercise
     bool literal = false;             ///< --literal
     std::string plot_format = "png";  ///< --plot-format png|svg, passed on
+    std::string lang;                 ///< --lang en|zh, passed on ("": the tutorial asks the locale)
+    std::string from, only;           ///< --from STEP / --only STEP, passed on
+    bool quiet_tensors = false;       ///< --quiet-tensors
 };
 int run_tutorial(const TutorialArgs& a);
 

@@ -5,7 +5,7 @@
 //   tformer translate --checkpoint runs/translate/checkpoint.safetensors "i'm home ."
 //   tformer eval --checkpoint runs/translate/checkpoint.safetensors
 //   tformer bench [--preset d2l|copy|small|base|translate] [--threads N] [--repeats N]
-//   tformer tutorial [N] [--step] [--exercise] [--literal]
+//   tformer tutorial [N] [--step] [--lang en|zh] [--from STEP | --only STEP] [--quiet-tensors] [--exercise] [--literal]
 #include "apps/commands.hpp"
 #include "core/error.hpp"
 #include "core/version.hpp"
@@ -267,6 +267,11 @@ int main(int argc, char** argv) {
     tutorial->add_option("--plot-format", tut.plot_format, "pictures as png or svg")
         ->capture_default_str()
         ->check(CLI::IsMember({"png", "svg"}));
+    tutorial->add_option("--lang", tut.lang, "the language of the explanations, en or zh (default: from the locale)")
+        ->check(CLI::IsMember({"en", "zh"}));
+    tutorial->add_option("--from", tut.from, "start at that step (e.g. 3 or 2b); the steps before it run quietly");
+    tutorial->add_option("--only", tut.only, "that step alone, after the steps before it have run quietly");
+    tutorial->add_flag("--quiet-tensors", tut.quiet_tensors, "print a large tensor's shape and a few of its values");
 
     // CLI11 answers a mistyped command with "A subcommand is required"; name it instead
     auto unknown = [&](int i, const std::vector<std::string_view>& known, const char* what) {
