@@ -135,11 +135,11 @@ private:
 
 /// How to translate the validation sentences.
 struct BleuOptions {
-    int64_t max_len = 64;         ///< the model's limit: longer sources are cut (and counted)
-    DecodeOptions decode;         ///< beam size, length penalty; max_steps 0: max_len
-    int64_t max_sentences = 0;    ///< > 0: only the first this many sentences
-    int64_t batch_tokens = 500;   ///< source tokens per batch (tasks::translate_batches)
-    int threads = 0;              ///< batches decoded at once; 0: core::get_num_threads()
+    int64_t max_len = 64;        ///< the model's limit: longer sources are cut (and counted)
+    DecodeOptions decode;        ///< beam size, length penalty; max_steps 0: max_len
+    int64_t max_sentences = 0;   ///< > 0: only the first this many sentences
+    int64_t batch_tokens = 500;  ///< source tokens per batch (tasks::translate_batches)
+    int threads = 0;             ///< batches decoded at once; 0: core::get_num_threads()
 };
 
 /// The result of evaluate_bleu.
