@@ -94,7 +94,7 @@ TEST_CASE("decode_batch: one sentence gives the reference search's tokens and sc
     }
 }
 
-TEST_CASE("decode_batch: a batch gives each sentence what the reference gives it alone; finished rows leave",
+TEST_CASE("decode_batch: a batch gives each sentence what the reference gives it alone, and finished rows leave",
           "[tasks][decode]") {
     SmallTranslator t;
     std::vector<PreparedSource> sources;
@@ -143,7 +143,7 @@ TEST_CASE("beam search n_best: the n best finished hypotheses, best first, the f
 }
 
 TEST_CASE(
-    "translate_batches: batches of one equal one sentence at a time; the output is the same on 1, 2 and 3 threads",
+    "translate_batches: batches of one equal one sentence at a time, and the output is the same on 1, 2 and 3 threads",
     "[tasks][decode]") {
     SmallTranslator t;
     const std::vector<std::string> sentences = letter_sentences(80, 3);
