@@ -5,7 +5,7 @@
 //   tformer translate --checkpoint runs/translate/checkpoint.safetensors "i'm home ."
 //   tformer eval --checkpoint runs/translate/checkpoint.safetensors
 //   tformer bench [--preset d2l|copy|small|base|translate] [--threads N] [--repeats N]
-//   tformer tutorial [N] [--step] [--exercise] [--literal]
+//   tformer tutorial [N] [--step] [--lang en|zh] [--from STEP | --only STEP] [--quiet-tensors] [--exercise] [--literal]
 #include "apps/commands.hpp"
 #include "core/error.hpp"
 #include "core/version.hpp"
@@ -207,6 +207,9 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(CLI::IsMember({"png", "svg"}));
     translate->add_option("--threads", tr.threads, "threads (default: all cores)")->check(int_range(1, 1'000'000));
+    translate->add_flag("--exhaustive-beam", tr.exhaustive,
+                        "search each sentence until its K best continuations all end (default: stop once K "
+                        "hypotheses have ended and no live one scores better)");
     translate->add_option("--n-best", tr.n_best, "print the n best translations of each line: LINE ||| text ||| score")
         ->capture_default_str()
         ->check(int_range(1, 64));
@@ -230,6 +233,9 @@ int main(int argc, char** argv) {
         ->check(int_range(1, 64));
     eval->add_option("--length-penalty", ev.length_penalty, "beam scores are log p / length^alpha (default 1)")
         ->check(non_negative_finite);
+    eval->add_flag("--exhaustive-beam", ev.exhaustive,
+                   "search each sentence until its K best continuations all end (default: stop once K "
+                   "hypotheses have ended and no live one scores better)");
     eval->add_option("--threads", ev.threads, "threads")->check(int_range(1, 1'000'000));
 
     tformer::tasks::BenchOptions bo;
@@ -272,6 +278,11 @@ int main(int argc, char** argv) {
     tutorial->add_option("--plot-format", tut.plot_format, "pictures as png or svg")
         ->capture_default_str()
         ->check(CLI::IsMember({"png", "svg"}));
+    tutorial->add_option("--lang", tut.lang, "the language of the explanations, en or zh (default: from the locale)")
+        ->check(CLI::IsMember({"en", "zh"}));
+    tutorial->add_option("--from", tut.from, "start at that step (e.g. 3 or 2b); the steps before it run quietly");
+    tutorial->add_option("--only", tut.only, "that step alone, after the steps before it have run quietly");
+    tutorial->add_flag("--quiet-tensors", tut.quiet_tensors, "print a large tensor's shape and a few of its values");
 
     // CLI11 answers a mistyped command with "A subcommand is required"; name it instead
     auto unknown = [&](int i, const std::vector<std::string_view>& known, const char* what) {

@@ -43,7 +43,9 @@ public:
     /// `model` (which must outlive this) serves thread 0; threads - 1 copies
     /// of it (the same weights) are made for the others.
     ModelReplicas(nn::EncoderDecoder& model, int threads);
+    /// How many models there are: one per thread.
     int size() const { return static_cast<int>(models_.size()); }
+    /// The model thread `thread` decodes with.
     nn::EncoderDecoder& operator[](int thread) { return *models_[static_cast<size_t>(thread)]; }
 
 private:

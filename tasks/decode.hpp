@@ -1,16 +1,17 @@
-// Decoding: greedy and beam search on the decoder's KV cache, for a batch of
-// sentences at once. translate, eval, the end of training and the
-// benchmarks all decode through here; one sentence is a batch of one.
-//
-// A batch is decoded step by step. Every step feeds the last token of each
-// live hypothesis (one row each) through the decoder, so each layer is one
-// product for all of them; a hypothesis that ends leaves the batch, and the
-// self-attention caches follow the survivors (their rows gathered). The
-// encoder runs once per batch, and its projected keys and values stay once
-// per sentence, shared by that sentence's hypotheses.
-//
-// Letters: B batch (sentences), S source steps, n live rows, D hidden, V target
-// vocabulary, K beam size.
+/// \file
+/// Decoding: greedy and beam search on the decoder's KV cache, for a batch of
+/// sentences at once. translate, eval, the end of training and the
+/// benchmarks all decode through here; one sentence is a batch of one.
+///
+/// A batch is decoded step by step. Every step feeds the last token of each
+/// live hypothesis (one row each) through the decoder, so each layer is one
+/// product for all of them; a hypothesis that ends leaves the batch, and the
+/// self-attention caches follow the survivors (their rows gathered). The
+/// encoder runs once per batch, and its projected keys and values stay once
+/// per sentence, shared by that sentence's hypotheses.
+///
+/// Letters: B batch (sentences), S source steps, n live rows, D hidden, V target
+/// vocabulary, K beam size.
 #pragma once
 
 #include "nn/transformer.hpp"
@@ -22,14 +23,14 @@ namespace tformer::tasks {
 
 /// One finished hypothesis of a beam.
 struct Hypothesis {
-    std::vector<int64_t> tokens;  ///< generated ids, without <bos>, without the final <eos>
+    std::vector<int64_t> tokens;  ///< generated ids, without `<bos>`, without the final `<eos>`
     double score = 0;             ///< log p / length^α
 };
 
 /// A decoded sequence and, per generated token, the attention weights that
 /// produced it (for heatmaps).
 struct Decoded {
-    std::vector<int64_t> tokens;  ///< generated ids, without <bos>, without the final <eos>
+    std::vector<int64_t> tokens;  ///< generated ids, without `<bos>`, without the final `<eos>`
     double score = 0;             ///< sum of log-probabilities (beam: length-normalised)
     /// [step] -> decoder cross-attention of the last block, (H, S) per step;
     /// filled for greedy decoding of one sentence.
@@ -40,6 +41,7 @@ struct Decoded {
     std::vector<Hypothesis> n_best;
 };
 
+/// How to decode: the special ids, the length limit, greedy or beam, n-best.
 struct DecodeOptions {
     int64_t bos = 2;              ///< id fed first
     int64_t eos = 3;              ///< generation stops after this id
@@ -47,13 +49,18 @@ struct DecodeOptions {
                                   ///< evaluate_bleu() put the model's limit for 0
     int64_t beam = 1;             ///< beam size; 1 = greedy
     double length_penalty = 1.0;  ///< beam scores are log p / length^alpha
-    bool keep_attention = false;
+    bool keep_attention = false;  ///< fill Decoded's attention weights (greedy, one sentence: heatmaps)
+    /// Beam search: keep searching a sentence until its K best continuations
+    /// all end (or the step limit), instead of stopping once it has K finished
+    /// hypotheses and no live one scores better, as it stands, than the K-th
+    /// (the default; see decode.cpp's retire_decided).
+    bool exhaustive = false;
     int64_t n_best = 1;  ///< beam search: keep this many finished hypotheses per sentence (<= beam)
 };
 
 /// Greedy decoding of a batch: src (B, S) ids, src_valid_len (B) -> B sequences.
 /// Runs in eval mode without a graph; every step feeds one token per live row
-/// through the decoder's KV cache, and a row leaves the batch at its <eos>.
+/// through the decoder's KV cache, and a row leaves the batch at its `<eos>`.
 std::vector<Decoded> greedy_decode(nn::EncoderDecoder& model, const core::Tensor& src,
                                    const core::Tensor& src_valid_len, const DecodeOptions& options);
 
@@ -80,8 +87,10 @@ std::vector<Decoded> decode_batch(nn::EncoderDecoder& model, const core::Tensor&
 /// full log_softmax run over all rows at once, and every row's V candidates
 /// are compared one by one (beam). Slow; for the tests.
 namespace reference {
+/// greedy_decode the plain way (see the namespace).
 std::vector<Decoded> greedy_decode(nn::EncoderDecoder& model, const core::Tensor& src,
                                    const core::Tensor& src_valid_len, const DecodeOptions& options);
+/// beam_decode_batch the plain way (see the namespace).
 std::vector<Decoded> beam_decode_batch(nn::EncoderDecoder& model, const core::Tensor& src,
                                        const core::Tensor& src_valid_len, const DecodeOptions& options);
 }  // namespace reference

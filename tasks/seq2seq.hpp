@@ -135,10 +135,10 @@ CheckpointInfo load_checkpoint(const nn::SafeTensors& checkpoint, const std::str
 /// the layers it was trained with: a whole-corpus run's fused ones, a d2l
 /// run's composed ones, as d2l's PyTorch model) and its tokenizers.
 struct LoadedTranslator {
-    CheckpointInfo info;
+    CheckpointInfo info;     ///< what the checkpoint says about itself (config, vocabularies, run)
     core::Generator gen{0};  ///< the model's dropout layers point at it: it lives as long as the model
-    std::shared_ptr<nn::EncoderDecoder> model;
-    TokenizerPair tok;
+    std::shared_ptr<nn::EncoderDecoder> model;  ///< the model, in eval mode, with the checkpoint's weights
+    TokenizerPair tok;                          ///< source and target tokenizers
 };
 /// Loads `checkpoint`, the file at `path` already read; ValueError naming
 /// `op` for a checkpoint that is not a translation model.
@@ -178,10 +178,10 @@ struct TranslateOptions {
 Translation translate(nn::EncoderDecoder& model, const TokenizerPair& tokenizers, const std::string& sentence,
                       const TranslateOptions& options);
 
-/// A sentence ready for the encoder: ids + <eos>, cut to max_len.
+/// A sentence ready for the encoder: ids + `<eos>`, cut to max_len.
 struct PreparedSource {
-    std::vector<int64_t> ids;
-    bool truncated = false;  ///< it was longer than max_len and was cut
+    std::vector<int64_t> ids;  ///< the source ids, ending in `<eos>` unless cut
+    bool truncated = false;    ///< it was longer than max_len and was cut
 };
 /// Encodes `sentence` as translate() does; ValueError when it has no words, or max_len < 2.
 PreparedSource prepare_source(const Tokenizer& src, const std::string& sentence, int64_t max_len);
@@ -189,8 +189,8 @@ PreparedSource prepare_source(const Tokenizer& src, const std::string& sentence,
 /// The Translation of `source` decoded as `decoded`: its pieces, the generated ones and their text.
 Translation translation_of(const TokenizerPair& tokenizers, const PreparedSource& source, Decoded decoded);
 
-/// The search translate() runs for `options`: the tokenizers' <bos> and
-/// <eos>, and max_len generated tokens when options.decode.max_steps is 0.
+/// The search translate() runs for `options`: the tokenizers' `<bos>` and
+/// `<eos>`, and max_len generated tokens when options.decode.max_steps is 0.
 DecodeOptions search_options(const TranslateOptions& options);
 
 }  // namespace tformer::tasks
