@@ -104,7 +104,13 @@ std::vector<ModelWorker::Job> ModelWorker::take_batch(std::unique_lock<std::mute
 void ModelWorker::decode_batch(std::vector<Job>& batch) {
     std::vector<std::vector<int64_t>> sources;
     for (Job& job : batch)
-        for (auto& s : job.sources) sources.push_back(std::move(s));
+        for (auto& s : job.sources) sources.push_back(s);
+    {  // counted before anyone is answered, so that an answer implies its batch is counted
+        std::lock_guard lock(mutex_);
+        ++stats_.batches;
+        stats_.sentences += static_cast<int64_t>(sources.size());
+        stats_.largest = std::max(stats_.largest, static_cast<int64_t>(sources.size()));
+    }
     try {
         std::vector<tasks::Decoded> decoded = decode_(batch.front().key, sources);
         if (decoded.size() != sources.size())
@@ -120,10 +126,6 @@ void ModelWorker::decode_batch(std::vector<Job>& batch) {
     } catch (...) {
         for (Job& job : batch) job.decoded.set_exception(std::current_exception());
     }
-    std::lock_guard lock(mutex_);
-    ++stats_.batches;
-    stats_.sentences += static_cast<int64_t>(sources.size());
-    stats_.largest = std::max(stats_.largest, static_cast<int64_t>(sources.size()));
 }
 
 // ---- Admission ---------------------------------------------------------------------------------

@@ -91,6 +91,12 @@ struct HttpServer::Impl {
     Impl(Studio& s, const std::string& web_dir, int threads) : studio(s), web(fs::canonical(web_dir)) {
         http.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
         http.set_payload_max_length(kMaxRequestBytes);
+        // SO_REUSEADDR (a restarted server binds at once), not httplib's default SO_REUSEPORT as well,
+        // with which a second server would share a port already taken instead of being refused
+        http.set_socket_options([](auto sock) {
+            int yes = 1;
+            setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+        });
         http.set_default_headers(kSecurityHeaders);
         http.set_keep_alive_timeout(2);  // an idle connection holds a thread; stop() waits for it this long at most
         http.set_read_timeout(10);
@@ -197,8 +203,8 @@ HttpServer::~HttpServer() = default;
 int HttpServer::bind(const std::string& host, int port) {
     const int bound = port == 0 ? impl_->http.bind_to_any_port(host) : impl_->http.bind_to_port(host, port) ? port : -1;
     if (bound < 0)
-        fail<IOError>("serve: cannot listen on {}:{} ({}); is another server using the port? (--port chooses another)",
-                      host, port, std::strerror(errno));
+        fail<IOError>("serve: cannot listen on {}:{}: is another server using the port? (--port chooses another)", host,
+                      port);
     return bound;
 }
 

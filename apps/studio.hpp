@@ -27,9 +27,9 @@
 namespace tformer::apps {
 
 struct StudioOptions {
-    std::vector<std::string> checkpoints;  ///< served in this order; a request names one by its index
-    std::vector<std::string> runs;         ///< training output folders (--run)
-    int64_t max_concurrent = 16;           ///< requests using the model at once (decoding or waiting in its batch)
+    std::vector<std::string> checkpoints = {};  ///< served in this order; a request names one by its index
+    std::vector<std::string> runs = {};         ///< training output folders (--run)
+    int64_t max_concurrent = 16;                ///< requests using the model at once (decoding or waiting in its batch)
     std::chrono::milliseconds queue_timeout{10000};  ///< how long the others wait for a slot before a 503
     std::chrono::microseconds batch_window{2000};    ///< ModelWorker::Options::window
     int64_t max_batch = 64;                          ///< sentences decoded together at most
