@@ -267,9 +267,9 @@ function average(maps) {
 
 // the labels of a map's rows and columns
 function axes(a, kind) {
-  if (kind === "encoder") return { rows: a.source, cols: a.source, rowWord: "reads", colWord: "source" };
-  if (kind === "decoder_self") return { rows: a.target_in, cols: a.target_in, rowWord: "reads", colWord: "target" };
-  return { rows: a.target_out, cols: a.source, rowWord: "writes", colWord: "source" };
+  if (kind === "encoder") return { rows: a.source, cols: a.source };
+  if (kind === "decoder_self") return { rows: a.target_in, cols: a.target_in };
+  return { rows: a.target_out, cols: a.source };
 }
 
 function renderAttention() {
@@ -330,15 +330,16 @@ function renderAttention() {
   const map = heatmap(m, {
     rowLabels: ax.rows,
     colLabels: ax.cols,
-    cell: Math.max(12, Math.min(30, Math.floor(560 / side))),
+    cell: Math.max(12, Math.min(44, Math.floor(560 / side))),
     label: $("attention-title").textContent,
     onFocusToken: (which, i) => {
       if (which === "row") {
         map.highlight(i, -1);
-        readout.textContent = `Row ${i + 1}: the step that ${ax.rowWord} ${quote(ax.rows[i])} attends most to ${top(m[i], ax.cols)}.`;
+        const who = kind === "decoder_cross" ? `Writing ${quote(ax.rows[i])}, the decoder` : quote(ax.rows[i]);
+        readout.textContent = `${who} (row ${i + 1}) attends most to ${top(m[i], ax.cols)}.`;
       } else if (which === "col") {
         map.highlight(-1, i);
-        readout.textContent = `Column ${i + 1}: the ${ax.colWord} token ${quote(ax.cols[i])} is attended to most by ${top(m.map((row) => row[i]), ax.rows)}.`;
+        readout.textContent = `${quote(ax.cols[i])} (column ${i + 1}) is attended to most by ${top(m.map((row) => row[i]), ax.rows)}.`;
       } else {
         map.highlight(-1, -1);
       }
