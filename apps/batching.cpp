@@ -1,6 +1,7 @@
 #include "apps/batching.hpp"
 
 #include "core/error.hpp"
+#include "core/parallel.hpp"
 
 #include <algorithm>
 #include <exception>
@@ -48,6 +49,8 @@ ModelWorker::Stats ModelWorker::stats() const {
 }
 
 void ModelWorker::loop() {
+    // OpenMP keeps its thread count per thread: this one takes the program's (tformer serve --threads)
+    core::set_num_threads(core::get_num_threads());
     std::unique_lock lock(mutex_);
     while (true) {
         wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });

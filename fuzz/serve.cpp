@@ -54,14 +54,14 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
         std::filesystem::temp_directory_path() / ("tformer-fuzz-serve-" + std::to_string(getpid()));
     std::filesystem::create_directories(run);
     std::ofstream(run / "progress.csv") << "step,loss,lr,seconds\n1,2.5,0.001,0.1\n2,2.25,0.001,0.2\n";
-    studio = std::make_unique<apps::Studio>(apps::StudioOptions{
-        .checkpoints = {(seeds / "seed-corpus-sentencepiece").string(), (seeds / "seed-d2l").string(),
-                        (seeds / "seed-copy").string()},
-        .runs = {run.string()},
-        .max_concurrent = 4,
-        .queue_timeout = std::chrono::milliseconds(1000),
-        .batch_window = std::chrono::microseconds(0),  // one request at a time: no one to wait for
-        .max_batch = 64});
+    studio = std::make_unique<apps::Studio>(
+        apps::StudioOptions{.checkpoints = {(seeds / "seed-corpus-sentencepiece").string(),
+                                            (seeds / "seed-d2l").string(), (seeds / "seed-copy").string()},
+                            .runs = {run.string()},
+                            .max_concurrent = 4,
+                            .queue_timeout = std::chrono::milliseconds(1000),
+                            .batch_window = std::chrono::microseconds(0),  // one request at a time: no one to wait for
+                            .max_batch = 64});
     return 0;
 }
 
