@@ -63,7 +63,7 @@ export function heatmap(matrix, options = {}) {
   const colLabels = options.colLabels || null;
   const charWidth = 7.2;
   const longest = (labels) => (labels ? Math.max(1, ...labels.map((l) => l.length)) : 0);
-  const left = rowLabels ? Math.min(160, longest(rowLabels) * charWidth + 12) : 0;
+  const left = rowLabels ? Math.min(170, longest(rowLabels) * (charWidth + 1) + 14) : 0;  // room for a bold label
   // column labels are turned 50°: they rise above the map and lean past its right edge
   const top = colLabels ? Math.min(120, longest(colLabels) * charWidth * 0.77 + 12) : 0;
   const right = colLabels ? Math.min(100, longest(colLabels) * charWidth * 0.64) : 0;
