@@ -14,7 +14,6 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,8 +44,14 @@ struct Options {
     std::string batch_window = "2";                                            // ms, passed to tformer serve
 };
 
-// tformer serve on a free port; its pid and port (read from what it prints)
-std::pair<pid_t, int> start_server(const Options& o, const std::string& log) {
+// tformer serve on a free port, its output into a pipe: the pid, the port
+// (read from the address it prints) and the pipe's end to read the rest from
+struct Server {
+    pid_t pid = 0;
+    int port = 0;
+    FILE* output = nullptr;
+};
+Server start_server(const Options& o) {
     const int most = *std::max_element(o.clients.begin(), o.clients.end());
     std::vector<std::string> args = {
         o.tformer,        "serve",       "--checkpoint",     o.checkpoint,
@@ -55,25 +60,32 @@ std::pair<pid_t, int> start_server(const Options& o, const std::string& log) {
     std::vector<char*> argv;
     for (auto& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    posix_spawn_file_actions_t files;
-    posix_spawn_file_actions_init(&files);
-    posix_spawn_file_actions_addopen(&files, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&files, 1, 2);
-    pid_t pid = 0;
-    if (posix_spawn(&pid, argv[0], &files, nullptr, argv.data(), environ) != 0)
-        throw std::runtime_error("cannot start " + o.tformer);
-    posix_spawn_file_actions_destroy(&files);
+    int out[2];
+    if (pipe(out) != 0) throw std::runtime_error("cannot make a pipe");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 2);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    Server server;
+    const int error = posix_spawn(&server.pid, argv[0], &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    close(out[1]);
+    if (error != 0) throw std::runtime_error("cannot start " + o.tformer);
+    server.output = fdopen(out[0], "r");
     const std::regex address(R"(the page: http://[^:]+:([0-9]+)/)");
-    for (int i = 0; i < 1200; ++i) {
-        std::ifstream in(log);
-        const std::string text((std::istreambuf_iterator<char>(in)), {});
-        std::smatch m;
-        if (std::regex_search(text, m, address)) return {pid, std::stoi(m[1].str())};
-        if (waitpid(pid, nullptr, WNOHANG) == pid) throw std::runtime_error("tformer serve stopped:\n" + text);
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::string said;
+    char line[4096];
+    while (std::fgets(line, sizeof line, server.output)) {  // ends when it exits
+        said += line;
+        std::cmatch m;
+        if (std::regex_search(line, m, address)) {
+            server.port = std::stoi(m[1].str());
+            return server;
+        }
     }
-    kill(pid, SIGKILL);
-    throw std::runtime_error("tformer serve did not start within a minute");
+    waitpid(server.pid, nullptr, 0);
+    throw std::runtime_error("tformer serve stopped:\n" + said);
 }
 
 // VmHWM of a process: its peak resident memory, in MB
@@ -152,9 +164,9 @@ int main(int argc, char** argv) {
             fmt::print(stderr, "bench_serve: --clients must be from 1 to 256, got {}\n", k);
             return 2;
         }
-    const std::string log = fmt::format("/tmp/tformer-bench-serve-{}.log", getpid());
     try {
-        const auto [pid, port] = start_server(o, log);
+        const Server server = start_server(o);
+        const int port = server.port;
         {  // warm-up: the first requests pay for page faults and allocations
             httplib::Client c("127.0.0.1", port);
             for (int i = 0; i < 10; ++i)
@@ -174,14 +186,12 @@ int main(int argc, char** argv) {
                        percentile(f.latencies_ms, 0.5), percentile(f.latencies_ms, 0.99), f.errors,
                        single > 0 && k > 1 ? fmt::format("   ({:.1f}x one client)", rate / single) : "");
         }
-        fmt::print("server peak RSS: {:.0f} MB\n", peak_rss_mb(pid));
-        kill(pid, SIGTERM);
+        fmt::print("server peak RSS: {:.0f} MB\n", peak_rss_mb(server.pid));
+        kill(server.pid, SIGTERM);
+        char line[4096];
+        while (std::fgets(line, sizeof line, server.output)) fmt::print("{}", line);  // how it stopped
         int status = 0;
-        waitpid(pid, &status, 0);
-        std::ifstream in(log);
-        for (std::string line; std::getline(in, line);)
-            if (line.find("stopped") != std::string::npos) fmt::print("{}\n", line);
-        std::remove(log.c_str());
+        waitpid(server.pid, &status, 0);
         return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : 1;
     } catch (const std::exception& e) {
         fmt::print(stderr, "bench_serve: {}\n", e.what());
