@@ -322,7 +322,8 @@ std::vector<tasks::Decoded> decode_sources(Studio::Model& m, const SearchKey& ke
                         : tasks::greedy_decode(*m.model, src, valid, o);
 }
 
-// The hypotheses the search kept for one sentence, best first.
+// The hypotheses the search kept for one sentence, best first: tasks::beam_decode_batch keeps the best
+// one only (a search that keeps an n-best list hands it over here).
 struct Scored {
     std::vector<int64_t> tokens;
     double score;
