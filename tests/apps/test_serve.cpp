@@ -547,7 +547,7 @@ TEST_CASE(
         c.set_read_timeout(30);
         return c.Post("/api/v1/translate", R"({"text": "1 2 3 4"})", "application/json");
     });
-    std::this_thread::sleep_for(std::chrono::milliseconds(400));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));  // read by now, even under the sanitizers
     kill(pid, SIGTERM);
     auto answer = request.get();
     REQUIRE(answer);
