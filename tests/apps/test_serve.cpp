@@ -431,7 +431,7 @@ TEST_CASE("serve: concurrent translate requests are decoded together, each getti
     CHECK(after.largest >= 2);
 }
 
-TEST_CASE("serve: static files come from web/ only; every response carries the security headers",
+TEST_CASE("serve: static files come from web/ only, and every response carries the security headers",
           "[apps][serve][slow]") {
     // a copy of the page with a link out of it and one inside it
     const std::string dir = temp_dir("web");
