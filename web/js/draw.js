@@ -51,14 +51,15 @@ function fmt(v) {
 
 // A matrix (an array of rows) as a grid of coloured cells.
 //   rowLabels, colLabels: token labels (drawn when given)
-//   cell: the side of a cell in pixels
+//   cell: the side of a cell in pixels (cellHeight: its height, when the rows need room for their labels)
 //   signed: activations (blue–white–red) instead of weights (white–blue)
 //   onFocusToken(kind, index): a row or column label was hovered or focused ("row"/"col"), or left (null)
 // Returns {root, highlight(row, col)}: highlight outlines a row and a column (-1 for none).
 export function heatmap(matrix, options = {}) {
   const rows = matrix.length;
   const cols = rows ? matrix[0].length : 0;
-  const cell = options.cell || 18;
+  const cw = options.cell || 18;
+  const ch = options.cellHeight || cw;
   const rowLabels = options.rowLabels || null;
   const colLabels = options.colLabels || null;
   const charWidth = 7.2;
@@ -67,8 +68,8 @@ export function heatmap(matrix, options = {}) {
   // column labels are turned 50°: they rise above the map and lean past its right edge
   const top = colLabels ? Math.min(120, longest(colLabels) * charWidth * 0.77 + 12) : 0;
   const right = colLabels ? Math.min(100, longest(colLabels) * charWidth * 0.64) : 0;
-  const width = left + cols * cell + 2 + right;
-  const height = top + rows * cell + 2;
+  const width = left + cols * cw + 2 + right;
+  const height = top + rows * ch + 2;
   const root = svg("svg", {
     width,
     height,
@@ -86,7 +87,7 @@ export function heatmap(matrix, options = {}) {
     const line = [];
     for (let c = 0; c < cols; ++c) {
       const v = matrix[r][c];
-      const rect = svg("rect", { x: c * cell, y: r * cell, width: cell, height: cell, fill: color(v) }, grid);
+      const rect = svg("rect", { x: c * cw, y: r * ch, width: cw, height: ch, fill: color(v) }, grid);
       rect.dataset.row = r;
       rect.dataset.col = c;
       if (options.titles !== false) {
@@ -98,9 +99,9 @@ export function heatmap(matrix, options = {}) {
     }
     cells.push(line);
   }
-  svg("rect", { x: 0, y: 0, width: cols * cell, height: rows * cell, class: "frame" }, grid);
-  const rowMark = svg("rect", { x: -1, y: 0, width: cols * cell + 2, height: cell, class: "mark", visibility: "hidden" }, grid);
-  const colMark = svg("rect", { x: 0, y: -1, width: cell, height: rows * cell + 2, class: "mark col", visibility: "hidden" }, grid);
+  svg("rect", { x: 0, y: 0, width: cols * cw, height: rows * ch, class: "frame" }, grid);
+  const rowMark = svg("rect", { x: -1, y: 0, width: cols * cw + 2, height: ch, class: "mark", visibility: "hidden" }, grid);
+  const colMark = svg("rect", { x: 0, y: -1, width: cw, height: rows * ch + 2, class: "mark col", visibility: "hidden" }, grid);
   const labels = { row: [], col: [] };
 
   const label = (kind, index, text, attrs) => {
@@ -124,13 +125,13 @@ export function heatmap(matrix, options = {}) {
     rowLabels.forEach((text, r) => {
       const t = label("row", r, text, {});
       t.setAttribute("x", left - 6);
-      t.setAttribute("y", top + r * cell + cell / 2);
+      t.setAttribute("y", top + r * ch + ch / 2);
       t.setAttribute("text-anchor", "end");
       t.setAttribute("dominant-baseline", "central");
     });
   if (colLabels)
     colLabels.forEach((text, c) => {
-      const x = left + c * cell + cell / 2;
+      const x = left + c * cw + cw / 2;
       const t = label("col", c, text, { transform: `translate(${x},${top - 6}) rotate(-50)` });
       t.setAttribute("x", 0);
       t.setAttribute("y", 0);
@@ -140,8 +141,8 @@ export function heatmap(matrix, options = {}) {
   function highlight(row, col) {
     rowMark.setAttribute("visibility", row >= 0 ? "visible" : "hidden");
     colMark.setAttribute("visibility", col >= 0 ? "visible" : "hidden");
-    if (row >= 0) rowMark.setAttribute("y", row * cell);
-    if (col >= 0) colMark.setAttribute("x", col * cell);
+    if (row >= 0) rowMark.setAttribute("y", row * ch);
+    if (col >= 0) colMark.setAttribute("x", col * cw);
     cells.forEach((line, r) =>
       line.forEach((rect, c) => {
         rect.classList.toggle("hl-row", r === row);
@@ -158,7 +159,7 @@ export function heatmap(matrix, options = {}) {
 
 // series: [{name, points: [[x, y], ...], className}], drawn over shared axes
 export function lineChart(series, options = {}) {
-  const width = options.width || 760;
+  const width = options.width || 1100;
   const height = options.height || 300;
   const m = { left: 56, right: 16, top: 14, bottom: 40 };
   const root = svg("svg", {

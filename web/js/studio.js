@@ -451,10 +451,12 @@ function showStep(i, focus = false) {
   const square = s.name === "scores" || weights;
   const draw = (m, label) => {
     const side = Math.max(m.length, m[0].length);
+    const cell = Math.max(5, Math.min(s.per_head ? 16 : 22, Math.floor((s.per_head ? 300 : 760) / side)));
     return heatmap(m, {
       rowLabels: tokens.slice(0, m.length),
       colLabels: square ? tokens.slice(0, m[0].length) : null,
-      cell: Math.max(6, Math.min(s.per_head ? 16 : 22, Math.floor((s.per_head ? 300 : 760) / side))),
+      cell,
+      cellHeight: Math.max(cell, 16), // room for the tokens' labels
       signed: !weights,
       label,
     }).root;
@@ -495,7 +497,6 @@ async function showRun(id) {
   const run = await api.run(id);
   state.steps = run.steps;
   const epochs = run.epochs;
-  const per = epochs.length && state.steps.length ? state.steps[state.steps.length - 1][0] / Math.max(epochs.length, 1) : 0;
   const draw = () => {
     const box = $("loss-chart");
     box.textContent = "";
@@ -512,12 +513,14 @@ async function showRun(id) {
       });
       series.push({ name: `mean of ${k} steps`, points: mean, className: "mean" });
     }
-    if (epochs.length && per > 0)
-      series.push({ name: "epoch means", points: epochs.map((y, e) => [(e + 1) * per, y]), className: "epochs", dots: true });
     box.appendChild(lineChart(series, { xLabel: "step", yLabel: "loss", label: `training loss of ${run.name}` }));
     const last = state.steps[state.steps.length - 1];
+    // the epoch means (loss.csv) as numbers: the folder does not say where each epoch ended
+    const means = epochs.length
+      ? ` Epoch means: ${epochs.slice(-5).map((y) => y.toFixed(4)).join(", ")}${epochs.length > 5 ? ` (the last 5 of ${epochs.length})` : ""}.`
+      : "";
     $("run-status").textContent = last
-      ? `${state.live ? "Training now" : "Not training now"}: step ${number(last[0])}, loss ${last[1].toFixed(4)}.`
+      ? `${state.live ? "Training now" : "Not training now"}: step ${number(last[0])}, loss ${last[1].toFixed(4)}.${means}`
       : "No steps yet: the run has not started writing progress.csv.";
   };
   state.live = run.live;
