@@ -5,8 +5,9 @@ Trains a small d2l-preset translator with `tformer train`, serves it with
 `tformer serve` on a free loopback port, and as a person would: types a
 sentence, translates it, waits for the translation and the attention grid,
 hovers a token and checks the highlighted row, switches to "Inside one
-layer" with the keyboard and walks through it, and makes the server refuse
-a sentence too long for the model, whose message must read in plain words.
+layer" with the keyboard and walks through it, makes the server refuse a
+sentence too long for the model, whose message must read in plain words,
+and watches the loss of a training run that starts while the page is open.
 Screenshots go to --out (studio.png: the translation and the attention grid).
 
 Where Chromium, its driver or Selenium cannot start, the test fails: it is
@@ -17,6 +18,7 @@ never skipped (scripts/install-deps.sh --browser installs them).
 import argparse
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -64,8 +66,9 @@ def train(tformer, out):
     return os.path.join(out, "checkpoint.safetensors")
 
 
-def serve(tformer, checkpoint, run_dir, log):
-    server = subprocess.Popen([tformer, "serve", "--checkpoint", checkpoint, "--run", run_dir, "--port", "0"],
+def serve(tformer, checkpoint, run_dirs, log):
+    runs = [flag for d in run_dirs for flag in ("--run", d)]
+    server = subprocess.Popen([tformer, "serve", "--checkpoint", checkpoint, *runs, "--port", "0"],
                               stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -89,11 +92,15 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     checkpoint = train(a.tformer, os.path.join(a.out, "model"))
     log = open(os.path.join(a.out, "serve.log"), "w")
-    server, url = serve(a.tformer, checkpoint, os.path.join(a.out, "model"), log)
+    live = os.path.join(a.out, "live")  # a run that starts while the page watches it
+    shutil.rmtree(live, ignore_errors=True)
+    os.makedirs(live)
+    server, url = serve(a.tformer, checkpoint, [os.path.join(a.out, "model"), live], log)
     driver = None
     try:
         driver = start_browser()
         check_page(driver, url, a.out)
+        check_training(driver, a.tformer, live, a.out)
     finally:
         if driver is not None:
             driver.quit()
@@ -196,6 +203,30 @@ def check_page(d, url, out):
                 and "422" not in e["message"]]  # the refused translation, logged by the browser as a failed request
     if problems:
         fail("the browser console has errors:\n" + "\n".join(problems))
+
+
+def check_training(d, tformer, live, out):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    d.find_element(By.ID, "tab-training").click()
+    WebDriverWait(d, 30).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#run option")) == 2)
+    Select(d.find_element(By.ID, "run")).select_by_value("1")
+    WebDriverWait(d, 30).until(lambda d: "No steps yet" in d.find_element(By.ID, "run-status").text)
+    trainer = subprocess.Popen([tformer, "train", "copy", "--epochs", "30", "--threads", "1", "--quiet",
+                                "--out", live], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        # the steps arrive as server-sent events and the chart follows them
+        WebDriverWait(d, 120).until(
+            lambda d: re.search(r"Training now: step ([0-9,]+)", d.find_element(By.ID, "run-status").text))
+        first = int(re.search(r"step ([0-9,]+)", d.find_element(By.ID, "run-status").text).group(1).replace(",", ""))
+        WebDriverWait(d, 120).until(lambda d: int(re.search(r"step ([0-9,]+)", d.find_element(
+            By.ID, "run-status").text).group(1).replace(",", "")) > first)
+        if not d.find_elements(By.CSS_SELECTOR, "#loss-chart polyline.series.steps"):
+            fail("the loss chart has no line")
+        d.save_screenshot(os.path.join(out, "studio-training.png"))
+    finally:
+        trainer.wait(timeout=300)
 
 
 if __name__ == "__main__":
