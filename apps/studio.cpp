@@ -317,18 +317,19 @@ std::vector<tasks::Decoded> decode_sources(Studio::Model& m, const SearchKey& ke
                                  .eos = m.eos(),
                                  .max_steps = key.max_steps,
                                  .beam = key.beam,
-                                 .length_penalty = key.length_penalty};
+                                 .length_penalty = key.length_penalty,
+                                 .n_best = key.beam > 1 ? key.n_best : 1};
     return key.beam > 1 ? tasks::beam_decode_batch(*m.model, src, valid, o)
                         : tasks::greedy_decode(*m.model, src, valid, o);
 }
 
-// The hypotheses the search kept for one sentence, best first: tasks::beam_decode_batch keeps the best
-// one only (a search that keeps an n-best list hands it over here).
-struct Scored {
-    std::vector<int64_t> tokens;
-    double score;
-};
-std::vector<Scored> hypotheses(const tasks::Decoded& d) { return {{d.tokens, d.score}}; }
+// The hypotheses the search kept for one sentence, best first: the n-best
+// list when the search kept one, else the answer alone.
+using Scored = tasks::Hypothesis;
+std::vector<Scored> hypotheses(const tasks::Decoded& d) {
+    if (!d.n_best.empty()) return d.n_best;
+    return {{d.tokens, d.score}};
+}
 
 }  // namespace
 

@@ -1,4 +1,5 @@
-// Everything in tformer::autograd with one include.
+/// \file
+/// Everything in tformer::autograd with one include.
 #pragma once
 
 #include "autograd/elementwise.hpp"
@@ -8,3 +9,8 @@
 #include "autograd/reduce.hpp"
 #include "autograd/shape.hpp"
 #include "autograd/variable.hpp"
+
+/// \namespace tformer::autograd
+/// Reverse-mode automatic differentiation: Variable and the graph it records,
+/// backward(), NoGradGuard, gradcheck, and the differentiable ops, each with
+/// its forward and its backward side by side in the .cpp of its family.

@@ -1,11 +1,12 @@
-// Differentiable building blocks of a Transformer: softmax, masked softmax,
-// layer norm, embedding lookup and cross-entropy.
-//
-// Softmax, log_softmax, layer norm and cross-entropy exist twice. The
-// versions in this namespace call fused core kernels (one pass, one node):
-// the fast ones the layers use. The versions in namespace `composed` are
-// written with primitive ops (exp, sum, div, ...): the readable ones the
-// tutorials show. Tests check that both give the same values and gradients.
+/// \file
+/// Differentiable building blocks of a Transformer: softmax, masked softmax,
+/// layer norm, embedding lookup and cross-entropy.
+///
+/// Softmax, log_softmax, layer norm and cross-entropy exist twice. The
+/// versions in this namespace call fused core kernels (one pass, one node):
+/// the fast ones the layers use. The versions in namespace `composed` are
+/// written with primitive ops (exp, sum, div, ...): the readable ones the
+/// tutorials show. Tests check that both give the same values and gradients.
 #pragma once
 
 #include "autograd/variable.hpp"
@@ -86,6 +87,7 @@ enum class Reduction {
     sum,   ///< Σ loss
 };
 
+/// The options of cross_entropy, with PyTorch's defaults.
 struct CrossEntropyOptions {
     int64_t ignore_index = -100;            ///< targets equal to this contribute nothing (loss 0, gradient 0)
     double label_smoothing = 0.0;           ///< ε in [0, 1]: target distribution (1-ε)·onehot + ε/V

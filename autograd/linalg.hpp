@@ -1,4 +1,5 @@
-// Differentiable matrix products.
+/// \file
+/// Differentiable matrix products.
 #pragma once
 
 #include "autograd/variable.hpp"

@@ -1,18 +1,21 @@
-// A per-op profiler for training steps, like torch.profiler's table: how
-// many times each op ran, the time its forward and its backward took, and
-// each op's share of the whole.
-//
-// How it measures, cheaply: an op computes its value and then records
-// itself (autograd::record), so the time since the previous op recorded is
-// the forward of this one (plus a little glue); profile_mark() restarts that
-// clock where other work happened in between (loading a batch). Backward
-// functions are timed one by one in Variable::backward. Ops that run under
-// NoGradGuard (decoding, the optimizer's update) record nothing and are not
-// counted. Off by default; when off, recording costs one test of a flag.
-//
-//   autograd::ProfileGuard profile;   // or set_profiling(true)
-//   ... training steps ...
-//   std::cout << autograd::profile_table();
+/// \file
+/// A per-op profiler for training steps, like torch.profiler's table: how
+/// many times each op ran, the time its forward and its backward took, and
+/// each op's share of the whole.
+///
+/// How it measures, cheaply: an op computes its value and then records
+/// itself (autograd::record), so the time since the previous op recorded is
+/// the forward of this one (plus a little glue); profile_mark() restarts that
+/// clock where other work happened in between (loading a batch). Backward
+/// functions are timed one by one in Variable::backward. Ops that run under
+/// NoGradGuard (decoding, the optimizer's update) record nothing and are not
+/// counted. Off by default; when off, recording costs one test of a flag.
+///
+/// ```
+///   autograd::ProfileGuard profile;   // or set_profiling(true)
+///   ... training steps ...
+///   std::cout << autograd::profile_table();
+/// ```
 #pragma once
 
 #include <cstdint>
@@ -23,11 +26,12 @@ namespace tformer::autograd {
 
 /// One op's totals since the last profile_reset().
 struct OpProfile {
-    std::string name;
-    int64_t calls = 0;     ///< forward calls recorded
-    double forward_s = 0;  ///< seconds in its forwards
-    int64_t backward_calls = 0;
-    double backward_s = 0;  ///< seconds in its backward functions
+    std::string name;            ///< the op's name, as recorded ("matmul"), or a phase in brackets
+    int64_t calls = 0;           ///< forward calls recorded
+    double forward_s = 0;        ///< seconds in its forwards
+    int64_t backward_calls = 0;  ///< backward functions run
+    double backward_s = 0;       ///< seconds in its backward functions
+    /// Seconds in forward and backward together.
     double total() const { return forward_s + backward_s; }
 };
 
@@ -39,6 +43,7 @@ void profile_backward(const char* name, double seconds);
 
 /// Turns profiling on or off (and restarts the forward clock).
 void set_profiling(bool on);
+/// True while profiling is on.
 inline bool profiling() { return detail::g_profiling; }
 /// Restarts the forward clock: the time since the last op is not charged to the next one.
 void profile_mark();
@@ -56,7 +61,9 @@ std::string profile_table(int64_t steps = 0);
 /// Profiling on for its lifetime.
 class ProfileGuard {
 public:
+    /// Turns profiling on, remembering whether it was on.
     ProfileGuard();
+    /// Restores the previous state.
     ~ProfileGuard();
     ProfileGuard(const ProfileGuard&) = delete;
     ProfileGuard& operator=(const ProfileGuard&) = delete;

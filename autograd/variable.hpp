@@ -1,16 +1,19 @@
-// autograd::Variable and the graph it records.
-//
-// Reverse-mode automatic differentiation in the style of micrograd, on
-// tensors. Every differentiable op computes its value with a core kernel
-// and, when any input requires a gradient, records a Node: the op's name,
-// its inputs, and a backward function that turns the gradient of the output
-// into gradients of the inputs. Variable::backward() sorts the recorded
-// graph topologically (iteratively, no recursion), walks it from the output
-// back to the leaves, and accumulates each leaf's gradient in grad().
-//
-//   Variable a(core::tensor({1, 2}, {2}), /*requires_grad=*/true);
-//   Variable y = sum(mul(a, a));   // y = Σ a²
-//   y.backward();                  // a.grad() = 2a = [2, 4]
+/// \file
+/// autograd::Variable and the graph it records.
+///
+/// Reverse-mode automatic differentiation in the style of micrograd, on
+/// tensors. Every differentiable op computes its value with a core kernel
+/// and, when any input requires a gradient, records a Node: the op's name,
+/// its inputs, and a backward function that turns the gradient of the output
+/// into gradients of the inputs. Variable::backward() sorts the recorded
+/// graph topologically (iteratively, no recursion), walks it from the output
+/// back to the leaves, and accumulates each leaf's gradient in grad().
+///
+/// ```
+///   Variable a(core::tensor({1, 2}, {2}), /*requires_grad=*/true);
+///   Variable y = sum(mul(a, a));   // y = Σ a²
+///   y.backward();                  // a.grad() = 2a = [2, 4]
+/// ```
 #pragma once
 
 #include "autograd/profiler.hpp"
@@ -38,11 +41,14 @@ class Variable;
 /// A slot left undefined means "no gradient flows to this input".
 class Grads {
 public:
+    /// The gradient slots of one node's inputs and which of them are wanted; autograd builds it for backward.
     explicit Grads(std::span<Tensor> slots, std::span<const uint8_t> wanted, bool last_run = false)
         : slots_(slots), wanted_(wanted), last_run_(last_run) {}
     /// True when input i requires a gradient (skip the work otherwise).
     bool wanted(size_t i) const { return wanted_[i] != 0; }
+    /// The gradient slot of input i: a backward assigns (or adds to) it.
     Tensor& operator[](size_t i) { return slots_[i]; }
+    /// Number of inputs of the op.
     size_t size() const { return slots_.size(); }
     /// True when this backward is the node's last (no retain_graph): what
     /// the op saved is dropped right after, so the backward may write over
@@ -58,13 +64,16 @@ private:
 /// One recorded op: who its inputs were and how to send a gradient back to them.
 class Node {
 public:
+    /// A node for op `name` (a string literal) with the given inputs, in the op's argument order.
     Node(const char* name, std::vector<std::shared_ptr<VariableImpl>> inputs);
+    /// Virtual: the callable of a LambdaNode is destroyed with it.
     virtual ~Node();
     Node(const Node&) = delete;
     Node& operator=(const Node&) = delete;
 
     /// The op's name, e.g. "matmul"; anomaly mode and errors quote it.
     const char* name() const { return name_; }
+    /// The inputs' implementations, in the op's argument order.
     const std::vector<std::shared_ptr<VariableImpl>>& inputs() const { return inputs_; }
     /// Computes input gradients from the output gradient `grad_out`.
     virtual void backward(const Tensor& grad_out, Grads& grads) = 0;
@@ -74,7 +83,7 @@ public:
     bool released() const { return released_; }
 
 protected:
-    bool released_ = false;
+    bool released_ = false;  ///< set by release()
 
 private:
     friend struct VariableImpl;
@@ -88,9 +97,12 @@ private:
 template <class Backward>
 class LambdaNode final : public Node {
 public:
+    /// Stores `fn`, called as fn(grad_out, grads) by backward().
     LambdaNode(const char* name, std::vector<std::shared_ptr<VariableImpl>> inputs, Backward&& fn)
         : Node(name, std::move(inputs)), fn_(std::move(fn)) {}
+    /// Calls the stored backward function.
     void backward(const Tensor& grad_out, Grads& grads) override { (*fn_)(grad_out, grads); }
+    /// Destroys the stored function and what it captured (the saved tensors).
     void release() override {
         fn_.reset();
         released_ = true;
@@ -104,7 +116,7 @@ private:
 /// anyway (see SavedValue): the recipe, and the value it last made, shared by
 /// the ops that saved the recipe until the last of them lets it go.
 struct Remake {
-    std::function<Tensor()> make;
+    std::function<Tensor()> make;   ///< makes the value again (the same kernel on the same saved tensors)
     Tensor made;                    ///< undefined until a backward asks for it
     std::atomic<int64_t> users{0};  ///< SavedValues holding this recipe
 };
@@ -125,14 +137,15 @@ struct VariableImpl {
     std::atomic<int64_t> handles{0};  ///< Variable handles pointing here
     Tensor grad;                      ///< accumulated gradient (leaves, or retain_grad)
     std::shared_ptr<Node> grad_fn;    ///< the op that made this value; null for leaves
-    bool requires_grad = false;
-    bool retains_grad = false;       ///< keep grad() on a non-leaf too
-    std::shared_ptr<Remake> remake;  ///< set by set_remake(); null for most values
+    bool requires_grad = false;       ///< track a gradient (a leaf asked to, an op result that depends on one)
+    bool retains_grad = false;        ///< keep grad() on a non-leaf too
+    std::shared_ptr<Remake> remake;   ///< set by set_remake(); null for most values
+    /// Called with this value's complete gradient once per backward pass (register_hook).
     std::vector<std::function<void(const Tensor&)>> hooks;
     // bookkeeping for backward(): which pass visited this node last, and the
     // gradient collected so far during that pass
-    uint64_t visit_mark = 0;
-    Tensor pending_grad;
+    uint64_t visit_mark = 0;  ///< the backward pass that visited this node last
+    Tensor pending_grad;      ///< the gradient collected so far in that pass
 };
 
 /// Options of Variable::backward.
@@ -140,19 +153,28 @@ struct BackwardOptions {
     bool retain_graph = false;  ///< keep saved tensors so backward can run again
 };
 
+/// A differentiable value: a cheap, shared handle to a VariableImpl holding a
+/// tensor, its gradient and the op (Node) that made it. Ops on Variables record
+/// the graph that backward() walks.
 class Variable {
 public:
     /// An undefined Variable.
     Variable() = default;
     /// A leaf holding `value`; with requires_grad, backward() fills grad().
     explicit Variable(Tensor value, bool requires_grad = false);
-    // Handles are counted (see VariableImpl): copying adds one, destroying removes one.
+    /// Copies the handle (both see the same value and gradient).
+    /// Handles are counted (see VariableImpl): copying adds one, destroying removes one.
     Variable(const Variable& other);
+    /// Moves the handle.
     Variable(Variable&& other) noexcept : impl_(std::move(other.impl_)) {}
+    /// Copies the handle.
     Variable& operator=(const Variable& other);
+    /// Moves the handle.
     Variable& operator=(Variable&& other) noexcept;
+    /// Drops the handle; the value goes with the last one (see VariableImpl).
     ~Variable();
 
+    /// False for the undefined Variable of Variable().
     bool defined() const { return impl_ != nullptr; }
     /// The tensor this Variable holds.
     const Tensor& value() const;
@@ -165,6 +187,7 @@ public:
     /// Forgets the gradient (PyTorch's zero_grad(set_to_none=True)).
     void zero_grad() const;
 
+    /// True when backward() computes a gradient for this Variable.
     bool requires_grad() const;
     /// Turns gradient tracking on or off for a leaf; returns *this.
     const Variable& requires_grad_(bool on = true) const;
@@ -184,13 +207,20 @@ public:
     void backward(const Tensor& grad_out = {}, BackwardOptions options = {}) const;
 
     // shorthands for value()'s metadata
+    /// The value's shape.
     const core::Shape& shape() const { return value().shape(); }
+    /// The value's number of dimensions.
     int dim() const { return value().dim(); }
+    /// The size of dimension d of the value (negative counts from the end).
     int64_t size(int64_t d) const { return value().size(d); }
+    /// The value's number of elements.
     int64_t numel() const { return value().numel(); }
+    /// The value's dtype.
     core::DType dtype() const { return value().dtype(); }
+    /// The single value of a one-element Variable (a loss), as double.
     double item() const { return value().item(); }
 
+    /// The shared implementation (graph code and tests).
     const std::shared_ptr<VariableImpl>& impl() const { return impl_; }
 
 private:
@@ -207,7 +237,9 @@ bool grad_enabled();
 /// optimizer updates), like `with torch.no_grad():`.
 class NoGradGuard {
 public:
+    /// Turns recording off, remembering whether it was on.
     NoGradGuard();
+    /// Restores the previous state.
     ~NoGradGuard();
     NoGradGuard(const NoGradGuard&) = delete;
     NoGradGuard& operator=(const NoGradGuard&) = delete;
@@ -219,7 +251,9 @@ private:
 /// Turns graph recording back on inside a NoGradGuard (tutorials).
 class EnableGradGuard {
 public:
+    /// Turns recording on, remembering whether it was on.
     EnableGradGuard();
+    /// Restores the previous state.
     ~EnableGradGuard();
     EnableGradGuard(const EnableGradGuard&) = delete;
     EnableGradGuard& operator=(const EnableGradGuard&) = delete;
@@ -236,12 +270,15 @@ private:
 /// no NaN but whose output does throws, naming the op (infinities pass, since
 /// masks may use them). Off by default (it costs a pass over every tensor).
 void set_anomaly_mode(bool on);
+/// True while anomaly mode is on (see set_anomaly_mode).
 bool anomaly_mode();
 
 /// Turns anomaly mode on for its lifetime.
 class AnomalyGuard {
 public:
+    /// Turns anomaly mode on, remembering whether it was on.
     AnomalyGuard();
+    /// Restores the previous state.
     ~AnomalyGuard();
     AnomalyGuard(const AnomalyGuard&) = delete;
     AnomalyGuard& operator=(const AnomalyGuard&) = delete;
@@ -268,14 +305,20 @@ int64_t live_node_count();
 /// make it once) and dropped when the last of them is released.
 class SavedValue {
 public:
+    /// An undefined SavedValue (the op saved nothing).
     SavedValue() = default;
     /// Keeps x's recipe if it has one, else x's value.
     explicit SavedValue(const Variable& x);
+    /// Shares what `other` saved (the recipe's user count goes up).
     SavedValue(const SavedValue& other);
+    /// Takes what `other` saved.
     SavedValue(SavedValue&& other) noexcept;
+    /// Replaces what this saved by what `other` saved.
     SavedValue& operator=(SavedValue other) noexcept;
+    /// Lets the recipe go; the last user drops the value it made.
     ~SavedValue();
 
+    /// True unless this is the undefined SavedValue().
     bool defined() const { return value_.defined() || remake_ != nullptr; }
     /// True when the value will be made again rather than kept (tests).
     bool remade() const { return remake_ != nullptr; }
@@ -305,7 +348,9 @@ int64_t set_remake_min_elements(int64_t elements);
 /// Sets remake_min_elements() for its lifetime.
 class RemakeThresholdGuard {
 public:
+    /// Sets the threshold to `elements` until the guard goes out of scope.
     explicit RemakeThresholdGuard(int64_t elements) : previous_(set_remake_min_elements(elements)) {}
+    /// Restores the previous threshold.
     ~RemakeThresholdGuard() { set_remake_min_elements(previous_); }
     RemakeThresholdGuard(const RemakeThresholdGuard&) = delete;
     RemakeThresholdGuard& operator=(const RemakeThresholdGuard&) = delete;
@@ -347,6 +392,7 @@ Variable record(const char* name, Tensor value, std::span<const Variable> inputs
     return detail::make_recorded(std::move(value), std::move(node));
 }
 
+/// record with the inputs as a braced list: record("exp", y, {x}, backward).
 template <class Backward>
 Variable record(const char* name, Tensor value, std::initializer_list<Variable> inputs, Backward&& backward) {
     return record(name, std::move(value), std::span<const Variable>(inputs.begin(), inputs.size()),

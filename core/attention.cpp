@@ -28,9 +28,9 @@ namespace {
 // across threads only above 2^20 multiply-adds (kParallelGrain x 16). A head's
 // work is cheap per multiply-add, and its inputs are still in the cache of
 // the core whose projection just wrote them: counted as elements, d2l's
-// training step (heads of 10 x 10 scores over 8 numbers) was 8-25% slower at
-// 2 threads than at 1 on the 2-core machine of docs/bench.md, and the
-// translation preset's step and small's decoding gained nothing from the
+// training step (heads of 10 x 10 scores over 8 numbers) would be 8-25%
+// slower at 2 threads than at 1 on the 2-core machine of docs/bench.md, and
+// the translation preset's step and small's decoding gain nothing from the
 // splits this leaves out.
 constexpr int64_t split_cost(int64_t multiply_adds) { return multiply_adds / 16; }
 

@@ -1,13 +1,14 @@
-// Fused multi-head attention: seed 000's transpose_qkv, scores, masked
-// softmax, weighted sum and transpose_output in one pass per (batch, head),
-// reading the heads straight out of the projections and writing them
-// straight into the concatenated output, with no copies in between.
-//
-// The composed version (nn::MultiHeadAttention without `fused`: reshape,
-// permute, batched matmul, masked_softmax, matmul, permute, reshape) is the
-// one the tutorials teach and the oracle the tests compare this with.
-//
-// Letters: B batch, T query steps, S key steps, H heads, d = D / H per head.
+/// \file
+/// Fused multi-head attention: seed 000's transpose_qkv, scores, masked
+/// softmax, weighted sum and transpose_output in one pass per (batch, head),
+/// reading the heads straight out of the projections and writing them
+/// straight into the concatenated output, with no copies in between.
+///
+/// The composed version (nn::MultiHeadAttention without `fused`: reshape,
+/// permute, batched matmul, masked_softmax, matmul, permute, reshape) is the
+/// one the tutorials teach and the oracle the tests compare this with.
+///
+/// Letters: B batch, T query steps, S key steps, H heads, d = D / H per head.
 #pragma once
 
 #include "core/tensor.hpp"
@@ -40,8 +41,11 @@ Tensor attention_values(const Tensor& P, const Tensor& V, const Tensor& keep = T
 /// attention_probs. Gives O (B, T, D) and the weights P (B, H, T, S), the
 /// numbers attention_probs and attention_values give on the same heads.
 struct CachedAttention {
-    Tensor out, weights;  ///< (B, T, D), (B, H, T, S)
+    /// The output O (B, T, D), every head's weighted sum, concatenated.
+    Tensor out, weights;  ///< The attention weights P (B, H, T, S).
 };
+/// Attention of queries Q (B, T, D) over cached keys and values, for one decoding step (see CachedAttention).
+///
 /// keys_t, when given, holds the same keys transposed, (B·H, d, C) contiguous
 /// with C at least S rounded up to a multiple of kKeyChunk (its columns past S
 /// initialised, any value: they get no weight), and the scores read it
@@ -55,7 +59,7 @@ CachedAttention cached_attention(const Tensor& Q, const Tensor& K, const Tensor&
                                  int64_t num_heads, double scale, const Tensor& keys_t = Tensor(),
                                  std::span<const int64_t> kv_rows = {});
 
-/// The keys per vector operation of the attention kernels (see keys_t above).
+/// The keys per vector operation of the attention kernels (see the keys_t argument of cached_attention).
 inline constexpr int64_t kKeyChunk = 16;
 
 /// Gradients of both steps at once. P is the softmax output, keep the
@@ -64,8 +68,12 @@ inline constexpr int64_t kKeyChunk = 16;
 ///   dV = (P⊙keep)ᵀ dO,  dP = (dO Vᵀ)⊙keep,  dS = P ⊙ (dP - Σ_s P dP),
 ///   dQ = scale · dS K,  dK = scale · dSᵀ Q      (per batch element and head)
 struct AttentionGrads {
-    Tensor dQ, dK, dV;  ///< (B, T, D), (B, S, D), (B, S, D)
+    /// dQ (B, T, D), dK (B, S, D), dV (B, S, D): the gradients of the queries, keys and values.
+    /// @{
+    Tensor dQ, dK, dV;
+    /// @}
 };
+/// The gradients of attention_probs and attention_values together (see AttentionGrads for the formulas).
 AttentionGrads attention_backward(const Tensor& dO, const Tensor& Q, const Tensor& K, const Tensor& V, const Tensor& P,
                                   const Tensor& keep, double scale);
 

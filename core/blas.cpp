@@ -198,9 +198,9 @@ bool openblas_is_avx512() {
 
 // libxsmm runs where its kernels are wider than OpenBLAS's: AVX-512 against
 // OpenBLAS's AVX2 kernels or narrower. Against OpenBLAS's own AVX-512 kernels
-// it lost on some of our shapes (a decoding step's output layer 0.82x,
-// 2048 x 256 x 256 0.91x; docs/bench.md, stop 28), so there OpenBLAS keeps
-// every product, as before libxsmm.
+// it loses on some of our shapes (a decoding step's output layer 0.82x,
+// 2048 x 256 x 256 0.91x; docs/bench.md), so there OpenBLAS runs every
+// product.
 bool xsmm_on() {
     static const bool on = [] {
         const char* v = std::getenv("TFORMER_LIBXSMM");

@@ -1,9 +1,11 @@
-// The one doorway to BLAS: every call into OpenBLAS and libxsmm is in core/blas.cpp.
+/// \file
+/// The one doorway to BLAS: every call into OpenBLAS and libxsmm is in core/blas.cpp.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
+/// The calls into BLAS (OpenBLAS, libxsmm), and the log of products the benchmark reads.
 
 namespace tformer::core::blas {
 
@@ -15,6 +17,7 @@ namespace tformer::core::blas {
 /// OpenBLAS, whose rows' bits may change with the number of rows.
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
           const float* b, int64_t ldb, float beta, float* c, int64_t ldc);
+/// The same in double precision (cblas_dgemm), for gradient checks.
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
           const double* b, int64_t ldb, double beta, double* c, int64_t ldc);
 
@@ -29,9 +32,14 @@ bool gemm_bias_rows(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k,
 
 /// One product as gemm was called: C (m, n) = op(A) (m, k) @ op(B) (k, n).
 struct GemmCall {
-    bool trans_a = false, trans_b = false;
+    /// True when A was used transposed (op(A) = Aᵀ).
+    bool trans_a = false, trans_b = false;  ///< True when B was used transposed (op(B) = Bᵀ).
+    /// The sizes: C is (m, n), op(A) is (m, k), op(B) is (k, n).
+    /// @{
     int64_t m = 0, n = 0, k = 0;
+    /// @}
     bool f64 = false;  ///< dgemm rather than sgemm
+    /// The product's floating-point operations, 2·m·n·k (one multiply and one add per term).
     double flops() const { return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k); }
 };
 /// Starts recording every gemm call (from any thread) into a fresh log, for

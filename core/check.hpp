@@ -1,19 +1,26 @@
-// Argument checks at the top of an op, one line per argument, in the spirit
-// of PyTorch's TORCH_CHECK: the message names the op, the argument and the
-// values, so a forward opens with a few checks and then the document's math.
-//
-//   check(p >= 0 && p < 1, "Dropout: probability {} not in [0, 1)", p);
-//
-//   const ShapeCheck dims = ShapeCheck("MultiHeadAttention")
-//                               .known("query_size", options.query_size)
-//                               .known("key_size", options.key_size)
-//                               .arg("queries", queries, "B T query_size")
-//                               .arg("keys", keys, "B S key_size");
-//   const int64_t B = dims["B"];
-//
-// A failed shape check reads
-//   MultiHeadAttention: keys of shape (3x5x4) must be (B=2, S, key_size=4)
-// with the sizes already fixed (by known() or an earlier argument) filled in.
+/// \file
+/// Argument checks at the top of an op, one line per argument, in the spirit
+/// of PyTorch's TORCH_CHECK: the message names the op, the argument and the
+/// values, so a forward opens with a few checks and then the document's math.
+///
+/// ```
+///   check(p >= 0 && p < 1, "Dropout: probability {} not in [0, 1)", p);
+/// ```
+///
+/// ```
+///   const ShapeCheck dims = ShapeCheck("MultiHeadAttention")
+///                               .known("query_size", options.query_size)
+///                               .known("key_size", options.key_size)
+///                               .arg("queries", queries, "B T query_size")
+///                               .arg("keys", keys, "B S key_size");
+///   const int64_t B = dims["B"];
+/// ```
+///
+/// A failed shape check reads
+/// ```
+///   MultiHeadAttention: keys of shape (3x5x4) must be (B=2, S, key_size=4)
+/// ```
+/// with the sizes already fixed (by known() or an earlier argument) filled in.
 #pragma once
 
 #include "core/error.hpp"
@@ -44,6 +51,7 @@ void check(bool ok, fmt::format_string<Args...> format, Args&&... args) {
 /// patterns are kept as views, so pass string literals.
 class ShapeCheck {
 public:
+    /// Starts the checks of `op`, the name the messages begin with (a string literal: it is kept as a view).
     explicit ShapeCheck(const char* op) : op_(op) {}
 
     /// Fixes the size of `name` before the arguments are checked (a size an option gives).

@@ -1,5 +1,6 @@
-// Element types. float32 trains, float64 checks gradients, int64 carries
-// token ids, bool carries masks (comparisons, where, masked_fill).
+/// \file
+/// Element types. float32 trains, float64 checks gradients, int64 carries
+/// token ids, bool carries masks (comparisons, where, masked_fill).
 #pragma once
 
 #include <cstdint>
@@ -8,6 +9,8 @@
 
 namespace tformer::core {
 
+/// The element type of a tensor: float32 (training), float64 (gradient checks),
+/// int64 (token ids, lengths), boolean (masks, one byte per element).
 enum class DType : uint8_t { float32, float64, int64, boolean };
 
 /// Bytes per element.
@@ -32,33 +35,41 @@ constexpr std::string_view dtype_name(DType t) {
     return "?";
 }
 
+/// True for float32 and float64, the dtypes that carry gradients.
 constexpr bool is_floating(DType t) { return t == DType::float32 || t == DType::float64; }
 
 /// The C++ type stored for each dtype (bool masks are one byte each).
 template <class T>
 struct dtype_of;
+/// float is stored as DType::float32.
 template <>
 struct dtype_of<float> {
-    static constexpr DType value = DType::float32;
+    static constexpr DType value = DType::float32;  ///< DType::float32
 };
+/// double is stored as DType::float64.
 template <>
 struct dtype_of<double> {
-    static constexpr DType value = DType::float64;
+    static constexpr DType value = DType::float64;  ///< DType::float64
 };
+/// int64_t is stored as DType::int64.
 template <>
 struct dtype_of<int64_t> {
-    static constexpr DType value = DType::int64;
+    static constexpr DType value = DType::int64;  ///< DType::int64
 };
+/// bool is stored as DType::boolean.
 template <>
 struct dtype_of<bool> {
-    static constexpr DType value = DType::boolean;
+    static constexpr DType value = DType::boolean;  ///< DType::boolean
 };
+/// The dtype of C++ type T: dtype_v<float> is DType::float32.
 template <class T>
 inline constexpr DType dtype_v = dtype_of<T>::value;
 
 /// Calls f(std::type_identity<T>{}) with the C++ type T of dtype `t`, so a
 /// kernel template is written once and instantiated per dtype:
+/// ```
 ///   visit_dtype(x.dtype(), [&](auto tag) { using T = typename decltype(tag)::type; ... });
+/// ```
 template <class F>
 decltype(auto) visit_dtype(DType t, F&& f) {
     switch (t) {

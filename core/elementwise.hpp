@@ -1,19 +1,24 @@
-// Elementwise kernels with NumPy broadcasting.
-//
-// Every binary op broadcasts its inputs (shapes are aligned from the right,
-// size-1 dimensions stretch: (B, T, D) + (D) and (B, 1, S) + (B, T, 1) both
-// work), accepts any strides (transposed, sliced, expanded views), and
-// returns a new contiguous tensor. The dtype rules:
-//   math ops (unary, binary, scalar variants, add_, mul_)  float32 or float64,
-//       both inputs the same dtype; mixing them is a ValueError
-//   comparisons      float32, float64 or int64 (the same for both), -> bool
-//   logical_*        bool masks
-//   where            bool condition; a and b of one dtype (any)
-//   masked_fill      any x, bool mask
-// Shapes that do not broadcast are a ShapeError naming the op:
-//   add: cannot broadcast (2x3) with (4) at dimension 1
-// Each fast kernel has a plain-loop twin in namespace `reference`, the oracle
-// the tests compare against.
+/// \file
+/// Elementwise kernels with NumPy broadcasting.
+///
+/// Every binary op broadcasts its inputs (shapes are aligned from the right,
+/// size-1 dimensions stretch: (B, T, D) + (D) and (B, 1, S) + (B, T, 1) both
+/// work), accepts any strides (transposed, sliced, expanded views), and
+/// returns a new contiguous tensor. The dtype rules:
+/// ```
+///   math ops (unary, binary, scalar variants, add_, mul_)  float32 or float64,
+///       both inputs the same dtype; mixing them is a ValueError
+///   comparisons      float32, float64 or int64 (the same for both), -> bool
+///   logical_*        bool masks
+///   where            bool condition; a and b of one dtype (any)
+///   masked_fill      any x, bool mask
+/// ```
+/// Shapes that do not broadcast are a ShapeError naming the op:
+/// ```
+///   add: cannot broadcast (2x3) with (4) at dimension 1
+/// ```
+/// Each fast kernel has a plain-loop twin in namespace `reference`, the oracle
+/// the tests compare against.
 #pragma once
 
 #include "core/tensor.hpp"
@@ -135,25 +140,40 @@ void mul_(const Tensor& dst, double s);
 void relu_(const Tensor& dst);
 
 // ---- operators -------------------------------------------------------------------------------
+/// y = -x (neg)
 inline Tensor operator-(const Tensor& x) { return neg(x); }
+/// y = a + b (add, broadcasting)
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+/// y = a - b (sub, broadcasting)
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+/// y = a · b (mul, broadcasting)
 inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+/// y = a / b (div, broadcasting)
 inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+/// y = a + s
 inline Tensor operator+(const Tensor& a, double s) { return add(a, s); }
+/// y = a - s
 inline Tensor operator-(const Tensor& a, double s) { return sub(a, s); }
+/// y = a · s
 inline Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
+/// y = a / s
 inline Tensor operator/(const Tensor& a, double s) { return div(a, s); }
+/// y = s + a
 inline Tensor operator+(double s, const Tensor& a) { return add(a, s); }
+/// y = s - a (rsub)
 inline Tensor operator-(double s, const Tensor& a) { return rsub(s, a); }
+/// y = s · a
 inline Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
+/// y = s / a (rdiv)
 inline Tensor operator/(double s, const Tensor& a) { return rdiv(s, a); }
 
 /// Plain-loop versions, the oracles for the tests: element by element through
 /// Tensor::at and Tensor::set, with f evaluated in double. The result has the
 /// broadcast shape and the dtype of x (unary) or a (binary).
 namespace reference {
+/// y = f(x) element by element: the oracle for the unary ops.
 Tensor unary(const Tensor& x, double (*f)(double));
+/// y = f(a, b) element by element, broadcasting: the oracle for the binary ops.
 Tensor binary(const Tensor& a, const Tensor& b, double (*f)(double, double));
 }  // namespace reference
 

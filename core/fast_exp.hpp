@@ -1,14 +1,15 @@
-// exp for the row-wise kernels, written so the compiler can vectorise it.
-//
-// std::exp is a library call, which keeps a loop scalar; softmax and
-// cross-entropy spend most of their time in it (the output layer of a
-// translation model has thousands of logits per token). For float we use
-// the classic range reduction
-//   exp(x) = 2^n · e^r,  n = round(x / ln 2),  r = x - n·ln 2 ∈ [-ln2/2, ln2/2]
-// with e^r from a degree-6 polynomial (Cephes' expf coefficients) and 2^n
-// built directly in the exponent bits: relative error about 2e-7, i.e. one
-// or two units in the last place of a float. Double keeps std::exp, so
-// gradient checks in float64 see the library's full precision.
+/// \file
+/// exp for the row-wise kernels, written so the compiler can vectorise it.
+///
+/// std::exp is a library call, which keeps a loop scalar; softmax and
+/// cross-entropy spend most of their time in it (the output layer of a
+/// translation model has thousands of logits per token). For float we use
+/// the classic range reduction
+///   exp(x) = 2^n · e^r,  n = round(x / ln 2),  r = x - n·ln 2 ∈ [-ln2/2, ln2/2]
+/// with e^r from a degree-6 polynomial (Cephes' expf coefficients) and 2^n
+/// built directly in the exponent bits: relative error about 2e-7, i.e. one
+/// or two units in the last place of a float. Double keeps std::exp, so
+/// gradient checks in float64 see the library's full precision.
 #pragma once
 
 #include <bit>
@@ -75,6 +76,7 @@ inline V exp_fast_lanes(V x) {
 
 /// exp_fast for float, std::exp for double.
 inline float exp_of(float x) { return exp_fast(x); }
+/// std::exp: double keeps the library's full precision for gradient checks.
 inline double exp_of(double x) { return std::exp(x); }
 
 }  // namespace tformer::core

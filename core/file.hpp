@@ -1,13 +1,14 @@
-// Writing files so that nothing the user saved is lost.
-//
-// Every file tformer writes (checkpoints, pictures, CSVs, summaries) goes
-// through AtomicFile: the bytes go to a temporary file in the same directory
-// (".NAME.tmp-PID-N", same file system, so the final rename is atomic), which
-// is flushed to the disk and then renamed over NAME. A process killed at any
-// moment, a full disk or a file-size limit leaves the previous NAME intact;
-// the error is an IOError naming the operation, the path and the reason.
-// A temporary file left by a killed process is removed by the next save to
-// the same name.
+/// \file
+/// Writing files so that nothing the user saved is lost.
+///
+/// Every file tformer writes (checkpoints, pictures, CSVs, summaries) goes
+/// through AtomicFile: the bytes go to a temporary file in the same directory
+/// (".NAME.tmp-PID-N", same file system, so the final rename is atomic), which
+/// is flushed to the disk and then renamed over NAME. A process killed at any
+/// moment, a full disk or a file-size limit leaves the previous NAME intact;
+/// the error is an IOError naming the operation, the path and the reason.
+/// A temporary file left by a killed process is removed by the next save to
+/// the same name.
 #pragma once
 
 #include <filesystem>
@@ -22,12 +23,16 @@ namespace tformer::core {
 /// not reached or failed. Errors: IOError "OP: cannot write 'PATH': REASON".
 class AtomicFile {
 public:
+    /// Opens the temporary sibling of `path`; `op` names the operation in error messages ("save", ...).
     AtomicFile(std::string path, std::string op);
     AtomicFile(const AtomicFile&) = delete;
     AtomicFile& operator=(const AtomicFile&) = delete;
+    /// Removes the temporary file unless commit() succeeded.
     ~AtomicFile();
 
+    /// Appends `bytes` to the temporary file.
     void write(std::span<const uint8_t> bytes);
+    /// Appends `text` (its UTF-8 bytes) to the temporary file.
     void write(std::string_view text) { write({reinterpret_cast<const uint8_t*>(text.data()), text.size()}); }
 
     /// flush -> fsync -> rename -> fsync the directory.

@@ -1,9 +1,10 @@
-// Indexing and joining: lookups by integer indices, scatter-add (the
-// gradient of a lookup), and concatenation / stacking / splitting.
-// Index tensors are int64 (anything else is a ValueError); every index is
-// checked against its dimension before any data moves (IndexError), and
-// negative indices are out of range. Inputs may have any layout; outputs are
-// fresh row-major tensors, except split, which returns views.
+/// \file
+/// Indexing and joining: lookups by integer indices, scatter-add (the
+/// gradient of a lookup), and concatenation / stacking / splitting.
+/// Index tensors are int64 (anything else is a ValueError); every index is
+/// checked against its dimension before any data moves (IndexError), and
+/// negative indices are out of range. Inputs may have any layout; outputs are
+/// fresh row-major tensors, except split, which returns views.
 #pragma once
 
 #include "core/tensor.hpp"
@@ -55,8 +56,11 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
 
 /// Plain-loop oracles (element by element through at/set; no input checks).
 namespace reference {
+/// index_select, one element at a time.
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
+/// gather, one element at a time.
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+/// scatter_add, one element at a time.
 Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
 }  // namespace reference
 

@@ -262,7 +262,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 namespace {
 // dst (rows, kVecs · 64 bytes) = src broadcast: the row is held in kVecs
 // vector values (GCC's vector extension) and stored whole into every row.
-// For short rows std::copy was a memmove call per row (a d2l layer's 32
+// For short rows std::copy is a memmove call per row (a d2l layer's 32
 // features are 128 bytes), 2% of its eval forward.
 template <class T, int64_t kVecs>
 void fill_short_rows(const T* src, T* dst, int64_t rows) {
@@ -289,8 +289,8 @@ void fill_rows(const Tensor& out, const Tensor& b_, int64_t rows) {
         T* dst = out.data<T>();
         constexpr int64_t W = 64 / static_cast<int64_t>(sizeof(T));
         // rows split over the threads as an elementwise op's elements are (the
-        // base preset's FFN output is 32 MB: one thread's pass over it was a
-        // serial stretch of every forward linear)
+        // base preset's FFN output is 32 MB: one thread's pass over it would be
+        // a serial stretch of every forward linear)
         parallel_for(0, rows, n, [&](int64_t r0, int64_t r1) {
             T* d = dst + r0 * n;
             switch (n % W == 0 ? n / W : 0) {

@@ -1,6 +1,7 @@
-// Matrix products. Every product, batched or not, is one or more GEMM calls
-// into OpenBLAS (core/blas.cpp holds every BLAS call). A transposed view
-// (last two strides swapped) is passed as a transpose flag, not copied.
+/// \file
+/// Matrix products. Every product, batched or not, is one or more GEMM calls
+/// into OpenBLAS (core/blas.cpp holds every BLAS call). A transposed view
+/// (last two strides swapped) is passed as a transpose flag, not copied.
 #pragma once
 
 #include "core/tensor.hpp"
@@ -22,6 +23,7 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias);
 
 /// Plain triple loop, the oracle for the tests.
 namespace reference {
+/// matmul by the textbook triple loop.
 Tensor matmul(const Tensor& a, const Tensor& b);
 }  // namespace reference
 

@@ -22,7 +22,7 @@ constexpr int64_t kMinRowsPerPart = 64;
 // and multiply-adds (rows · V · D, per product): below 2^21 (about 30 µs of
 // the three products) starting a parallel region and waking a thread costs
 // more than the part saves; the copy task's output layer (300 rows of 11
-// logits) was 2-3% slower at 2 threads than at 1 when it split
+// logits) runs 2-3% slower at 2 threads than at 1 when it splits
 constexpr int64_t kMinWorkPerPart = int64_t{1} << 21;
 
 void check_inputs(const Tensor& x, const Tensor& W, const Tensor& b, const Tensor& targets, const Tensor& weights) {

@@ -1,7 +1,8 @@
-// Threads: one OpenMP pool shared by our loops and by OpenBLAS (we link its
-// OpenMP build). Loops run in parallel only above a size threshold, because
-// for the small tensors of small Transformers a parallel region costs more
-// (a few microseconds) than the work it would split.
+/// \file
+/// Threads: one OpenMP pool shared by our loops and by OpenBLAS (we link its
+/// OpenMP build). Loops run in parallel only above a size threshold, because
+/// for the small tensors of small Transformers a parallel region costs more
+/// (a few microseconds) than the work it would split.
 #pragma once
 
 #include <omp.h>

@@ -1,9 +1,10 @@
-// One seeded random generator for everything random in tformer (weights,
-// dropout masks, data). The same seed gives the same numbers on every
-// machine and thread count: the numbers are drawn sequentially from
-// xoshiro256** (seeded through splitmix64), and normals come from the
-// Box-Muller transform, both written out here rather than taken from
-// <random>, whose distributions differ between standard libraries.
+/// \file
+/// One seeded random generator for everything random in tformer (weights,
+/// dropout masks, data). The same seed gives the same numbers on every
+/// machine and thread count: the numbers are drawn sequentially from
+/// xoshiro256** (seeded through splitmix64), and normals come from the
+/// Box-Muller transform, both written out here rather than taken from
+/// `<random>`, whose distributions differ between standard libraries.
 #pragma once
 
 #include <array>
@@ -13,11 +14,14 @@
 
 namespace tformer::core {
 
+/// A seeded random number generator: xoshiro256** for the bits, Box-Muller for
+/// normals. Copying a Generator copies its state, so the copy repeats the stream.
 class Generator {
 public:
     /// Full state, for checkpoints that must resume exactly.
     using State = std::array<uint64_t, 4>;
 
+    /// A generator seeded with `seed` (the same seed, the same stream).
     explicit Generator(uint64_t seed = 0) { manual_seed(seed); }
 
     /// Restarts the stream from `seed`.
@@ -46,7 +50,9 @@ public:
     /// Uniform integer in [0, n); throws ValueError when n <= 0.
     int64_t randint(int64_t n);
 
+    /// The full state, to save in a checkpoint.
     State state() const { return s_; }
+    /// Restores a state saved by state(); the stream continues from where it was saved.
     void set_state(const State& s) { s_ = s; }
 
 private:

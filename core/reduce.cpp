@@ -316,11 +316,11 @@ constexpr int64_t kTile = 1024;
 // What a column reduction tells parallel_for each output costs: its rows ÷
 // 4, since an element is one add streamed from memory, a quarter or less of
 // a row kernel's work (the grain's unit). At full cost d2l's bias gradient
-// (640 x 201 -> 201) split across 2 threads and made its training step 3-4%
-// slower than on 1 (waking the other thread and moving the rows to its core
-// cost more than half of 20 µs); at a quarter it stays on one thread and the
-// step takes the same time on 1 and 2, while the translation preset's
-// 1140 x 512 bias gradients still split (stop 30, docs/bench.md).
+// (640 x 201 -> 201) would split across 2 threads and make its training step
+// 3-4% slower than on 1 (waking the other thread and moving the rows to its
+// core cost more than half of 20 µs); at a quarter it stays on one thread and
+// the step takes the same time on 1 and 2, while the translation preset's
+// 1140 x 512 bias gradients still split (docs/bench.md).
 constexpr int64_t kColumnCostDivisor = 4;
 
 template <class T, class Out, class Op>

@@ -1,19 +1,20 @@
-// Reductions over one or more dimensions (or all of them).
-//
-// `dims` may hold negative dimensions; an empty `dims` means all dimensions;
-// naming a dimension twice is a ValueError, one out of range an IndexError.
-// With keepdim the reduced dimensions stay as size 1 (handy for
-// broadcasting the result back). The result is always a new contiguous
-// tensor (sum_to_shape's identity case aside). Floating dtypes only
-// (argmax also takes int64); anything else is a ValueError naming the op.
-//
-// Precision: every accumulator is a double, also for float32 input, so a
-// float32 sum of a million elements is as exact as float32 can store it
-// (the only rounding is the final one to float). Results do not depend on
-// the thread count: each output is always folded in the same order.
-//
-// Empty reductions: sum gives 0, mean and var give NaN (0/0, as PyTorch),
-// max, min and argmax throw ValueError naming the op and the shape.
+/// \file
+/// Reductions over one or more dimensions (or all of them).
+///
+/// `dims` may hold negative dimensions; an empty `dims` means all dimensions;
+/// naming a dimension twice is a ValueError, one out of range an IndexError.
+/// With keepdim the reduced dimensions stay as size 1 (handy for
+/// broadcasting the result back). The result is always a new contiguous
+/// tensor (sum_to_shape's identity case aside). Floating dtypes only
+/// (argmax also takes int64); anything else is a ValueError naming the op.
+///
+/// Precision: every accumulator is a double, also for float32 input, so a
+/// float32 sum of a million elements is as exact as float32 can store it
+/// (the only rounding is the final one to float). Results do not depend on
+/// the thread count: each output is always folded in the same order.
+///
+/// Empty reductions: sum gives 0, mean and var give NaN (0/0, as PyTorch),
+/// max, min and argmax throw ValueError naming the op and the shape.
 #pragma once
 
 #include "core/tensor.hpp"
@@ -74,11 +75,17 @@ Shape reduced_shape(const Shape& shape, const DimMask& mask, bool keepdim);
 /// Plain-loop oracles for the tests: one element at a time, in row-major
 /// order, accumulated in double.
 namespace reference {
+/// sum, one element at a time.
 Tensor sum(const Tensor& x, const Dims& dims, bool keepdim);
+/// mean, one element at a time.
 Tensor mean(const Tensor& x, const Dims& dims, bool keepdim);
+/// max, one element at a time.
 Tensor max(const Tensor& x, const Dims& dims, bool keepdim);
+/// min, one element at a time.
 Tensor min(const Tensor& x, const Dims& dims, bool keepdim);
+/// argmax, one element at a time.
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim);
+/// var, one element at a time (two passes, as var).
 Tensor var(const Tensor& x, const Dims& dims, bool unbiased, bool keepdim);
 }  // namespace reference
 

@@ -1,20 +1,21 @@
-// Row-wise kernels: each works along the last dimension, one row at a time,
-// numerically stable, OpenMP across rows for large inputs. These are the
-// fused, fast versions; autograd also builds softmax and layer norm out of
-// primitives (the readable versions) and the tests show both agree.
-//
-// Common rules for every function here:
-//  - x may have any strides (a transposed or sliced view is copied to a
-//    contiguous buffer first); x's dtype is float32 or float64, and every
-//    floating operand must have the same dtype (ValueError otherwise).
-//  - The result is a new contiguous tensor with x's shape (or x.shape[:-1]
-//    for per-row statistics and losses). x must have at least 1 dimension.
-//  - Rows are split across threads, but each row is computed by one thread
-//    in a fixed order, so 1 and N threads give bit-identical results.
-//  - Sums are accumulated in double, also for float32 rows.
-//
-// Dimension letters: R rows (all leading dims together), L row length,
-// B batch, T query steps, S key steps, D hidden, N rows of logits, V classes.
+/// \file
+/// Row-wise kernels: each works along the last dimension, one row at a time,
+/// numerically stable, OpenMP across rows for large inputs. These are the
+/// fused, fast versions; autograd also builds softmax and layer norm out of
+/// primitives (the readable versions) and the tests show both agree.
+///
+/// Common rules for every function here:
+///  - x may have any strides (a transposed or sliced view is copied to a
+///    contiguous buffer first); x's dtype is float32 or float64, and every
+///    floating operand must have the same dtype (ValueError otherwise).
+///  - The result is a new contiguous tensor with x's shape (or x.shape[:-1]
+///    for per-row statistics and losses). x must have at least 1 dimension.
+///  - Rows are split across threads, but each row is computed by one thread
+///    in a fixed order, so 1 and N threads give bit-identical results.
+///  - Sums are accumulated in double, also for float32 rows.
+///
+/// Dimension letters: R rows (all leading dims together), L row length,
+/// B batch, T query steps, S key steps, D hidden, N rows of logits, V classes.
 #pragma once
 
 #include "core/tensor.hpp"
@@ -38,9 +39,18 @@ Tensor log_softmax(const Tensor& x);
 /// log_softmax(x) at that index, the same value bit for bit, without writing
 /// the other V - 1 log-probabilities. ids: int64 (...), log_probs: x's dtype (...).
 struct ArgmaxLogSoftmax {
-    Tensor ids, log_probs;
+    /// The index of each row's largest logit, int64 (...).
+    Tensor ids, log_probs;  ///< log_softmax at that index, x's dtype (...).
 };
+/// The argmax and its log-probability for each row of x (..., V); see ArgmaxLogSoftmax.
 ArgmaxLogSoftmax argmax_log_softmax(const Tensor& x);
+/// Beam search's pick: per row of x (..., V), the k largest entries of
+/// log_softmax(x), the same values bit for bit, largest first and of equal
+/// values the lower index first, without writing the other V - k. A row
+/// holding a NaN or +inf has NaN log-probabilities throughout (as
+/// log_softmax's) and gives its first k indices. ids: int64 (..., k),
+/// log_probs: x's dtype (..., k). ValueError unless 1 <= k <= V.
+ArgmaxLogSoftmax top_k_log_softmax(const Tensor& x, int64_t k);
 /// Backward of y = softmax(x): dx = y ⊙ (dy - Σ_j dy_j y_j). Also the backward
 /// of both masked softmaxes: masked entries have y = 0, so their dx is 0.
 Tensor softmax_backward(const Tensor& grad_y, const Tensor& y);
@@ -82,6 +92,7 @@ struct LayerNormOut {
     Tensor mean;  ///< (...)
     Tensor rstd;  ///< (...)
 };
+/// Layer norm of x (..., D) along the last dim; see LayerNormOut for the formula and what it returns.
 LayerNormOut layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
 /// Seed 000's AddNorm, ln(dropout(Y) + X), in one pass per row: s = x + y ⊙ keep,
 /// then layer_norm(s). keep (..., D) is the dropout mask with its 1/(1-p)
@@ -94,6 +105,7 @@ struct AddLayerNormOut {
     Tensor mean;  ///< (...)
     Tensor rstd;  ///< (...)
 };
+/// AddNorm's ln(x + y ⊙ keep) in one pass; see AddLayerNormOut.
 AddLayerNormOut add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& keep, const Tensor& weight,
                                const Tensor& bias, double eps);
 /// Gradients of layer_norm given dy and the saved x, mean, rstd:
@@ -105,6 +117,7 @@ struct LayerNormGrads {
     Tensor dweight;  ///< (D)
     Tensor dbias;    ///< (D)
 };
+/// The gradients of layer_norm; see LayerNormGrads for the formulas.
 LayerNormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                                    const Tensor& weight, bool has_bias);
 
@@ -142,16 +155,26 @@ void cross_entropy_rows_backward_(const Tensor& grad_rows, Tensor& logits, const
 /// per-row Jacobian), with little input checking. Slow; never use them in
 /// a model.
 namespace reference {
+/// softmax by the textbook formula.
 Tensor softmax(const Tensor& x);
+/// log_softmax by the textbook formula.
 Tensor log_softmax(const Tensor& x);
+/// softmax_backward through the full per-row Jacobian.
 Tensor softmax_backward(const Tensor& grad_y, const Tensor& y);
+/// log_softmax_backward through the full per-row Jacobian.
 Tensor log_softmax_backward(const Tensor& grad_y, const Tensor& y);
+/// masked_softmax, one row at a time.
 Tensor masked_softmax(const Tensor& x, const Tensor& valid_lens);
+/// masked_softmax_by_mask, one row at a time.
 Tensor masked_softmax_by_mask(const Tensor& x, const Tensor& keep);
+/// layer_norm, one row at a time.
 LayerNormOut layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps);
+/// layer_norm_backward through the full per-row Jacobian.
 LayerNormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                                    const Tensor& weight, bool has_bias);
+/// cross_entropy_rows, one row at a time.
 Tensor cross_entropy_rows(const Tensor& logits, const Tensor& targets, double label_smoothing, int64_t ignore_index);
+/// cross_entropy_rows_backward, one row at a time.
 Tensor cross_entropy_rows_backward(const Tensor& grad_rows, const Tensor& logits, const Tensor& targets,
                                    double label_smoothing, int64_t ignore_index);
 }  // namespace reference

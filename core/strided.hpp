@@ -1,8 +1,9 @@
-// Walking strided tensors. Kernels that accept any layout (transposed,
-// sliced, broadcast) loop over "runs": stretches along the innermost
-// dimension where every operand advances by a fixed stride. Dimensions that
-// are contiguous in every operand are merged first (coalesced), so a
-// contiguous tensor is a single run and the loop body is a plain for-loop.
+/// \file
+/// Walking strided tensors. Kernels that accept any layout (transposed,
+/// sliced, broadcast) loop over "runs": stretches along the innermost
+/// dimension where every operand advances by a fixed stride. Dimensions that
+/// are contiguous in every operand are merged first (coalesced), so a
+/// contiguous tensor is a single run and the loop body is a plain for-loop.
 #pragma once
 
 #include "core/parallel.hpp"
@@ -17,7 +18,9 @@ namespace tformer::core {
 /// N operands of one shape, with their strides and starting offsets.
 template <size_t N>
 struct StridedLoop {
+    /// The common shape after merging (only dimensions larger than 1 are left).
     Shape shape;
+    /// Each operand's strides over `shape`, in elements.
     std::array<Strides, N> strides;
 
     /// Merges dimension pairs (d, d+1) where every operand has

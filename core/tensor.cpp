@@ -795,7 +795,7 @@ Tensor dropout_mask(const Shape& shape, double p, Generator& gen, DType dtype) {
             // Four masks per draw: the 16-bit quarters u of next_u64(), lowest
             // first, each keep its element when u < ⌈keep · 2^16⌉, i.e. with
             // probability ⌈keep · 2^16⌉ / 2^16, within 2^-16 of keep (p = 0
-            // keeps all). One draw per element was 11% of a d2l training step.
+            // keeps all). One draw per element would cost 11% of a d2l training step.
             const auto threshold = static_cast<uint32_t>(std::ceil(std::ldexp(keep, 16)));  // at most 2^16
             // Draws for up to kChunk elements are made first (the generator is one
             // chain of dependent steps), their quarters laid out in element order,

@@ -1,12 +1,13 @@
-// core::Tensor: a strided view of a shared storage buffer.
-//
-// A tensor is (storage, shape, strides, offset, dtype). Element
-// (i0, i1, ..., ik) lives at storage[offset + i0*strides[0] + ... + ik*strides[k]]
-// (strides in elements, not bytes). Views such as transpose, slice or
-// expand make a new (shape, strides, offset) over the same storage and copy
-// nothing; contiguous() copies only when the layout is not row-major.
-//
-// Tensors are cheap handles: copying a Tensor shares its storage, as in
+/// \file
+/// core::Tensor: a strided view of a shared storage buffer.
+///
+/// A tensor is (storage, shape, strides, offset, dtype). Element
+/// (i0, i1, ..., ik) lives at storage[offset + i0*strides[0] + ... + ik*strides[k]]
+/// (strides in elements, not bytes). Views such as transpose, slice or
+/// expand make a new (shape, strides, offset) over the same storage and copy
+/// nothing; contiguous() copies only when the layout is not row-major.
+///
+/// Tensors are cheap handles: copying a Tensor shares its storage, as in
 // PyTorch. Use clone() for a deep copy.
 #pragma once
 
@@ -24,12 +25,16 @@ namespace tformer::core {
 /// A reference-counted, 64-byte aligned buffer.
 class Storage {
 public:
+    /// A buffer of `nbytes` bytes, uninitialised; counted by storage_bytes().
     explicit Storage(int64_t nbytes);
+    /// Frees the buffer.
     ~Storage();
     Storage(const Storage&) = delete;
     Storage& operator=(const Storage&) = delete;
 
+    /// The first byte.
     void* data() const { return data_; }
+    /// The buffer's size in bytes.
     int64_t nbytes() const { return nbytes_; }
 
 private:
@@ -47,6 +52,9 @@ int64_t storage_peak_bytes();
 /// Starts a new peak from what is alive now.
 void reset_storage_peak();
 
+/// An n-dimensional array: a cheap handle to a strided view of a shared Storage.
+/// Copying a Tensor shares the data (as in PyTorch); clone() copies it. Element
+/// (i0, ..., ik) is at storage[offset + i0·strides[0] + ... + ik·strides[k]].
 class Tensor {
 public:
     /// An undefined tensor (defined() is false), like a null handle.
@@ -59,17 +67,25 @@ public:
     static Tensor empty(const Shape& shape, DType dtype = DType::float32);
 
     // ---- metadata ---------------------------------------------------------
+    /// False for the undefined tensor of Tensor() (an absent bias, no mask).
     bool defined() const { return storage_ != nullptr; }
+    /// The element type.
     DType dtype() const { return dtype_; }
+    /// The sizes, outermost dimension first.
     const Shape& shape() const { return shape_; }
+    /// The strides in elements, one per dimension.
     const Strides& strides() const { return strides_; }
+    /// Where element (0, ..., 0) is in the storage, in elements.
     int64_t offset() const { return offset_; }
+    /// Number of dimensions (0 for a scalar).
     int dim() const { return shape_.size(); }
+    /// Number of elements (the product of the sizes).
     int64_t numel() const { return numel_; }
     /// Size of dimension `d` (negative counts from the end).
     int64_t size(int64_t d) const;
     /// Row-major with no gaps (size-1 dimensions may have any stride).
     bool is_contiguous() const;
+    /// The shared buffer this tensor views.
     const std::shared_ptr<Storage>& storage() const { return storage_; }
     /// True when both tensors view the same storage buffer.
     bool shares_storage(const Tensor& other) const { return storage_ == other.storage_; }
@@ -82,6 +98,7 @@ public:
         check_dtype(dtype_v<T>, "data");
         return static_cast<T*>(storage_->data()) + offset_;
     }
+    /// Pointer to the first element, untyped (storage + offset · element size).
     void* raw_data() const;
 
     // ---- element access (tests, printing, small loops; not for kernels) ----
@@ -142,8 +159,11 @@ private:
 };
 
 // ---- factories ---------------------------------------------------------------
+/// A tensor of zeros.
 Tensor zeros(const Shape& shape, DType dtype = DType::float32);
+/// A tensor of ones.
 Tensor ones(const Shape& shape, DType dtype = DType::float32);
+/// A tensor with every element equal to `value`.
 Tensor full(const Shape& shape, double value, DType dtype = DType::float32);
 /// 0-d tensor holding `value`.
 Tensor scalar(double value, DType dtype = DType::float32);
@@ -155,8 +175,11 @@ Tensor arange(double start, double end, double step, DType dtype = DType::float3
 Tensor eye(int64_t n, DType dtype = DType::float32);
 /// A tensor holding `values` (copied) with `shape`; sizes must match.
 Tensor from_vector(const std::vector<float>& values, const Shape& shape);
+/// The same for double values (float64).
 Tensor from_vector(const std::vector<double>& values, const Shape& shape);
+/// The same for int64 values (token ids, lengths).
 Tensor from_vector(const std::vector<int64_t>& values, const Shape& shape);
+/// The same for bool values (masks).
 Tensor from_vector(const std::vector<bool>& values, const Shape& shape);
 /// `values` converted to `dtype`, e.g. tensor({1, 2, 3, 4}, {2, 2}, DType::float64).
 Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype = DType::float32);

@@ -1,7 +1,8 @@
-// UTF-8 text: validation, lowercasing as Python's str.lower() does, and
-// making any bytes safe to draw. The one place that calls utf8proc (Debian
-// libutf8proc-dev), as core/blas.cpp is for BLAS; the corpus reader, the
-// safetensors reader and the plots all come here.
+/// \file
+/// UTF-8 text: validation, lowercasing as Python's str.lower() does, and
+/// making any bytes safe to draw. The one place that calls utf8proc (Debian
+/// libutf8proc-dev), as core/blas.cpp is for BLAS; the corpus reader, the
+/// safetensors reader and the plots all come here.
 #pragma once
 
 #include <cstddef>

@@ -48,11 +48,11 @@ constexpr int64_t kCopyVocab = 11;  // the copy task's vocabulary in `tformer tr
 // coming: a limit's boundary (the positional encoding's last row, the KV
 // cache's full length) is still reached.
 constexpr int64_t kLongLimit = 64;
-// One in 8 was not rare enough: in 400 inputs drawn from the corpus of 28
-// November (12,285 files), the two that decoded to a limit of 999-1000 steps
-// took 7.8 s of the 10.2 s (2.1 s and 5.7 s: each sentence of both commands,
-// and eval's report, decoded to the limit); the other 398 took 6 ms each on average.
-// At one in 64 such inputs still come thousands of times in 10 million.
+// One in 8 is not rare enough: in 400 inputs drawn from a corpus of 12,285
+// files, the two that decoded to a limit of 999-1000 steps took 7.8 s of the
+// 10.2 s (2.1 s and 5.7 s: each sentence of both commands, and eval's report,
+// decoded to the limit); the other 398 took 6 ms each on average. At one in
+// 64 such inputs still come thousands of times in 10 million.
 constexpr size_t kLongEvery = 64;
 
 [[noreturn]] void finding(const std::string& what) { tformer::fuzz::finding("fuzz_checkpoint", what); }

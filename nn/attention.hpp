@@ -1,29 +1,32 @@
-// Attention scoring functions and multi-head attention.
-//
-//   masked_softmax       seed 003, 注意力评分函数 / 掩蔽softmax操作 (valid lengths),
-//                        and seed 002, 2.2 ScaleDotProductAttention (boolean masks)
-//   AdditiveAttention    seed 003, 加性注意力:  a(q, k) = w_vᵀ tanh(W_q q + W_k k)
-//   DotProductAttention  seed 003, 缩放点积注意力: softmax(Q Kᵀ / √d) V
-//   MultiHeadAttention   seed 000, 代码实现 / 多头注意力 (d2l's class, with
-//                        transpose_qkv and transpose_output); seed 004's
-//                        MultiHeadedAttention is the same layer with biases
-//   subsequent_mask      seed 004 (subsequent_mask), seed 002 (make_no_peak_mask)
-//   causal_valid_lens    seed 000, DecoderBlock.forward (dec_valid_lens)
-//
-// Masks. Every attention here takes one `mask` tensor, in whichever form the
-// document uses:
-//   - int64 (or float holding whole numbers): valid lengths, d2l style. 1-D
-//     (B): the first valid_lens[b] keys count for every query of batch
-//     element b; 2-D (B, T): one length per query row.
-//   - bool: a keep-mask broadcast to the scores (B, T, S), true = attend,
-//     as seed 002's pad mask and no-peek mask and seed 004's subsequent_mask.
-//   - undefined: attend to every key.
-// Masked weights are exactly 0. A query with nothing to attend to gets all
-// zero weights (d2l's -1e6 fill would spread it uniformly over the padding;
-// see core::masked_softmax).
-//
-// Dimension letters: B batch, T query steps, S key steps, D hidden
-// (num_hiddens), H heads, d = D / H the per-head size, v the value size.
+/// \file
+/// Attention scoring functions and multi-head attention.
+///
+/// ```
+///   masked_softmax       seed 003, 注意力评分函数 / 掩蔽softmax操作 (valid lengths),
+///                        and seed 002, 2.2 ScaleDotProductAttention (boolean masks)
+///   AdditiveAttention    seed 003, 加性注意力:  a(q, k) = w_vᵀ tanh(W_q q + W_k k)
+///   DotProductAttention  seed 003, 缩放点积注意力: softmax(Q Kᵀ / √d) V
+///   MultiHeadAttention   seed 000, 代码实现 / 多头注意力 (d2l's class, with
+///                        transpose_qkv and transpose_output); seed 004's
+///                        MultiHeadedAttention is the same layer with biases
+///   subsequent_mask      seed 004 (subsequent_mask), seed 002 (make_no_peak_mask)
+///   causal_valid_lens    seed 000, DecoderBlock.forward (dec_valid_lens)
+/// ```
+///
+/// Masks. Every attention here takes one `mask` tensor, in whichever form the
+/// document uses:
+///   - int64 (or float holding whole numbers): valid lengths, d2l style. 1-D
+///     (B): the first valid_lens[b] keys count for every query of batch
+///     element b; 2-D (B, T): one length per query row.
+///   - bool: a keep-mask broadcast to the scores (B, T, S), true = attend,
+///     as seed 002's pad mask and no-peek mask and seed 004's subsequent_mask.
+///   - undefined: attend to every key.
+/// Masked weights are exactly 0. A query with nothing to attend to gets all
+/// zero weights (d2l's -1e6 fill would spread it uniformly over the padding;
+/// see core::masked_softmax).
+///
+/// Dimension letters: B batch, T query steps, S key steps, D hidden
+/// (num_hiddens), H heads, d = D / H the per-head size, v the value size.
 #pragma once
 
 #include "nn/layers.hpp"
@@ -59,15 +62,18 @@ core::Tensor causal_valid_lens(int64_t batch_size, int64_t num_steps);
 /// 缩放点积注意力; d2l's DotProductAttention; seed 002's ScaleDotProductAttention).
 class DotProductAttention : public Module {
 public:
+    /// The arguments of d2l's DotProductAttention(dropout).
     struct Options {
         double dropout = 0.0;  ///< dropout probability on the attention weights
     };
+    /// A layer whose dropout draws from `gen`, which must outlive it.
     explicit DotProductAttention(Options options, core::Generator& gen = core::default_generator());
 
     /// queries (B, T, d), keys (B, S, d), values (B, S, v) -> (B, T, v).
     /// Also 4-D, (B, H, T, d) ... -> (B, H, T, v), as seed 002 calls it.
     Variable forward(const Variable& queries, const Variable& keys, const Variable& values,
                      const core::Tensor& mask = {});
+    /// Calls forward(queries, keys, values, mask).
     Variable operator()(const Variable& queries, const Variable& keys, const Variable& values,
                         const core::Tensor& mask = {}) {
         return forward(queries, keys, values, mask);
@@ -81,7 +87,7 @@ public:
     Variable forward_heads(const Variable& q, const Variable& k, const Variable& v, int64_t num_heads,
                            const core::Tensor& valid_lens);
 
-    Options options;
+    Options options;  ///< the arguments it was built with
     /// (B, T, S) or (B, H, T, S): the weights of the last forward, before
     /// dropout, without a graph (for heatmaps). It shares storage with the
     /// softmax output the graph saved, as torch's detach() does: read it,
@@ -99,23 +105,26 @@ private:
 /// Children, in d2l's order: W_k, W_q, w_v (Linear without bias), dropout.
 class AdditiveAttention : public Module {
 public:
+    /// The arguments of d2l's AdditiveAttention(key_size, query_size, num_hiddens, dropout).
     struct Options {
         int64_t key_size = 0;     ///< k, the size of a key
         int64_t query_size = 0;   ///< q, the size of a query
         int64_t num_hiddens = 0;  ///< h, the hidden units of the one-layer MLP
         double dropout = 0.0;     ///< dropout probability on the attention weights
     };
+    /// A layer with W_k, W_q, w_v drawn from `gen`, which must outlive it (dropout draws from it too).
     explicit AdditiveAttention(Options options, core::Generator& gen = core::default_generator());
 
     /// queries (B, T, query_size), keys (B, S, key_size), values (B, S, v) -> (B, T, v).
     Variable forward(const Variable& queries, const Variable& keys, const Variable& values,
                      const core::Tensor& mask = {});
+    /// Calls forward(queries, keys, values, mask).
     Variable operator()(const Variable& queries, const Variable& keys, const Variable& values,
                         const core::Tensor& mask = {}) {
         return forward(queries, keys, values, mask);
     }
 
-    Options options;
+    Options options;              ///< the arguments it was built with
     std::shared_ptr<Linear> W_k;  ///< key_size -> num_hiddens
     std::shared_ptr<Linear> W_q;  ///< query_size -> num_hiddens
     std::shared_ptr<Linear> w_v;  ///< num_hiddens -> 1
@@ -159,15 +168,21 @@ struct KVCache {
     core::Tensor keys;    ///< (B·H, S so far, d) = transpose_qkv(W_k(keys seen so far))
     core::Tensor values;  ///< (B·H, S so far, d) = transpose_qkv(W_v(values seen so far))
 
+    /// An empty cache.
     KVCache() = default;
+    /// Shares the cached steps, not the room after them (see the struct comment).
     KVCache(const KVCache& other) : keys(other.keys), values(other.values) {}
+    /// Shares the cached steps of `other`, not its room.
     KVCache& operator=(const KVCache& other) {
         keys = other.keys, values = other.values;
         key_buffer_ = value_buffer_ = keys_t_buffer_ = core::Tensor();
         return *this;
     }
+    /// Takes the cache, room included.
     KVCache(KVCache&&) = default;
+    /// Takes the cache, room included.
     KVCache& operator=(KVCache&&) = default;
+    /// Frees what only this cache holds.
     ~KVCache() = default;
 
     /// No step has run yet.
@@ -205,18 +220,20 @@ private:
 /// attention (DotProductAttention), W_q, W_k, W_v, W_o.
 class MultiHeadAttention : public Module {
 public:
+    /// The arguments of d2l's MultiHeadAttention, plus seed 004's bias and the fused kernel.
     struct Options {
-        int64_t key_size = 0;
-        int64_t query_size = 0;
-        int64_t value_size = 0;
+        int64_t key_size = 0;     ///< the size of a key (the last dim of `keys`)
+        int64_t query_size = 0;   ///< the size of a query (the last dim of `queries`)
+        int64_t value_size = 0;   ///< the size of a value (the last dim of `values`)
         int64_t num_hiddens = 0;  ///< D, split into num_heads heads of D/H
-        int64_t num_heads = 1;
-        double dropout = 0.0;  ///< on the attention weights
-        bool bias = false;     ///< d2l: no bias; seed 004: with bias
+        int64_t num_heads = 1;    ///< H
+        double dropout = 0.0;     ///< on the attention weights
+        bool bias = false;        ///< d2l: no bias; seed 004: with bias
         /// Attend with the fused kernel (DotProductAttention::forward_heads)
         /// when the mask is valid lengths or none; the composed ops otherwise.
         bool fused = false;
     };
+    /// A layer with W_q, W_k, W_v, W_o drawn from `gen`, which must outlive it (dropout draws from it too).
     /// Throws ValueError when num_hiddens is not divisible by num_heads.
     explicit MultiHeadAttention(Options options, core::Generator& gen = core::default_generator());
 
@@ -227,6 +244,7 @@ public:
     /// every head (a 3-D mask gets a head dim at 1, as seed 004 does).
     Variable forward(const Variable& queries, const Variable& keys, const Variable& values,
                      const core::Tensor& mask = {});
+    /// Calls forward(queries, keys, values, mask).
     Variable operator()(const Variable& queries, const Variable& keys, const Variable& values,
                         const core::Tensor& mask = {}) {
         return forward(queries, keys, values, mask);
@@ -260,7 +278,8 @@ public:
     /// blk.attention.attention.attention_weights.
     const core::Tensor& attention_weights() const { return attention->attention_weights; }
 
-    Options options;
+    Options options;  ///< the arguments it was built with
+    /// The scaled dot-product attention every head runs (child "attention").
     std::shared_ptr<DotProductAttention> attention;
     std::shared_ptr<Linear> W_q;  ///< query_size -> num_hiddens
     std::shared_ptr<Linear> W_k;  ///< key_size -> num_hiddens
@@ -268,7 +287,6 @@ public:
     std::shared_ptr<Linear> W_o;  ///< num_hiddens -> num_hiddens
 
 private:
-    /// Checks x is (B, steps, size) and names it in the error otherwise.
     /// A ShapeCheck that knows query_size, key_size and value_size, for the forwards' first lines.
     ShapeCheck input_sizes() const;
     /// The mask in the (B·H, ...) layout of the heads.

@@ -1,20 +1,23 @@
-// Attention pooling by kernel regression (seed 003, 注意力汇聚：查询和键的
-// 相互作用): regress y from x by weighting the training outputs y_i (values)
-// by how close the query x is to each training input x_i (keys).
-//
-//   average_pooling   平均汇聚:        f(x) = 1/n Σ_i y_i
-//   nadaraya_watson   非参数注意力汇聚: f(x) = Σ_i softmax(-(x - x_i)² / 2) y_i
-//   NWKernelRegression 带参数注意力汇聚: f(x) = Σ_i softmax(-((x - x_i) w)² / 2) y_i, w learned
-//
-// The seed gives the formulas; the data and the training run are those of
-// the d2l section it follows (attention pooling: Nadaraya–Watson kernel
-// regression): 50 sorted training inputs uniform in [0, 5), targets
-// y = 2 sin(x) + x^0.8 + ε with ε ~ N(0, 0.5²), test inputs 0, 0.1, ..., 4.9,
-// and 5 epochs of SGD with lr 0.5 on the summed squared error, each training
-// input using the other 49 as its keys and values (make_pooling_data,
-// leave_one_out).
-//
-// Letters: n queries, m key-value pairs per query.
+/// \file
+/// Attention pooling by kernel regression (seed 003, 注意力汇聚：查询和键的
+/// 相互作用): regress y from x by weighting the training outputs y_i (values)
+/// by how close the query x is to each training input x_i (keys).
+///
+/// ```
+///   average_pooling   平均汇聚:        f(x) = 1/n Σ_i y_i
+///   nadaraya_watson   非参数注意力汇聚: f(x) = Σ_i softmax(-(x - x_i)² / 2) y_i
+///   NWKernelRegression 带参数注意力汇聚: f(x) = Σ_i softmax(-((x - x_i) w)² / 2) y_i, w learned
+/// ```
+///
+/// The seed gives the formulas; the data and the training run are those of
+/// the d2l section it follows (attention pooling: Nadaraya–Watson kernel
+/// regression): 50 sorted training inputs uniform in [0, 5), targets
+/// y = 2 sin(x) + x^0.8 + ε with ε ~ N(0, 0.5²), test inputs 0, 0.1, ..., 4.9,
+/// and 5 epochs of SGD with lr 0.5 on the summed squared error, each training
+/// input using the other 49 as its keys and values (make_pooling_data,
+/// leave_one_out).
+///
+/// Letters: n queries, m key-value pairs per query.
 #pragma once
 
 #include "nn/module.hpp"
@@ -49,6 +52,7 @@ public:
 
     /// queries (n), keys (n, m) (or (m) shared), values of keys' shape -> (n).
     Variable forward(const Variable& queries, const Variable& keys, const Variable& values);
+    /// Calls forward(queries, keys, values).
     Variable operator()(const Variable& queries, const Variable& keys, const Variable& values) {
         return forward(queries, keys, values);
     }

@@ -1,17 +1,20 @@
-// Basic layers: Linear, Embedding, Dropout, ReLU, LayerNorm, BatchNorm1d,
-// PositionalEncoding, Sequential and ModuleList. Names, constructor
-// arguments and forward signatures follow the documents (seed 000 first,
-// the PyTorch layers it uses); arguments come as an options struct whose
-// fields carry the documents' argument names:
-//   Linear dense({.in_features = 32, .out_features = 64});
-//   Variable y = dense(x);   // (..., 32) -> (..., 64)
-//
-// Dimension letters in this file: B batch, T steps, D hidden, V vocabulary,
-// N and L BatchNorm's batch and length, C its channels.
-//
-// One source file per layer: linear.cpp, embedding.cpp, dropout.cpp,
-// activation.cpp, normalization.cpp (LayerNorm, BatchNorm1d),
-// positional_encoding.cpp, containers.cpp.
+/// \file
+/// Basic layers: Linear, Embedding, Dropout, ReLU, LayerNorm, BatchNorm1d,
+/// PositionalEncoding, Sequential and ModuleList. Names, constructor
+/// arguments and forward signatures follow the documents (seed 000 first,
+/// the PyTorch layers it uses); arguments come as an options struct whose
+/// fields carry the documents' argument names:
+/// ```
+///   Linear dense({.in_features = 32, .out_features = 64});
+///   Variable y = dense(x);   // (..., 32) -> (..., 64)
+/// ```
+///
+/// Dimension letters in this file: B batch, T steps, D hidden, V vocabulary,
+/// N and L BatchNorm's batch and length, C its channels.
+///
+/// One source file per layer: linear.cpp, embedding.cpp, dropout.cpp,
+/// activation.cpp, normalization.cpp (LayerNorm, BatchNorm1d),
+/// positional_encoding.cpp, containers.cpp.
 #pragma once
 
 #include "nn/module.hpp"
@@ -27,8 +30,11 @@ namespace tformer::nn {
 /// A module with one input and one output (what Sequential chains).
 class UnaryModule : public Module {
 public:
+    /// The constructor of Module: the type name.
     using Module::Module;
+    /// y = f(x): the layer's computation.
     virtual Variable forward(const Variable& x) = 0;
+    /// Calls forward(x), so a layer reads like a function: y = dense(x).
     Variable operator()(const Variable& x) { return forward(x); }
 };
 
@@ -39,16 +45,18 @@ public:
 /// Initialised like PyTorch: W, b ~ U(-1/√in_features, 1/√in_features).
 class Linear : public UnaryModule {
 public:
+    /// The arguments of PyTorch's nn.Linear(in_features, out_features, bias).
     struct Options {
-        int64_t in_features = 0;
-        int64_t out_features = 0;
-        bool bias = true;
+        int64_t in_features = 0;   ///< the size of x's last dimension
+        int64_t out_features = 0;  ///< the size of y's last dimension
+        bool bias = true;          ///< false: y = x Wᵀ, no bias
     };
+    /// A layer with weights drawn from `gen` (see the class comment).
     explicit Linear(Options options, core::Generator& gen = core::default_generator());
     /// x (..., in_features) -> (..., out_features); any number of leading dims.
     Variable forward(const Variable& x) override;
 
-    Options options;
+    Options options;  ///< the arguments it was built with
     Variable weight;  ///< (out_features, in_features)
     Variable bias;    ///< (out_features), undefined without bias
 };
@@ -60,17 +68,20 @@ public:
 /// training. Other rows are initialised N(0, 1), as PyTorch.
 class Embedding : public Module {
 public:
+    /// The arguments of nn.Embedding(num_embeddings, embedding_dim, padding_idx).
     struct Options {
         int64_t num_embeddings = 0;  ///< V
         int64_t embedding_dim = 0;   ///< D
         int64_t padding_idx = -1;    ///< -1: none
     };
+    /// A table drawn from `gen` (N(0, 1), the padding_idx row zero).
     explicit Embedding(Options options, core::Generator& gen = core::default_generator());
     /// ids int64 (...) -> (..., embedding_dim); every id must lie in [0, V).
     Variable forward(const core::Tensor& ids);
+    /// Calls forward(ids).
     Variable operator()(const core::Tensor& ids) { return forward(ids); }
 
-    Options options;
+    Options options;  ///< the arguments it was built with
     Variable weight;  ///< (num_embeddings, embedding_dim)
 };
 
@@ -83,17 +94,20 @@ public:
 /// such as core::default_generator() or a member next to the model.
 class Dropout : public UnaryModule {
 public:
+    /// The argument of nn.Dropout(p).
     struct Options {
         double p = 0.5;  ///< in [0, 1)
     };
+    /// A dropout layer drawing its masks from `gen`, which must outlive it.
     explicit Dropout(Options options, core::Generator& gen = core::default_generator());
+    /// x ⊙ mask / (1 - p) in training mode, x in eval mode; any shape.
     Variable forward(const Variable& x) override;
     /// The mask forward() would multiply a tensor of this shape by, with its
     /// 1/(1-p) scale, drawn from the same stream; undefined in eval mode or
     /// when p is 0. For fused kernels that apply the dropout themselves.
     core::Tensor keep_mask(const core::Shape& shape, core::DType dtype);
 
-    Options options;
+    Options options;  ///< the arguments it was built with
 
 private:
     core::Generator* gen_;
@@ -103,7 +117,9 @@ private:
 /// PositionWiseFFN (代码实现 → 前馈网络) and seed 004's FFN (编码器).
 class ReLU : public UnaryModule {
 public:
+    /// The layer (no parameters).
     ReLU() : UnaryModule("ReLU") {}
+    /// y = max(x, 0), any shape.
     Variable forward(const Variable& x) override;
 };
 
@@ -125,17 +141,19 @@ public:
 /// div, mul) exactly as seed 004 writes it.
 class LayerNorm : public UnaryModule {
 public:
+    /// The arguments of nn.LayerNorm(normalized_shape, eps, elementwise_affine), and seed 004's variant.
     struct Options {
-        int64_t normalized_shape = 0;  ///< D, the size of the last dimension
-        double eps = 1e-5;
-        bool elementwise_affine = true;
-        bool unbiased_std = false;  ///< seed 004's variant (needs D >= 2)
+        int64_t normalized_shape = 0;    ///< D, the size of the last dimension
+        double eps = 1e-5;               ///< added to the variance (to the standard deviation with unbiased_std)
+        bool elementwise_affine = true;  ///< false: no weight and bias (y is the normalised x)
+        bool unbiased_std = false;       ///< seed 004's variant (needs D >= 2)
     };
+    /// A layer with weight 1 and bias 0 (none without elementwise_affine).
     explicit LayerNorm(Options options);
     /// x (..., D) -> (..., D)
     Variable forward(const Variable& x) override;
 
-    Options options;
+    Options options;  ///< the arguments it was built with
     Variable weight;  ///< (D) ones; seed 002 calls it gamma, seed 004 a_2
     Variable bias;    ///< (D) zeros; seed 002 calls it beta, seed 004 b_2
 };
@@ -154,17 +172,19 @@ public:
 /// the state dict.
 class BatchNorm1d : public UnaryModule {
 public:
+    /// The arguments of nn.BatchNorm1d(num_features, eps, momentum, affine).
     struct Options {
         int64_t num_features = 0;  ///< C
-        double eps = 1e-5;
-        double momentum = 0.1;
-        bool affine = true;
+        double eps = 1e-5;         ///< added to the variance
+        double momentum = 0.1;     ///< weight of the new batch in the running statistics
+        bool affine = true;        ///< false: no weight and bias
     };
+    /// A layer with weight 1, bias 0, running_mean 0 and running_var 1.
     explicit BatchNorm1d(Options options);
     /// x (N, C) or (N, C, L) -> same shape
     Variable forward(const Variable& x) override;
 
-    Options options;
+    Options options;  ///< the arguments it was built with
     Variable weight;  ///< (C) ones, undefined without affine
     Variable bias;    ///< (C) zeros, undefined without affine
 };
@@ -179,23 +199,26 @@ public:
 /// sin only (d2l's code would fail there).
 class PositionalEncoding : public Module {
 public:
+    /// The arguments of d2l's PositionalEncoding(num_hiddens, dropout, max_len).
     struct Options {
         int64_t num_hiddens = 0;  ///< d
-        double dropout = 0.0;
-        int64_t max_len = 1000;
+        double dropout = 0.0;     ///< dropout probability after the addition
+        int64_t max_len = 1000;   ///< the longest sequence the table covers
     };
+    /// Builds the table P; the dropout draws from `gen`, which must outlive the layer.
     explicit PositionalEncoding(Options options, core::Generator& gen = core::default_generator());
     /// X (B, T, D) -> dropout(X + P[:, start : start + T, :]); `start` is the position
     /// of X's first step (non-zero when decoding one token at a time).
     Variable forward(const Variable& X, int64_t start = 0);
+    /// Calls forward(X, start).
     Variable operator()(const Variable& X, int64_t start = 0) { return forward(X, start); }
     /// forward(embedding(ids) · scale, start) as one op
     /// (autograd::embedding_positional): the same numbers, bit for bit, the
     /// same dropout draws, one graph node instead of four. ids (B, T) -> (B, T, D).
     Variable forward_embedded(const Embedding& embedding, const core::Tensor& ids, double scale, int64_t start = 0);
 
-    Options options;
-    core::Tensor P;  ///< (1, max_len, num_hiddens), float32 (converted to X's dtype on use)
+    Options options;  ///< the arguments it was built with
+    core::Tensor P;   ///< (1, max_len, num_hiddens), float32 (converted to X's dtype on use)
 
 private:
     std::shared_ptr<Dropout> dropout_;  ///< registered as the child "dropout", as in d2l
@@ -206,12 +229,15 @@ private:
 /// "0", "1", ... by position unless given a name. An empty Sequential is the identity.
 class Sequential : public UnaryModule {
 public:
+    /// An empty Sequential (the identity).
     Sequential() : UnaryModule("Sequential") {}
     /// Appends `module` under the name of its position ("0", "1", ...).
     void push_back(std::shared_ptr<UnaryModule> module);
     /// Appends `module` under `name` (d2l's add_module("block0", ...)).
     void push_back(const std::string& name, std::shared_ptr<UnaryModule> module);
+    /// Each module's forward in turn: y = m_n(... m_1(m_0(x))).
     Variable forward(const Variable& x) override;
+    /// Number of modules.
     size_t size() const { return modules_.size(); }
     /// The i-th module; IndexError when i >= size().
     UnaryModule& operator[](size_t i);
@@ -226,6 +252,7 @@ private:
 template <class M>
 class ModuleList : public Module {
 public:
+    /// An empty list.
     ModuleList() : Module("ModuleList") {}
     /// Appends `module` under the name of its position ("0", "1", ...), as PyTorch.
     void push_back(std::shared_ptr<M> module) { push_back(std::to_string(items_.size()), std::move(module)); }
@@ -235,9 +262,13 @@ public:
     }
     /// The i-th module; IndexError when i >= size().
     M& operator[](size_t i) { return *item(i); }
+    /// The i-th module; IndexError when i >= size().
     const M& operator[](size_t i) const { return *item(i); }
+    /// Number of modules.
     size_t size() const { return items_.size(); }
+    /// Iterator over the modules (shared pointers), in order.
     auto begin() { return items_.begin(); }
+    /// Iterator past the last module.
     auto end() { return items_.end(); }
 
 private:

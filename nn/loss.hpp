@@ -1,4 +1,5 @@
-// Losses for sequence models.
+/// \file
+/// Losses for sequence models.
 #pragma once
 
 #include "autograd/functional.hpp"

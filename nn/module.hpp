@@ -1,15 +1,18 @@
-// nn::Module: the base of every layer, as in PyTorch.
-//
-// A module owns named parameters (Variables that require gradients),
-// buffers (tensors saved with the model but not trained, such as
-// BatchNorm's running mean), and child modules. Names join with dots, so a
-// parameter deep inside a Transformer is called, as in PyTorch,
-//   encoder.blks.block0.attention.W_q.weight
-// and a tformer state dict maps one to one onto the equivalent PyTorch
-// module's state dict.
-//
-// Layers have no common forward(): each declares the forward signature of
-// the document it implements (seed 000 first).
+/// \file
+/// nn::Module: the base of every layer, as in PyTorch.
+///
+/// A module owns named parameters (Variables that require gradients),
+/// buffers (tensors saved with the model but not trained, such as
+/// BatchNorm's running mean), and child modules. Names join with dots, so a
+/// parameter deep inside a Transformer is called, as in PyTorch,
+/// ```
+///   encoder.blks.block0.attention.W_q.weight
+/// ```
+/// and a tformer state dict maps one to one onto the equivalent PyTorch
+/// module's state dict.
+///
+/// Layers have no common forward(): each declares the forward signature of
+/// the document it implements (seed 000 first).
 #pragma once
 
 #include "autograd/variable.hpp"
@@ -17,6 +20,8 @@
 #include <map>
 #include <memory>
 #include <string>
+/// Layers as in PyTorch's torch.nn, with the documents' names: Module, Linear,
+/// attention, the Transformer's blocks, losses, initialisers and checkpoints.
 #include <utility>
 #include <vector>
 
@@ -28,9 +33,14 @@ using core::Tensor;
 /// A state dict: dotted name -> tensor (parameters and buffers).
 using StateDict = std::map<std::string, Tensor>;
 
+/// The base of every layer, as PyTorch's torch.nn.Module: named parameters,
+/// buffers and child modules, train()/eval(), state_dict()/load_state_dict().
+/// Each layer adds its own forward (operator()) with the document's signature.
 class Module {
 public:
+    /// A module named `type_name` in summaries, e.g. "Linear".
     explicit Module(std::string type_name) : type_name_(std::move(type_name)) {}
+    /// Virtual: a module is destroyed through a pointer to Module.
     virtual ~Module() = default;
     Module(const Module&) = delete;
     Module& operator=(const Module&) = delete;
@@ -53,13 +63,14 @@ public:
     /// Variable, so one tensor and one gradient), as PyTorch's
     /// `decoder.dense.weight = encoder.embedding.weight` ties weights. The
     /// shapes must agree. Returns `shared`, for the layer's own member:
-    ///   dense->weight = dense->share_parameter("weight", embedding->weight);
+    ///   `dense->weight = dense->share_parameter("weight", embedding->weight);`
     Variable share_parameter(const std::string& name, const Variable& shared);
 
     /// Every parameter of this module and its descendants, with dotted names,
     /// in registration order. A shared parameter is listed once, under its
     /// first name (as PyTorch's named_parameters), so optimizers update it once.
     std::vector<std::pair<std::string, Variable>> named_parameters() const;
+    /// The parameters of named_parameters(), without their names (what an optimizer takes).
     std::vector<Variable> parameters() const;
     /// Every buffer, with dotted names.
     std::vector<std::pair<std::string, Tensor>> named_buffers() const;
@@ -77,6 +88,7 @@ public:
     void train(bool on = true);
     /// Evaluation mode: train(false).
     void eval() { train(false); }
+    /// True in training mode (the default), false after eval().
     bool is_training() const { return training_; }
 
     /// Forgets every parameter's gradient.
@@ -100,6 +112,7 @@ public:
     std::string summary() const;
 
 protected:
+    /// Registers `module` as the child `name` (register_module without the return value).
     void add_child(const std::string& name, std::shared_ptr<Module> module);
 
 private:

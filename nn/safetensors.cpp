@@ -187,7 +187,7 @@ Json parse_header_json(std::string_view text, const Source& src) {
     try {
         return Json::parse(text.begin(), text.end(), on_event);
     } catch (const Json::exception& e) {
-        // parse_error, or out_of_range for a number beyond a double (found by fuzz_safetensors);
+        // parse_error, or out_of_range for a number beyond a double;
         // drop nlohmann's "[json.exception.parse_error.101] " prefix
         std::string_view what = e.what();
         if (const size_t cut = what.find("] "); cut != std::string_view::npos) what.remove_prefix(cut + 2);

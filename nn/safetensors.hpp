@@ -1,28 +1,33 @@
-// Checkpoints in the safetensors format (Hugging Face), read and written by
-// tformer itself so a state dict saved here loads in PyTorch and back.
-//
-// A file is three parts, nothing else:
-//
-//   [ N: u64, little-endian ][ N bytes: UTF-8 JSON header ][ data section ]
-//
-// The header is one JSON object. Each key except "__metadata__" names a
-// tensor and maps to
-//   {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}
-// where [begin, end) is a byte range of the data section (offsets count from
-// the first byte after the header, not from the start of the file). The data
-// is little-endian and row-major (C order). The optional "__metadata__" maps
-// strings to strings (free-form notes: step, config, ...).
-//
-// Reading trusts nothing in the file: every length, offset, shape and dtype is
-// checked before a byte is copied, so a truncated or hostile file gives a
-// tformer::IOError naming the file and the problem, never a crash or an
-// out-of-bounds read. The tensors' byte ranges must tile the data section
-// exactly: sorted by begin, the first starts at 0, each starts where the
-// previous one ended, and the last ends at the end of the file.
-//
-// Writing is atomic: the bytes go to a temporary file in the same directory,
-// which is flushed to disk and then renamed over the target, so a crash or a
-// full disk leaves either the old checkpoint or the new one, never half of one.
+/// \file
+/// Checkpoints in the safetensors format (Hugging Face), read and written by
+/// tformer itself so a state dict saved here loads in PyTorch and back.
+///
+/// A file is three parts, nothing else:
+///
+/// ```
+///   [ N: u64, little-endian ][ N bytes: UTF-8 JSON header ][ data section ]
+/// ```
+///
+/// The header is one JSON object. Each key except "__metadata__" names a
+/// tensor and maps to
+/// ```
+///   {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}
+/// ```
+/// where [begin, end) is a byte range of the data section (offsets count from
+/// the first byte after the header, not from the start of the file). The data
+/// is little-endian and row-major (C order). The optional "__metadata__" maps
+/// strings to strings (free-form notes: step, config, ...).
+///
+/// Reading trusts nothing in the file: every length, offset, shape and dtype is
+/// checked before a byte is copied, so a truncated or hostile file gives a
+/// tformer::IOError naming the file and the problem, never a crash or an
+/// out-of-bounds read. The tensors' byte ranges must tile the data section
+/// exactly: sorted by begin, the first starts at 0, each starts where the
+/// previous one ended, and the last ends at the end of the file.
+///
+/// Writing is atomic: the bytes go to a temporary file in the same directory,
+/// which is flushed to disk and then renamed over the target, so a crash or a
+/// full disk leaves either the old checkpoint or the new one, never half of one.
 #pragma once
 
 #include "core/tensor.hpp"
@@ -73,7 +78,9 @@ std::vector<uint8_t> serialize_safetensors(const SafeTensors& st);
 /// directory is fsync'ed so the rename itself is durable. On any failure the
 /// temporary file is removed, the file previously at `path` is untouched, and
 /// IOError is thrown naming `path` and the OS reason, e.g.
+/// ```
 ///   save_safetensors: cannot write 'ckpt/model.safetensors': cannot rename ...: Is a directory
+/// ```
 /// Invalid contents throw ValueError before anything is written. A symbolic
 /// link at `path` is replaced by the new file, not followed.
 void save_safetensors(const std::string& path, const SafeTensors& st);

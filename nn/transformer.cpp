@@ -36,8 +36,8 @@ PositionWiseFFN::Options ffn_options(const TransformerOptions& o) {
 // block replaces its own. Kept, the last step's weights would stay live
 // among the new step's activations until their blocks ran again, and the
 // large tensors of each step would be placed around them differently (on
-// base, 18 MB in 18 places, and the memory high-water mark crept up from
-// step to step); dropped, every step starts from the same free memory.
+// base, 18 MB in 18 places, and the memory high-water mark would creep up
+// from step to step); dropped, every step starts from the same free memory.
 void forget_attention_weights(ModuleList<EncoderBlock>& blks) {
     for (auto& blk : blks) blk->attention->attention->attention_weights = {};
 }
@@ -231,6 +231,10 @@ Variable TransformerDecoder::forward_hidden(const core::Tensor& X, const Decoder
 }
 
 Variable TransformerDecoder::forward_step(const core::Tensor& X, DecoderState& state) {
+    return (*dense)(forward_step_hidden(X, state));  // (B, t, V)
+}
+
+Variable TransformerDecoder::forward_step_hidden(const core::Tensor& X, DecoderState& state) {
     if (X.dim() != 2)
         fail<ShapeError>("TransformerDecoder: token ids of shape {} must be (batch, steps)",
                          core::shape_str(X.shape()));
@@ -240,7 +244,7 @@ Variable TransformerDecoder::forward_step(const core::Tensor& X, DecoderState& s
     Variable H = embed(*embedding, *pos_encoding, X, options, state.steps_done);  // (B, t, D)
     for (auto& blk : *blks) H = blk->forward_step(H, state);
     state.steps_done += X.size(1);
-    return (*dense)(H);  // (B, t, V)
+    return H;  // (B, t, D)
 }
 
 std::vector<std::vector<core::Tensor>> TransformerDecoder::attention_weights() const {

@@ -1,9 +1,12 @@
-// optim::clip_grad_norm: rescales gradients whose joint norm is too large,
-// as torch.nn.utils.clip_grad_norm_ does.
-//
-//   loss.backward();
-//   double norm = optim::clip_grad_norm(model.parameters(), 1.0);
-//   opt.step();
+/// \file
+/// optim::clip_grad_norm: rescales gradients whose joint norm is too large,
+/// as torch.nn.utils.clip_grad_norm_ does.
+///
+/// ```
+///   loss.backward();
+///   double norm = optim::clip_grad_norm(model.parameters(), 1.0);
+///   opt.step();
+/// ```
 #pragma once
 
 #include "optim/optimizer.hpp"

@@ -1,4 +1,5 @@
-// Everything in tformer::optim with one include.
+/// \file
+/// Everything in tformer::optim with one include.
 #pragma once
 
 #include "optim/adam.hpp"
@@ -6,3 +7,7 @@
 #include "optim/optimizer.hpp"
 #include "optim/schedule.hpp"
 #include "optim/sgd.hpp"
+
+/// \namespace tformer::optim
+/// Optimizers and what drives them, as torch.optim: SGD, Adam, AdamW,
+/// gradient clipping and learning-rate schedules (constant, Noam, cosine).

@@ -1,26 +1,29 @@
-// optim::Optimizer: the base of SGD, Adam and AdamW, as in torch.optim.
-//
-// An optimizer holds handles to the parameters it trains (the same
-// Variables the model holds, so an update is seen by every handle) and, per
-// parameter, the state its rule needs: a step count and a few tensors of the
-// parameter's shape ("slots": SGD's momentum_buffer, Adam's exp_avg and
-// exp_avg_sq). Slots are allocated on a parameter's first update; after
-// that a step allocates nothing.
-//
-//   optim::Adam opt(model.named_parameters(), {.lr = 0.005});
-//   for (...) {
-//       opt.zero_grad();
-//       loss.backward();
-//       opt.step();          // every parameter with a gradient moves
-//   }
-//
-// A parameter whose gradient is undefined (no backward reached it since the
-// last zero_grad()) is skipped entirely: neither it nor its state changes,
-// and its step count stays where it was (PyTorch does the same).
-//
-// state_dict() / load_state_dict() save and restore everything needed to
-// resume training bit for bit: the learning rate, the number of step()
-// calls, and every parameter's step count and slots.
+/// \file
+/// optim::Optimizer: the base of SGD, Adam and AdamW, as in torch.optim.
+///
+/// An optimizer holds handles to the parameters it trains (the same
+/// Variables the model holds, so an update is seen by every handle) and, per
+/// parameter, the state its rule needs: a step count and a few tensors of the
+/// parameter's shape ("slots": SGD's momentum_buffer, Adam's exp_avg and
+/// exp_avg_sq). Slots are allocated on a parameter's first update; after
+/// that a step allocates nothing.
+///
+/// ```
+///   optim::Adam opt(model.named_parameters(), {.lr = 0.005});
+///   for (...) {
+///       opt.zero_grad();
+///       loss.backward();
+///       opt.step();          // every parameter with a gradient moves
+///   }
+/// ```
+///
+/// A parameter whose gradient is undefined (no backward reached it since the
+/// last zero_grad()) is skipped entirely: neither it nor its state changes,
+/// and its step count stays where it was (PyTorch does the same).
+///
+/// state_dict() / load_state_dict() save and restore everything needed to
+/// resume training bit for bit: the learning rate, the number of step()
+/// calls, and every parameter's step count and slots.
 #pragma once
 
 #include "autograd/variable.hpp"
@@ -48,8 +51,11 @@ struct ParamState {
     std::vector<Tensor> slots;
 };
 
+/// The base of SGD, Adam and AdamW, as torch.optim.Optimizer: the parameters,
+/// their per-parameter state, step() and zero_grad(), state_dict() to resume.
 class Optimizer {
 public:
+    /// Virtual: optimizers are used through a pointer to Optimizer.
     virtual ~Optimizer() = default;
     Optimizer(const Optimizer&) = delete;
     Optimizer& operator=(const Optimizer&) = delete;
@@ -79,9 +85,11 @@ public:
 
     /// A copy of everything needed to resume: "lr" (0-d float64), "step" and
     /// "param_count" (0-d int64), and for parameter i with name n the keys
+    /// ```
     ///   state.<i>.<n>.step        0-d int64
     ///   state.<i>.<n>.<slot>      the parameter's shape and dtype
-    /// ("state.<i>.<slot>" when the optimizer has no names). Slots not yet
+    /// ```
+    /// (`state.<i>.<slot>` when the optimizer has no names). Slots not yet
     /// allocated are saved as zeros, so every key is always present.
     nn::StateDict state_dict() const;
     /// Restores a state_dict(). Strict: a different parameter count, missing
@@ -99,7 +107,9 @@ public:
     void allocate_state();
 
 protected:
+    /// For derived classes: `type_name` for messages, the parameters and the first learning rate.
     Optimizer(std::string type_name, std::vector<Variable> params, double lr);
+    /// The same for named parameters.
     Optimizer(std::string type_name, const NamedParameters& params, double lr);
 
     /// Derived constructors name their slots once; step() allocates them per parameter on first use

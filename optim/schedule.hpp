@@ -1,14 +1,17 @@
-// Learning-rate schedules: the rate as a function of the step.
-//
-// A schedule is a pure function lr_at(step) of a 1-based step number (0 is
-// treated as 1); apply() writes it into an optimizer. tasks::train gives its
-// k-th update lr_at(k), the paper's step_num:
-//   schedule.apply(opt, opt.steps() + 1);
-//   opt.step();
-// Calling apply(opt, opt.steps()) instead reproduces the Annotated
-// Transformer's LambdaLR exactly: its first update uses rate(0), which
-// rate() treats as step 1, so its first two updates share one rate and the
-// whole curve runs one step behind.
+/// \file
+/// Learning-rate schedules: the rate as a function of the step.
+///
+/// A schedule is a pure function lr_at(step) of a 1-based step number (0 is
+/// treated as 1); apply() writes it into an optimizer. tasks::train gives its
+/// k-th update lr_at(k), the paper's step_num:
+/// ```
+///   schedule.apply(opt, opt.steps() + 1);
+///   opt.step();
+/// ```
+/// Calling apply(opt, opt.steps()) instead reproduces the Annotated
+/// Transformer's LambdaLR exactly: its first update uses rate(0), which
+/// rate() treats as step 1, so its first two updates share one rate and the
+/// whole curve runs one step behind.
 #pragma once
 
 #include "optim/optimizer.hpp"
@@ -17,8 +20,10 @@
 
 namespace tformer::optim {
 
+/// A learning-rate schedule: lr_at(step), and apply() to set it on an optimizer.
 class LRSchedule {
 public:
+    /// Virtual: schedules are used through a pointer to LRSchedule.
     virtual ~LRSchedule() = default;
     /// The learning rate for the update that follows `step` finished updates.
     virtual double lr_at(int64_t step) const = 0;
@@ -31,6 +36,7 @@ class ConstantLR : public LRSchedule {
 public:
     /// Throws ValueError unless lr is finite and >= 0.
     explicit ConstantLR(double lr);
+    /// lr at every step.
     double lr_at(int64_t step) const override;
 
 private:
@@ -51,7 +57,9 @@ class NoamLR : public LRSchedule {
 public:
     /// Throws ValueError unless d_model > 0, warmup > 0 and factor is finite and >= 0.
     explicit NoamLR(NoamOptions options);
+    /// factor · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5), step 0 counted as 1.
     double lr_at(int64_t step) const override;
+    /// The options it was built with.
     const NoamOptions& options() const { return options_; }
 
 private:
@@ -76,7 +84,9 @@ public:
     /// Throws ValueError unless the rates are finite and >= 0, warmup_steps >= 0
     /// and total_steps >= max(warmup_steps, 1).
     explicit CosineLR(CosineOptions options);
+    /// The rate of the formula in the class comment, at max(step, 1).
     double lr_at(int64_t step) const override;
+    /// The options it was built with.
     const CosineOptions& options() const { return options_; }
 
 private:

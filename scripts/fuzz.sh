@@ -79,8 +79,8 @@ run() {
         -purge_allocator_interval=60              # libFuzzer purges (empties ASan's quarantine, hands free memory
                                                   # to the kernel) once the *peak* RSS passes half of -rss_limit_mb,
                                                   # at this interval, forever, since the peak never falls; at the
-                                                  # default 1 s fuzz_checkpoint spent 71% of its time in the kernel
-                                                  # and fell from 199 to 57 inputs/s. Once a minute costs nothing
+                                                  # default 1 s fuzz_checkpoint spends 71% of its time in the kernel
+                                                  # and slows from 199 to 57 inputs/s. Once a minute costs nothing
                                                   # measurable (136-142 inputs/s; 135-136 with it off, same corpus)
         -timeout=120                              # an input that takes longer is a hang (inputs take milliseconds,
                                                   # fuzz_checkpoint's slowest a few seconds of CPU; the margin is for

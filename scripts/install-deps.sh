@@ -20,6 +20,7 @@ packages=(
   libsentencepiece-dev               # the subword tokenizer of the translation task
   libutf8proc-dev                    # UTF-8 validation and Python's str.lower() (core/utf8.cpp)
   clang-format-14                    # the code's layout, .clang-format (scripts/format.sh --check)
+  doxygen                            # the API reference from the headers' /// comments (docs/api.md, scripts/check-api-docs.sh)
   libopenmpi-dev openmpi-bin         # data-parallel training over MPI (mpirun -np N tformer train ...)
   libcpp-httplib-dev                 # the HTTP server of `tformer serve` (apps/serve.cpp)
 )

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Re-runs the probe of issue 12 ("Reliability") against a built tformer: the
-# cases a careless user and an attacker tried, item by item (1-11 of the
-# issue's "What a probe found"). For each case it prints the exit status (or
-# the signal that killed the program), the first line of stderr, and a flag:
-#   ok        the outcome the issue asks for (an error exit, or success)
+# Probes a built tformer with what a careless user and an attacker would try,
+# in eleven groups (1. no shell between tformer and a path, ... 11. clear
+# messages) and a last group of hostile files. For each case it prints the
+# exit status (or the signal that killed the program), the first line of
+# stderr, and a flag:
+#   ok        the outcome wanted (an error exit, or success)
 #   SIGNAL    killed by a signal (a crash): always wrong
 #   EXIT-0    exit 0 where an error was expected (a value silently accepted)
 #   FAILED    an error where success was expected
@@ -15,7 +16,7 @@
 #
 # Everything it writes goes to build/probe/ (removed first). It needs
 # python3 to craft hostile checkpoints. tformer exits with 130 / 143 only
-# after Ctrl-C / SIGTERM, which are the expected outcomes of item 8's cases;
+# after Ctrl-C / SIGTERM, which are the expected outcomes of group 8's cases;
 # any other status above 128 is a death by signal.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -96,7 +97,7 @@ meta = header['__metadata__']
 # "tformer" (config, step, epoch, rng, vocabularies or tokenizer, and the
 # "extra" strings that recreate the data split)
 state = json.loads(meta['tformer'])
-if what == 'bomb':        # the probe's 78 KB file: a config asking for num_hiddens 20000, no tensors
+if what == 'bomb':        # a 78 KB file: a config asking for num_hiddens 20000, no tensors
     c = state['config']
     for k in ('key_size', 'query_size', 'value_size', 'num_hiddens', 'norm_shape', 'ffn_num_input'):
         c[k] = 20000
@@ -296,7 +297,7 @@ t checkpoint-copy-to-translate error -- translate --checkpoint copy/checkpoint.s
 t eval-data-directory error -- eval --checkpoint d2l/checkpoint.safetensors --data adir
 
 echo
-echo "probe: $total cases: $good as the issue asks, $flagged flagged"
+echo "probe: $total cases: $good with the outcome wanted, $flagged flagged"
 if [ "$flagged" -gt 0 ]; then
     echo "probe: flagged: ${flagged_names[*]}"
     exit 1

@@ -1,8 +1,9 @@
-// BLEU, in the two forms the translation task reports:
-//  * d2l's sentence score bleu(pred, label, k), which seed 000 prints after
-//    each translation ("go . => va !,  bleu 1.000");
-//  * corpus BLEU-4 (Papineni et al., 2002) for a whole validation set.
-// Both compare whitespace tokens exactly; preprocess_nmt the text first.
+/// \file
+/// BLEU, in the two forms the translation task reports:
+///  * d2l's sentence score bleu(pred, label, k), which seed 000 prints after
+///    each translation ("go . => va !,  bleu 1.000");
+///  * corpus BLEU-4 (Papineni et al., 2002) for a whole validation set.
+/// Both compare whitespace tokens exactly; preprocess_nmt the text first.
 #pragma once
 
 #include "tasks/text.hpp"

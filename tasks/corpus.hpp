@@ -1,17 +1,18 @@
-// The whole fra-eng corpus for a translator that should work on the
-// sentences people type, not only on the short ones at the top of the file:
-//  1. an honest validation sample: English sentences drawn at random from the
-//     whole file (every length), each with all its French translations as
-//     references, and no English or French sentence of it left in training;
-//  2. the training pairs tokenised (words or SentencePiece, tasks/tokenizer.hpp),
-//     with pairs longer than the model's limit counted and left out;
-//  3. batches built from length buckets under a token budget, so that a batch
-//     of short sentences is not padded to the longest sentence of the corpus.
-//
-// Seed 000's d2l recipe (a prefix of the file, num_steps 10, truncation,
-// fixed batches) stays in fra_eng.hpp and is what `--preset d2l` uses.
-//
-// Letters: B batch, S source steps, T target steps.
+/// \file
+/// The whole fra-eng corpus for a translator that should work on the
+/// sentences people type, not only on the short ones at the top of the file:
+///  1. an honest validation sample: English sentences drawn at random from the
+///     whole file (every length), each with all its French translations as
+///     references, and no English or French sentence of it left in training;
+///  2. the training pairs tokenised (words or SentencePiece, tasks/tokenizer.hpp),
+///     with pairs longer than the model's limit counted and left out;
+///  3. batches built from length buckets under a token budget, so that a batch
+///     of short sentences is not padded to the longest sentence of the corpus.
+///
+/// Seed 000's d2l recipe (a prefix of the file, num_steps 10, truncation,
+/// fixed batches) stays in fra_eng.hpp and is what `--preset d2l` uses.
+///
+/// Letters: B batch, S source steps, T target steps.
 #pragma once
 
 #include "tasks/bleu.hpp"
@@ -29,16 +30,19 @@ namespace tformer::tasks {
 
 /// One sentence pair as the file has it (not preprocessed).
 struct TextPair {
-    std::string src, tgt;
+    /// The English sentence.
+    std::string src, tgt;  ///< Its French translation.
+    /// Both sides equal.
     friend bool operator==(const TextPair&, const TextPair&) = default;
 };
 
 /// A validation sentence with every translation the corpus gives it.
 struct ValSentence {
-    std::string src;
-    std::vector<std::string> refs;
+    std::string src;                ///< the English sentence
+    std::vector<std::string> refs;  ///< every French translation of it in the file
 };
 
+/// Where the corpus is and how to split it.
 struct CorpusOptions {
     std::string path;              ///< fra.txt
     int64_t val_sentences = 1500;  ///< English sentences held out, each with all its translations
@@ -46,6 +50,7 @@ struct CorpusOptions {
     int64_t sample_size = 0;       ///< > 0: train on a seeded random sample of this many pairs (quick runs, tests)
 };
 
+/// What load_corpus found and kept.
 struct CorpusReport {
     FraEngReport lines;           ///< what reading the file found (lines, skipped ones)
     int64_t val_sentences = 0;    ///< distinct English sentences in validation
@@ -54,10 +59,11 @@ struct CorpusReport {
     int64_t dropped_overlap = 0;  ///< pairs left out of training because they share a sentence with validation
 };
 
+/// The corpus split into training pairs and validation sentences.
 struct Corpus {
     std::vector<TextPair> train;   ///< in file order
     std::vector<ValSentence> val;  ///< in the order drawn
-    CorpusReport report;
+    CorpusReport report;           ///< what was read, kept and left out
 };
 
 /// Reads the file (checked as load_fra_eng does) and splits it: validation
@@ -68,11 +74,13 @@ struct Corpus {
 /// cannot be read, ValueError for bad options or when nothing is left.
 Corpus load_corpus(const CorpusOptions& options);
 
-/// Training pairs as token ids, without <bos>/<eos> (int32 to halve the memory).
+/// Training pairs as token ids, without `<bos>`/`<eos>` (int32 to halve the memory).
 struct EncodedPairs {
-    std::vector<std::vector<int32_t>> src, tgt;
-    int64_t max_len = 0;  ///< every kept side has at most max_len - 1 ids (room for <eos> or <bos>)
+    /// The source sides' ids, one vector per pair.
+    std::vector<std::vector<int32_t>> src, tgt;  ///< The target sides' ids.
+    int64_t max_len = 0;  ///< every kept side has at most max_len - 1 ids (room for `<eos>` or `<bos>`)
     int64_t dropped = 0;  ///< pairs left out because a side was longer
+    /// Number of pairs.
     int64_t size() const { return static_cast<int64_t>(src.size()); }
 };
 
@@ -95,6 +103,7 @@ public:
     /// average, each padded to its longest pair.
     BucketBatcher(std::shared_ptr<const EncodedPairs> data, int64_t batch_tokens, uint64_t seed, bool by_length = true);
 
+    /// Batches in one epoch (the same every epoch).
     int64_t batches_per_epoch() const { return static_cast<int64_t>(sizes_.size()); }
     /// The pair indices of each batch of `epoch`, in training order. Every
     /// pair appears exactly once.
@@ -102,10 +111,12 @@ public:
     /// Padding positions / all positions (source and target) over an epoch.
     double padding_fraction() const { return padding_fraction_; }
     /// Pairs per batch: the smallest, the mean and the largest.
+    /// @{
     int64_t min_batch() const, max_batch() const;
     double mean_batch() const;
-    /// The batch of pairs `rows`: enc_X (B, S) ids + <eos> padded with
-    /// <pad>, dec_in (B, T) <bos> + ids, label (B, T) ids + <eos>.
+    /// @}
+    /// The batch of pairs `rows`: enc_X (B, S) ids + `<eos>` padded with
+    /// `<pad>`, dec_in (B, T) `<bos>` + ids, label (B, T) ids + `<eos>`.
     Batch batch(const std::vector<int64_t>& rows) const;
     /// A BatchSource over epoch_plan (it keeps this batcher alive).
     static BatchSource source(std::shared_ptr<const BucketBatcher> batcher);
@@ -124,15 +135,17 @@ private:
 
 /// How to translate the validation sentences.
 struct BleuOptions {
-    int64_t max_len = 64;       ///< the model's limit: longer sources are cut (and counted)
-    DecodeOptions decode;       ///< beam size, length penalty; max_steps 0: max_len
-    int64_t max_sentences = 0;  ///< > 0: only the first this many sentences
-    int64_t batch_size = 64;    ///< sentences decoded together
+    int64_t max_len = 64;        ///< the model's limit: longer sources are cut (and counted)
+    DecodeOptions decode;        ///< beam size, length penalty; max_steps 0: max_len
+    int64_t max_sentences = 0;   ///< > 0: only the first this many sentences
+    int64_t batch_tokens = 500;  ///< source tokens per batch (tasks::translate_batches)
+    int threads = 0;             ///< batches decoded at once; 0: core::get_num_threads()
 };
 
+/// The result of evaluate_bleu.
 struct BleuReport {
-    CorpusBleu bleu;
-    int64_t sentences = 0;
+    CorpusBleu bleu;                      ///< corpus BLEU-4 and its parts
+    int64_t sentences = 0;                ///< sentences translated
     int64_t truncated = 0;                ///< sources cut at max_len
     std::vector<std::string> hypotheses;  ///< the translations, in the order of the sentences
 };
@@ -142,7 +155,8 @@ struct BleuReport {
 TokenLine bleu_tokens(std::string_view text);
 
 /// Corpus BLEU-4 of the model's translations of `val` against all their
-/// references. Sentences are decoded in batches of similar length.
+/// references. Sentences are decoded in batches of similar length
+/// (tasks::translate_batches), on copies of the model when threads > 1.
 BleuReport evaluate_bleu(nn::EncoderDecoder& model, const TokenizerPair& tokenizers,
                          const std::vector<ValSentence>& val, const BleuOptions& options);
 

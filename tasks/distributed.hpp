@@ -1,22 +1,25 @@
-// Data-parallel training across processes and machines, over MPI.
-//
-// Every process (a "rank") holds the whole model. Each global batch is cut
-// by rows into one share per rank; every rank computes the gradient of its
-// share, an all-reduce adds the shares up on every rank, and every rank then
-// applies the same optimizer step to the same gradient, so the models stay
-// identical (the scheme of Horovod, llm.c and PyTorch's
-// DistributedDataParallel).
-//
-//   mpirun -np 2 build/release/apps/tformer train translate --threads 1
-//
-// All MPI calls live in distributed.cpp, as all BLAS calls live in
-// core/blas.cpp. In a build without MPI (TFORMER_MPI=OFF), or in a process
-// that mpirun did not start, the world is one rank: every collective hands
-// back its input, and training runs exactly as it does without this file.
-//
-// Collectives (everything below marked so) must be called by every rank,
-// in the same order; a rank that skips one leaves the others waiting.
-// docs/distributed.md explains how to run on several machines.
+/// \file
+/// Data-parallel training across processes and machines, over MPI.
+///
+/// Every process (a "rank") holds the whole model. Each global batch is cut
+/// by rows into one share per rank; every rank computes the gradient of its
+/// share, an all-reduce adds the shares up on every rank, and every rank then
+/// applies the same optimizer step to the same gradient, so the models stay
+/// identical (the scheme of Horovod, llm.c and PyTorch's
+/// DistributedDataParallel).
+///
+/// ```
+///   mpirun -np 2 build/release/apps/tformer train translate --threads 1
+/// ```
+///
+/// All MPI calls live in distributed.cpp, as all BLAS calls live in
+/// core/blas.cpp. In a build without MPI (TFORMER_MPI=OFF), or in a process
+/// that mpirun did not start, the world is one rank: every collective hands
+/// back its input, and training runs exactly as it does without this file.
+///
+/// Collectives (everything below marked so) must be called by every rank,
+/// in the same order; a rank that skips one leaves the others waiting.
+/// docs/distributed.md explains how to run on several machines.
 #pragma once
 
 #include "autograd/variable.hpp"
@@ -31,6 +34,7 @@
 #include <string>
 #include <vector>
 
+/// Data-parallel training over MPI: the world, collectives, sharding, the gradient all-reduce.
 namespace tformer::tasks::dist {
 
 // ---- the world ----------------------------------------------------------------------------------
@@ -43,7 +47,9 @@ namespace tformer::tasks::dist {
 /// without MPI started as several ranks says so and exits with status 1.
 class Session {
 public:
+    /// Starts MPI when a launcher started the process, with main()'s arguments.
     Session(int& argc, char**& argv);
+    /// Waits for every rank, then ends MPI.
     ~Session();
     Session(const Session&) = delete;
     Session& operator=(const Session&) = delete;
@@ -132,13 +138,17 @@ void broadcast(core::Generator::State& state);
 /// batch. A rank may get no row when the batch has fewer rows than there
 /// are ranks.
 struct RowRange {
-    int64_t begin = 0, end = 0;
+    /// The first row of this rank's share.
+    int64_t begin = 0, end = 0;  ///< One past its last row.
+    /// Rows in the share (0 when the rank gets none).
     int64_t size() const { return end - begin; }
 };
+/// The share of `rank` of `size` ranks in a batch of `rows` rows (see RowRange).
 RowRange shard_rows(int64_t rows, int rank, int size);
 
 // ---- the gradient all-reduce ---------------------------------------------------------------------------
 
+/// How GradientReducer groups and reduces the gradients.
 struct ReducerOptions {
     /// Parameters are packed, last one first (the order backward finishes
     /// them in), into buckets of about this many bytes; each bucket is one
@@ -163,8 +173,8 @@ struct ReducerStats {
     int64_t buckets = 0;        ///< buckets per step
     int64_t bytes = 0;          ///< gradient bytes reduced per step
     int64_t early_buckets = 0;  ///< buckets whose all-reduce started during backward, summed over the steps
-    double finish_seconds =
-        0;  ///< time spent inside finish(): reducing what was not reduced during backward, and waiting
+    /// Time spent inside finish(): reducing what was not reduced during backward, and waiting.
+    double finish_seconds = 0;
     double hook_seconds = 0;  ///< time spent in the hooks during backward (copies, starting and driving all-reduces)
 };
 
@@ -172,10 +182,12 @@ struct ReducerStats {
 /// before training, call finish() after every backward (before clipping and
 /// the optimizer step):
 ///
+/// ```
 ///   dist::GradientReducer reducer(optimizer.parameters());
 ///   loss.backward();            // with overlap, buckets are reduced as their gradients appear
 ///   reducer.finish();           // every grad() is now the sum over the ranks
 ///   optim::clip_grad_norm(...); optimizer.step();
+/// ```
 ///
 /// Collective: finish() on every rank the same number of times. Every
 /// parameter must have the same dtype (float32 or float64). Gradients must
@@ -184,7 +196,9 @@ struct ReducerStats {
 /// gradients and changes nothing else.
 class GradientReducer {
 public:
+    /// A reducer for `params` (every rank passes the same parameters in the same order).
     explicit GradientReducer(std::vector<autograd::Variable> params, ReducerOptions options = {});
+    /// Ends the reducer; the hooks it left on the parameters then do nothing.
     ~GradientReducer();
     GradientReducer(const GradientReducer&) = delete;
     GradientReducer& operator=(const GradientReducer&) = delete;
@@ -197,7 +211,9 @@ public:
     /// this batch) adds zeros.
     void finish();
 
+    /// Number of buckets the parameters were packed into.
     int64_t num_buckets() const;
+    /// What it has done so far (see ReducerStats).
     const ReducerStats& stats() const;
 
 private:

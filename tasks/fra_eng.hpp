@@ -1,11 +1,12 @@
-// The English->French corpus of d2l.ai (data/fra-eng/fra.txt, see the README
-// there) loaded into training and validation arrays, as d2l.load_data_nmt
-// does for the Transformer of seed 000, with two additions d2l lacks: a
-// seeded random sample instead of a prefix, and a validation split.
-//
-// The file path is always a parameter: this library does not know where the
-// repository is. Apps take a --data option whose default is
-// default_fra_eng_path(); tests pass TFORMER_SOURCE_DIR "/data/fra-eng/fra.txt".
+/// \file
+/// The English->French corpus of d2l.ai (data/fra-eng/fra.txt, see the README
+/// there) loaded into training and validation arrays, as d2l.load_data_nmt
+/// does for the Transformer of seed 000, with two additions d2l lacks: a
+/// seeded random sample instead of a prefix, and a validation split.
+///
+/// The file path is always a parameter: this library does not know where the
+/// repository is. Apps take a --data option whose default is
+/// default_fra_eng_path(); tests pass TFORMER_SOURCE_DIR "/data/fra-eng/fra.txt".
 #pragma once
 
 #include "core/tensor.hpp"
@@ -57,12 +58,13 @@ struct FraEngReport {
 struct SentencePair {
     std::string src;  ///< English, e.g. "go ."
     std::string tgt;  ///< French, e.g. "va !"
+    /// Both sides equal.
     friend bool operator==(const SentencePair&, const SentencePair&) = default;
 };
 
 /// Arrays of one split, in the layout of d2l's build_array_nmt.
 struct NmtSplit {
-    core::Tensor src;                 ///< (N, T) int64 source ids, each sentence + <eos>, padded
+    core::Tensor src;                 ///< (N, T) int64 source ids, each sentence + `<eos>`, padded
     core::Tensor src_valid_len;       ///< (N) int64
     core::Tensor tgt;                 ///< (N, T) int64 target ids
     core::Tensor tgt_valid_len;       ///< (N) int64
@@ -71,11 +73,11 @@ struct NmtSplit {
 
 /// Everything load_fra_eng produces.
 struct FraEngData {
-    Vocab src_vocab;  ///< built on train.pairs' English side only
-    Vocab tgt_vocab;  ///< built on train.pairs' French side only
-    NmtSplit train;
-    NmtSplit val;  ///< empty (N = 0) when val_fraction is 0
-    FraEngReport report;
+    Vocab src_vocab;      ///< built on train.pairs' English side only
+    Vocab tgt_vocab;      ///< built on train.pairs' French side only
+    NmtSplit train;       ///< the training split
+    NmtSplit val;         ///< empty (N = 0) when val_fraction is 0
+    FraEngReport report;  ///< what loading found: lines read, skipped, kept
 };
 
 /// The whole file as text; IOError naming `op` and the path when it cannot
@@ -84,12 +86,13 @@ std::string read_text_file(const std::string& path, const char* op);
 
 /// The raw (English, French) sides of one accepted line, viewing the file text.
 struct RawPair {
-    std::string_view src, tgt;
+    /// The English side.
+    std::string_view src, tgt;  ///< The French side.
 };
 
 /// Step 1 of load_fra_eng: splits `text` into lines and keeps those with
-/// exactly one tab, two non-blank sides and valid UTF-8 (a trailing '\r' is
-/// dropped first); the others are counted in `report`. With num_examples > 0
+/// exactly one tab, two non-blank sides and valid UTF-8 (a trailing carriage
+/// return is dropped first); the others are counted in `report`. With num_examples > 0
 /// only lines 0..num_examples are looked at (d2l's tokenize_nmt).
 std::vector<RawPair> read_valid_lines(std::string_view text, int64_t num_examples, FraEngReport& report);
 
@@ -102,7 +105,7 @@ void check_corpus_lines(const FraEngReport& report, const std::string& path, con
 /// Reads `options.path` and builds vocabularies and arrays:
 ///  1. every line is checked: exactly one tab, two non-blank sides, valid
 ///     UTF-8; other lines are skipped and counted in the report (a trailing
-///     '\r' is dropped first, so CRLF files load too);
+///     carriage return is dropped first, so CRLF files load too);
 ///  2. pairs are chosen by prefix, sample or whole file (FraEngOptions);
 ///  3. both sides go through preprocess_nmt and tokenize (d2l);
 ///  4. validation split by distinct preprocessed English sentence: the
@@ -111,7 +114,7 @@ void check_corpus_lines(const FraEngReport& report, const std::string& path, con
 ///     sentence is on both sides;
 ///  5. Vocab(train side, min_freq, {"<pad>", "<bos>", "<eos>"}) per language;
 ///  6. build_array_nmt for both splits (validation words unknown to the
-///     training vocabulary become <unk>).
+///     training vocabulary become `<unk>`).
 /// Throws IOError when the file cannot be read, ValueError for bad options or
 /// when no training pair is left.
 FraEngData load_fra_eng(const FraEngOptions& options);

@@ -1,24 +1,27 @@
-// Plots for users, in the style of d2l's `plot` and `show_heatmaps`, drawn
-// on a tasks::Canvas (cairo) and written as PNG or SVG files, as the path's
-// extension says.
-//
-//   plot_lines     one or more named series on shared axes: the training loss
-//                  curve, the positional-encoding columns (document 000,
-//                  positional encoding), the attention-pooling regression of
-//                  document 003 (truth, prediction and the training points).
-//   plot_heatmaps  a grid of attention-weight matrices (queries, keys), like
-//                  d2l.show_heatmaps(matrices, xlabel='Keys', ylabel='Queries',
-//                  titles=..., cmap='Reds'), with token tick labels and one
-//                  shared colour bar.
-//
-// Both return the layout they used (axis limits and ticks, where the plotting
-// area, panels and cells are), so tests and callers can check the data behind
-// a picture and find a data point's pixel; layout_lines and layout_heatmaps
-// compute it without drawing. Non-finite data
-// never crash a plot: heatmap cells with NaN or inf are drawn grey
-// (colors::missing); line series break at a non-finite point and mark its x
-// with a small grey cross along the bottom of the plot. Files are written
-// atomically, so a failed plot leaves any earlier picture at the path intact.
+/// \file
+/// Plots for users, in the style of d2l's `plot` and `show_heatmaps`, drawn
+/// on a tasks::Canvas (cairo) and written as PNG or SVG files, as the path's
+/// extension says.
+///
+/// ```
+///   plot_lines     one or more named series on shared axes: the training loss
+///                  curve, the positional-encoding columns (document 000,
+///                  positional encoding), the attention-pooling regression of
+///                  document 003 (truth, prediction and the training points).
+///   plot_heatmaps  a grid of attention-weight matrices (queries, keys), like
+///                  d2l.show_heatmaps(matrices, xlabel='Keys', ylabel='Queries',
+///                  titles=..., cmap='Reds'), with token tick labels and one
+///                  shared colour bar.
+/// ```
+///
+/// Both return the layout they used (axis limits and ticks, where the plotting
+/// area, panels and cells are), so tests and callers can check the data behind
+/// a picture and find a data point's pixel; layout_lines and layout_heatmaps
+/// compute it without drawing. Non-finite data
+/// never crash a plot: heatmap cells with NaN or inf are drawn grey
+/// (colors::missing); line series break at a non-finite point and mark its x
+/// with a small grey cross along the bottom of the plot. Files are written
+/// atomically, so a failed plot leaves any earlier picture at the path intact.
 #pragma once
 
 #include "core/tensor.hpp"
@@ -61,14 +64,14 @@ enum class SeriesStyle {
 
 /// One named curve. x and y have one value per point.
 struct Series {
-    std::string name{};       ///< legend entry; unnamed series stay out of the legend
-    std::vector<double> x{};  ///< empty means 0, 1, ..., y.size() - 1
-    std::vector<double> y{};
-    SeriesStyle style = SeriesStyle::line;
-    Dash dash = Dash::solid;     ///< like d2l's fmts '-', '--', ':', '-.'
-    std::optional<Rgb> color{};  ///< default: palette_color(index of the series)
-    double line_width = 2.0;     ///< pixels
-    double marker_radius = 3.5;  ///< pixels, for points
+    std::string name{};                     ///< legend entry; unnamed series stay out of the legend
+    std::vector<double> x{};                ///< empty means 0, 1, ..., y.size() - 1
+    std::vector<double> y{};                ///< one value per point
+    SeriesStyle style = SeriesStyle::line;  ///< line, points or both
+    Dash dash = Dash::solid;                ///< like d2l's fmts '-', '--', ':', '-.'
+    std::optional<Rgb> color{};             ///< default: palette_color(index of the series)
+    double line_width = 2.0;                ///< pixels
+    double marker_radius = 3.5;             ///< pixels, for points
 };
 
 /// Where the legend goes; `best` picks the corner that hides the fewest data points.
@@ -76,32 +79,34 @@ enum class LegendPosition { best, upper_right, upper_left, lower_left, lower_rig
 
 /// Everything plot_lines draws.
 struct LinePlot {
-    std::vector<Series> series{};
-    std::string title{};
-    std::string xlabel{};
-    std::string ylabel{};
-    bool log_y = false;             ///< logarithmic y axis (non-positive y count as missing)
-    std::optional<double> x_min{};  ///< axis limits; unset ones follow the data
-    std::optional<double> x_max{};
-    std::optional<double> y_min{};
-    std::optional<double> y_max{};
-    LegendPosition legend = LegendPosition::best;
-    bool grid = true;  ///< light grid lines at the ticks
-    int width = 800;   ///< image size in pixels
-    int height = 540;
+    std::vector<Series> series{};                  ///< the curves, drawn in order
+    std::string title{};                           ///< the title above the plot; empty for none
+    std::string xlabel{};                          ///< the x axis label; empty for none
+    std::string ylabel{};                          ///< the y axis label; empty for none
+    bool log_y = false;                            ///< logarithmic y axis (non-positive y count as missing)
+    std::optional<double> x_min{};                 ///< axis limits; unset ones follow the data
+    std::optional<double> x_max{};                 ///< see x_min
+    std::optional<double> y_min{};                 ///< see x_min
+    std::optional<double> y_max{};                 ///< see x_min
+    LegendPosition legend = LegendPosition::best;  ///< where the legend goes (none: no legend)
+    bool grid = true;                              ///< light grid lines at the ticks
+    int width = 800;                               ///< image size in pixels
+    int height = 540;                              ///< image height in pixels
 };
 
 /// Where plot_lines put things.
 struct LinePlotLayout {
-    int width = 0;
-    int height = 0;
+    int width = 0;   ///< image width in pixels
+    int height = 0;  ///< image height in pixels
     /// The plotting area; the axes frame is the one-pixel border just around it.
     Rect area{};
     /// Axis limits in data units; (x_lo, y_lo) is the bottom-left frame corner.
+    /// @{
     double x_lo = 0, x_hi = 1, y_lo = 0, y_hi = 1;
-    bool log_y = false;
-    std::vector<double> x_ticks{};
-    std::vector<double> y_ticks{};
+    /// @}
+    bool log_y = false;             ///< the y axis is logarithmic (y_lo, y_hi and the ticks are data values)
+    std::vector<double> x_ticks{};  ///< tick positions on the x axis, in data units
+    std::vector<double> y_ticks{};  ///< tick positions on the y axis, in data units
     /// The legend box (width 0 when there is no legend).
     Rect legend{};
 
@@ -138,8 +143,8 @@ struct Heatmaps {
     /// of the same shape; any strides. heatmap_grid() builds this from a
     /// (rows, cols, queries, keys) tensor.
     std::vector<std::vector<core::Tensor>> matrices{};
-    std::string xlabel = "Keys";
-    std::string ylabel = "Queries";
+    std::string xlabel = "Keys";     ///< the x axis label of every panel
+    std::string ylabel = "Queries";  ///< the y axis label of every panel
     /// Panel titles: one per column (shared by all rows, as in d2l) or one
     /// per panel in row-major order; empty for none.
     std::vector<std::string> titles{};
@@ -149,25 +154,25 @@ struct Heatmaps {
     std::vector<std::string> x_ticks{};
     /// One label per query (e.g. target tokens); empty labels the rows 0, 1, ...
     std::vector<std::string> y_ticks{};
-    Colormap cmap = Colormap::reds;
+    Colormap cmap = Colormap::reds;  ///< the colour map
     /// Colour-scale limits; unset ones are the smallest / largest finite value.
     std::optional<double> vmin{};
-    std::optional<double> vmax{};
+    std::optional<double> vmax{};  ///< see vmin
     /// Pixels per cell side; 0 picks one (26 for a 10x10 matrix), shrunk as
     /// needed to stay within max_width x max_height.
     int cell_size = 0;
-    int max_width = 2400;
-    int max_height = 2400;
+    int max_width = 2400;   ///< the largest image width in pixels
+    int max_height = 2400;  ///< the largest image height in pixels
 };
 
 /// Where plot_heatmaps put things.
 struct HeatmapLayout {
-    int width = 0;
-    int height = 0;
-    int rows = 0;
-    int cols = 0;
-    int64_t queries = 0;
-    int64_t keys = 0;
+    int width = 0;        ///< image width in pixels
+    int height = 0;       ///< image height in pixels
+    int rows = 0;         ///< panel rows
+    int cols = 0;         ///< panel columns
+    int64_t queries = 0;  ///< rows of each matrix
+    int64_t keys = 0;     ///< columns of each matrix
     /// Side of one cell in pixels.
     int cell = 0;
     /// The panels in row-major order; panel (r, c) is panels[r * cols + c] and
@@ -175,8 +180,8 @@ struct HeatmapLayout {
     std::vector<Rect> panels{};
     /// The colour bar (vmax at the top, vmin at the bottom).
     Rect colorbar{};
-    double vmin = 0;
-    double vmax = 1;
+    double vmin = 0;  ///< the colour-scale limits used
+    double vmax = 1;  ///< see vmin
 
     /// The centre pixel of the cell of (query, key) in panel (row, col).
     PointF cell_center(int row, int col, int64_t query, int64_t key) const;

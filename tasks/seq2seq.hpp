@@ -1,14 +1,16 @@
-// A sequence-to-sequence Transformer as a task sees it: its configuration,
-// how to build and initialise it, how to save and load it with everything
-// needed to resume training, and how to decode with it (greedy and beam
-// search, both on the decoder's KV cache).
-//
-// Letters: B batch, S source steps, T target steps, V target vocabulary, K beam size.
+/// \file
+/// A sequence-to-sequence Transformer as a task sees it: its configuration,
+/// how to build and initialise it, how to save and load it with everything
+/// needed to resume training, and how to translate a sentence with it
+/// (tasks/decode does the searching).
+///
+/// Letters: B batch, S source steps, T target steps, V target vocabulary, K beam size.
 #pragma once
 
 #include "nn/safetensors.hpp"
 #include "nn/transformer.hpp"
 #include "optim/optimizer.hpp"
+#include "tasks/decode.hpp"
 #include "tasks/text.hpp"
 #include "tasks/tokenizer.hpp"
 
@@ -23,10 +25,11 @@ namespace tformer::tasks {
 /// Everything that defines a model, saved in every checkpoint.
 struct ModelConfig {
     std::string task = "translate";  ///< "translate" or "copy"
-    int64_t src_vocab_size = 0;
-    int64_t tgt_vocab_size = 0;
-    int64_t num_steps = 10;  ///< d2l: the padded length of every sequence; otherwise the longest
-                             ///< sequence (ids + <eos>) the model was trained on
+    int64_t src_vocab_size = 0;      ///< source vocabulary size
+    int64_t tgt_vocab_size = 0;      ///< target vocabulary size
+    int64_t num_steps = 10;          ///< d2l: the padded length of every sequence; otherwise the longest
+                                     ///< sequence (ids + `<eos>`) the model was trained on
+    /// The encoder–decoder's hyperparameters.
     nn::TransformerOptions transformer;
     /// One matrix for the encoder's and decoder's embeddings and the
     /// decoder's output layer (Press & Wolf 2017; Vaswani et al. §3.4);
@@ -61,6 +64,7 @@ struct MemoryEstimate {
     double parameters = 0;   ///< weights (float32; tied weights once)
     double optimizer = 0;    ///< gradients and Adam's two moments
     double activations = 0;  ///< one batch's forward and backward
+    /// The three together.
     double total() const { return parameters + optimizer + activations; }
 };
 /// `rows` sequences of at most `src_len` and `tgt_len` tokens per batch.
@@ -69,6 +73,7 @@ MemoryEstimate estimate_training_memory(const ModelConfig& config, double rows, 
 /// ModelConfig as JSON text (checkpoint metadata) and back; from_json
 /// validates every field and throws IOError naming the bad one.
 std::string config_to_json(const ModelConfig& config);
+/// Parses config_to_json's text.
 ModelConfig config_from_json(const std::string& json);
 
 /// Builds the encoder–decoder of seed 000 and initialises every Linear
@@ -80,8 +85,9 @@ std::shared_ptr<nn::EncoderDecoder> build_model(const ModelConfig& config, core:
 
 /// What a checkpoint holds besides the weights.
 struct CheckpointInfo {
-    ModelConfig config;
-    std::optional<Vocab> src_vocab = {}, tgt_vocab = {};  ///< translation with word tokenizers
+    ModelConfig config;  ///< the model's configuration
+    /// The word vocabularies, source and target (translation with word tokenizers).
+    std::optional<Vocab> src_vocab = {}, tgt_vocab = {};  ///< The target side's word vocabulary.
     /// translation with one joint SentencePiece model (instead of the vocabularies)
     std::shared_ptr<const SentencePieceTokenizer> sentencepiece = {};
     int64_t step = 0;              ///< optimizer steps done
@@ -93,7 +99,7 @@ struct CheckpointInfo {
         double epoch_loss_sum = 0;        ///< the epoch in progress: Σ token losses so far
         double epoch_tokens = 0;          ///< ... over this many target tokens
     };
-    LossHistory losses = {};
+    LossHistory losses = {};                        ///< the loss so far
     std::map<std::string, std::string> extra = {};  ///< free-form metadata (seed, preset, ...)
 };
 
@@ -117,72 +123,70 @@ CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, optim
 /// The same two for a checkpoint already read (nn::load_safetensors), so
 /// that one read of the file serves both; `path` names it in errors.
 CheckpointInfo read_checkpoint_info(const nn::SafeTensors& checkpoint, const std::string& path);
+/// load_checkpoint on a checkpoint already read.
 CheckpointInfo load_checkpoint(const nn::SafeTensors& checkpoint, const std::string& path, nn::Module& model,
                                optim::Optimizer* optimizer);
 
-/// A decoded sequence and, per generated token, the attention weights that
-/// produced it (for heatmaps).
-struct Decoded {
-    std::vector<int64_t> tokens;  ///< generated ids, without <bos>, without the final <eos>
-    double score = 0;             ///< sum of log-probabilities (beam: length-normalised)
-    /// [step] -> decoder cross-attention of the last block, (H, S) per step;
-    /// filled for greedy decoding of one sentence.
-    std::vector<core::Tensor> cross_attention;
-    std::vector<core::Tensor> self_attention;  ///< [step] -> (H, step+1), last block
+/// A translation checkpoint ready to translate: its info, its model (with
+/// the layers it was trained with: a whole-corpus run's fused ones, a d2l
+/// run's composed ones, as d2l's PyTorch model) and its tokenizers.
+struct LoadedTranslator {
+    CheckpointInfo info;     ///< what the checkpoint says about itself (config, vocabularies, run)
+    core::Generator gen{0};  ///< the model's dropout layers point at it: it lives as long as the model
+    std::shared_ptr<nn::EncoderDecoder> model;  ///< the model, in eval mode, with the checkpoint's weights
+    TokenizerPair tok;                          ///< source and target tokenizers
 };
+/// Loads `checkpoint`, the file at `path` already read; ValueError naming
+/// `op` for a checkpoint that is not a translation model.
+std::unique_ptr<LoadedTranslator> load_translator(const nn::SafeTensors& checkpoint, const std::string& path,
+                                                  const char* op);
 
-struct DecodeOptions {
-    int64_t bos = 2;              ///< id fed first
-    int64_t eos = 3;              ///< generation stops after this id
-    int64_t max_steps = 0;        ///< at most this many generated tokens (>= 1); translate() and
-                                  ///< evaluate_bleu() put the model's limit for 0
-    int64_t beam = 1;             ///< beam size; 1 = greedy
-    double length_penalty = 1.0;  ///< beam scores are log p / length^alpha
-    bool keep_attention = false;
-};
-
-/// Greedy decoding of a batch: src (B, S) ids, src_valid_len (B) -> B sequences.
-/// Runs in eval mode without a graph; every step feeds one token per row
-/// through the decoder's KV cache.
-std::vector<Decoded> greedy_decode(nn::EncoderDecoder& model, const core::Tensor& src,
-                                   const core::Tensor& src_valid_len, const DecodeOptions& options);
-
-/// Beam search for one sentence src (1, S): keeps the K best partial
-/// sequences by total log-probability, finished ones by log p / length^α.
-/// With K = 1 it returns exactly the greedy result.
-Decoded beam_decode(nn::EncoderDecoder& model, const core::Tensor& src, const core::Tensor& src_valid_len,
-                    const DecodeOptions& options);
-
-/// Beam search for a batch src (B, S), valid lengths (B): every sentence
-/// gets exactly what beam_decode gives it alone, but the decoder runs once
-/// per step for the live hypotheses of all sentences together.
-std::vector<Decoded> beam_decode_batch(nn::EncoderDecoder& model, const core::Tensor& src,
-                                       const core::Tensor& src_valid_len, const DecodeOptions& options);
-
+/// A translated sentence, what translate returns.
+///
 /// d2l's predict_seq2seq for translation: preprocess and tokenise `sentence`,
-/// add <eos>, pad to num_steps, decode, and turn ids back into a
+/// add `<eos>`, pad to num_steps, decode, and turn ids back into a
 /// space-joined French sentence.
 struct Translation {
-    std::string text;
-    std::vector<std::string> src_tokens;  ///< what the encoder saw (with <eos>)
+    std::string text;                     ///< the translation, detokenised
+    std::vector<std::string> src_tokens;  ///< what the encoder saw (with `<eos>`)
     std::vector<std::string> tokens;      ///< generated tokens
-    Decoded decoded;
-    bool truncated = false;  ///< the source was longer than the model allows and was cut
+    Decoded decoded;                      ///< the ids and scores behind it
+    bool truncated = false;               ///< the source was longer than the model allows and was cut
+    std::string error{};                  ///< tasks::translate_batches: why the sentence could not be translated
 };
+/// Translates `sentence` with word vocabularies, as d2l's predict_seq2seq (see Translation).
 Translation translate(nn::EncoderDecoder& model, const Vocab& src_vocab, const Vocab& tgt_vocab,
                       const std::string& sentence, int64_t num_steps, const DecodeOptions& options);
 
-/// Translation with any tokenizers: encode `sentence`, add <eos>, decode
+/// How translate encodes the source and decodes.
+///
+/// Translation with any tokenizers: encode `sentence`, add `<eos>`, decode
 /// (greedy or beam), detokenise. A source longer than max_len (ids +
-/// <eos>) is cut to max_len and `truncated` is set; the source is padded to
+/// `<eos>`) is cut to max_len and `truncated` is set; the source is padded to
 /// pad_to steps when shorter (d2l pads to num_steps), else not padded.
 /// options.max_steps of 0 allows max_len generated tokens.
 struct TranslateOptions {
-    int64_t max_len = 10;
-    int64_t pad_to = 0;
-    DecodeOptions decode{};
+    int64_t max_len = 10;    ///< the model's limit on source ids (and, by default, generated tokens)
+    int64_t pad_to = 0;      ///< pad the source to this many steps (0: no padding)
+    DecodeOptions decode{};  ///< greedy or beam, and the special ids
 };
+/// Translates `sentence` with any tokenizers (see TranslateOptions).
 Translation translate(nn::EncoderDecoder& model, const TokenizerPair& tokenizers, const std::string& sentence,
                       const TranslateOptions& options);
+
+/// A sentence ready for the encoder: ids + `<eos>`, cut to max_len.
+struct PreparedSource {
+    std::vector<int64_t> ids;  ///< the source ids, ending in `<eos>` unless cut
+    bool truncated = false;    ///< it was longer than max_len and was cut
+};
+/// Encodes `sentence` as translate() does; ValueError when it has no words, or max_len < 2.
+PreparedSource prepare_source(const Tokenizer& src, const std::string& sentence, int64_t max_len);
+
+/// The Translation of `source` decoded as `decoded`: its pieces, the generated ones and their text.
+Translation translation_of(const TokenizerPair& tokenizers, const PreparedSource& source, Decoded decoded);
+
+/// The search translate() runs for `options`: the tokenizers' `<bos>` and
+/// `<eos>`, and max_len generated tokens when options.decode.max_steps is 0.
+DecodeOptions search_options(const TranslateOptions& options);
 
 }  // namespace tformer::tasks

@@ -1,13 +1,14 @@
-// Text side of the translation task: d2l's preprocessing, tokenising and
-// vocabulary, as used by the Transformer notes of seed 000
-// (`d2l.load_data_nmt(batch_size, num_steps)`, which calls
-// `preprocess_nmt`, `tokenize_nmt`, `d2l.Vocab` and `build_array_nmt`).
-//
-// Every function here reproduces the Python of d2l.ai's chapter "Machine
-// Translation and the Dataset" exactly, quirks included; where a quirk is
-// kept or changed, the comment says which. For the first 600 examples of the
-// shipped fra.txt this gives the same vocabularies as d2l (184 source and
-// 201 target tokens).
+/// \file
+/// Text side of the translation task: d2l's preprocessing, tokenising and
+/// vocabulary, as used by the Transformer notes of seed 000
+/// (`d2l.load_data_nmt(batch_size, num_steps)`, which calls
+/// `preprocess_nmt`, `tokenize_nmt`, `d2l.Vocab` and `build_array_nmt`).
+///
+/// Every function here reproduces the Python of d2l.ai's chapter "Machine
+/// Translation and the Dataset" exactly, quirks included; where a quirk is
+/// kept or changed, the comment says which. For the first 600 examples of the
+/// shipped fra.txt this gives the same vocabularies as d2l (184 source and
+/// 201 target tokens).
 #pragma once
 
 #include "core/tensor.hpp"
@@ -19,6 +20,9 @@
 #include <unordered_map>
 #include <vector>
 
+/// Everything a training run needs beyond the model: data and vocabularies,
+/// tokenizers, the training loop, checkpoints, decoding, BLEU, plots and the
+/// benchmark, and data-parallel training (tasks::dist).
 namespace tformer::tasks {
 
 /// One tokenised sentence.
@@ -53,7 +57,7 @@ struct NmtTokens {
     TokenLines target;  ///< the French translation of the same pair
 };
 
-/// d2l's tokenize_nmt(text, num_examples): for each '\n'-separated line with
+/// d2l's tokenize_nmt(text, num_examples): for each line of `text` with
 /// exactly one tab, tokenize() both sides. Lines without exactly one tab are
 /// skipped silently. With num_examples > 0 it stops when the line index i
 /// exceeds num_examples (`if num_examples and i > num_examples: break`), so
@@ -103,11 +107,12 @@ public:
 
     /// Reads the text form of tformer-checkpoint-1 (older checkpoints): the
     /// line "tformer-vocab 1 <size>", then one token per line in index order,
-    /// with backslash, newline, tab and carriage return escaped as \\ \n \t
-    /// \r. Throws IOError naming the problem (bad header, wrong count, bad
+    /// with backslash, newline, tab and carriage return escaped as in C (a backslash, then a
+    /// backslash, n, t or r). Throws IOError naming the problem (bad header, wrong count, bad
     /// escape, duplicate token, "<unk>" not at 0).
     static Vocab deserialize(std::string_view text);
 
+    /// Same tokens in the same order.
     friend bool operator==(const Vocab& a, const Vocab& b) { return a.idx_to_token_ == b.idx_to_token_; }
 
 private:

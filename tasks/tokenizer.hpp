@@ -1,20 +1,21 @@
-// Tokenizers: how a sentence becomes token ids and ids become text again.
-//
-// Two kinds, behind one interface (DESIGN.md, "second wave"):
-//  - WordTokenizer: d2l's word vocabulary (seed 000; tasks/text.hpp):
-//    lowercase, a space before , . ! ?, split at spaces, a Vocab per
-//    language. A word it never saw becomes <unk>.
-//  - SentencePieceTokenizer: a subword model (BPE or unigram) trained by
-//    SentencePiece on the training sentences of both languages at once, so
-//    one joint vocabulary serves the encoder and the decoder (and lets them
-//    share their embeddings). Every word is spelled with pieces, so nothing
-//    is unknown, and the output keeps case and punctuation: decode() gives
-//    readable text. Seed 002 describes the same idea with BERT's WordPiece
-//    (its tokenizer section); tutorial 15 builds BPE merges by hand.
-//
-// Both use d2l's ids for the special tokens: <unk> 0, <pad> 1, <bos> 2,
-// <eos> 3. This file is the only one that sees SentencePiece's headers
-// (tokenizer.cpp).
+/// \file
+/// Tokenizers: how a sentence becomes token ids and ids become text again.
+///
+/// Two kinds, behind one interface (DESIGN.md, "second wave"):
+///  - WordTokenizer: d2l's word vocabulary (seed 000; tasks/text.hpp):
+///    lowercase, a space before , . ! ?, split at spaces, a Vocab per
+///    language. A word it never saw becomes `<unk>`.
+///  - SentencePieceTokenizer: a subword model (BPE or unigram) trained by
+///    SentencePiece on the training sentences of both languages at once, so
+///    one joint vocabulary serves the encoder and the decoder (and lets them
+///    share their embeddings). Every word is spelled with pieces, so nothing
+///    is unknown, and the output keeps case and punctuation: decode() gives
+///    readable text. Seed 002 describes the same idea with BERT's WordPiece
+///    (its tokenizer section); tutorial 15 builds BPE merges by hand.
+///
+/// Both use d2l's ids for the special tokens: `<unk>` 0, `<pad>` 1, `<bos>` 2,
+/// `<eos>` 3. This file is the only one that sees SentencePiece's headers
+/// (tokenizer.cpp).
 #pragma once
 
 #include "tasks/text.hpp"
@@ -27,15 +28,17 @@
 
 namespace tformer::tasks {
 
+/// The interface of both tokenizers: sentence -> ids (encode) and ids -> text (decode).
 class Tokenizer {
 public:
+    /// Virtual: tokenizers are shared as pointers to Tokenizer.
     virtual ~Tokenizer() = default;
 
     /// "word" or "sentencepiece".
     virtual std::string_view kind() const = 0;
     /// Number of ids, specials included.
     virtual int64_t size() const = 0;
-    /// The ids of `sentence`, without <bos> or <eos>. Throws ValueError for
+    /// The ids of `sentence`, without `<bos>` or `<eos>`. Throws ValueError for
     /// invalid UTF-8.
     virtual std::vector<int64_t> encode(std::string_view sentence) const = 0;
     /// Readable text for ids (special ids are left out).
@@ -43,12 +46,16 @@ public:
     /// The token or piece an id stands for (heatmap labels); IndexError outside [0, size()).
     virtual std::string piece(int64_t id) const = 0;
 
+    /// The special ids, d2l's: `<unk>` 0, `<pad>` 1, `<bos>` 2, `<eos>` 3.
+    /// @{
     static constexpr int64_t kUnk = 0, kPad = 1, kBos = 2, kEos = 3;
+    /// @}
 };
 
 /// d2l's word vocabulary of one language (seed 000, tasks/text.hpp).
 class WordTokenizer : public Tokenizer {
 public:
+    /// A tokenizer over `vocab` (built by Vocab from the training sentences).
     explicit WordTokenizer(Vocab vocab);
     std::string_view kind() const override { return "word"; }
     int64_t size() const override { return vocab_.size(); }
@@ -57,6 +64,7 @@ public:
     /// The tokens joined by spaces, as d2l prints them.
     std::string decode(const std::vector<int64_t>& ids) const override;
     std::string piece(int64_t id) const override { return vocab_.to_token(id); }
+    /// The vocabulary.
     const Vocab& vocab() const { return vocab_; }
 
 private:
@@ -65,11 +73,11 @@ private:
 
 /// How to train a SentencePiece model.
 struct SentencePieceOptions {
-    int64_t vocab_size = 8000;
+    int64_t vocab_size = 8000;       ///< pieces in the model, the four specials included
     std::string model_type = "bpe";  ///< bpe or unigram
     uint32_t seed = 0;               ///< SentencePiece's sampling of input sentences
     int64_t max_sentences = 0;       ///< train on a sample of at most this many sentences (0: all)
-    int threads = 2;
+    int threads = 2;                 ///< threads SentencePiece trains on
     /// SentencePiece's normalisation: nmt_nfkc (its default) or identity, which leaves the text as it is and keeps
     /// the NFKC table (about 240 KB) out of the model, as the fuzzers' small seed checkpoints want
     std::string normalization = "nmt_nfkc";
@@ -88,6 +96,7 @@ public:
     /// its special ids are not d2l's.
     static std::shared_ptr<SentencePieceTokenizer> from_serialized(std::string_view model);
 
+    /// Frees SentencePiece's model.
     ~SentencePieceTokenizer() override;
     std::string_view kind() const override { return "sentencepiece"; }
     int64_t size() const override;
@@ -109,7 +118,9 @@ private:
 /// The tokenizers of a translation model: the source's and the target's (one
 /// object twice when the vocabulary is joint).
 struct TokenizerPair {
-    std::shared_ptr<const Tokenizer> src, tgt;
+    /// The source side's tokenizer.
+    std::shared_ptr<const Tokenizer> src, tgt;  ///< The target side's tokenizer.
+    /// True when both sides share one tokenizer (a joint vocabulary).
     bool joint() const { return src == tgt; }
 };
 

@@ -1,8 +1,9 @@
-// Training a sequence-to-sequence Transformer: the copy task of seed 004 and
-// the English→French translation of seed 000, with one loop for both:
-// forward, d2l's masked softmax cross-entropy, backward, gradient clipping,
-// Adam, a learning-rate schedule, a progress line, loss.csv, checkpoints
-// every N steps and an exact resume.
+/// \file
+/// Training a sequence-to-sequence Transformer: the copy task of seed 004 and
+/// the English→French translation of seed 000, with one loop for both:
+/// forward, d2l's masked softmax cross-entropy, backward, gradient clipping,
+/// Adam, a learning-rate schedule, a progress line, loss.csv, checkpoints
+/// every N steps and an exact resume.
 #pragma once
 
 #include "core/random.hpp"
@@ -20,10 +21,13 @@ namespace tformer::tasks {
 
 /// One training batch in d2l's framing (train_seq2seq):
 ///   enc_X (B, S) source ids, enc_valid (B)
-///   dec_in (B, T) decoder input (the target shifted right behind <bos>)
+///   dec_in (B, T) decoder input (the target shifted right behind `<bos>`)
 ///   label (B, T) what the decoder must predict, label_valid (B)
 struct Batch {
+    /// The tensors above: enc_X (B, S) and dec_in, label (B, T) int64 ids; enc_valid, label_valid (B) lengths.
+    /// @{
     core::Tensor enc_X, enc_valid, dec_in, label, label_valid;
+    /// @}
 };
 
 /// The decoder's output layer and cross-entropy in one op
@@ -42,7 +46,7 @@ autograd::Variable fused_output_loss(nn::EncoderDecoder& model, const Batch& bat
 Batch copy_batch(int64_t batch, int64_t length, int64_t vocab, core::Generator& gen);
 
 /// d2l's batches of a translation split: rows `rows` of the split, with the
-/// decoder input [<bos>, Y[:, :-1]].
+/// decoder input [`<bos>`, Y[:, :-1]].
 Batch translation_batch(const NmtSplit& split, const std::vector<int64_t>& rows, int64_t bos);
 
 /// Data-parallel training (tasks/distributed.hpp): the rows of a global
@@ -51,15 +55,20 @@ Batch translation_batch(const NmtSplit& split, const std::vector<int64_t>& rows,
 /// every batch source: length buckets, d2l's fixed batches, the copy task.
 Batch shard_batch(const Batch& global, int rank, int size);
 
+/// The settings of a training run (the tformer train options).
 struct TrainOptions {
+    /// Passes over the data (copy task: batches_per_epoch fresh batches each).
     int64_t epochs = 10;
     int64_t total_steps = 0;  ///< > 0: train this many steps (the schedule's length) instead of epochs × batches
+    /// Sequences per batch, for the sources that batch by count (the copy task, d2l's fixed batches).
     int64_t batch_size = 64;
     int64_t batches_per_epoch = 0;  ///< copy task: fresh batches per epoch (translation: the data decides)
+    /// The learning rate (the peak rate with a schedule).
     double lr = 0.005;
     std::string schedule = "constant";  ///< constant | noam | cosine
     int64_t warmup = 0;                 ///< warm-up steps (noam, cosine)
     double clip = 1.0;                  ///< gradient-norm clip (d2l: 1); 0 turns it off
+    /// ε of the cross-entropy's label smoothing (0: none).
     double label_smoothing = 0.0;
     /// The objective of a step: false, d2l's Σ_b mean_t (the sum over the
     /// batch of each sequence's loss averaged over all T steps, padding
@@ -72,6 +81,7 @@ struct TrainOptions {
     /// (autograd::linear_cross_entropy), never storing the (B, T, V) logits.
     /// The same loss and gradients up to rounding.
     bool fused_loss = false;
+    /// The run's seed; in data-parallel runs each rank's dropout masks at each step are drawn from it.
     uint64_t seed = 0;
     std::string out_dir;           ///< where the checkpoint, loss.csv and pictures go
     int64_t checkpoint_every = 0;  ///< also save every N steps (0: only at the end)
@@ -84,7 +94,7 @@ struct TrainOptions {
     int64_t average = 0;
     bool quiet = false;  ///< no progress output
     /// Print a per-op table of where the time went (autograd/profiler.hpp)
-    /// and write it to <out_dir>/profile.txt; also on with TFORMER_PROFILE=1.
+    /// and write it to `<out_dir>/profile.txt`; also on with TFORMER_PROFILE=1.
     bool profile = false;
     /// Anomaly mode for the whole run: the first op whose forward output or
     /// backward gradient holds NaN (Inf for gradients) is named in the error.
@@ -98,8 +108,11 @@ struct TrainResult {
     std::vector<double> epoch_loss;  ///< d2l's figure per epoch: Σ loss / Σ valid tokens
     std::vector<double> step_loss;   ///< the same per step
     double final_loss = 0;           ///< the last epoch's loss (the part trained, if the run ended inside it)
+    /// Wall-clock seconds of the run.
     double seconds = 0;
+    /// Target tokens trained per second (by this process, since it started).
     double tokens_per_second = 0;
+    /// Optimizer steps done in all (a resumed run counts the steps before it).
     int64_t steps = 0;
     int64_t averaged = 0;    ///< snapshots averaged into the final weights (0: none)
     int interrupted = 0;     ///< SIGINT or SIGTERM ended the run early (the checkpoint is saved), else 0
@@ -110,7 +123,9 @@ struct TrainResult {
 /// and how many batches an epoch has. Deterministic in (epoch, index), so a
 /// resumed run sees exactly the batches an uninterrupted one would.
 struct BatchSource {
+    /// Batches in one epoch.
     int64_t batches_per_epoch = 0;
+    /// The batch at (epoch, index), the same every time it is asked for.
     std::function<Batch(int64_t epoch, int64_t index)> get;
 };
 
@@ -142,7 +157,7 @@ void plot_loss(const std::string& path, const std::vector<double>& epoch_loss, c
 /// One picture of attention weights and the name it is written under.
 struct AttentionPicture {
     std::string name;  ///< encoder, decoder-self or decoder-cross
-    Heatmaps maps;
+    Heatmaps maps;     ///< the attention weights, one heatmap per block and head
 };
 
 /// d2l's show_heatmaps for one translated (or copied) sentence, the data of
@@ -152,7 +167,7 @@ struct AttentionPicture {
 /// "decoder-cross"), one row per generated token.
 std::vector<AttentionPicture> attention_heatmaps(nn::EncoderDecoder& model, const Translation& t);
 
-/// Writes attention_heatmaps(model, t) as <dir>/<prefix>-<name>.png (or
+/// Writes attention_heatmaps(model, t) as `<dir>/<prefix>-<name>.png` (or
 /// .svg) and returns the paths.
 std::vector<std::string> plot_attention(const std::string& dir, const std::string& prefix, nn::EncoderDecoder& model,
                                         const Translation& t, PictureFormat format = PictureFormat::png);

@@ -194,7 +194,7 @@ TEST_CASE("tformer: flags of the other pipeline and bad decoding options are ref
     r = run_cli("train translate --preset d2l --tokenizer word --out " + dir);
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("--tokenizer does not apply to the d2l preset"));
-    r = run_cli("train translate --num-layers 0 --out " + dir);  // once crashed in decoding, after training
+    r = run_cli("train translate --num-layers 0 --out " + dir);  // refused as it is parsed, not after training
     CHECK(r.status != 0);
     CHECK_THAT(r.output, Catch::Contains("--num-layers: must be a whole number from 1"));
     r = run_cli("train translate --num-hiddens 30 --num-heads 4 --out " + dir);  // checked before the data is read
@@ -222,7 +222,7 @@ TEST_CASE("tformer tutorial: arguments reach the tutorial as they are, never thr
 TEST_CASE("tformer tutorial: --exercise and --literal reach the tutorial", "[apps][cli]") {
     const std::string dir = temp_dir("tutorial-flags");
     // the repository's exercise.cpp is unsolved: the exercise runs, fails, and says what to do
-    Run r = run_cli("tutorial 3 --exercise --out " + dir);
+    Run r = run_cli("tutorial 3 --exercise --lang en --out " + dir);
     INFO(r.output);
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("EXERCISE:"));
@@ -230,9 +230,24 @@ TEST_CASE("tformer tutorial: --exercise and --literal reach the tutorial", "[app
     CHECK_THAT(r.output, Catch::Contains("tutorials/03_gradcheck/exercise.cpp"));
     CHECK(r.output.find("1. Finite differences") == std::string::npos);  // the steps are skipped
     // a tutorial without a literal mode refuses the flag with a message
-    r = run_cli("tutorial 3 --literal --out " + dir);
+    r = run_cli("tutorial 3 --literal --lang en --out " + dir);
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("this tutorial has no literal mode"));
+}
+
+TEST_CASE("tformer tutorial: --lang, --only and --quiet-tensors reach the tutorial", "[apps][cli]") {
+    const std::string dir = temp_dir("tutorial-lang");
+    Run r = run_cli("tutorial 1 --lang zh --only 2 --out " + dir);
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.output, Catch::Contains("── 2. 手写 index_to_position"));
+    CHECK_THAT(r.output, Catch::Contains("先静默运行了：1。"));
+    CHECK(r.output.find("── 3.") == std::string::npos);
+    r = run_cli("tutorial 6 --lang en --only 4b --quiet-tensors --out " + dir);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.output, Catch::Contains("Seed 002's example"));
+    r = run_cli("tutorial 1 --lang fr --out " + dir);
+    CHECK(r.status != 0);
 }
 
 TEST_CASE("tformer train: Ctrl-C ends the run after the current step with a checkpoint to resume from",
@@ -263,7 +278,8 @@ TEST_CASE("tformer train: Ctrl-C ends the run after the current step with a chec
 
 TEST_CASE("tformer: every numeric flag is checked against its range as it is parsed", "[apps][cli]") {
     const std::string dir = temp_dir("ranges");
-    // each of these once trained silently with the preset's value, looped or crashed
+    // each value out of range is an error naming the flag and its range: never the preset's value in its
+    // place, a loop or a crash
     const std::vector<std::pair<std::string, std::string>> bad = {
         {"train translate --epochs -5", "--epochs: must be a whole number from 1"},
         {"train translate --epochs 99999999999999999999", "--epochs: must be a whole number from 1 to 1000000"},
@@ -374,7 +390,7 @@ TEST_CASE("tformer train: killed (SIGKILL) at random moments while saving, the c
                                            "1", "--threads", "1",    "--quiet",  "--overwrite", "--out",
                                            dir};
     std::mt19937 rng(20261125);
-    // At least the issue's 50 kills; how many of them land inside a save depends on the machine's load (4 of 50
+    // At least 50 kills; how many of them land inside a save depends on the machine's load (4 of 50
     // under ASan on a busy CI machine), so the kills go on until 5 saves were cut short, 400 kills at most.
     int loaded = 0, in_save = 0, rounds = 0;
     std::set<std::string> previous_temporaries;
@@ -433,7 +449,7 @@ struct SplitRun {
 
 SplitRun run_args(const std::vector<std::string>& args, const std::string& stdin_text = "") {
     // files of this process and this call: ctest runs test cases as parallel
-    // processes, and with fixed names one test read another's stderr
+    // processes, and with fixed names one test could read another's stderr
     static int calls = 0;
     const std::string prefix = std::filesystem::temp_directory_path().string() + "/tformer-cli-" +
                                std::to_string(::getpid()) + "-" + std::to_string(++calls);
@@ -469,11 +485,10 @@ std::string corpus_head(const std::string& dir, int n) {
 }
 }  // namespace
 
-TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are clear errors, given early",
-          "[apps][cli]") {
+TEST_CASE("tformer: bad data, flags and checkpoint metadata are clear errors, given before any work", "[apps][cli]") {
     const std::string dir = temp_dir("probe11");
     const std::string data = corpus_head(dir, 300);
-    // --data that is not a corpus: once "no training pair left (0 valid pairs ...)", or training on 1 line of /bin/ls
+    // --data that is not a corpus (a directory, a text without tabs, a binary) is named as such, up front
     std::filesystem::create_directories(dir + "/adir");
     std::ofstream(dir + "/notabs.txt") << "hello world\nno tabs on this line\n";
     const std::vector<std::pair<std::vector<std::string>, std::string>> bad_data = {
@@ -514,7 +529,7 @@ TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are c
     CHECK(r.status == 1);
     CHECK_THAT(r.err, Catch::Contains("train: cannot use --out '/proc/tformer-cli-test'"));
     CHECK(r.out.find("fra-eng:") == std::string::npos);
-    // --sample-size was silently ignored with --num-examples (and with the d2l preset's own prefix)
+    // --sample-size with --num-examples (or with the d2l preset's own prefix) is refused: one would be ignored
     r = run_args({"train", "translate", "--preset", "d2l", "--data", data, "--num-examples", "100", "--sample-size",
                   "50", "--out", dir + "/s"});
     CHECK(r.status == 1);
@@ -552,7 +567,7 @@ TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are c
     r = run_args({"eval", "--checkpoint", checkpoint, "--data", data, "--beam", "4", "--threads", "1"});
     CHECK(r.status == 1);
     CHECK_THAT(r.err, Catch::Contains("is a d2l-preset checkpoint, evaluated greedily as d2l does"));
-    // tampered metadata that eval reads to rebuild the data split: named, once a bare "stoll"
+    // tampered metadata that eval reads to rebuild the data split: the error names the key and the value
     const tformer::nn::SafeTensors good = tformer::nn::load_safetensors(checkpoint);
     const auto eval_tampered = [&](const std::string& key, const std::string& value) {
         tformer::nn::SafeTensors bad = good;
@@ -570,8 +585,8 @@ TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are c
         CHECK_THAT(r.err,
                    Catch::Contains("checkpoint: metadata 'extra." + key + "' is not an integer: '" + value + "'"));
     }
-    // a whole number that is not the model's: fuzz_checkpoint's input padded the split to 5.6e13 steps (an
-    // allocation of 13 PB: std::bad_alloc in a release build, an abort under AddressSanitizer)
+    // a whole number that is not the model's is refused: 5.6e13 steps would pad the split to an allocation
+    // of 13 PB (std::bad_alloc in a release build, an abort under AddressSanitizer)
     r = eval_tampered("num_steps", "55555555555556");
     INFO(r.err);
     CHECK(r.status == 1);
@@ -580,7 +595,8 @@ TEST_CASE("tformer: issue 12's probe, item 11: unclear or missing messages are c
 }
 
 TEST_CASE("tformer train: a summary that cannot be written is an error exit, not an empty file", "[apps][cli]") {
-    // the probe's full disk left summary.txt empty and exited 0; here the name is taken by a directory
+    // a summary.txt that cannot be written (here a directory has its name, as a full disk would fail it)
+    // is exit status 1, not an empty file and exit 0
     const std::string dir = temp_dir("summary");
     std::filesystem::create_directories(dir + "/summary.txt/inside");
     const Run r = run_cli("train copy --epochs 1 --batches-per-epoch 2 --threads 1 --quiet --out " + dir);
@@ -590,14 +606,14 @@ TEST_CASE("tformer train: a summary that cannot be written is an error exit, not
     CHECK(std::filesystem::exists(dir + "/checkpoint.safetensors"));  // the checkpoint before it is kept
 }
 
-TEST_CASE("tformer: issue 12's probe, items 3 and 5: sizes and thread counts beyond the machine", "[apps][cli]") {
+TEST_CASE("tformer: sizes and thread counts beyond the machine are refused or clamped, with a message", "[apps][cli]") {
     const std::string dir = temp_dir("probe35");
     const std::string data = corpus_head(dir, 300);
-    // once "std::bad_alloc" and nothing else
+    // a model larger than any machine: refused with its parameter count, before anything is allocated
     Run r = run_cli("train copy --num-hiddens 100000 --threads 1 --out " + dir + "/h");
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("the config describes 2.4e+11 parameters, more than any machine holds"));
-    // once grew until the kernel killed it: d2l pads every sequence to --num-steps
+    // d2l pads every sequence to --num-steps: a run that needs more memory than there is is refused up front
     SplitRun s = run_args({"train", "translate", "--preset", "d2l", "--data", data, "--num-steps", "1000", "--steps",
                            "1", "--threads", "1", "--out", dir + "/steps"});
     INFO(s.err);
@@ -606,8 +622,8 @@ TEST_CASE("tformer: issue 12's probe, items 3 and 5: sizes and thread counts bey
     r = run_cli("translate --checkpoint " + dir + "/none.safetensors --beam 100000 go");
     CHECK(r.status != 0);
     CHECK_THAT(r.output, Catch::Contains("--beam: must be a whole number from 1 to 64, got 100000"));
-    // once a segfault: clamped with a word (a run on every core of a busy machine is slow, so this one ends at
-    // the size check; translate's test above runs with a clamped count)
+    // --threads beyond the machine: clamped with a word (a run on every core of a busy machine is slow, so
+    // this one ends at the size check; translate's test above runs with a clamped count)
     r = run_cli("train copy --threads 100000 --num-hiddens 100000 --out " + dir + "/threads");
     INFO(r.output);
     CHECK_THAT(r.output,

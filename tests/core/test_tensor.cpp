@@ -228,10 +228,10 @@ TEST_CASE("broadcast_shapes(a, b) and broadcasts_to(from, to): NumPy rules, alig
     CHECK_FALSE(broadcasts_to(Shape{1, 4}, Shape{4, 1}));     // would grow the target's size-1 dim
 }
 
-// GCC 12.2 with AVX-512 stored a broadcast of the first element for inline
-// copies of constants like these (equal elements, then zeros), which is what
-// made logical_or's test fail: its expected {1, 1, 1, 0} became {1, 1, 1, 1}.
-// CMakeLists.txt caps such copies at 16 bytes; this checks the build it made.
+// GCC 12.2 with AVX-512 stores a broadcast of the first element for inline
+// copies of constants like these (equal elements, then zeros): logical_or's
+// expected {1, 1, 1, 0} would become {1, 1, 1, 1}. CMakeLists.txt caps such
+// copies at 16 bytes; this checks the build it made.
 TEST_CASE("build: constant arrays with trailing zeros survive inline copies (the GCC 12 AVX-512 miscompile)",
           "[core][build]") {
     const std::vector<double> d{1, 1, 1, 0};

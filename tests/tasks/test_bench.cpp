@@ -79,8 +79,8 @@ TEST_CASE("bench_preset(name): an unknown name lists the presets", "[tasks][benc
 }
 
 TEST_CASE("bench_valid_lengths(seed, n, T): splitmix64's reference stream", "[tasks][bench]") {
-    // splitmix64 from seed 0 gives e220a8397b1dcdaf, 6e789e6aa1b965f4,
-    // 06c45d188009454f, f88bb8a8724c81ec (the published reference values);
+    // splitmix64 from seed 0 gives 0xe220a8397b1dcdaf, 0x6e789e6aa1b965f4,
+    // 0x06c45d188009454f, 0xf88bb8a8724c81ec (the published reference values);
     // a length is 1 + output mod T
     struct Row {
         int64_t T;

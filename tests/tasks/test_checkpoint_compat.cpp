@@ -1,9 +1,10 @@
-// Checkpoints written before the metadata became one JSON document
-// ("tformer-checkpoint-1": text vocabularies, the generator state and the
-// loss history as space-separated numbers) still load, translate as they did
-// and resume training. tests/fixtures/checkpoint-v1-d2l.safetensors was
-// written by a tformer of that format (tests/fixtures/make_checkpoint_v1.sh
-// says how); the translations below are what that tformer printed for it.
+// Checkpoints of the first format ("tformer-checkpoint-1": every field of the
+// info as its own metadata string, text vocabularies, the generator state and
+// the loss history as space-separated numbers) load, translate as the tformer
+// that wrote them did, and resume training.
+// tests/fixtures/checkpoint-v1-d2l.safetensors was written by a tformer of
+// that format (tests/fixtures/make_checkpoint_v1.sh says which and how); the
+// translations below are what that tformer printed for it.
 #include "nn/safetensors.hpp"
 #include "tasks/seq2seq.hpp"
 #include "tasks/tokenizer.hpp"

@@ -184,8 +184,8 @@ TEST_CASE("load_fra_eng(options): missing file, empty file and bad options throw
     const TempFile empty("empty.txt", "");
     REQUIRE_THROWS_WITH(load_fra_eng({.path = empty.path.string()}),
                         "load_fra_eng: '" + empty.path.string() + "' is empty: it holds no 'English<TAB>French' line");
-    // issue 12's probe: a file without tabs, or a binary, gave "no training pair left (0 valid pairs ...)" or
-    // trained on the one line of /bin/ls that held a tab
+    // a file without tabs, or a binary with a tab on some line, is not a corpus: the message says so and
+    // counts the lines, and no training starts on the odd line that holds a tab
     const TempFile no_tabs("no_tabs.txt", "hello world\nno tabs on this line\n\nnor on this one\n");
     REQUIRE_THROWS_WITH(
         load_fra_eng({.path = no_tabs.path.string()}),

@@ -56,7 +56,8 @@ TEST_CASE("config_to_json / config_from_json: round trip and validation", "[task
     std::string bad = config_to_json(c);
     bad.replace(bad.find("\"copy\""), 6, "\"poem\"");
     CHECK_THROWS_WITH(config_from_json(bad), Catch::Contains("unknown task 'poem'"));
-    // found by fuzz_checkpoint: a size of 1e300 was converted to int64 (undefined behaviour)
+    // a size that is not an int64 is refused: 1e300 (converting it to int64 would be undefined behaviour),
+    // a fraction, 2^64 - 1, a string, a bool
     for (const char* value : {"1e300", "2.5", "18446744073709551615", "\"8\"", "true"}) {
         nlohmann::json j = nlohmann::json::parse(config_to_json(c));
         j["num_hiddens"] = nlohmann::json::parse(value);
@@ -311,7 +312,7 @@ TEST_CASE("state_dict_size counts what build_model's state dict holds, check_con
     CHECK_THROWS_WITH(check_config(c, "test"), Catch::Contains("num_layers must be at least 1, got 0"));
     core::Generator gen(1);
     CHECK_THROWS_WITH(build_model(c, gen), Catch::Contains("build_model: num_layers must be at least 1"));
-    // fuzz_checkpoint's finding: num_steps 1 loaded, then translate refused max_len 1
+    // num_steps 1 is refused with the config, not later by translate (which needs max_len 2: ids + <eos>)
     c = small_config();
     c.num_steps = 1;
     CHECK_THROWS_WITH(check_config(c, "test"), Catch::Contains("num_steps must be at least 2, got 1"));
@@ -332,8 +333,8 @@ TEST_CASE("state_dict_size counts what build_model's state dict holds, check_con
     c.transformer.num_hiddens = c.transformer.key_size = c.transformer.query_size = c.transformer.value_size = 1 << 20;
     c.transformer.norm_shape = c.transformer.ffn_num_input = 1 << 20;
     CHECK_THROWS_WITH(check_config(c, "test"), Catch::Contains("more than any machine holds"));
-    // fuzz_checkpoint's finding: sizes whose int64 sum overflows (undefined
-    // behaviour, which the asan preset's UBSan reports) are counted as doubles
+    // sizes whose int64 sum would overflow (undefined behaviour, which the
+    // asan preset's UBSan reports) are counted as doubles
     c = small_config();
     c.transformer.query_size = c.transformer.key_size = std::numeric_limits<int64_t>::max();
     // each attention's query and key projections alone are (2^63 - 1) x num_hiddens numbers
@@ -362,7 +363,7 @@ TEST_CASE(
 
 TEST_CASE("load_checkpoint: a config that does not match the stored tensors is refused before a model is built",
           "[tasks][seq2seq]") {
-    // the probe's attack: a valid file whose config asks for a huge model and holds no tensors
+    // a valid file whose config asks for a huge model and holds no tensors
     core::Generator gen(2);
     const ModelConfig c = small_config();
     auto model = build_model(c, gen);
@@ -381,7 +382,7 @@ TEST_CASE("load_checkpoint: a config that does not match the stored tensors is r
 }
 
 TEST_CASE("read_checkpoint_info: tampered metadata is refused naming the key and the value", "[tasks][seq2seq]") {
-    // the probe's tampered files once failed with a bare "stoll"
+    // each tampered value is named with its key, never a bare "stoll" from the conversion
     core::Generator gen(2);
     const ModelConfig c = small_config();
     auto model = build_model(c, gen);

@@ -100,7 +100,7 @@ TEST_CASE("train(): a resumed run gives the same losses as an uninterrupted one"
 TEST_CASE(
     "train(): --resume refuses a run that differs from the saved one, a warm-up longer than the run names --warmup",
     "[tasks][train]") {
-    // issue 12's probe: --resume with another --batch-size was accepted, and trained on other batches
+    // --resume with another --batch-size would train on other batches: refused
     ModelConfig c = copy_config(0.0);
     c.transformer = {.key_size = 8,
                      .query_size = 8,
