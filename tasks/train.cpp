@@ -379,6 +379,36 @@ private:
     double last_print_ = -1e9;
 };
 
+// progress.csv in the output folder: one line per step as soon as it is
+// trained (step, loss, learning rate, seconds since the start), so that
+// `tformer serve --run` can draw the loss while the run goes on. A new run
+// starts the file afresh, a resumed one appends to it (a step trained again
+// after a crash gets a second line; readers keep the last).
+class ProgressLog {
+public:
+    ProgressLog(const std::string& out_dir, bool resume, bool writer) {
+        if (!writer || out_dir.empty()) return;
+        const fs::path path = fs::path(out_dir) / "progress.csv";
+        const bool fresh = !resume || !fs::exists(path);
+        file_ = std::fopen(path.c_str(), fresh ? "w" : "a");
+        if (!file_) fmt::print(stderr, "train: warning: cannot write {}; training goes on without it\n", path.string());
+        if (file_ && fresh) std::fputs("step,loss,lr,seconds\n", file_);
+    }
+    ~ProgressLog() {
+        if (file_) std::fclose(file_);
+    }
+    ProgressLog(const ProgressLog&) = delete;
+    ProgressLog& operator=(const ProgressLog&) = delete;
+    void write(int64_t step, double loss, double lr, double seconds) {
+        if (!file_) return;
+        fmt::print(file_, "{},{:.6f},{:.6g},{:.3f}\n", step, loss, lr, seconds);
+        std::fflush(file_);
+    }
+
+private:
+    std::FILE* file_ = nullptr;
+};
+
 // What one update computed: the objective backward differentiates and the
 // figures the reported losses are made of.
 struct StepLoss {
@@ -703,6 +733,7 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
     SignalScope signals;
     const int64_t first_step = run.step();
     ProgressLine progress(o.quiet || !run.root(), plan, first_step);
+    ProgressLog progress_log(o.out_dir, o.resume, run.root());
     model.train();
     Averaging averaging(o.average, plan.total_steps);
     std::optional<autograd::AnomalyGuard> anomaly;
@@ -717,6 +748,7 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
         run.reduce_gradients(profiling);  // data-parallel: the sum over the ranks
         run.clip_and_update(profiling);   // clip the gradient norm, Adam, zero the gradients
         const bool epoch_end = run.record(loss);
+        progress_log.write(run.step(), run.losses().step_loss.back(), run.lr(), progress.elapsed());
         averaging.after_step(run.step(), run.parameters());
         if (o.checkpoint_every > 0 && run.step() % o.checkpoint_every == 0) run.save();
         const bool stop = o.stop_after_steps > 0 && run.step() >= o.stop_after_steps;
