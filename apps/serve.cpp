@@ -98,6 +98,9 @@ struct HttpServer::Impl {
             setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
         });
         http.set_default_headers(kSecurityHeaders);
+        // answers are written as headers, then body: with Nagle's algorithm the body would wait for
+        // the client's delayed ACK of the headers (tens of milliseconds on a kept-alive connection)
+        http.set_tcp_nodelay(true);
         http.set_keep_alive_timeout(2);  // an idle connection holds a thread; stop() waits for it this long at most
         http.set_read_timeout(10);
         http.Get(R"(/api/v1/runs/([^/]+)/events)", [this](const auto& req, auto& res) { events(req, res); });
