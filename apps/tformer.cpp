@@ -73,7 +73,7 @@ const CLI::Validator non_negative = int_range(0, kHuge);
 void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
     cmd.add_option("--preset", a.preset,
                    translation
-                       ? "default (the whole corpus, subwords, about 5 minutes on 2 cores), long (about 15 minutes) "
+                       ? "default (the whole corpus, subwords, about 3 minutes on 2 cores), long (about 9 minutes) "
                          "or d2l (seed 000 exactly)"
                        : "copy");
     cmd.add_option("--out", a.out, "output directory (default runs/<task>)");
