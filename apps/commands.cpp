@@ -1,6 +1,7 @@
 #include "apps/commands.hpp"
 
 #include "core/core.hpp"
+#include "tasks/batch_translate.hpp"
 #include "tasks/bleu.hpp"
 #include "tasks/corpus.hpp"
 #include "tasks/distributed.hpp"
@@ -865,14 +866,6 @@ int run_train(const TrainArgs& a) {
 // ---- translate ------------------------------------------------------------------------------------
 
 namespace {
-// A model and its tokenizers, loaded from one checkpoint file.
-struct LoadedTranslator {
-    tasks::CheckpointInfo info;
-    core::Generator gen{0};  // the model's dropout layers point at it: it lives as long as the model
-    std::shared_ptr<nn::EncoderDecoder> model;
-    tasks::TokenizerPair tok;
-};
-
 // Training never saves non-finite weights, but a checkpoint may come from elsewhere.
 void warn_if_not_finite(const nn::Module& model, const std::string& path, const char* op) {
     std::vector<std::string> bad;
@@ -888,20 +881,10 @@ void warn_if_not_finite(const nn::Module& model, const std::string& path, const 
 }
 
 // `checkpoint`: the file at `path`, read once for the info and the weights
-std::unique_ptr<LoadedTranslator> load_translator(const nn::SafeTensors& checkpoint, const std::string& path,
-                                                  const char* op) {
-    auto t = std::make_unique<LoadedTranslator>();
-    t->info = tasks::read_checkpoint_info(checkpoint, path);
-    if (t->info.config.task != "translate")
-        fail<ValueError>("{}: '{}' is a {} checkpoint, not a translation model", op, path, t->info.config.task);
-    // a whole-corpus model runs the fused layers it was trained with (train_translate_corpus),
-    // decoding included; a d2l-preset one the composed layers, as d2l's PyTorch model does
-    const auto pipeline = t->info.extra.find("pipeline");
-    t->info.config.transformer.fused = pipeline != t->info.extra.end() && pipeline->second == "corpus";
-    t->model = tasks::build_model(t->info.config, t->gen);
-    tasks::load_checkpoint(checkpoint, path, *t->model, nullptr);
+std::unique_ptr<tasks::LoadedTranslator> load_translator(const nn::SafeTensors& checkpoint, const std::string& path,
+                                                         const char* op) {
+    auto t = tasks::load_translator(checkpoint, path, op);
     warn_if_not_finite(*t->model, path, op);
-    t->tok = tasks::tokenizers_of(t->info);
     return t;
 }
 
@@ -912,49 +895,122 @@ void check_decode_flags(int64_t beam, double length_penalty, const char* op) {
 }
 }  // namespace
 
+namespace {
+// The lines of one chunk of input, and the number of the first.
+struct Chunk {
+    std::vector<std::string> lines;
+    int64_t first = 1;
+};
+
+// Reads up to `size` lines into chunk (empty at the end of the input).
+bool read_chunk(std::istream& in, int64_t size, Chunk& chunk) {
+    chunk.first += static_cast<int64_t>(chunk.lines.size());
+    chunk.lines.clear();
+    std::string line;
+    while (static_cast<int64_t>(chunk.lines.size()) < size && std::getline(in, line)) chunk.lines.push_back(line);
+    return !chunk.lines.empty();
+}
+
+bool blank(const std::string& line) { return line.find_first_not_of(" \t\r") == std::string::npos; }
+
+// Writes a chunk's translations in input order: one line per input line (a
+// blank one for a blank line or one that cannot be translated), or with
+// n_best > 1 the n best of each as "LINE ||| translation ||| score". Notes on
+// stderr; returns false when a line could not be translated.
+bool write_chunk(const Chunk& chunk, const std::vector<tasks::Translation>& out, const tasks::TokenizerPair& tok,
+                 int64_t max_len, int64_t n_best) {
+    bool all = true;
+    for (size_t i = 0; i < chunk.lines.size(); ++i) {
+        const int64_t number = chunk.first + static_cast<int64_t>(i);
+        const tasks::Translation& t = out[i];
+        if (!t.error.empty() && !blank(chunk.lines[i])) {
+            fmt::print(stderr, "translate: line {}: {}\n", number, t.error);
+            all = false;
+        }
+        if (t.truncated)
+            fmt::print(stderr,
+                       "translate: line {} is longer than the model's limit of {} tokens; only its first {} were "
+                       "translated\n",
+                       number, max_len, max_len);
+        if (n_best <= 1) {
+            fmt::print("{}\n", t.text);
+            continue;
+        }
+        for (const tasks::Hypothesis& h : t.decoded.n_best)
+            fmt::print("{} ||| {} ||| {:.6f}\n", number, tok.tgt->decode(h.tokens), h.score);
+    }
+    std::fflush(stdout);
+    return all;
+}
+
+// `tformer translate --show-attention`: one sentence at a time, greedily, with its heatmaps.
+int translate_with_attention(const TranslateArgs& a, nn::EncoderDecoder& model, const tasks::TokenizerPair& tok,
+                             const tasks::TranslateOptions& o, const Chunk& chunk) {
+    int status = 0;
+    for (size_t i = 0; i < chunk.lines.size(); ++i) {
+        const int64_t number = chunk.first + static_cast<int64_t>(i);
+        tasks::Translation tr;
+        if (!blank(chunk.lines[i])) try {
+                tr = tasks::translate(model, tok, chunk.lines[i], o);
+                const auto pictures =
+                    tasks::plot_attention(a.show_attention, fmt::format("sentence-{}", number), model, tr,
+                                          tasks::parse_picture_format(a.plot_format, "translate"));
+                fmt::print(stderr, "attention: {}\n", fmt::join(pictures, ", "));
+            } catch (const ValueError& e) {
+                tr.error = e.what();
+            }
+        status |= write_chunk({.lines = {chunk.lines[i]}, .first = number}, {tr}, tok, o.max_len, 1) ? 0 : 1;
+    }
+    return status;
+}
+}  // namespace
+
 int run_translate(const TranslateArgs& a) {
     set_threads(a.threads);
     check_decode_flags(a.beam, a.length_penalty, "translate");
     if (!a.show_attention.empty() && a.beam > 1)
         fail<ValueError>("translate: --show-attention draws the attention of greedy decoding; add --beam 1");
+    if (a.n_best > a.beam) fail<ValueError>("translate: --n-best {} is more than the beam size {}", a.n_best, a.beam);
+    if (a.batch_tokens < 1) fail<ValueError>("translate: --batch-tokens must be at least 1, got {}", a.batch_tokens);
     const auto t = load_translator(nn::load_safetensors(a.checkpoint), a.checkpoint, "translate");
-    const tasks::TranslateOptions o = translate_options(
-        t->info, {.beam = a.beam, .length_penalty = a.length_penalty, .keep_attention = !a.show_attention.empty()});
-    // One line in, one line out: a blank line gives a blank line and a line
-    // that cannot be translated an empty one (and a message on stderr), so
-    // the outputs stay lined up with the inputs; the exit status is 1 then.
+    const tasks::TranslateOptions o = translate_options(t->info, {.beam = a.beam,
+                                                                  .length_penalty = a.length_penalty,
+                                                                  .keep_attention = !a.show_attention.empty(),
+                                                                  .n_best = a.n_best});
+    // Lines from the arguments, or stdin in chunks: sorted by length within a
+    // chunk and decoded in batches, written in input order as each chunk ends
+    // (a line at a time from a terminal, so that each answer comes at once)
+    const int64_t chunk_lines = a.sentences.empty() && isatty(STDIN_FILENO) ? 1 : a.chunk_lines;
+    const bool progress = isatty(STDERR_FILENO) && a.sentences.empty() && chunk_lines > 1;
+    const int threads = core::get_num_threads();
+    tasks::ModelReplicas models(*t->model, a.show_attention.empty() ? threads : 1);
+    const auto start = std::chrono::steady_clock::now();
     int status = 0;
-    auto one = [&](const std::string& sentence, int64_t number) {
-        if (sentence.find_first_not_of(" \t\r") == std::string::npos) {
-            fmt::print("\n");
-            return;
+    Chunk chunk;
+    bool arguments_left = !a.sentences.empty();  // the sentences given as arguments: one chunk
+    const auto next_chunk = [&] {
+        if (!a.sentences.empty()) {
+            chunk.lines = arguments_left ? a.sentences : std::vector<std::string>{};
+            arguments_left = false;
+            return !chunk.lines.empty();
         }
-        try {
-            const tasks::Translation tr = tasks::translate(*t->model, t->tok, sentence, o);
-            if (tr.truncated)
-                fmt::print(stderr,
-                           "translate: line {} is longer than the model's limit of {} tokens; "
-                           "only its first {} were translated\n",
-                           number, o.max_len, o.max_len);
-            fmt::print("{}\n", tr.text);
-            if (!a.show_attention.empty()) {
-                const auto pictures =
-                    tasks::plot_attention(a.show_attention, fmt::format("sentence-{}", number), *t->model, tr,
-                                          tasks::parse_picture_format(a.plot_format, "translate"));
-                fmt::print(stderr, "attention: {}\n", fmt::join(pictures, ", "));
-            }
-        } catch (const ValueError& e) {
-            fmt::print("\n");
-            fmt::print(stderr, "translate: line {}: {}\n", number, e.what());
-            status = 1;
-        }
+        return read_chunk(std::cin, chunk_lines, chunk);
     };
-    if (!a.sentences.empty()) {
-        for (size_t i = 0; i < a.sentences.size(); ++i) one(a.sentences[i], static_cast<int64_t>(i) + 1);
-    } else {
-        std::string line;
-        for (int64_t number = 1; std::getline(std::cin, line); ++number) one(line, number);
+    while (next_chunk()) {
+        if (!a.show_attention.empty()) {
+            status |= translate_with_attention(a, *t->model, t->tok, o, chunk);
+            continue;
+        }
+        const std::vector<tasks::Translation> out = tasks::translate_batches(
+            models, t->tok, chunk.lines, {.translate = o, .batch_tokens = a.batch_tokens, .threads = threads});
+        status |= write_chunk(chunk, out, t->tok, o.max_len, a.n_best) ? 0 : 1;
+        if (progress) {
+            const int64_t done = chunk.first - 1 + static_cast<int64_t>(chunk.lines.size());
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+            fmt::print(stderr, "\rtranslate: {} lines, {:.0f} lines/s", done, static_cast<double>(done) / s);
+        }
     }
+    if (progress && chunk.first > 1) fmt::print(stderr, "\n");
     return status;
 }
 
@@ -1040,7 +1096,9 @@ int run_tutorial(const TutorialArgs& a) {
     std::sort(names.begin(), names.end());
     if (which.empty()) {
         fmt::print(
-            "tutorials (run one with: tformer tutorial N [--step] [--exercise], or N --literal for 12 and 13); see "
+            "tutorials (run one with: tformer tutorial N [--step] [--lang en|zh] [--exercise], or N --literal for 12 "
+            "and "
+            "13); see "
             "tutorials/README.md\n");
         for (const auto& n : names) fmt::print("  {}\n", n);
         if (names.empty()) fmt::print("  (none built yet: build the tutorials target)\n");
@@ -1058,6 +1116,10 @@ int run_tutorial(const TutorialArgs& a) {
         if (a.literal) args.push_back("--literal");
         if (!a.out.empty()) args.insert(args.end(), {"--out", a.out});
         if (a.plot_format != "png") args.insert(args.end(), {"--plot-format", a.plot_format});
+        if (!a.lang.empty()) args.insert(args.end(), {"--lang", a.lang});
+        if (!a.from.empty()) args.insert(args.end(), {"--from", a.from});
+        if (!a.only.empty()) args.insert(args.end(), {"--only", a.only});
+        if (a.quiet_tensors) args.push_back("--quiet-tensors");
         std::vector<char*> argv;
         for (auto& arg : args) argv.push_back(arg.data());
         argv.push_back(nullptr);

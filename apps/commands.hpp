@@ -45,6 +45,9 @@ struct TranslateArgs {
     std::string show_attention;       ///< directory for heatmaps (empty: none)
     std::string plot_format = "png";  ///< png | svg
     int threads = 0;
+    int64_t n_best = 1;           ///< > 1: the n best translations of each line, "LINE ||| text ||| score"
+    int64_t batch_tokens = 500;   ///< source tokens per batch (tasks::translate_batches)
+    int64_t chunk_lines = 10000;  ///< lines of stdin read, sorted and decoded together
 };
 
 struct EvalArgs {
@@ -69,6 +72,9 @@ struct TutorialArgs {
     bool exercise = false;            ///< --exercise
     bool literal = false;             ///< --literal
     std::string plot_format = "png";  ///< --plot-format png|svg, passed on
+    std::string lang;                 ///< --lang en|zh, passed on ("": the tutorial asks the locale)
+    std::string from, only;           ///< --from STEP / --only STEP, passed on
+    bool quiet_tensors = false;       ///< --quiet-tensors
 };
 int run_tutorial(const TutorialArgs& a);
 

@@ -5,7 +5,7 @@
 //   tformer translate --checkpoint runs/translate/checkpoint.safetensors "i'm home ."
 //   tformer eval --checkpoint runs/translate/checkpoint.safetensors
 //   tformer bench [--preset d2l|copy|small|base|translate] [--threads N] [--repeats N]
-//   tformer tutorial [N] [--step] [--exercise] [--literal]
+//   tformer tutorial [N] [--step] [--lang en|zh] [--from STEP | --only STEP] [--quiet-tensors] [--exercise] [--literal]
 #include "apps/commands.hpp"
 #include "core/error.hpp"
 #include "core/version.hpp"
@@ -201,7 +201,18 @@ int main(int argc, char** argv) {
     translate->add_option("--plot-format", tr.plot_format, "heatmaps as png or svg")
         ->capture_default_str()
         ->check(CLI::IsMember({"png", "svg"}));
-    translate->add_option("--threads", tr.threads, "threads")->check(int_range(1, 1'000'000));
+    translate->add_option("--threads", tr.threads, "threads (default: all cores)")->check(int_range(1, 1'000'000));
+    translate->add_option("--n-best", tr.n_best, "print the n best translations of each line: LINE ||| text ||| score")
+        ->capture_default_str()
+        ->check(int_range(1, 64));
+    translate->add_option("--batch-tokens", tr.batch_tokens, "source tokens per batch of sentences decoded together")
+        ->capture_default_str()
+        ->check(int_range(1, 1'000'000'000));
+    translate
+        ->add_option("--chunk-lines", tr.chunk_lines,
+                     "lines of stdin read, sorted by length and translated together (output follows each chunk)")
+        ->capture_default_str()
+        ->check(int_range(1, 1'000'000'000));
 
     EvalArgs ev;
     CLI::App* eval = app.add_subcommand("eval", "evaluate a checkpoint (copy: accuracy; translate: BLEU)");
@@ -222,12 +233,21 @@ int main(int argc, char** argv) {
     bench
         ->add_option("--preset", bo.preset,
                      "model and batch: d2l, copy, small, base or translate (the default "
-                     "translation model on real batches of the corpus)")
+                     "translation model on real batches of the corpus); decode: translating validation sentences "
+                     "with a checkpoint")
         ->capture_default_str();
     bench->add_option("--threads", bo.threads, "threads for kernels and BLAS (default: all cores)")
         ->check(int_range(1, 1'000'000));
     bench->add_option("--repeats", bo.repeats, "timed runs per figure, reported as the median (default: the preset's)")
         ->check(int_range(1, 100000));
+    bench->add_option("--checkpoint", bo.checkpoint, "--preset decode: the checkpoint")->capture_default_str();
+    bench->add_option("--sentences", bo.sentences, "--preset decode: how many validation sentences")
+        ->capture_default_str()
+        ->check(int_range(1, 1'000'000));
+    bench->add_option("--save-sentences", bo.save_sentences, "--preset decode: write the sentences to this file");
+    bench->add_option("--batch-tokens", bo.batch_tokens, "--preset decode: source tokens per batch")
+        ->capture_default_str()
+        ->check(int_range(1, 1'000'000'000));
     bench->add_flag("--profile", bo.profile, "also print where a training step's time goes, op by op (stderr)");
     bench->add_flag("--train-only", bo.train_only,
                     "time training steps only (no forward pass, decoding or GFLOP/s figures)");
@@ -247,6 +267,11 @@ int main(int argc, char** argv) {
     tutorial->add_option("--plot-format", tut.plot_format, "pictures as png or svg")
         ->capture_default_str()
         ->check(CLI::IsMember({"png", "svg"}));
+    tutorial->add_option("--lang", tut.lang, "the language of the explanations, en or zh (default: from the locale)")
+        ->check(CLI::IsMember({"en", "zh"}));
+    tutorial->add_option("--from", tut.from, "start at that step (e.g. 3 or 2b); the steps before it run quietly");
+    tutorial->add_option("--only", tut.only, "that step alone, after the steps before it have run quietly");
+    tutorial->add_flag("--quiet-tensors", tut.quiet_tensors, "print a large tensor's shape and a few of its values");
 
     // CLI11 answers a mistyped command with "A subcommand is required"; name it instead
     auto unknown = [&](int i, const std::vector<std::string_view>& known, const char* what) {

@@ -29,6 +29,12 @@
 # the corpus: tformer writes the batches it measured (--save-batches) and
 # PyTorch runs on the same ones (--batches).
 #
+# The decode preset (not in the default list: it needs a trained checkpoint,
+# runs/translate/checkpoint.safetensors) translates the first 1,000
+# validation sentences with beam 4 and greedily: tformer writes them
+# (--save-sentences) and bench/torch_decode.py translates the same ones with
+# the same weights, batched and KV-cached.
+#
 # GFLOP/s: tformer counts the GEMM work of each run (2mnk per product) and
 # prints what the run achieved and what its bare products achieve on the same
 # shapes called one after the other through core::blas::gemm (the limit:
@@ -84,6 +90,10 @@ measure() {
       batches="$(dirname "$OUT")/translate-batches.json"
       tformer_batches=(--save-batches "$batches") torch_batches=(--batches "$batches")
     fi
+    if [[ $p == decode ]]; then  # PyTorch translates the sentences tformer measured
+      sentences="$(dirname "$OUT")/decode-sentences.txt"
+      tformer_batches=(--save-sentences "$sentences")
+    fi
     for ((r = 1; r <= rounds; r++)); do
       for t in $threads; do
         load=$(cut -d' ' -f1 /proc/loadavg)
@@ -91,6 +101,15 @@ measure() {
         # the load line tags the pair, so the table can show what it was measured under (the last round's)
         printf '{"engine":"machine","preset":"%s","threads":%s,"figure":"load_1min","value":%s}\n' "$p" "$t" "$load" >> "$OUT"
         "$TFORMER" bench --preset "$p" --threads "$t" "${repeats[@]}" "${tformer_batches[@]}" >> "$OUT"
+        if [[ $p == decode ]]; then
+          for engine in pytorch pytorch-tuned; do
+            tuned=()
+            [[ $engine == pytorch ]] || tuned=(env GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184 OMP_WAIT_POLICY=PASSIVE)
+            "${tuned[@]}" "$PYTHON" bench/torch_decode.py --sentences "$sentences" --threads "$t" "${repeats[@]}" \
+              --engine "$engine" >> "$OUT"
+          done
+          continue
+        fi
         # every later run measures the batches the first one saved
         ((${#tformer_batches[@]} == 0)) || tformer_batches=(--load-batches "$batches")
         "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" "${repeats[@]}" "${torch_batches[@]}" >> "$OUT"
@@ -125,8 +144,10 @@ for text in open(sys.argv[1]):
         rows.setdefault(key, {}).setdefault(r["figure"], {}).setdefault(r["engine"], []).append(r["value"])
 
 order = ["train_step_ms", "train_step_cpu_ms", "forward_eval_ms", "greedy_decode_ms", "train_tokens_per_s", "peak_rss_mb",
-         "train_step_gflops", "forward_eval_gflops", "greedy_decode_gflops"]
-higher_is_better = {"train_tokens_per_s", "train_step_gflops", "forward_eval_gflops", "greedy_decode_gflops"}
+         "train_step_gflops", "forward_eval_gflops", "greedy_decode_gflops",
+         "beam4_ms", "greedy_ms", "beam4_sentences_per_s", "greedy_sentences_per_s"]  # the last four: preset decode
+higher_is_better = {"train_tokens_per_s", "train_step_gflops", "forward_eval_gflops", "greedy_decode_gflops",
+                    "beam4_sentences_per_s", "greedy_sentences_per_s"}
 
 # each engine's best round: the lowest time or memory, the highest rate
 for figs in rows.values():

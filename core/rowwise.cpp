@@ -259,6 +259,71 @@ ArgmaxLogSoftmax argmax_log_softmax(const Tensor& x) {
 
 namespace {
 
+// The k largest of y_i = (x_i - m) - ls over one row, largest first, equal
+// values by index: a list kept sorted, which an entry joins only when it beats
+// the list's last. Blocks of entries whose largest cannot join are skipped
+// after one vectorised pass, so after the first few blocks the row costs about
+// one read. (A NaN y never beats anything; its row is handled by the caller.)
+template <class T>
+void top_k_row(const T* x, int64_t n, T m, T ls, int64_t k, int64_t* ids, T* vals) {
+    constexpr int64_t kBlock = 64;
+    int64_t held = 0;
+    T y[kBlock];
+    for (int64_t begin = 0; begin < n; begin += kBlock) {
+        const int64_t len = std::min(kBlock, n - begin);
+        T block_max = kNegInf<T>;
+#pragma omp simd reduction(max : block_max)
+        for (int64_t i = 0; i < len; ++i) {
+            y[i] = (x[begin + i] - m) - ls;
+            block_max = y[i] > block_max ? y[i] : block_max;
+        }
+        if (held == k && !(block_max > vals[k - 1])) continue;
+        for (int64_t i = 0; i < len; ++i) {
+            if (held == k && !(y[i] > vals[k - 1])) continue;
+            int64_t at = held < k ? held++ : k - 1;  // the slot it takes, then moved up past smaller values
+            while (at > 0 && y[i] > vals[at - 1]) {
+                vals[at] = vals[at - 1], ids[at] = ids[at - 1];
+                --at;
+            }
+            vals[at] = y[i], ids[at] = begin + i;
+        }
+    }
+}
+
+}  // namespace
+
+// per row: log_softmax_row's max and log-sum, then its k largest values
+ArgmaxLogSoftmax top_k_log_softmax(const Tensor& x, int64_t k) {
+    const char* op = "top_k_log_softmax";
+    const Rows rows = as_rows(x, op, "x");
+    if (k < 1 || k > rows.length)
+        fail<ValueError>("{}: k = {} must be in [1, {}] for x of shape {}", op, k, rows.length, shape_str(x.shape()));
+    Shape lead = leading_shape(x.shape());
+    lead.push_back(k);
+    ArgmaxLogSoftmax out{.ids = Tensor::empty(lead, DType::int64), .log_probs = Tensor::empty(lead, x.dtype())};
+    visit_floating(x.dtype(), op, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        const T* in = rows.data.data<T>();
+        const int64_t n = rows.length;
+        for_each_row(rows.count, n, [&](int64_t r) {
+            const T* xr = in + r * n;
+            int64_t* ids = out.ids.data<int64_t>() + r * k;
+            T* vals = out.log_probs.data<T>() + r * k;
+            const T m = row_max(xr, n);
+            const T ls = m == kNegInf<T> ? T(0) : static_cast<T>(std::log(sum_exp_shifted<false>(xr, n, m)));
+            if (m == kNegInf<T> || std::isnan(ls)) {  // all -inf, or a NaN or +inf: log_softmax_row's fill
+                const T fill = m == kNegInf<T> && !any_nan(xr, n, keep_all) ? kNegInf<T> : kNaN<T>;
+                for (int64_t i = 0; i < k; ++i) ids[i] = i, vals[i] = fill;
+                return;
+            }
+            top_k_row(xr, n, m, ls, k, ids, vals);
+        });
+    });
+    return out;
+}
+
+namespace {
+
 // Runs row_fn(dy_row, y_row, dx_row, L) over every row: the shared frame of
 // the two softmax backwards, which both need one row sum and then one pass.
 template <class RowFn>

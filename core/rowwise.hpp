@@ -44,6 +44,13 @@ struct ArgmaxLogSoftmax {
 };
 /// The argmax and its log-probability for each row of x (..., V); see ArgmaxLogSoftmax.
 ArgmaxLogSoftmax argmax_log_softmax(const Tensor& x);
+/// Beam search's pick: per row of x (..., V), the k largest entries of
+/// log_softmax(x), the same values bit for bit, largest first and of equal
+/// values the lower index first, without writing the other V - k. A row
+/// holding a NaN or +inf has NaN log-probabilities throughout (as
+/// log_softmax's) and gives its first k indices. ids: int64 (..., k),
+/// log_probs: x's dtype (..., k). ValueError unless 1 <= k <= V.
+ArgmaxLogSoftmax top_k_log_softmax(const Tensor& x, int64_t k);
 /// Backward of y = softmax(x): dx = y ⊙ (dy - Σ_j dy_j y_j). Also the backward
 /// of both masked softmaxes: masked entries have y = 0, so their dx is 0.
 Tensor softmax_backward(const Tensor& grad_y, const Tensor& y);

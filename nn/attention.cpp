@@ -324,23 +324,34 @@ void KVCache::select_rows(const std::vector<int64_t>& rows) {
         values = core::index_select(values, 0, index);
         return;
     }
-    // one copy per row of each buffer: the first S steps of keys and values, and the whole
-    // transposed row (d, room), which is initialised throughout (zeros past S)
+    // one copy per row of each buffer: the first S steps of keys and values, and of the
+    // transposed keys (d, room) what holds steps, zeros past it (initialised throughout). One buffer
+    // at a time, each freed as soon as its rows are gathered: at most one buffer more than
+    // the cache holds is alive (a beam search of hundreds of rows holds tens of megabytes).
     const int64_t S = steps(), d = keys.size(2), room = key_buffer_.size(1);
-    core::Tensor kb = core::Tensor::empty({n, room, d}, keys.dtype());
-    core::Tensor vb = core::Tensor::empty({n, room, d}, keys.dtype());
-    core::Tensor ktb = core::Tensor::empty({n, d, room}, keys.dtype());
-    const auto gather = [&](const core::Tensor& from, const core::Tensor& to, int64_t len) {
-        const int64_t bytes = core::dtype_size(from.dtype()), row = room * d * bytes;
-        const auto* src = static_cast<const std::byte*>(from.raw_data());
+    keys = values = core::Tensor();  // views of the buffers, which are replaced
+    // Each row of a buffer is `pieces` runs of `len` numbers, `stride` apart, and
+    // zeros after each run up to the next (the transposed keys' room)
+    const auto gather = [&](core::Tensor& buffer, core::Shape shape, int64_t pieces, int64_t len, int64_t stride) {
+        core::Tensor to = core::Tensor::empty(shape, buffer.dtype());
+        const int64_t bytes = core::dtype_size(buffer.dtype()), row = room * d * bytes;
+        const auto* src = static_cast<const std::byte*>(buffer.raw_data());
         auto* dst = static_cast<std::byte*>(to.raw_data());
         for (int64_t i = 0; i < n; ++i)
-            std::memcpy(dst + i * row, src + rows[static_cast<size_t>(i)] * row, static_cast<size_t>(len * bytes));
+            for (int64_t p = 0; p < pieces; ++p) {
+                std::byte* at = dst + i * row + p * stride * bytes;
+                std::memcpy(at, src + rows[static_cast<size_t>(i)] * row + p * stride * bytes,
+                            static_cast<size_t>(len * bytes));
+                if (stride > len) std::memset(at + len * bytes, 0, static_cast<size_t>((stride - len) * bytes));
+            }
+        buffer = std::move(to);
     };
-    gather(key_buffer_, kb, S * d);
-    gather(value_buffer_, vb, S * d);
-    gather(keys_t_buffer_, ktb, d * room);
-    key_buffer_ = std::move(kb), value_buffer_ = std::move(vb), keys_t_buffer_ = std::move(ktb);
+    gather(key_buffer_, {n, room, d}, 1, S * d, 0);
+    gather(value_buffer_, {n, room, d}, 1, S * d, 0);
+    // the transposed keys: each of the d rows up to the end of the chunk that holds step S
+    // (cached_attention reads whole chunks of kKeyChunk keys), zeros after it
+    const int64_t held = std::min(room, (S + core::kKeyChunk - 1) / core::kKeyChunk * core::kKeyChunk);
+    gather(keys_t_buffer_, {n, d, room}, d, held, room);
     keys = key_buffer_.slice(1, 0, S);
     values = value_buffer_.slice(1, 0, S);
 }

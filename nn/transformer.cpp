@@ -242,6 +242,10 @@ Variable TransformerDecoder::forward_hidden(const core::Tensor& X, const Decoder
 }
 
 Variable TransformerDecoder::forward_step(const core::Tensor& X, DecoderState& state) {
+    return (*dense)(forward_step_hidden(X, state));  // (B, t, V)
+}
+
+Variable TransformerDecoder::forward_step_hidden(const core::Tensor& X, DecoderState& state) {
     check_token_ids(X, "TransformerDecoder");
     if (state.caches.size() != blks->size())
         fail<ValueError>("TransformerDecoder: the state has {} block caches for {} blocks; make it with init_state",
@@ -249,7 +253,7 @@ Variable TransformerDecoder::forward_step(const core::Tensor& X, DecoderState& s
     Variable H = embed(*embedding, *pos_encoding, X, options, state.steps_done);  // (B, t, D)
     for (auto& blk : *blks) H = blk->forward_step(H, state);
     state.steps_done += X.size(1);
-    return (*dense)(H);  // (B, t, V)
+    return H;  // (B, t, D)
 }
 
 std::vector<std::vector<core::Tensor>> TransformerDecoder::attention_weights() const {

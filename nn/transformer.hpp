@@ -192,6 +192,10 @@ public:
     Variable forward_hidden(const core::Tensor& X, const DecoderState& state);
     /// Prediction: the next token ids X int64 (B, t) -> logits (B, t, V); advances state.
     Variable forward_step(const core::Tensor& X, DecoderState& state);
+    /// The same without the final dense layer: (B, t, D), for a search that
+    /// applies dense to a few rows at a time and reads each block of logits
+    /// while it is in the cache (tasks/decode).
+    Variable forward_step_hidden(const core::Tensor& X, DecoderState& state);
     /// [0][block]: self-attention weights, [1][block]: encoder–decoder attention
     /// weights, of the last forward or step (seed 000's _attention_weights).
     std::vector<std::vector<core::Tensor>> attention_weights() const;

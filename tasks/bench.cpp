@@ -1,5 +1,7 @@
 #include "tasks/bench.hpp"
 
+#include "tasks/batch_translate.hpp"
+
 #include "autograd/autograd.hpp"
 #include "core/blas.hpp"
 #include "core/core.hpp"
@@ -465,6 +467,7 @@ std::vector<BenchFigure> measure_model(const BenchPreset& preset, int64_t repeat
 }
 
 int run_model_bench(const BenchOptions& o) {
+    if (o.preset == "decode") return run_decode_bench(o);
     if (o.threads < 0) fail<ValueError>("bench: --threads must be positive (0: all cores), got {}", o.threads);
     if (o.repeats < 0)
         fail<ValueError>("bench: --repeats must be positive (0: the preset's default), got {}", o.repeats);
@@ -517,6 +520,89 @@ int run_model_bench(const BenchOptions& o) {
             print(j);
         },
         o.profile, o.train_only);
+    return 0;
+}
+
+// ---- decoding: --preset decode ----------------------------------------------------------------
+
+namespace {
+// The first n validation sentences of the default translation run.
+std::vector<std::string> validation_sentences(const std::string& data, int64_t n) {
+    const Corpus corpus = load_corpus({.path = data.empty() ? default_fra_eng_path() : data, .val_sentences = 1500});
+    std::vector<std::string> out;
+    for (const ValSentence& v : corpus.val)
+        if (static_cast<int64_t>(out.size()) < n) out.push_back(v.src);
+    return out;
+}
+
+// One configuration's figures: the list translated `repeats` times (after a
+// warm-up), then once more with the products logged.
+void measure_decoding(const std::string& name, ModelReplicas& models, const TokenizerPair& tok,
+                      const std::vector<std::string>& sentences, const BatchTranslateOptions& options, int64_t repeats,
+                      const std::function<void(const BenchFigure&)>& report) {
+    int64_t target_tokens = 0;
+    const Measured m = measure_runs(1, repeats, false, [&](int64_t) {
+        target_tokens = 0;
+        for (const Translation& t : translate_batches(models, tok, sentences, options))
+            target_tokens +=
+                static_cast<int64_t>(t.decoded.tokens.size()) +  // and <eos>, unless it ran out of steps
+                (t.error.empty() && static_cast<int64_t>(t.decoded.tokens.size()) < options.translate.max_len);
+    });
+    const double seconds = m.time.wall_ms * 1e-3;
+    report({name + "_ms", round_to(m.time.wall_ms, 1)});
+    report({name + "_sentences_per_s", round_to(static_cast<double>(sentences.size()) / seconds, 1)});
+    report({name + "_target_tokens_per_s", round_to(static_cast<double>(target_tokens) / seconds, 1)});
+    const double work = gflop_of(m.gemms), bare_ms = replay_gemm_ms(m.gemms, 3);
+    report({name + "_gflop", round_to(work, 3)});
+    report({name + "_gflops", round_to(work / seconds, 2)});
+    report({name + "_sgemm_gflops", round_to(work / (bare_ms * 1e-3), 2)});
+    report({name + "_product_ratio", round_to(bare_ms / m.time.wall_ms, 3)});
+}
+}  // namespace
+
+int run_decode_bench(const BenchOptions& o) {
+    if (o.threads < 0) fail<ValueError>("bench: --threads must be positive (0: all cores), got {}", o.threads);
+    if (o.sentences < 1 || o.batch_tokens < 1)
+        fail<ValueError>("bench: --sentences and --batch-tokens must be at least 1, got {} and {}", o.sentences,
+                         o.batch_tokens);
+    if (o.threads > 0) core::set_num_threads(o.threads);
+    const int threads = core::get_num_threads();
+    const int64_t repeats = o.repeats > 0 ? o.repeats : 3;
+    const auto t = load_translator(nn::load_safetensors(o.checkpoint), o.checkpoint, "bench");
+    const std::vector<std::string> sentences = validation_sentences(o.data, o.sentences);
+    if (!o.save_sentences.empty()) {
+        std::ofstream out(o.save_sentences);
+        for (const std::string& s : sentences) out << s << '\n';
+        if (!out) fail<IOError>("bench: cannot write {}", o.save_sentences);
+    }
+    const auto print = [&](const char* figure, Json j) {
+        Json line{{"engine", "tformer"}, {"preset", "decode"}, {"threads", threads}, {"figure", figure}};
+        line.update(j);
+        std::fputs((line.dump() + "\n").c_str(), stdout);
+        std::fflush(stdout);
+    };
+    print("info", {{"openblas_core", core::blas::core_name()},
+                   {"libxsmm_target", core::blas::xsmm_target()},
+                   {"parameters", t->model->num_parameters()},
+                   {"sentences", sentences.size()},
+                   {"batch_tokens", o.batch_tokens},
+                   {"repeats", repeats},
+                   {"decode", "batched, kv-cache"}});
+    const auto report = [&](const BenchFigure& f) { print(f.figure.c_str(), {{"value", f.value}}); };
+    ModelReplicas models(*t->model, threads);
+    const TranslateOptions translate{.max_len = t->info.config.num_steps};
+    for (const auto& [name, beam] : {std::pair<std::string, int64_t>{"beam4", 4}, {"greedy", 1}}) {
+        BatchTranslateOptions options{.translate = translate, .batch_tokens = o.batch_tokens, .threads = threads};
+        options.translate.decode.beam = beam;
+        measure_decoding(name, models, t->tok, sentences, options, repeats, report);
+        if (threads > 1) {  // one batch at a time, its kernels on every thread
+            options.threads = 1;
+            const Measured one = measure_runs(
+                1, repeats, false, [&](int64_t) { (void)translate_batches(models, t->tok, sentences, options); });
+            report({name + "_one_batch_ms", round_to(one.time.wall_ms, 1)});
+        }
+    }
+    report({"peak_rss_mb", round_to(peak_rss_mb(), 1)});
     return 0;
 }
 

@@ -111,7 +111,7 @@ struct BenchFigure {
 ///   forward_eval_ms    eval mode, no graph, the teacher-forced forward pass
 ///   forward_eval_cpu_ms  its process CPU time
 ///   greedy_decode_ms   greedy_decode of the batch for T tokens on the KV
-///                      cache (<eos> never stops it, so every run does T steps)
+///                      cache (`<eos>` never stops it, so every run does T steps)
 ///   greedy_decode_cpu_ms its process CPU time
 ///   train_tokens_per_s Σ label valid lengths / train time
 ///   X_gflop            for X in train_step, forward_eval, greedy_decode: the
@@ -136,7 +136,27 @@ struct BenchOptions {
     std::string data{};          ///< fra.txt for the corpus preset (empty: default_fra_eng_path())
     std::string save_batches{};  ///< write the batches measured here as JSON (save_bench_batches)
     std::string load_batches{};  ///< measure the batches of a file save_batches wrote
+    /// --preset decode: the checkpoint to translate with
+    std::string checkpoint = "runs/translate/checkpoint.safetensors";
+    int64_t sentences = 1000;      ///< --preset decode: how many validation sentences
+    std::string save_sentences{};  ///< --preset decode: write them here, one per line (bench/torch_decode.py)
+    int64_t batch_tokens = 500;    ///< --preset decode: source tokens per batch, padding included
 };
+
+/// `tformer bench --preset decode`: translates the first `sentences`
+/// validation sentences of the default run's split (the corpus at `data`,
+/// 1,500 held out with seed 0) with the checkpoint, as `tformer translate`
+/// does, with beam 4 and greedily, and prints one JSON line per figure (X is
+/// beam4 or greedy):
+///   X_ms                 wall time of the whole list (median of `repeats` runs after one warm-up)
+///   X_sentences_per_s, X_target_tokens_per_s  (generated tokens, `<eos>` included)
+///   X_gflop, X_gflops    the products' work and what the run achieved
+///   X_sgemm_gflops       that work over the time bare gemm takes on the same shapes
+///   X_product_ratio      X_gflops / X_sgemm_gflops: the share of the products' own speed reached
+///   X_one_batch_ms       (threads > 1) the same with one batch at a time over all
+///                        threads (OpenMP inside the kernels) instead of a batch per thread
+///   peak_rss_mb
+int run_decode_bench(const BenchOptions& options);
 
 /// `tformer bench`: sets the thread count, prints the info line and then
 /// one JSON line per figure as each is measured. Throws ValueError for an

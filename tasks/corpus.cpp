@@ -1,6 +1,8 @@
 // The whole corpus: honest validation split, tokenised pairs, length buckets.
 #include "tasks/corpus.hpp"
 
+#include "tasks/batch_translate.hpp"
+
 #include "core/core.hpp"
 
 #include <algorithm>
@@ -273,46 +275,24 @@ TokenLine bleu_tokens(std::string_view text) {
 
 BleuReport evaluate_bleu(nn::EncoderDecoder& model, const TokenizerPair& tok, const std::vector<ValSentence>& val,
                          const BleuOptions& o) {
-    if (o.max_len < 2 || o.batch_size < 1 || o.max_sentences < 0)
-        fail<ValueError>("evaluate_bleu: need max_len >= 2, batch_size >= 1, max_sentences >= 0; got {}, {}, {}",
-                         o.max_len, o.batch_size, o.max_sentences);
+    if (o.max_len < 2 || o.batch_tokens < 1 || o.max_sentences < 0 || o.threads < 0)
+        fail<ValueError>(
+            "evaluate_bleu: need max_len >= 2, batch_tokens >= 1, max_sentences >= 0, threads >= 0; got {}, {}, {}, {}",
+            o.max_len, o.batch_tokens, o.max_sentences, o.threads);
     const auto n =
         static_cast<int64_t>(o.max_sentences > 0 ? std::min<size_t>(val.size(), o.max_sentences) : val.size());
     BleuReport report;
     report.sentences = n;
-    report.hypotheses.resize(static_cast<size_t>(n));
-    if (n == 0) return report;
-    // source ids + <eos>, cut at max_len
-    std::vector<std::vector<int64_t>> ids(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) {
-        ids[i] = tok.src->encode(val[i].src);
-        ids[i].push_back(Tokenizer::kEos);
-        if (static_cast<int64_t>(ids[i].size()) > o.max_len) {
-            ids[i].resize(static_cast<size_t>(o.max_len));
-            ++report.truncated;
-        }
-    }
-    // batches of similar length waste little on padding
-    std::vector<int64_t> order(static_cast<size_t>(n));
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return ids[a].size() < ids[b].size(); });
-    DecodeOptions d = o.decode;
-    d.bos = Tokenizer::kBos;
-    d.eos = Tokenizer::kEos;
-    if (d.max_steps <= 0) d.max_steps = o.max_len;
-    for (int64_t begin = 0; begin < n; begin += o.batch_size) {
-        const int64_t end = std::min(n, begin + o.batch_size), B = end - begin;
-        const auto S = static_cast<int64_t>(ids[order[end - 1]].size());
-        std::vector<int64_t> src(B * S, Tokenizer::kPad), lens(B);
-        for (int64_t b = 0; b < B; ++b) {
-            const auto& row = ids[order[begin + b]];
-            std::copy(row.begin(), row.end(), src.begin() + b * S);
-            lens[b] = static_cast<int64_t>(row.size());
-        }
-        const Tensor src_t = core::from_vector(src, {B, S}), lens_t = core::from_vector(lens, {B});
-        const std::vector<Decoded> out =
-            d.beam > 1 ? beam_decode_batch(model, src_t, lens_t, d) : greedy_decode(model, src_t, lens_t, d);
-        for (int64_t b = 0; b < B; ++b) report.hypotheses[order[begin + b]] = tok.tgt->decode(out[b].tokens);
+    std::vector<std::string> sources;
+    for (int64_t i = 0; i < n; ++i) sources.push_back(val[i].src);
+    const int threads = o.threads > 0 ? o.threads : core::get_num_threads();
+    ModelReplicas models(model, threads);
+    const std::vector<Translation> out = translate_batches(
+        models, tok, sources,
+        {.translate = {.max_len = o.max_len, .decode = o.decode}, .batch_tokens = o.batch_tokens, .threads = threads});
+    for (const Translation& t : out) {
+        report.hypotheses.push_back(t.text);
+        report.truncated += t.truncated ? 1 : 0;
     }
     std::vector<TokenLine> preds;
     std::vector<std::vector<TokenLine>> refs;

@@ -135,10 +135,11 @@ private:
 
 /// How to translate the validation sentences.
 struct BleuOptions {
-    int64_t max_len = 64;       ///< the model's limit: longer sources are cut (and counted)
-    DecodeOptions decode;       ///< beam size, length penalty; max_steps 0: max_len
-    int64_t max_sentences = 0;  ///< > 0: only the first this many sentences
-    int64_t batch_size = 64;    ///< sentences decoded together
+    int64_t max_len = 64;        ///< the model's limit: longer sources are cut (and counted)
+    DecodeOptions decode;        ///< beam size, length penalty; max_steps 0: max_len
+    int64_t max_sentences = 0;   ///< > 0: only the first this many sentences
+    int64_t batch_tokens = 500;  ///< source tokens per batch (tasks::translate_batches)
+    int threads = 0;             ///< batches decoded at once; 0: core::get_num_threads()
 };
 
 /// The result of evaluate_bleu.
@@ -154,7 +155,8 @@ struct BleuReport {
 TokenLine bleu_tokens(std::string_view text);
 
 /// Corpus BLEU-4 of the model's translations of `val` against all their
-/// references. Sentences are decoded in batches of similar length.
+/// references. Sentences are decoded in batches of similar length
+/// (tasks::translate_batches), on copies of the model when threads > 1.
 BleuReport evaluate_bleu(nn::EncoderDecoder& model, const TokenizerPair& tokenizers,
                          const std::vector<ValSentence>& val, const BleuOptions& options);
 

@@ -465,210 +465,61 @@ CheckpointInfo load_checkpoint(const nn::SafeTensors& st, const std::string& pat
     return info;
 }
 
-// ---- decoding ------------------------------------------------------------------------------------
-
-namespace {
-// Puts the model in eval mode for the scope and restores the previous mode.
-class EvalScope {
-public:
-    explicit EvalScope(nn::Module& m) : m_(m), was_training_(m.is_training()) { m_.eval(); }
-    ~EvalScope() { m_.train(was_training_); }
-
-private:
-    nn::Module& m_;
-    bool was_training_;
-};
-
-void check_source(const Tensor& src, const Tensor& lens, const char* op) {
-    if (src.dim() != 2 || src.dtype() != core::DType::int64)
-        fail<ShapeError>("{}: source ids must be int64 (batch, steps), got {} {}", op, core::dtype_name(src.dtype()),
-                         core::shape_str(src.shape()));
-    if (lens.defined() && (lens.dim() != 1 || lens.size(0) != src.size(0)))
-        fail<ShapeError>("{}: valid lengths of shape {} for a batch of {}", op, core::shape_str(lens.shape()),
-                         src.size(0));
+std::unique_ptr<LoadedTranslator> load_translator(const nn::SafeTensors& checkpoint, const std::string& path,
+                                                  const char* op) {
+    auto t = std::make_unique<LoadedTranslator>();
+    t->info = read_checkpoint_info(checkpoint, path);
+    if (t->info.config.task != "translate")
+        fail<ValueError>("{}: '{}' is a {} checkpoint, not a translation model", op, path, t->info.config.task);
+    const auto pipeline = t->info.extra.find("pipeline");
+    t->info.config.transformer.fused = pipeline != t->info.extra.end() && pipeline->second == "corpus";
+    t->model = build_model(t->info.config, t->gen);
+    load_checkpoint(checkpoint, path, *t->model, nullptr);
+    t->tok = tokenizers_of(t->info);
+    return t;
 }
 
-// Keeps the given rows of t (beam search: each hypothesis's sentence's source length).
-Tensor reorder_rows(const Tensor& t, const std::vector<int64_t>& parents) {
-    if (!t.defined()) return t;
-    return core::index_select(t, 0, core::from_vector(parents, {static_cast<int64_t>(parents.size())}));
-}
-}  // namespace
+// ---- translating one sentence ------------------------------------------------------------------
 
-std::vector<Decoded> greedy_decode(nn::EncoderDecoder& model, const Tensor& src, const Tensor& src_valid_len,
-                                   const DecodeOptions& options) {
-    check_source(src, src_valid_len, "greedy_decode");
-    if (options.max_steps < 1)
-        fail<ValueError>("greedy_decode: max_steps must be at least 1, got {}", options.max_steps);
-    EvalScope eval(model);
-    autograd::NoGradGuard no_grad;
-    const int64_t B = src.size(0);
-    Variable enc = model.encoder->forward(src, src_valid_len);
-    nn::DecoderState state = model.decoder->init_state(enc, src_valid_len);
-    std::vector<Decoded> out(B);
-    std::vector<bool> done(B, false);
-    Tensor dec_X = core::full({B, 1}, static_cast<double>(options.bos), core::DType::int64);
-    const int64_t H = model.decoder->options.num_heads;
-    for (int64_t step = 0; step < options.max_steps; ++step) {
-        const Tensor logits = model.decoder->forward_step(dec_X, state).value();  // (B, 1, V)
-        // the next tokens and their log-probabilities, (B, 1) each (the other V - 1 are not needed)
-        const core::ArgmaxLogSoftmax pick = core::argmax_log_softmax(logits);
-        const Tensor& next = pick.ids;
-        if (options.keep_attention && B == 1) {
-            const auto w = model.decoder->attention_weights();
-            out[0].cross_attention.push_back(w[1].back().reshape({H, -1}).clone());  // (H, S)
-            out[0].self_attention.push_back(w[0].back().reshape({H, -1}).clone());   // (H, step+1)
-        }
-        bool all_done = true;
-        for (int64_t b = 0; b < B; ++b) {
-            if (done[b]) continue;
-            const int64_t id = static_cast<int64_t>(next.at({b, 0}));
-            out[b].score += pick.log_probs.at({b, 0});
-            if (id == options.eos) {
-                done[b] = true;
-            } else {
-                out[b].tokens.push_back(id);
-                all_done = false;
-            }
-        }
-        if (all_done) break;
-        dec_X = next;
+PreparedSource prepare_source(const Tokenizer& src, const std::string& sentence, int64_t max_len) {
+    if (max_len < 2) fail<ValueError>("translate: max_len must be at least 2, got {}", max_len);
+    PreparedSource p{.ids = src.encode(sentence)};
+    if (p.ids.empty()) fail<ValueError>("translate: the sentence '{}' has no words", sentence);
+    p.ids.push_back(Tokenizer::kEos);
+    if (static_cast<int64_t>(p.ids.size()) > max_len) {  // d2l's truncate_pad keeps the first num_steps ids
+        p.ids.resize(static_cast<size_t>(max_len));
+        p.truncated = true;
     }
-    return out;
+    return p;
 }
 
-std::vector<Decoded> beam_decode_batch(nn::EncoderDecoder& model, const Tensor& src, const Tensor& src_valid_len,
-                                       const DecodeOptions& options) {
-    check_source(src, src_valid_len, "beam_decode");
-    if (options.beam < 1) fail<ValueError>("beam_decode: beam size must be at least 1, got {}", options.beam);
-    if (options.max_steps < 1) fail<ValueError>("beam_decode: max_steps must be at least 1, got {}", options.max_steps);
-    if (!std::isfinite(options.length_penalty))
-        fail<ValueError>("beam_decode: length penalty must be finite, got {}", options.length_penalty);
-    EvalScope eval(model);
-    autograd::NoGradGuard no_grad;
-    const int64_t B = src.size(0), K = options.beam, H = model.decoder->options.num_heads;
-
-    struct Hyp {
-        std::vector<int64_t> tokens;
-        double logp = 0;
-        int64_t sentence = 0;  // which source sentence it extends
-    };
-    // The decoder's rows are the live hypotheses of every sentence, in order.
-    std::vector<Hyp> live(static_cast<size_t>(B));
-    for (int64_t b = 0; b < B; ++b) live[b].sentence = b;
-    std::vector<std::vector<std::pair<double, Hyp>>> finished(
-        static_cast<size_t>(B));  // (normalised score, hypothesis)
-    // log p / length^α, the length counting every scored token: the <eos> of
-    // a finished hypothesis too, none for one that ran out of steps (it has no
-    // <eos> term in log p, so dividing by one more would give it a bonus)
-    auto normalised = [&](const Hyp& h, bool ended) {
-        const double length = static_cast<double>(h.tokens.size() + (ended ? 1 : 0));
-        return length == 0 ? h.logp : h.logp / std::pow(length, options.length_penalty);
-    };
-
-    Variable enc = model.encoder->forward(src, src_valid_len);
-    nn::DecoderState state = model.decoder->init_state(enc, src_valid_len);
-    const Tensor source_lens = state.enc_valid_lens;  // (B), one per sentence
-    for (int64_t step = 0; step < options.max_steps && !live.empty(); ++step) {
-        const auto n = static_cast<int64_t>(live.size());
-        std::vector<int64_t> last(static_cast<size_t>(n));
-        for (int64_t i = 0; i < n; ++i) last[i] = live[i].tokens.empty() ? options.bos : live[i].tokens.back();
-        const Tensor logp =
-            core::log_softmax(model.decoder->forward_step(core::from_vector(last, {n, 1}), state).value()).contiguous();
-        const int64_t V = logp.size(-1);
-        const float* lp = logp.data<float>();  // (n, 1, V)
-
-        // Each row's K best tokens (ties to the lower id, as argmax), then per
-        // sentence the K best of its rows' candidates: the same K as a sort of
-        // all n·V candidates, at the cost of one pass over each row.
-        struct Candidate {
-            double total;
-            int64_t row, id;
-        };
-        auto better = [](const Candidate& a, const Candidate& b) {
-            return a.total > b.total || (a.total == b.total && (a.row < b.row || (a.row == b.row && a.id < b.id)));
-        };
-        std::vector<Hyp> next;
-        std::vector<int64_t> parents;
-        for (int64_t r0 = 0; r0 < n;) {
-            int64_t r1 = r0;
-            while (r1 < n && live[r1].sentence == live[r0].sentence) ++r1;
-            std::vector<Candidate> best;  // at most K, best first
-            for (int64_t r = r0; r < r1; ++r)
-                for (int64_t id = 0; id < V; ++id) {
-                    const Candidate c{live[r].logp + lp[r * V + id], r, id};
-                    if (static_cast<int64_t>(best.size()) == K && !better(c, best.back())) continue;
-                    best.insert(std::upper_bound(best.begin(), best.end(), c, better), c);
-                    if (static_cast<int64_t>(best.size()) > K) best.pop_back();
-                }
-            for (const Candidate& c : best) {
-                Hyp h{live[c.row].tokens, c.total, live[c.row].sentence};
-                if (c.id == options.eos) {
-                    finished[h.sentence].emplace_back(normalised(h, true), h);
-                } else {
-                    h.tokens.push_back(c.id);
-                    next.push_back(std::move(h));
-                    parents.push_back(c.row);
-                }
-            }
-            r0 = r1;
-        }
-        // A sentence stops when its K slots have all finished.
-        live = std::move(next);
-        if (live.empty()) break;
-        // the self-attention caches follow their hypotheses
-        const std::vector<int64_t> self_rows = nn::head_rows(parents, H);
-        for (auto& cache : state.caches) cache.self.select_rows(self_rows);
-        // what depends on the source alone stays once per sentence (the cross-attention
-        // caches, filled at step 0 with one row per sentence); a row reads its sentence's
-        state.cross_rows.resize(live.size());
-        for (size_t i = 0; i < live.size(); ++i) state.cross_rows[i] = live[i].sentence;
-        state.enc_valid_lens = reorder_rows(source_lens, state.cross_rows);
-    }
-    for (const Hyp& h : live) finished[h.sentence].emplace_back(normalised(h, false), h);  // ran out of steps
-    std::vector<Decoded> out(static_cast<size_t>(B));
-    for (int64_t b = 0; b < B; ++b) {
-        if (finished[b].empty()) continue;  // max_steps 0
-        // the first of equal scores wins, as max_element keeps it
-        const auto best = std::max_element(finished[b].begin(), finished[b].end(),
-                                           [](const auto& x, const auto& y) { return x.first < y.first; });
-        out[b].tokens = best->second.tokens;
-        out[b].score = best->first;
-    }
-    return out;
-}
-
-Decoded beam_decode(nn::EncoderDecoder& model, const Tensor& src, const Tensor& src_valid_len,
-                    const DecodeOptions& options) {
-    check_source(src, src_valid_len, "beam_decode");
-    if (src.size(0) != 1) fail<ShapeError>("beam_decode: decodes one sentence, got a batch of {}", src.size(0));
-    return beam_decode_batch(model, src, src_valid_len, options).front();
-}
-
-Translation translate(nn::EncoderDecoder& model, const TokenizerPair& tok, const std::string& sentence,
-                      const TranslateOptions& options) {
-    if (options.max_len < 2) fail<ValueError>("translate: max_len must be at least 2, got {}", options.max_len);
-    std::vector<int64_t> ids = tok.src->encode(sentence);
-    if (ids.empty()) fail<ValueError>("translate: the sentence '{}' has no words", sentence);
-    ids.push_back(Tokenizer::kEos);
-    Translation t;
-    if (static_cast<int64_t>(ids.size()) > options.max_len) {  // d2l's truncate_pad keeps the first num_steps ids
-        ids.resize(static_cast<size_t>(options.max_len));
-        t.truncated = true;
-    }
-    const auto valid = static_cast<int64_t>(ids.size());
-    for (int64_t id : ids) t.src_tokens.push_back(tok.src->piece(id));
-    ids.resize(static_cast<size_t>(std::max(valid, options.pad_to)), Tokenizer::kPad);
-    const Tensor src = core::from_vector(ids, {1, static_cast<int64_t>(ids.size())});
-    const Tensor lens = core::from_vector(std::vector<int64_t>{valid}, {1});
+DecodeOptions search_options(const TranslateOptions& options) {
     DecodeOptions o = options.decode;
     o.bos = Tokenizer::kBos;
     o.eos = Tokenizer::kEos;
     if (o.max_steps <= 0) o.max_steps = options.max_len;
-    t.decoded = o.beam > 1 ? beam_decode(model, src, lens, o) : greedy_decode(model, src, lens, o).front();
+    return o;
+}
+
+Translation translation_of(const TokenizerPair& tok, const PreparedSource& source, Decoded decoded) {
+    Translation t;
+    t.truncated = source.truncated;
+    for (int64_t id : source.ids) t.src_tokens.push_back(tok.src->piece(id));
+    t.decoded = std::move(decoded);
     for (int64_t id : t.decoded.tokens) t.tokens.push_back(tok.tgt->piece(id));
     t.text = tok.tgt->decode(t.decoded.tokens);
     return t;
+}
+
+Translation translate(nn::EncoderDecoder& model, const TokenizerPair& tok, const std::string& sentence,
+                      const TranslateOptions& options) {
+    const PreparedSource source = prepare_source(*tok.src, sentence, options.max_len);
+    const auto valid = static_cast<int64_t>(source.ids.size());
+    std::vector<int64_t> ids = source.ids;
+    ids.resize(static_cast<size_t>(std::max(valid, options.pad_to)), Tokenizer::kPad);
+    const Tensor src = core::from_vector(ids, {1, static_cast<int64_t>(ids.size())});  // (1, S)
+    const Tensor lens = core::from_vector(std::vector<int64_t>{valid}, {1});
+    return translation_of(tok, source, decode_batch(model, src, lens, search_options(options)).front());
 }
 
 Translation translate(nn::EncoderDecoder& model, const Vocab& src_vocab, const Vocab& tgt_vocab,

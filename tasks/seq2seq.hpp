@@ -1,8 +1,8 @@
 /// \file
 /// A sequence-to-sequence Transformer as a task sees it: its configuration,
 /// how to build and initialise it, how to save and load it with everything
-/// needed to resume training, and how to decode with it (greedy and beam
-/// search, both on the decoder's KV cache).
+/// needed to resume training, and how to translate a sentence with it
+/// (tasks/decode does the searching).
 ///
 /// Letters: B batch, S source steps, T target steps, V target vocabulary, K beam size.
 #pragma once
@@ -10,6 +10,7 @@
 #include "nn/safetensors.hpp"
 #include "nn/transformer.hpp"
 #include "optim/optimizer.hpp"
+#include "tasks/decode.hpp"
 #include "tasks/text.hpp"
 #include "tasks/tokenizer.hpp"
 
@@ -126,45 +127,19 @@ CheckpointInfo read_checkpoint_info(const nn::SafeTensors& checkpoint, const std
 CheckpointInfo load_checkpoint(const nn::SafeTensors& checkpoint, const std::string& path, nn::Module& model,
                                optim::Optimizer* optimizer);
 
-/// A decoded sequence and, per generated token, the attention weights that
-/// produced it (for heatmaps).
-struct Decoded {
-    std::vector<int64_t> tokens;  ///< generated ids, without `<bos>`, without the final `<eos>`
-    double score = 0;             ///< sum of log-probabilities (beam: length-normalised)
-    /// [step] -> decoder cross-attention of the last block, (H, S) per step;
-    /// filled for greedy decoding of one sentence.
-    std::vector<core::Tensor> cross_attention;
-    std::vector<core::Tensor> self_attention;  ///< [step] -> (H, step+1), last block
+/// A translation checkpoint ready to translate: its info, its model (with
+/// the layers it was trained with: a whole-corpus run's fused ones, a d2l
+/// run's composed ones, as d2l's PyTorch model) and its tokenizers.
+struct LoadedTranslator {
+    CheckpointInfo info;     ///< what the checkpoint says about itself (config, vocabularies, run)
+    core::Generator gen{0};  ///< the model's dropout layers point at it: it lives as long as the model
+    std::shared_ptr<nn::EncoderDecoder> model;  ///< the model, in eval mode, with the checkpoint's weights
+    TokenizerPair tok;                          ///< source and target tokenizers
 };
-
-/// How to decode: the special ids, the length limit, greedy or beam.
-struct DecodeOptions {
-    int64_t bos = 2;              ///< id fed first
-    int64_t eos = 3;              ///< generation stops after this id
-    int64_t max_steps = 0;        ///< at most this many generated tokens (>= 1); translate() and
-                                  ///< evaluate_bleu() put the model's limit for 0
-    int64_t beam = 1;             ///< beam size; 1 = greedy
-    double length_penalty = 1.0;  ///< beam scores are log p / length^alpha
-    bool keep_attention = false;  ///< fill Decoded's attention weights (heatmaps)
-};
-
-/// Greedy decoding of a batch: src (B, S) ids, src_valid_len (B) -> B sequences.
-/// Runs in eval mode without a graph; every step feeds one token per row
-/// through the decoder's KV cache.
-std::vector<Decoded> greedy_decode(nn::EncoderDecoder& model, const core::Tensor& src,
-                                   const core::Tensor& src_valid_len, const DecodeOptions& options);
-
-/// Beam search for one sentence src (1, S): keeps the K best partial
-/// sequences by total log-probability, finished ones by log p / length^α.
-/// With K = 1 it returns exactly the greedy result.
-Decoded beam_decode(nn::EncoderDecoder& model, const core::Tensor& src, const core::Tensor& src_valid_len,
-                    const DecodeOptions& options);
-
-/// Beam search for a batch src (B, S), valid lengths (B): every sentence
-/// gets exactly what beam_decode gives it alone, but the decoder runs once
-/// per step for the live hypotheses of all sentences together.
-std::vector<Decoded> beam_decode_batch(nn::EncoderDecoder& model, const core::Tensor& src,
-                                       const core::Tensor& src_valid_len, const DecodeOptions& options);
+/// Loads `checkpoint`, the file at `path` already read; ValueError naming
+/// `op` for a checkpoint that is not a translation model.
+std::unique_ptr<LoadedTranslator> load_translator(const nn::SafeTensors& checkpoint, const std::string& path,
+                                                  const char* op);
 
 /// A translated sentence, what translate returns.
 ///
@@ -177,6 +152,7 @@ struct Translation {
     std::vector<std::string> tokens;      ///< generated tokens
     Decoded decoded;                      ///< the ids and scores behind it
     bool truncated = false;               ///< the source was longer than the model allows and was cut
+    std::string error{};                  ///< tasks::translate_batches: why the sentence could not be translated
 };
 /// Translates `sentence` with word vocabularies, as d2l's predict_seq2seq (see Translation).
 Translation translate(nn::EncoderDecoder& model, const Vocab& src_vocab, const Vocab& tgt_vocab,
@@ -197,5 +173,20 @@ struct TranslateOptions {
 /// Translates `sentence` with any tokenizers (see TranslateOptions).
 Translation translate(nn::EncoderDecoder& model, const TokenizerPair& tokenizers, const std::string& sentence,
                       const TranslateOptions& options);
+
+/// A sentence ready for the encoder: ids + `<eos>`, cut to max_len.
+struct PreparedSource {
+    std::vector<int64_t> ids;  ///< the source ids, ending in `<eos>` unless cut
+    bool truncated = false;    ///< it was longer than max_len and was cut
+};
+/// Encodes `sentence` as translate() does; ValueError when it has no words, or max_len < 2.
+PreparedSource prepare_source(const Tokenizer& src, const std::string& sentence, int64_t max_len);
+
+/// The Translation of `source` decoded as `decoded`: its pieces, the generated ones and their text.
+Translation translation_of(const TokenizerPair& tokenizers, const PreparedSource& source, Decoded decoded);
+
+/// The search translate() runs for `options`: the tokenizers' `<bos>` and
+/// `<eos>`, and max_len generated tokens when options.decode.max_steps is 0.
+DecodeOptions search_options(const TranslateOptions& options);
 
 }  // namespace tformer::tasks

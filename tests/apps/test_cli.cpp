@@ -222,7 +222,7 @@ TEST_CASE("tformer tutorial: arguments reach the tutorial as they are, never thr
 TEST_CASE("tformer tutorial: --exercise and --literal reach the tutorial", "[apps][cli]") {
     const std::string dir = temp_dir("tutorial-flags");
     // the repository's exercise.cpp is unsolved: the exercise runs, fails, and says what to do
-    Run r = run_cli("tutorial 3 --exercise --out " + dir);
+    Run r = run_cli("tutorial 3 --exercise --lang en --out " + dir);
     INFO(r.output);
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("EXERCISE:"));
@@ -230,9 +230,24 @@ TEST_CASE("tformer tutorial: --exercise and --literal reach the tutorial", "[app
     CHECK_THAT(r.output, Catch::Contains("tutorials/03_gradcheck/exercise.cpp"));
     CHECK(r.output.find("1. Finite differences") == std::string::npos);  // the steps are skipped
     // a tutorial without a literal mode refuses the flag with a message
-    r = run_cli("tutorial 3 --literal --out " + dir);
+    r = run_cli("tutorial 3 --literal --lang en --out " + dir);
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("this tutorial has no literal mode"));
+}
+
+TEST_CASE("tformer tutorial: --lang, --only and --quiet-tensors reach the tutorial", "[apps][cli]") {
+    const std::string dir = temp_dir("tutorial-lang");
+    Run r = run_cli("tutorial 1 --lang zh --only 2 --out " + dir);
+    INFO(r.output);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.output, Catch::Contains("── 2. 手写 index_to_position"));
+    CHECK_THAT(r.output, Catch::Contains("先静默运行了：1。"));
+    CHECK(r.output.find("── 3.") == std::string::npos);
+    r = run_cli("tutorial 6 --lang en --only 4b --quiet-tensors --out " + dir);
+    CHECK(r.status == 0);
+    CHECK_THAT(r.output, Catch::Contains("Seed 002's example"));
+    r = run_cli("tutorial 1 --lang fr --out " + dir);
+    CHECK(r.status != 0);
 }
 
 TEST_CASE("tformer train: Ctrl-C ends the run after the current step with a checkpoint to resume from",

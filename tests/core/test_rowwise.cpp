@@ -16,6 +16,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -413,6 +414,19 @@ TEST_CASE("softmax(x): rows are probability distributions", "[core][rowwise]") {
     }
 }
 
+namespace {
+// Rows of the special cases, (5, 4): a tie, all -inf, a NaN after the max, +inf twice, -inf beside a number.
+Tensor special_rows(DType dtype) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    return tensor({1,     3,     3,     0,      //
+                   -kInf, -kInf, -kInf, -kInf,  //
+                   5,     1,     nan,   2,      //
+                   0,     kInf,  1,     kInf,   //
+                   -kInf, 2,     -kInf, -kInf},
+                  {5, 4}, dtype);
+}
+}  // namespace
+
 TEST_CASE(
     "argmax_log_softmax(x): argmax(x, -1) and log_softmax(x) at it, bit for bit, over the shape table, ties, "
     "-inf, +inf and NaN rows",
@@ -435,17 +449,11 @@ TEST_CASE(
             CHECK(shape_str(got.log_probs.shape()) == shape_str(leading(x.shape())));
             CHECK(got.log_probs.reshape({-1}).to_vector() == want);
         }
-    const double nan = std::numeric_limits<double>::quiet_NaN();
     for (DType dtype : {DType::float32, DType::float64}) {
         INFO(dtype_name(dtype));
         // rows: a tie (the first wins), all -inf, a NaN after the max (the NaN wins, as in argmax),
         // +inf (it wins; its log-probability is NaN, as log_softmax's), -inf beside a number
-        const Tensor x = tensor({1,     3,     3,     0,      //
-                                 -kInf, -kInf, -kInf, -kInf,  //
-                                 5,     1,     nan,   2,      //
-                                 0,     kInf,  1,     kInf,   //
-                                 -kInf, 2,     -kInf, -kInf},
-                                {5, 4}, dtype);
+        const Tensor x = special_rows(dtype);
         const ArgmaxLogSoftmax got = argmax_log_softmax(x);
         CHECK(got.ids.to_vector<int64_t>() == argmax(x, -1).to_vector<int64_t>());
         CHECK(got.ids.to_vector<int64_t>() == std::vector<int64_t>{1, 0, 2, 1, 1});
@@ -459,6 +467,62 @@ TEST_CASE(
     CHECK_THROWS_WITH(argmax_log_softmax(zeros({2, 0})),
                       Catch::Contains("argmax_log_softmax") && Catch::Contains("(2x0)"));
     CHECK_THROWS_WITH(argmax_log_softmax(zeros({2}, DType::int64)), Catch::Contains("argmax_log_softmax"));
+}
+
+TEST_CASE(
+    "top_k_log_softmax(x, k): the k largest of log_softmax(x), bit for bit, largest first and ties by index, over the "
+    "shape table, ties, -inf, +inf and NaN rows",
+    "[core][rowwise]") {
+    Generator gen(37);
+    for (DType dtype : {DType::float32, DType::float64})
+        for (const ShapeCase& c : kShapes) {
+            const int64_t L = c.shape.empty() ? 0 : c.shape.back();
+            if (L == 0 || shape_numel(c.shape) == 0) continue;
+            for (int64_t k : {int64_t{1}, std::min<int64_t>(3, L), L}) {
+                INFO(describe(c, dtype) << " k " << k);
+                const Tensor x = make_x(c, dtype, gen);
+                const ArgmaxLogSoftmax got = top_k_log_softmax(x, k);
+                Shape want_shape = leading(x.shape());
+                want_shape.push_back(k);
+                CHECK(shape_str(got.ids.shape()) == shape_str(want_shape));
+                // the oracle: log_softmax's whole row, sorted by value (descending), stable in the index
+                const Tensor all = log_softmax(x).reshape({-1, L});
+                const std::vector<int64_t> ids = got.ids.reshape({-1}).to_vector<int64_t>();
+                const Values lp = got.log_probs.reshape({-1}).to_vector();
+                for (int64_t r = 0; r < all.size(0); ++r) {
+                    std::vector<int64_t> order(static_cast<size_t>(L));
+                    std::iota(order.begin(), order.end(), 0);
+                    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+                        return all.at({r, a}) > all.at({r, b});
+                    });
+                    for (int64_t j = 0; j < k; ++j) {
+                        CHECK(ids[r * k + j] == order[j]);
+                        CHECK(lp[r * k + j] == all.at({r, order[j]}));
+                    }
+                }
+            }
+        }
+    for (DType dtype : {DType::float32, DType::float64}) {
+        INFO(dtype_name(dtype));
+        // special_rows: ties (the lower index first), all -inf, a NaN, +inf, -inf beside a number
+        const Tensor x = special_rows(dtype);
+        const ArgmaxLogSoftmax got = top_k_log_softmax(x, 3);
+        CHECK(got.ids.to_vector<int64_t>() == std::vector<int64_t>{1, 2, 0, 0, 1, 2, 0, 1, 2, 0, 1, 2, 1, 0, 2});
+        const Values lp = got.log_probs.to_vector();
+        CHECK(lp[0] == log_softmax(x).at({0, 1}));
+        CHECK(lp[1] == lp[0]);
+        CHECK(lp[3] == -kInf);
+        for (int i = 6; i < 12; ++i) CHECK(std::isnan(lp[i]));
+        CHECK(lp[14] == -kInf);
+    }
+    // k = 1 is argmax_log_softmax's pick
+    const Tensor x = rand({7, 300}, gen);
+    CHECK(top_k_log_softmax(x, 1).ids.reshape({-1}).to_vector<int64_t>() ==
+          argmax_log_softmax(x).ids.to_vector<int64_t>());
+    CHECK(top_k_log_softmax(x, 1).log_probs.reshape({-1}).to_vector() == argmax_log_softmax(x).log_probs.to_vector());
+    CHECK_THROWS_WITH(top_k_log_softmax(zeros({2, 3}), 4),
+                      Catch::Contains("top_k_log_softmax") && Catch::Contains("k = 4"));
+    CHECK_THROWS_WITH(top_k_log_softmax(zeros({2, 3}), 0), Catch::Contains("top_k_log_softmax"));
 }
 
 TEST_CASE("softmax(x), log_softmax(x): ±1e4 stays finite, -inf rows and NaN", "[core][rowwise]") {

@@ -10,10 +10,9 @@
 // the std); seed 001's _layer_normalization. Step 6 compares every one of them,
 // outputs and gradients, with PyTorch (tests/fixtures/layer_norms.safetensors).
 // Read it with tutorials/09_normalization/README.md.
-#include "autograd/autograd.hpp"
+#include "common/compare.hpp"
+#include "common/prelude.hpp"
 #include "common/reference.hpp"
-#include "common/tutorial.hpp"
-#include "core/core.hpp"
 #include "exercise.hpp"
 #include "nn/layers.hpp"
 #include "nn/transformer.hpp"
@@ -26,15 +25,9 @@
 #include <utility>
 #include <vector>
 
-using namespace tformer;
-namespace ag = tformer::autograd;
-namespace c = tformer::core;
-using ag::Variable;
-using c::DType;
-using tutorial::note;
-using tutorial::show;
-
 namespace {
+
+using tutorial::max_abs_diff;
 
 // Seed 002's LayerNorm.forward, line for line (gamma = 1, beta = 0):
 //   mean = x.mean(-1, keepdim=True); var = x.var(-1, keepdim=True)    <- torch's var is unbiased
@@ -62,267 +55,285 @@ bool allclose(const c::Tensor& a, const c::Tensor& b, double rtol, double atol) 
     return true;
 }
 
-double max_abs_diff(const c::Tensor& a, const c::Tensor& b) { return c::max(c::abs(c::sub(a, b))).item(); }
+// A layer run on the inputs of reference `prefix`, against what torch computed:
+// the output, d/dX and d/d every parameter, for the loss sum(output · upstream).
+void check_against_torch(Tutorial& t, const tutorial::Reference& ref, const std::string& prefix,
+                         const std::function<Variable(const Variable&)>& layer,
+                         const std::vector<std::pair<std::string, Variable>>& params) {
+    const Variable x(ref[prefix + ".input.X"], true);
+    const Variable y = layer(x);
+    ag::sum(y * Variable(ref[prefix + ".input.upstream"])).backward();
+    t.check_allclose(y.value(), ref[prefix + ".output"], 1e-5, prefix + ": the output matches torch's");
+    t.check_allclose(x.grad(), ref[prefix + ".grad.input.X"], 1e-4, prefix + ": d/dX matches");
+    for (const auto& [name, p] : params)
+        t.check_allclose(p.grad(), ref[prefix + ".grad.param." + name], 1e-4, prefix + ": d/d " + name + " matches");
+}
+
+// What the steps share: one generator, drawn from in step order (steps 2 to 5).
+struct Lesson {
+    c::Generator gen{9};
+};
+
+// ---- the steps --------------------------------------------------------------------------
+
+// seed 000 (000_7dfff3ea5ac0d0a3.txt) › 理论学习 › 层归一化; 代码实现 › 层归一化 (ln and bn on [[1, 2], [2, 3]])
+void layer_norm_and_batch_norm(Tutorial& t) {
+    note(
+        "Both layers subtract a mean and divide by a standard deviation; they differ in WHAT they average "
+        "over. Seed 000's example is the (2, 2) matrix below: 2 samples (rows) of 2 features (columns).\n"
+        "- LayerNorm normalises each sample over its features: each ROW gets mean 0, variance 1.\n"
+        "- BatchNorm normalises each feature over the batch: each COLUMN gets mean 0, variance 1.\n"
+        "Both use the biased variance (÷n) and y = (x - mean) / √(var + eps), eps = 1e-5.");
+    const Variable X(c::tensor({1, 2, 2, 3}, {2, 2}));
+    nn::LayerNorm ln({.normalized_shape = 2});
+    nn::BatchNorm1d bn({.num_features = 2});  // training mode: the batch's own statistics
+    const c::Tensor ln_out = ln(X).value(), bn_out = bn(X).value();
+    show("X", X.value());
+    show("layer norm", ln_out);
+    show("batch norm", bn_out);
+    const double z = 0.5 / std::sqrt(0.25 + 1e-5);  // |x - mean| / √(var + eps) for every entry
+    note(
+        "By hand: every row and every column is two numbers 1 apart, so the mean sits halfway, |x - mean| "
+        "= 0.5, var = 0.25 and each entry becomes ±0.5/√(0.25 + 1e-5) = ±{:.5f} (not quite 1: eps).",
+        z);
+    t.check_close(ln_out, c::tensor({-z, z, -z, z}, {2, 2}), 1e-6, "layer norm: [[-1, 1], [-1, 1]] up to eps");
+    t.check_close(bn_out, c::tensor({-z, -z, z, z}, {2, 2}), 1e-6, "batch norm: [[-1, -1], [1, 1]] up to eps");
+
+    note(
+        "\nIn training mode BatchNorm also updates running statistics for later use in eval mode, with "
+        "momentum 0.1 and the UNBIASED batch variance (PyTorch's convention):\n"
+        "    running_mean = 0.9 · 0 + 0.1 · [1.5, 2.5]        = [0.15, 0.25]\n"
+        "    running_var  = 0.9 · 1 + 0.1 · (0.25 · 2/1)      = [0.95, 0.95]");
+    show("running_mean", bn.buffer("running_mean"));
+    show("running_var", bn.buffer("running_var"));
+    t.check_close(bn.buffer("running_mean"), c::tensor({0.15, 0.25}, {2}), 1e-7, "running_mean = [0.15, 0.25]");
+    t.check_close(bn.buffer("running_var"), c::tensor({0.95, 0.95}, {2}), 1e-7, "running_var = [0.95, 0.95]");
+    bn.eval();
+    const c::Tensor bn_eval = bn(X).value();
+    show("batch norm, eval()", bn_eval);
+    t.check_close(bn_eval.at({0, 1}), (2 - 0.25) / std::sqrt(0.95 + 1e-5), 1e-6,
+                  "in eval mode it uses them: (2 - 0.25) / √(0.95 + 1e-5) = 1.7955");
+    note("LayerNorm has no such state: it computes the same thing in training and in evaluation.");
+}
+
+// seed 000 (000_7dfff3ea5ac0d0a3.txt) › 理论学习 › 层归一化 ("not suited to NLP, where sequence lengths change")
+void why_sequences_use_layer_norm(Tutorial& t, Lesson& lesson) {
+    note(
+        "Seed 000: batch normalisation 'is not suited to NLP, where sequence lengths change'. For a "
+        "(b, n, d) batch, BatchNorm averages each of the d features over all b·n positions — padding "
+        "included — so one sequence's output depends on which other sequences share its batch. "
+        "LayerNorm normalises each position on its own. Two batches that share sequence 0 and differ "
+        "in sequence 1 (which is padded with zeros in the second):");
+    const c::Tensor seq0 = c::randn({1, 3, 4}, lesson.gen), seq1 = c::randn({1, 3, 4}, lesson.gen);
+    c::Tensor seq1_padded = seq1.clone();
+    c::fill_(seq1_padded.slice(1, 1, 3), 0.0);  // keep one real step, pad the other two
+    const Variable A(c::concat({seq0, seq1}, 0)), Bv(c::concat({seq0, seq1_padded}, 0));  // (2, 3, 4)
+    nn::LayerNorm ln({.normalized_shape = 4});
+    nn::BatchNorm1d bn({.num_features = 4});
+    // BatchNorm1d wants the features in dim 1: (N, C, L) = (b, d, n)
+    auto batch_norm = [&](const Variable& x) { return ag::transpose(bn(ag::transpose(x, 1, 2)), 1, 2); };
+    const double ln_change = max_abs_diff(ln(A).value().select(0, 0), ln(Bv).value().select(0, 0));
+    const double bn_change = max_abs_diff(batch_norm(A).value().select(0, 0), batch_norm(Bv).value().select(0, 0));
+    note("    largest change in sequence 0's output:  LayerNorm {:.2e}   BatchNorm {:.3f}", ln_change, bn_change);
+    t.check(ln_change == 0, "LayerNorm: sequence 0's output does not depend on its batch-mates at all");
+    t.check(bn_change > 1e-2, "BatchNorm: padding sequence 1 changes sequence 0's output");
+}
+
+// seed 002 (002_36798a9f04a86cc8.txt) › 3.1 Add & Norm (the hand-written LayerNorm, eps 1e-12, torch.allclose)
+void seed002_hand_written_layer_norm(Tutorial& t, Lesson& lesson) {
+    note(
+        "Seed 002 writes LayerNorm by hand with eps = 1e-12 and checks it against nn.LayerNorm on a "
+        "(20, 5, 10) tensor with torch.allclose(pytorch_ln_out, my_ln_out, rtol=0.1, atol=0.01). Its "
+        "forward uses x.var(-1), and torch's var is UNBIASED: it divides by D - 1 = 9, not by D = 10. "
+        "The hand-written outputs are therefore smaller by √(9/10) = 0.9487 — a 5% difference that the "
+        "loose tolerance hides. The same code here, in float64:");
+    const Variable x(c::randn({20, 5, 10}, lesson.gen, DType::float64));
+    nn::LayerNorm library({.normalized_shape = 10});
+    library.to(DType::float64);
+    const c::Tensor lib = library(x).value();
+    const c::Tensor mine = seed002_layer_norm(x, 1e-12).value();
+    show("library[0, 0]", lib.select(0, 0).select(0, 0));
+    show("seed 002[0, 0]", mine.select(0, 0).select(0, 0));
+    const double ratio = c::mean(c::div(mine, lib)).item();
+    note("    mean of seed002 / library = {:.5f}   (√(9/10) = {:.5f})", ratio, std::sqrt(0.9));
+    t.check(allclose(lib, mine, 0.1, 0.01), "the seed's check, allclose(rtol=0.1, atol=0.01), says True");
+    t.check(!allclose(lib, mine, 1e-5, 1e-8), "allclose with torch's default tolerances (1e-5, 1e-8) says False");
+    t.check_close(ratio, std::sqrt(0.9), 1e-4, "the outputs differ by the factor √((D-1)/D), not by rounding");
+
+    note(
+        "\nWith the biased variance (x.var(-1, unbiased=False)) and the same eps, the two agree to "
+        "rounding. Seed 001's _layer_normalization gets this right: tf.nn.moments returns the biased "
+        "variance.");
+    nn::LayerNorm same_eps({.normalized_shape = 10, .eps = 1e-12});
+    same_eps.to(DType::float64);
+    const double diff = max_abs_diff(same_eps(x).value(), seed002_layer_norm(x, 1e-12, /*unbiased=*/false).value());
+    note("    largest |difference| = {:.2e}", diff);
+    t.check(diff < 1e-12, "biased variance and eps 1e-12: the hand-written layer equals nn::LayerNorm");
+}
+
+// seed 004 (004_a3b87e182ede5d90.txt) › 完整代码 › class LayerNorm (a_2 (x - mean) / (std + eps) + b_2)
+void seed004_layer_norm_class(Tutorial& t, Lesson& lesson) {
+    note(
+        "The Annotated Transformer (seed 004) writes\n"
+        "    a_2 * (x - mean) / (std + eps) + b_2,    std unbiased (÷(D-1)), eps = 1e-6\n"
+        "nn::LayerNorm has it as an option, {.unbiased_std = true, .eps = 1e-6}. It is a different "
+        "function from step 1's, not a rounding of it: the ÷(D-1) changes every output by √((D-1)/D), "
+        "and eps sits outside the square root.");
+    const Variable x(c::randn({3, 6}, lesson.gen, DType::float64));
+    nn::LayerNorm annotated({.normalized_shape = 6, .eps = 1e-6, .unbiased_std = true});
+    annotated.to(DType::float64);
+    t.check_close(annotated(x).value(), seed004_layer_norm(x, 1e-6).value(), 1e-14,
+                  "nn::LayerNorm{.unbiased_std = true} is seed 004's formula");
+
+    note(
+        "\nWhere eps sits matters for a row that is nearly constant. Take [1, 1 + 1e-4, 1 - 1e-4, 1]:\n"
+        "- standard: var = 5e-9, far below eps = 1e-5, so √(var + eps) ≈ √eps and the row is squashed "
+        "to about ±0.03;\n"
+        "- seed 004: std = 8.2e-5, far above eps = 1e-6, so the row is blown up to about ±1.2.");
+    const Variable flat(c::tensor({1, 1 + 1e-4, 1 - 1e-4, 1}, {1, 4}, DType::float64));
+    nn::LayerNorm standard({.normalized_shape = 4});
+    nn::LayerNorm unbiased({.normalized_shape = 4, .eps = 1e-6, .unbiased_std = true});
+    standard.to(DType::float64);
+    unbiased.to(DType::float64);
+    const c::Tensor s = standard(flat).value(), u = unbiased(flat).value();
+    show("standard", s);
+    show("seed 004", u);
+    t.check_close(s.at({0, 1}), 1e-4 / std::sqrt(5e-9 + 1e-5), 1e-12, "standard: 1e-4 / √(5e-9 + 1e-5) = 0.0316");
+    t.check_close(u.at({0, 1}), 1e-4 / (std::sqrt(2e-8 / 3) + 1e-6), 1e-9,
+                  "seed 004: 1e-4 / (8.165e-5 + 1e-6) = 1.2100");
+}
+
+// seed 000 (000_7dfff3ea5ac0d0a3.txt) › 代码实现 › 残差规范化 (AddNorm); seed 002 › 3.1 Add & Norm
+void add_norm(Tutorial& t, Lesson& lesson) {
+    note(
+        "Every sub-layer of the Transformer is wrapped as (seed 000 残差规范化, seed 002 3.1 Add & Norm):\n"
+        "    AddNorm(X, Y) = LayerNorm(dropout(Y) + X)\n"
+        "where X is the sub-layer's input and Y its output. The sum needs X and Y of the same shape — "
+        "seed 000: 'the self-attention module's output dim is the same as its input' — and LayerNorm "
+        "then gives every position mean 0 and variance 1 again.");
+    nn::AddNorm add_norm({.normalized_shape = 4, .dropout = 0.5}, lesson.gen);
+    add_norm.to(DType::float64);
+    const Variable X(c::randn({2, 3, 4}, lesson.gen, DType::float64)),
+        Y(c::randn({2, 3, 4}, lesson.gen, DType::float64));
+    add_norm.eval();
+    const c::Tensor out = add_norm(X, Y).value();
+    show("AddNorm(X, Y)[0]", out.select(0, 0));
+    nn::LayerNorm ln({.normalized_shape = 4});
+    ln.to(DType::float64);
+    t.check_close(out, ln(X + Y).value(), 1e-15, "in eval mode (dropout off) it is exactly LayerNorm(X + Y)");
+    t.check_close(c::mean(out, {2}), c::zeros({2, 3}, DType::float64), 1e-15, "every position has mean 0");
+    t.check_close(c::var(out, {2}, false), c::ones({2, 3}, DType::float64), 1e-3,
+                  "and variance 1 (up to eps), whatever the scales of X and Y were");
+    add_norm.train();
+    const c::Tensor noisy = add_norm(X, Y).value();
+    t.check(max_abs_diff(noisy, out) > 1e-3, "in training mode, dropout on Y changes the result");
+    t.check_close(c::mean(noisy, {2}), c::zeros({2, 3}, DType::float64), 1e-14,
+                  "but every position is still normalised");
+    note("\nShapes that differ are an error that names both:");
+    t.check_throws<ShapeError>("AddNorm with X (2, 3, 4) and Y (2, 3, 5) throws ShapeError", [&] {
+        (void)add_norm(X, Variable(c::zeros({2, 3, 5}, DType::float64)));
+    });
+}
+
+// seed 000 (000_7dfff3ea5ac0d0a3.txt) › 代码实现 › 层归一化, run by torch (tests/fixtures/layer_norms.safetensors)
+void seed000_example_against_pytorch(Tutorial& t, const tutorial::Reference& ref) {
+    nn::LayerNorm ln({.normalized_shape = 2});
+    nn::BatchNorm1d bn({.num_features = 2});
+    for (auto [prefix, layer] : {std::pair<std::string, nn::UnaryModule*>{"seed000_ln", &ln}, {"seed000_bn", &bn}}) {
+        std::vector<std::pair<std::string, Variable>> params;
+        for (const auto& [name, p] : layer->named_parameters()) params.emplace_back(name, p);
+        check_against_torch(
+            t, ref, prefix, [&](const Variable& x) { return (*layer)(x); }, params);
+    }
+    t.check_allclose(bn.buffer("running_mean"), ref["seed000_bn.running_mean"], 1e-6,
+                     "seed000_bn: running_mean matches");
+    t.check_allclose(bn.buffer("running_var"), ref["seed000_bn.running_var"], 1e-6, "seed000_bn: running_var matches");
+}
+
+// seed 002 (002_36798a9f04a86cc8.txt) › 3.1 Add & Norm and seed 004 (004_a3b87e182ede5d90.txt) › class
+// LayerNorm, run by torch with their own scales and shifts, beside nn.LayerNorm
+void three_layer_norms_against_pytorch(Tutorial& t, const tutorial::Reference& ref) {
+    const nn::StateDict torch_p = ref.params("torch"), p002 = ref.params("seed002"), p004 = ref.params("seed004");
+    const Variable w000(torch_p.at("weight"), true), b000(torch_p.at("bias"), true);
+    const Variable g002(p002.at("gamma"), true), be002(p002.at("beta"), true);
+    const Variable a004(p004.at("a_2"), true), b004(p004.at("b_2"), true);
+    check_against_torch(t, ref, "torch", [&](const Variable& x) { return ag::layer_norm(x, w000, b000, 1e-5); },
+                        {{"weight", w000}, {"bias", b000}});
+    check_against_torch(t, ref, "seed002",
+                        [&](const Variable& x) { return g002 * seed002_layer_norm(x, 1e-12) + be002; },
+                        {{"gamma", g002}, {"beta", be002}});
+    check_against_torch(t, ref, "seed004",
+                        [&](const Variable& x) {
+                            nn::LayerNorm ln({.normalized_shape = 6, .eps = 1e-6, .unbiased_std = true});
+                            ln.weight = a004;
+                            ln.bias = b004;
+                            return ln(x);
+                        },
+                        {{"a_2", a004}, {"b_2", b004}});
+}
+
+// seed 000 › 层归一化, seed 002 › 3.1 Add & Norm, seed 004 › class LayerNorm: derive, port, compare with PyTorch
+void every_layer_norm_against_pytorch(Tutorial& t) {
+    note(
+        "tests/fixtures/layer_norms.safetensors holds torch's numbers for the layers of this tutorial: seed "
+        "000's nn.LayerNorm(2) and nn.BatchNorm1d(2) on [[1, 2], [2, 3]] (training mode), and nn.LayerNorm(6), "
+        "seed 002's hand-written LayerNorm and seed 004's LayerNorm (both copied into make_fixtures.py as the "
+        "documents write them) on one (2, 3, 6) input, their scales and shifts moved away from 1 and 0. "
+        "For each: the output, and the gradients of sum(output · u) for a fixed random u with respect to the "
+        "input and the parameters. The same computations here:");
+    const tutorial::Reference ref("layer_norms");
+    seed000_example_against_pytorch(t, ref);
+    three_layer_norms_against_pytorch(t, ref);
+    const double gap = c::max(c::abs(c::sub(ref["seed002.output"], ref["torch.output"]))).item();
+    note(
+        "Seed 002's layer and nn.LayerNorm differ by up to {:.3f} on this input (step 3's √((D-1)/D), and "
+        "different scales here): matching torch on each one separately is what shows the three are "
+        "three different functions, each computed right.",
+        gap);
+}
+
+// ---- the exercise (--exercise): tutorials/09_normalization/exercise.cpp -------------------
+
+// seed 004 (004_a3b87e182ede5d90.txt) › 完整代码 › class LayerNorm, written by the reader
+void exercise_seed004_layer_norm(Tutorial& t) {
+    note(
+        "Write exercise::seed004_layer_norm with autograd ops. The checks run it on the (2, 3, 6) input of "
+        "tests/fixtures/layer_norms.safetensors with that file's a_2 and b_2 and compare the output and all "
+        "three gradients with what torch computed for the document's class; then gradcheck in float64.");
+    const tutorial::Reference ref("layer_norms");
+    const nn::StateDict p = ref.params("seed004");
+    const Variable x(ref["seed004.input.X"], true), a(p.at("a_2"), true), b(p.at("b_2"), true);
+    const Variable y = exercise::seed004_layer_norm(x, a, b, 1e-6);
+    ag::sum(y * Variable(ref["seed004.input.upstream"])).backward();
+    t.check_allclose(y.value(), ref["seed004.output"], 1e-5, "the output matches PyTorch's");
+    t.check_allclose(x.grad(), ref["seed004.grad.input.X"], 1e-4, "d/dX matches");
+    t.check_allclose(a.grad(), ref["seed004.grad.param.a_2"], 1e-4, "d/d a_2 matches");
+    t.check_allclose(b.grad(), ref["seed004.grad.param.b_2"], 1e-4, "d/d b_2 matches");
+    c::Generator g(909);
+    const ag::GradcheckResult r = ag::gradcheck(
+        [](const std::vector<Variable>& in) { return exercise::seed004_layer_norm(in[0], in[1], in[2], 1e-6); },
+        {Variable(c::randn({2, 5}, g, DType::float64), true), Variable(c::randn({5}, g, DType::float64), true),
+         Variable(c::randn({5}, g, DType::float64), true)});
+    if (!r.passed) quote(r.report);
+    t.check(r.passed, "gradcheck in float64 with respect to x, a_2 and b_2");
+}
 
 }  // namespace
 
 int main(int argc, char** argv) {
-    tutorial::Tutorial t(argc, argv,
-                         {.title = "tformer tutorial 09 · Normalisation: LayerNorm, BatchNorm, AddNorm",
-                          .follows = "seed 000 层归一化 and 残差规范化; seed 002 3.1 Add & Norm; seed 004 LayerNorm",
-                          .exercise = "write seed 004's LayerNorm with autograd ops and match PyTorch's output and "
-                                      "gradients (tutorials/09_normalization/exercise.cpp)"});
-    c::Generator gen(9);
-
-    t.step("1. Seed 000: LayerNorm and BatchNorm on [[1, 2], [2, 3]]", [&] {
-        note(
-            "Both layers subtract a mean and divide by a standard deviation; they differ in WHAT they average "
-            "over. Seed 000's example is the (2, 2) matrix below: 2 samples (rows) of 2 features (columns).\n"
-            "- LayerNorm normalises each sample over its features: each ROW gets mean 0, variance 1.\n"
-            "- BatchNorm normalises each feature over the batch: each COLUMN gets mean 0, variance 1.\n"
-            "Both use the biased variance (÷n) and y = (x - mean) / √(var + eps), eps = 1e-5.");
-        const Variable X(c::tensor({1, 2, 2, 3}, {2, 2}));
-        nn::LayerNorm ln({.normalized_shape = 2});
-        nn::BatchNorm1d bn({.num_features = 2});  // training mode: the batch's own statistics
-        const c::Tensor ln_out = ln(X).value(), bn_out = bn(X).value();
-        show("X", X.value());
-        show("layer norm", ln_out);
-        show("batch norm", bn_out);
-        const double z = 0.5 / std::sqrt(0.25 + 1e-5);  // |x - mean| / √(var + eps) for every entry
-        note(
-            "By hand: every row and every column is two numbers 1 apart, so the mean sits halfway, |x - mean| "
-            "= 0.5, var = 0.25 and each entry becomes ±0.5/√(0.25 + 1e-5) = ±{:.5f} (not quite 1: eps).",
-            z);
-        t.check_close(ln_out, c::tensor({-z, z, -z, z}, {2, 2}), 1e-6, "layer norm: [[-1, 1], [-1, 1]] up to eps");
-        t.check_close(bn_out, c::tensor({-z, -z, z, z}, {2, 2}), 1e-6, "batch norm: [[-1, -1], [1, 1]] up to eps");
-
-        note(
-            "\nIn training mode BatchNorm also updates running statistics for later use in eval mode, with "
-            "momentum 0.1 and the UNBIASED batch variance (PyTorch's convention):\n"
-            "    running_mean = 0.9 · 0 + 0.1 · [1.5, 2.5]        = [0.15, 0.25]\n"
-            "    running_var  = 0.9 · 1 + 0.1 · (0.25 · 2/1)      = [0.95, 0.95]");
-        show("running_mean", bn.buffer("running_mean"));
-        show("running_var", bn.buffer("running_var"));
-        t.check_close(bn.buffer("running_mean"), c::tensor({0.15, 0.25}, {2}), 1e-7, "running_mean = [0.15, 0.25]");
-        t.check_close(bn.buffer("running_var"), c::tensor({0.95, 0.95}, {2}), 1e-7, "running_var = [0.95, 0.95]");
-        bn.eval();
-        const c::Tensor bn_eval = bn(X).value();
-        show("batch norm, eval()", bn_eval);
-        t.check_close(bn_eval.at({0, 1}), (2 - 0.25) / std::sqrt(0.95 + 1e-5), 1e-6,
-                      "in eval mode it uses them: (2 - 0.25) / √(0.95 + 1e-5) = 1.7955");
-        note("LayerNorm has no such state: it computes the same thing in training and in evaluation.");
-    });
-
-    t.step("2. Why sequences use LayerNorm", [&] {
-        note(
-            "Seed 000: batch normalisation 'is not suited to NLP, where sequence lengths change'. For a "
-            "(b, n, d) batch, BatchNorm averages each of the d features over all b·n positions — padding "
-            "included — so one sequence's output depends on which other sequences share its batch. "
-            "LayerNorm normalises each position on its own. Two batches that share sequence 0 and differ "
-            "in sequence 1 (which is padded with zeros in the second):");
-        const c::Tensor seq0 = c::randn({1, 3, 4}, gen), seq1 = c::randn({1, 3, 4}, gen);
-        c::Tensor seq1_padded = seq1.clone();
-        c::fill_(seq1_padded.slice(1, 1, 3), 0.0);  // keep one real step, pad the other two
-        const Variable A(c::concat({seq0, seq1}, 0)), Bv(c::concat({seq0, seq1_padded}, 0));  // (2, 3, 4)
-        nn::LayerNorm ln({.normalized_shape = 4});
-        nn::BatchNorm1d bn({.num_features = 4});
-        // BatchNorm1d wants the features in dim 1: (N, C, L) = (b, d, n)
-        auto batch_norm = [&](const Variable& x) { return ag::transpose(bn(ag::transpose(x, 1, 2)), 1, 2); };
-        const double ln_change = max_abs_diff(ln(A).value().select(0, 0), ln(Bv).value().select(0, 0));
-        const double bn_change = max_abs_diff(batch_norm(A).value().select(0, 0), batch_norm(Bv).value().select(0, 0));
-        note("    largest change in sequence 0's output:  LayerNorm {:.2e}   BatchNorm {:.3f}", ln_change, bn_change);
-        t.check(ln_change == 0, "LayerNorm: sequence 0's output does not depend on its batch-mates at all");
-        t.check(bn_change > 1e-2, "BatchNorm: padding sequence 1 changes sequence 0's output");
-    });
-
-    t.step("3. Seed 002's hand-written LayerNorm (eps 1e-12) against the library", [&] {
-        note(
-            "Seed 002 writes LayerNorm by hand with eps = 1e-12 and checks it against nn.LayerNorm on a "
-            "(20, 5, 10) tensor with torch.allclose(pytorch_ln_out, my_ln_out, rtol=0.1, atol=0.01). Its "
-            "forward uses x.var(-1), and torch's var is UNBIASED: it divides by D - 1 = 9, not by D = 10. "
-            "The hand-written outputs are therefore smaller by √(9/10) = 0.9487 — a 5% difference that the "
-            "loose tolerance hides. The same code here, in float64:");
-        const Variable x(c::randn({20, 5, 10}, gen, DType::float64));
-        nn::LayerNorm library({.normalized_shape = 10});
-        library.to(DType::float64);
-        const c::Tensor lib = library(x).value();
-        const c::Tensor mine = seed002_layer_norm(x, 1e-12).value();
-        show("library[0, 0]", lib.select(0, 0).select(0, 0));
-        show("seed 002[0, 0]", mine.select(0, 0).select(0, 0));
-        const double ratio = c::mean(c::div(mine, lib)).item();
-        note("    mean of seed002 / library = {:.5f}   (√(9/10) = {:.5f})", ratio, std::sqrt(0.9));
-        t.check(allclose(lib, mine, 0.1, 0.01), "the seed's check, allclose(rtol=0.1, atol=0.01), says True");
-        t.check(!allclose(lib, mine, 1e-5, 1e-8), "allclose with torch's default tolerances (1e-5, 1e-8) says False");
-        t.check_close(ratio, std::sqrt(0.9), 1e-4, "the outputs differ by the factor √((D-1)/D), not by rounding");
-
-        note(
-            "\nWith the biased variance (x.var(-1, unbiased=False)) and the same eps, the two agree to "
-            "rounding. Seed 001's _layer_normalization gets this right: tf.nn.moments returns the biased "
-            "variance.");
-        nn::LayerNorm same_eps({.normalized_shape = 10, .eps = 1e-12});
-        same_eps.to(DType::float64);
-        const double diff = max_abs_diff(same_eps(x).value(), seed002_layer_norm(x, 1e-12, /*unbiased=*/false).value());
-        note("    largest |difference| = {:.2e}", diff);
-        t.check(diff < 1e-12, "biased variance and eps 1e-12: the hand-written layer equals nn::LayerNorm");
-    });
-
-    t.step("4. Seed 004's LayerNorm: unbiased std, eps added to the std", [&] {
-        note(
-            "The Annotated Transformer (seed 004) writes\n"
-            "    a_2 * (x - mean) / (std + eps) + b_2,    std unbiased (÷(D-1)), eps = 1e-6\n"
-            "nn::LayerNorm has it as an option, {.unbiased_std = true, .eps = 1e-6}. It is a different "
-            "function from step 1's, not a rounding of it: the ÷(D-1) changes every output by √((D-1)/D), "
-            "and eps sits outside the square root.");
-        const Variable x(c::randn({3, 6}, gen, DType::float64));
-        nn::LayerNorm annotated({.normalized_shape = 6, .eps = 1e-6, .unbiased_std = true});
-        annotated.to(DType::float64);
-        t.check_close(annotated(x).value(), seed004_layer_norm(x, 1e-6).value(), 1e-14,
-                      "nn::LayerNorm{.unbiased_std = true} is seed 004's formula");
-
-        note(
-            "\nWhere eps sits matters for a row that is nearly constant. Take [1, 1 + 1e-4, 1 - 1e-4, 1]:\n"
-            "- standard: var = 5e-9, far below eps = 1e-5, so √(var + eps) ≈ √eps and the row is squashed "
-            "to about ±0.03;\n"
-            "- seed 004: std = 8.2e-5, far above eps = 1e-6, so the row is blown up to about ±1.2.");
-        const Variable flat(c::tensor({1, 1 + 1e-4, 1 - 1e-4, 1}, {1, 4}, DType::float64));
-        nn::LayerNorm standard({.normalized_shape = 4});
-        nn::LayerNorm unbiased({.normalized_shape = 4, .eps = 1e-6, .unbiased_std = true});
-        standard.to(DType::float64);
-        unbiased.to(DType::float64);
-        const c::Tensor s = standard(flat).value(), u = unbiased(flat).value();
-        show("standard", s);
-        show("seed 004", u);
-        t.check_close(s.at({0, 1}), 1e-4 / std::sqrt(5e-9 + 1e-5), 1e-12, "standard: 1e-4 / √(5e-9 + 1e-5) = 0.0316");
-        t.check_close(u.at({0, 1}), 1e-4 / (std::sqrt(2e-8 / 3) + 1e-6), 1e-9,
-                      "seed 004: 1e-4 / (8.165e-5 + 1e-6) = 1.2100");
-    });
-
-    t.step("5. AddNorm: the residual connection, then LayerNorm", [&] {
-        note(
-            "Every sub-layer of the Transformer is wrapped as (seed 000 残差规范化, seed 002 3.1 Add & Norm):\n"
-            "    AddNorm(X, Y) = LayerNorm(dropout(Y) + X)\n"
-            "where X is the sub-layer's input and Y its output. The sum needs X and Y of the same shape — "
-            "seed 000: 'the self-attention module's output dim is the same as its input' — and LayerNorm "
-            "then gives every position mean 0 and variance 1 again.");
-        nn::AddNorm add_norm({.normalized_shape = 4, .dropout = 0.5}, gen);
-        add_norm.to(DType::float64);
-        const Variable X(c::randn({2, 3, 4}, gen, DType::float64)), Y(c::randn({2, 3, 4}, gen, DType::float64));
-        add_norm.eval();
-        const c::Tensor out = add_norm(X, Y).value();
-        show("AddNorm(X, Y)[0]", out.select(0, 0));
-        nn::LayerNorm ln({.normalized_shape = 4});
-        ln.to(DType::float64);
-        t.check_close(out, ln(X + Y).value(), 1e-15, "in eval mode (dropout off) it is exactly LayerNorm(X + Y)");
-        t.check_close(c::mean(out, {2}), c::zeros({2, 3}, DType::float64), 1e-15, "every position has mean 0");
-        t.check_close(c::var(out, {2}, false), c::ones({2, 3}, DType::float64), 1e-3,
-                      "and variance 1 (up to eps), whatever the scales of X and Y were");
-        add_norm.train();
-        const c::Tensor noisy = add_norm(X, Y).value();
-        t.check(max_abs_diff(noisy, out) > 1e-3, "in training mode, dropout on Y changes the result");
-        t.check_close(c::mean(noisy, {2}), c::zeros({2, 3}, DType::float64), 1e-14,
-                      "but every position is still normalised");
-        note("\nShapes that differ are an error that names both:");
-        t.check_throws<ShapeError>("AddNorm with X (2, 3, 4) and Y (2, 3, 5) throws ShapeError", [&] {
-            (void)add_norm(X, Variable(c::zeros({2, 3, 5}, DType::float64)));
-        });
-    });
-
-    t.step("6. Derive, port, compare: every LayerNorm against PyTorch", [&] {
-        note(
-            "tests/fixtures/layer_norms.safetensors holds torch's numbers for the layers of this tutorial: seed "
-            "000's nn.LayerNorm(2) and nn.BatchNorm1d(2) on [[1, 2], [2, 3]] (training mode), and nn.LayerNorm(6), "
-            "seed 002's hand-written LayerNorm and seed 004's LayerNorm (both copied into make_fixtures.py as the "
-            "documents write them) on one (2, 3, 6) input, their scales and shifts moved away from 1 and 0. "
-            "For each: the output, and the gradients of sum(output · u) for a fixed random u with respect to the "
-            "input and the parameters. The same computations here:");
-        const tutorial::Reference ref("layer_norms");
-        // seed 000's example
-        {
-            nn::LayerNorm ln({.normalized_shape = 2});
-            nn::BatchNorm1d bn({.num_features = 2});
-            for (auto [prefix, layer] :
-                 {std::pair<std::string, nn::UnaryModule*>{"seed000_ln", &ln}, {"seed000_bn", &bn}}) {
-                const Variable x(ref[prefix + ".input.X"], true);
-                const Variable y = (*layer)(x);
-                ag::sum(y * Variable(ref[prefix + ".input.upstream"])).backward();
-                t.check_allclose(y.value(), ref[prefix + ".output"], 1e-5, prefix + ": the output matches torch's");
-                t.check_allclose(x.grad(), ref[prefix + ".grad.input.X"], 1e-4, prefix + ": d/dX matches");
-                for (const auto& [name, p] : layer->named_parameters())
-                    t.check_allclose(p.grad(), ref[prefix + ".grad.param." + name], 1e-4,
-                                     prefix + ": d/d " + name + " matches");
-            }
-            t.check_allclose(bn.buffer("running_mean"), ref["seed000_bn.running_mean"], 1e-6,
-                             "seed000_bn: running_mean matches");
-            t.check_allclose(bn.buffer("running_var"), ref["seed000_bn.running_var"], 1e-6,
-                             "seed000_bn: running_var matches");
-        }
-        // the three LayerNorms of seeds 000, 002 and 004, each with its own scale and shift
-        const nn::StateDict torch_p = ref.params("torch"), p002 = ref.params("seed002"), p004 = ref.params("seed004");
-        const Variable w000(torch_p.at("weight"), true), b000(torch_p.at("bias"), true);
-        const Variable g002(p002.at("gamma"), true), be002(p002.at("beta"), true);
-        const Variable a004(p004.at("a_2"), true), b004(p004.at("b_2"), true);
-        struct Case {
-            std::string prefix;
-            std::function<Variable(const Variable&)> f;
-            std::vector<std::pair<std::string, Variable>> params;
-        };
-        const std::vector<Case> cases = {
-            {"torch",
-             [&](const Variable& x) { return ag::layer_norm(x, w000, b000, 1e-5); },
-             {{"weight", w000}, {"bias", b000}}},
-            {"seed002",
-             [&](const Variable& x) { return g002 * seed002_layer_norm(x, 1e-12) + be002; },
-             {{"gamma", g002}, {"beta", be002}}},
-            {"seed004",
-             [&](const Variable& x) {
-                 nn::LayerNorm ln({.normalized_shape = 6, .eps = 1e-6, .unbiased_std = true});
-                 ln.weight = a004;
-                 ln.bias = b004;
-                 return ln(x);
-             },
-             {{"a_2", a004}, {"b_2", b004}}},
-        };
-        for (const Case& k : cases) {
-            const Variable x(ref[k.prefix + ".input.X"], true);
-            const Variable y = k.f(x);
-            ag::sum(y * Variable(ref[k.prefix + ".input.upstream"])).backward();
-            t.check_allclose(y.value(), ref[k.prefix + ".output"], 1e-5, k.prefix + ": the output matches torch's");
-            t.check_allclose(x.grad(), ref[k.prefix + ".grad.input.X"], 1e-4, k.prefix + ": d/dX matches");
-            for (const auto& [name, p] : k.params)
-                t.check_allclose(p.grad(), ref[k.prefix + ".grad.param." + name], 1e-4,
-                                 k.prefix + ": d/d " + name + " matches");
-        }
-        const double gap = c::max(c::abs(c::sub(ref["seed002.output"], ref["torch.output"]))).item();
-        note(
-            "Seed 002's layer and nn.LayerNorm differ by up to {:.3f} on this input (step 3's √((D-1)/D), and "
-            "different scales here): matching torch on each one separately is what shows the three are "
-            "three different functions, each computed right.",
-            gap);
-    });
-
-    // ---- the exercise (--exercise): tutorials/09_normalization/exercise.cpp -------------------
-    t.exercise("Exercise. Seed 004's LayerNorm, against PyTorch", [&] {
-        note(
-            "Write exercise::seed004_layer_norm with autograd ops. The checks run it on the (2, 3, 6) input of "
-            "tests/fixtures/layer_norms.safetensors with that file's a_2 and b_2 and compare the output and all "
-            "three gradients with what torch computed for the document's class; then gradcheck in float64.");
-        const tutorial::Reference ref("layer_norms");
-        const nn::StateDict p = ref.params("seed004");
-        const Variable x(ref["seed004.input.X"], true), a(p.at("a_2"), true), b(p.at("b_2"), true);
-        const Variable y = exercise::seed004_layer_norm(x, a, b, 1e-6);
-        ag::sum(y * Variable(ref["seed004.input.upstream"])).backward();
-        t.check_allclose(y.value(), ref["seed004.output"], 1e-5, "the output matches PyTorch's");
-        t.check_allclose(x.grad(), ref["seed004.grad.input.X"], 1e-4, "d/dX matches");
-        t.check_allclose(a.grad(), ref["seed004.grad.param.a_2"], 1e-4, "d/d a_2 matches");
-        t.check_allclose(b.grad(), ref["seed004.grad.param.b_2"], 1e-4, "d/d b_2 matches");
-        c::Generator g(909);
-        const ag::GradcheckResult r = ag::gradcheck(
-            [](const std::vector<Variable>& in) { return exercise::seed004_layer_norm(in[0], in[1], in[2], 1e-6); },
-            {Variable(c::randn({2, 5}, g, DType::float64), true), Variable(c::randn({5}, g, DType::float64), true),
-             Variable(c::randn({5}, g, DType::float64), true)});
-        if (!r.passed) tutorial::quote(r.report);
-        t.check(r.passed, "gradcheck in float64 with respect to x, a_2 and b_2");
-    });
-
+    Tutorial t(argc, argv,
+               {.title = "tformer tutorial 09 · Normalisation: LayerNorm, BatchNorm, AddNorm",
+                .follows = "seed 000 层归一化 and 残差规范化; seed 002 3.1 Add & Norm; seed 004 LayerNorm",
+                .exercise = "write seed 004's LayerNorm with autograd ops and match PyTorch's output and "
+                            "gradients (tutorials/09_normalization/exercise.cpp)"});
+    Lesson lesson;
+    t.step("1. Seed 000: LayerNorm and BatchNorm on [[1, 2], [2, 3]]", [&] { layer_norm_and_batch_norm(t); });
+    t.step("2. Why sequences use LayerNorm", [&] { why_sequences_use_layer_norm(t, lesson); });
+    t.step("3. Seed 002's hand-written LayerNorm (eps 1e-12) against the library",
+           [&] { seed002_hand_written_layer_norm(t, lesson); });
+    t.step("4. Seed 004's LayerNorm: unbiased std, eps added to the std", [&] { seed004_layer_norm_class(t, lesson); });
+    t.step("5. AddNorm: the residual connection, then LayerNorm", [&] { add_norm(t, lesson); });
+    t.step("6. Derive, port, compare: every LayerNorm against PyTorch", [&] { every_layer_norm_against_pytorch(t); });
+    t.exercise("Exercise. Seed 004's LayerNorm, against PyTorch", [&] { exercise_seed004_layer_norm(t); });
     return t.finish();
 }

@@ -24,9 +24,8 @@
 //   --data FILE         fra.txt (otherwise found from the program's folder upwards)
 // A minute alone; more on a busy machine:
 // tutorial-test: timeout=300
-#include "autograd/autograd.hpp"
-#include "common/tutorial.hpp"
-#include "core/core.hpp"
+#include "common/models.hpp"
+#include "common/prelude.hpp"
 #include "exercise.hpp"
 #include "nn/transformer.hpp"
 #include "tasks/bleu.hpp"
@@ -53,16 +52,9 @@
 #include <string>
 #include <vector>
 
-using namespace tformer;
-namespace ag = tformer::autograd;
-namespace c = tformer::core;
 namespace fs = std::filesystem;
-using ag::Variable;
-using c::DType;
 using c::Tensor;
 using tasks::TokenLine;
-using tutorial::note;
-using tutorial::show;
 
 namespace {
 
@@ -241,6 +233,97 @@ std::pair<double, double> row_sums_and_padding(const Tensor& w, int64_t valid) {
     return {worst_sum, worst_pad};
 }
 
+// The whole of fra.txt; IOError naming the path when it cannot be opened.
+std::string read_corpus(const std::string& corpus) {
+    std::ifstream in(corpus, std::ios::binary);
+    if (!in) fail<IOError>("cannot open the corpus '{}' (give it with --data FILE)", corpus);
+    std::ostringstream buffer;
+    buffer << in.rdbuf();
+    return std::move(buffer).str();
+}
+
+// The lines of `text` (without their '\n'), viewing `text`.
+std::vector<std::string_view> lines_of(const std::string& text) {
+    std::vector<std::string_view> lines;
+    for (size_t start = 0; start < text.size();) {
+        size_t end = text.find('\n', start);
+        if (end == std::string::npos) end = text.size();
+        lines.emplace_back(text.data() + start, end - start);
+        start = end + 1;
+    }
+    return lines;
+}
+
+// The training text of the short fit: d2l's 601 lines, then the corpus's lines that start with "I arrived "
+// and are short (8 English tokens at most, 9 French), so that seed 003's walk-through sentence can be
+// translated; `added` counts the latter.
+std::string d2l_prefix_and_arrived(const std::string& corpus_text, int64_t& added) {
+    std::string text;
+    size_t start = 0;
+    for (int line = 0; line < 601 && start < corpus_text.size(); ++line) {  // d2l's prefix
+        const size_t end = corpus_text.find('\n', start);
+        text += corpus_text.substr(start, end - start) + "\n";
+        start = end == std::string::npos ? corpus_text.size() : end + 1;
+    }
+    for (size_t at = corpus_text.find("\nI arrived "); at != std::string::npos;
+         at = corpus_text.find("\nI arrived ", at + 1)) {
+        const size_t end = corpus_text.find('\n', at + 1);
+        const std::string line = corpus_text.substr(at + 1, end - at - 1);
+        const std::string processed = tasks::preprocess_nmt(line);
+        const size_t tab = processed.find('\t');
+        if (tab == std::string::npos || tasks::tokenize(processed.substr(0, tab)).size() > 8 ||
+            tasks::tokenize(processed.substr(tab + 1)).size() > 9)
+            continue;
+        text += line + "\n";
+        ++added;
+    }
+    return text;
+}
+
+// Seed 000's model for d's vocabularies: num_hiddens 32, 2 blocks, 4 heads, FFN 64, num_steps 10; dropout
+// 0.1 as the seed writes it (--literal), or 0 for the short fit.
+tasks::ModelConfig translation_config(const tasks::FraEngData& d, bool literal) {
+    tasks::ModelConfig config;
+    config.num_steps = 10;
+    config.src_vocab_size = d.src_vocab.size();
+    config.tgt_vocab_size = d.tgt_vocab.size();
+    config.transformer = tutorial::block_options(
+        {.num_hiddens = 32, .ffn_num_hiddens = 64, .num_heads = 4, .num_layers = 2, .dropout = literal ? 0.1 : 0.0});
+    return config;
+}
+
+// Seed 000's training cell (--literal: Adam at a constant 0.005 for 200 epochs), or the short fit (40 epochs,
+// a warm-up of 40 steps to 0.01 and a cosine decay); batches of 64, clipping at 1. The checkpoint, loss.csv
+// and loss.png go to out_dir.
+tasks::TrainOptions train_options(bool literal, uint64_t seed, const std::string& out_dir) {
+    tasks::TrainOptions o{.epochs = 40,
+                          .batch_size = 64,
+                          .lr = 0.01,
+                          .schedule = "cosine",
+                          .warmup = 40,
+                          .clip = 1.0,
+                          .seed = seed,
+                          .out_dir = out_dir,
+                          .quiet = true,
+                          .extra = {}};
+    if (literal) o.epochs = 200, o.lr = 0.005, o.schedule = "constant", o.warmup = 0;
+    // what `tformer eval` needs to reload the data of this checkpoint (the augmented file: --data it)
+    o.extra = {{"preset", literal ? "tutorial-13-literal" : "tutorial-13"},
+               {"seed", std::to_string(seed)},
+               {"num_examples", literal ? "600" : "0"},
+               {"sample_size", "0"},
+               {"data_seed", "0"},
+               {"val_fraction", "0"},
+               {"num_steps", "10"}};
+    return o;
+}
+
+// What tasks::train is given: the model's configuration and the training options.
+struct TrainingRun {
+    tasks::ModelConfig config;
+    tasks::TrainOptions options;
+};
+
 // ---- what the steps share ---------------------------------------------------------------
 
 // seed 000's four test sentences and d2l's references
@@ -259,6 +342,7 @@ const std::vector<std::string> kSeedWalkReferences = {"je suis arrivé", "je sui
 const std::string kFallbackWalkSentence = "I left.";
 const std::vector<std::string> kFallbackWalkReferences = {"je suis parti .", "je suis partie ."};
 
+// The translation model of steps 3-6, with its vocabularies and how it came to be.
 struct Model {
     std::shared_ptr<nn::EncoderDecoder> net;
     tasks::Vocab src_vocab, tgt_vocab;
@@ -279,910 +363,1013 @@ struct WalkThrough {
     std::vector<std::vector<Tensor>> self, cross;  // [block][step] (H, step + 1) and (H, S)
 };
 
+// What the steps share: the corpus (step 1 reads it, step 3 searches it), d2l's 601 pairs, the model of
+// step 2 with its vocabularies, and what step 3 decodes for the heatmaps of step 6.
+struct Lesson {
+    std::string checkpoint;                 // --checkpoint FILE ("" trains a model in step 2)
+    std::string corpus;                     // the path of fra.txt
+    bool threads_given = false;             // OMP_NUM_THREADS was set
+    std::optional<tasks::FraEngData> data;  // d2l's 600-example prefix, kept for training
+    std::string corpus_text;                // the whole file, for the searches of step 3
+    Model model;
+    WalkThrough walk;
+};
+
+// ---- the heatmaps of step 6 --------------------------------------------------------------
+
+// One matrix per (block, head), and how far their rows are from distributions over the valid keys.
+struct Panels {
+    std::vector<std::vector<Tensor>> grid;  // [block][head] (queries, keys)
+    double worst_sum = 0;                   // largest |row sum - 1|
+    double worst_pad = 0;                   // largest weight on a padded key
+};
+
+// The encoder's weights of step 3 (H, S, S) per block, cut to the V valid tokens; the padded keys must get 0.
+Panels encoder_panels(const WalkThrough& walk, int64_t H, int64_t V) {
+    Panels enc;
+    for (const Tensor& w : walk.encoder) {
+        std::vector<Tensor> row;
+        for (int64_t h = 0; h < H; ++h) {
+            const auto [sum_err, pad] = row_sums_and_padding(w.select(0, h).slice(0, 0, V), V);
+            enc.worst_sum = std::max(enc.worst_sum, sum_err);
+            enc.worst_pad = std::max(enc.worst_pad, pad);
+            row.push_back(w.select(0, h).slice(0, 0, V).slice(1, 0, V));
+        }
+        enc.grid.push_back(row);
+    }
+    return enc;
+}
+
+// The decoder's per-step rows of step 3 as (steps, keys) matrices: self-attention (steps, steps), whose
+// worst_sum is over each step's t keys, and cross-attention (steps, V) over num_steps source positions.
+struct DecoderPanels {
+    Panels self, cross;
+};
+DecoderPanels decoder_panels(const WalkThrough& walk, int64_t H, int64_t V, int64_t num_steps) {
+    const auto steps = static_cast<int64_t>(walk.produced.size());
+    DecoderPanels dec;
+    for (size_t b = 0; b < walk.cross.size(); ++b) {
+        std::vector<Tensor> self_row, cross_row;
+        for (int64_t h = 0; h < H; ++h) {
+            Tensor self = c::zeros({steps, steps});
+            Tensor cross = c::zeros({steps, num_steps});
+            for (int64_t q = 0; q < steps; ++q) {
+                double row_sum = 0;
+                for (int64_t k = 0; k <= q; ++k) {
+                    self.set({q, k}, walk.self[b][q].at({h, k}));
+                    row_sum += walk.self[b][q].at({h, k});
+                }
+                dec.self.worst_sum = std::max(dec.self.worst_sum, std::abs(row_sum - 1.0));
+                c::copy_(cross.select(0, q), walk.cross[b][q].select(0, h));
+            }
+            const auto [sum_err, pad] = row_sums_and_padding(cross, V);
+            dec.cross.worst_sum = std::max(dec.cross.worst_sum, sum_err);
+            dec.cross.worst_pad = std::max(dec.cross.worst_pad, pad);
+            self_row.push_back(self);
+            cross_row.push_back(cross.slice(1, 0, V));
+        }
+        dec.self.grid.push_back(self_row);
+        dec.cross.grid.push_back(cross_row);
+    }
+    return dec;
+}
+
+// ---- the steps --------------------------------------------------------------------------
+
+// d2l's preprocess_nmt and tokenize on five raw lines of the corpus (1-based numbers 1, 6, 8, 48, 470).
+void preprocess_nmt_by_hand(Tutorial& t, const std::vector<std::string_view>& lines) {
+    note("\nThe file has {} lines. Five raw lines (1-based numbers), the invisible characters named:", lines.size());
+    std::string before;
+    for (int number : {1, 6, 8, 48, 470}) {
+        const std::string_view raw = lines.at(static_cast<size_t>(number - 1));
+        before += fmt::format("    {:>4}  {}\n", number, visible(raw));
+    }
+    note(before);
+    note(
+        "d2l's preprocess_nmt does three things: U+202F NARROW NO-BREAK SPACE and U+00A0 NO-BREAK SPACE "
+        "become ordinary spaces (French typography puts them before ! ? : ;), everything is lowercased, and "
+        "a space goes before every , . ! ? that follows a non-space, so punctuation becomes its own token. "
+        "tokenize then splits at single spaces (Python's split(' ')):");
+    std::string after;
+    for (int number : {1, 6, 8, 48, 470}) {
+        const std::string processed = tasks::preprocess_nmt(lines.at(static_cast<size_t>(number - 1)));
+        const size_t tab = processed.find('\t');
+        const std::string english = "[" + join(tasks::tokenize(processed.substr(0, tab)), ", ") + "]";
+        const std::string french = "[" + join(tasks::tokenize(processed.substr(tab + 1)), ", ") + "]";
+        after += fmt::format("    {:>4}  {:<18} | {}\n", number, english, french);
+    }
+    note(after);
+    t.check(tasks::preprocess_nmt(lines.at(5)) == "wow !\tça alors !",
+            "line 6 'Wow!<TAB>Ça alors<U+202F>!' becomes 'wow !<TAB>ça alors !' (Ç lowercased too)");
+    t.check(tasks::preprocess_nmt(lines.at(469)) == "who fell ?\tqui est tombé ?",
+            "line 470's U+00A0 becomes a plain space");
+}
+
+// d2l.load_data_nmt's pipeline (tasks::load_fra_eng on 600 examples), its vocabularies and min_freq = 2.
+void load_data_nmt(Tutorial& t, Lesson& lesson) {
+    note(
+        "\nNow the whole pipeline: tasks::load_fra_eng with d2l's num_examples = 600, num_steps = 10 and "
+        "min_freq = 2. (d2l's tokenize_nmt stops AFTER line index 600, so it reads 601 lines; the library "
+        "keeps that off-by-one so the vocabularies match d2l's.)");
+    lesson.data = tasks::load_fra_eng({.path = lesson.corpus, .num_examples = 600, .num_steps = 10, .min_freq = 2});
+    const tasks::FraEngData& d = *lesson.data;
+    note("    {} pairs; vocabularies: {} English tokens, {} French tokens", d.report.train_pairs, d.src_vocab.size(),
+         d.tgt_vocab.size());
+    t.check(d.report.train_pairs == 601, "601 pairs, as d2l reads for num_examples = 600");
+    t.check(d.src_vocab.size() == 184 && d.tgt_vocab.size() == 201,
+            "d2l's vocabulary sizes: len(src_vocab) = 184, len(tgt_vocab) = 201");
+
+    std::vector<std::string> first;
+    for (int64_t i = 0; i < 12; ++i) first.push_back(fmt::format("{}:{}", i, d.tgt_vocab.to_token(i)));
+    note(
+        "\nThe French vocabulary begins (index:token)\n    {}\n'<unk>' is always 0, then the reserved "
+        "'<pad>' (padding), '<bos>' (begin: the decoder's first input) and '<eos>' (end of sentence), then "
+        "every token that occurs at least min_freq = 2 times, most frequent first.",
+        join(first));
+    t.check(d.tgt_vocab.to_index("<unk>") == 0 && d.tgt_vocab.to_index("<pad>") == 1 &&
+                d.tgt_vocab.to_index("<bos>") == 2 && d.tgt_vocab.to_index("<eos>") == 3,
+            "<unk> <pad> <bos> <eos> are 0 1 2 3 in both vocabularies");
+
+    // min_freq by hand: count two French words in the training side
+    std::map<std::string, int64_t> count;
+    for (const auto& p : d.train.pairs)
+        for (const std::string& w : tasks::tokenize(p.tgt)) ++count[w];
+    note(
+        "\nmin_freq = 2 by example: 'parti' occurs {} times in the French side, 'resté' {} time(s). So "
+        "'resté' is not in the vocabulary and maps to <unk> (index {}): a model trained on these 601 pairs "
+        "can never write 'je suis resté', although 'I stayed.' is in the data.",
+        count["parti"], count["resté"], d.tgt_vocab.to_index("resté"));
+    t.check(count["parti"] >= 2 && d.tgt_vocab.contains("parti"), "'parti' (2 or more times) has its own index");
+    t.check(count["resté"] == 1 && d.tgt_vocab.to_index("resté") == tasks::Vocab::kUnk, "'resté' (once) is <unk>");
+}
+
+// d2l's build_array_nmt: padding and valid lengths on the pair 'i left .', truncation on seed 003's sentence.
+void padding_and_truncation(Tutorial& t, const tasks::FraEngData& d, const std::vector<std::string_view>& lines) {
+    int64_t row = -1;
+    for (size_t i = 0; i < d.train.pairs.size(); ++i)
+        if (d.train.pairs[i].src == "i left ." && row < 0) row = static_cast<int64_t>(i);
+    const Tensor src_row = d.train.src.select(0, row), tgt_row = d.train.tgt.select(0, row);
+    note(
+        "\nbuild_array_nmt turns each sentence into its ids + <eos>, padded with <pad> (1) to num_steps = 10; "
+        "the valid length counts the ids that are not padding. Row {} of the arrays, the pair "
+        "'{}' → '{}':",
+        row, d.train.pairs[row].src, d.train.pairs[row].tgt);
+    show("src[row]", src_row);
+    note("    = [{}], valid length {}", join(d.src_vocab.to_tokens(src_row.to_vector<int64_t>()), ", "),
+         d.train.src_valid_len.at({row}));
+    show("tgt[row]", tgt_row);
+    note("    = [{}], valid length {}", join(d.tgt_vocab.to_tokens(tgt_row.to_vector<int64_t>()), ", "),
+         d.train.tgt_valid_len.at({row}));
+    t.check(d.train.src_valid_len.at({row}) == 4 && src_row.at({3}) == 3 && src_row.at({4}) == 1,
+            "'i left .' + <eos> = 4 valid ids, then <pad> = 1 up to 10");
+
+    size_t station = 0;  // seed 003's sentence, as the corpus has it
+    while (station < lines.size() && !lines[station].starts_with("I arrived at the station.\t")) ++station;
+    note(
+        "\nA sentence longer than num_steps is cut: d2l's truncate_pad keeps the first 10 ids and the "
+        "<eos> is lost (valid length 10). Seed 003's sentence, as the corpus has it on line {}, with "
+        "num_steps = 5:",
+        station + 1);
+    const std::string long_line = tasks::preprocess_nmt("I arrived at the station.");
+    const tasks::NmtArray cut = tasks::build_array_nmt({tasks::tokenize(long_line)}, d.src_vocab, 5);
+    show("build_array_nmt(['i arrived at the station .'], num_steps=5).tokens", cut.tokens);
+    note("    = [{}]  — 'arrived' and 'station' are not among the 184 words: <unk>",
+         join(d.src_vocab.to_tokens(cut.tokens.to_vector<int64_t>()), ", "));
+    t.check(cut.valid_lens.at({0}) == 5 && cut.tokens.at({0, 4}) != d.src_vocab.to_index("<eos>"),
+            "truncated to 5 ids, valid length 5, no <eos>");
+}
+
+// seed 000 (000_7dfff3ea5ac0d0a3.txt) › 代码实现 › 训练 (d2l.load_data_nmt(batch_size, num_steps))
+void corpus_and_vocabularies(Tutorial& t, Lesson& lesson) {
+    note(
+        "Seed 000's training cell starts with d2l.load_data_nmt(batch_size, num_steps): read fra.txt "
+        "(one 'English<TAB>French' pair per line, from Tatoeba), preprocess, tokenise, build a vocabulary "
+        "per language, and turn every sentence into num_steps = 10 ids. tasks::load_fra_eng does the same; "
+        "here is each stage by hand first. Corpus: {}",
+        lesson.corpus);
+    lesson.corpus_text = read_corpus(lesson.corpus);
+    const std::vector<std::string_view> lines = lines_of(lesson.corpus_text);
+    preprocess_nmt_by_hand(t, lines);
+    load_data_nmt(t, lesson);
+    padding_and_truncation(t, *lesson.data, lines);
+}
+
+// A model written by `tformer train translate`, with its own vocabularies (--checkpoint FILE).
+void load_the_checkpoint(Tutorial& t, Lesson& lesson) {
+    note("PATH TAKEN: loading the checkpoint given with --checkpoint:\n    {}", lesson.checkpoint);
+    const tasks::CheckpointInfo info = tasks::read_checkpoint_info(lesson.checkpoint);
+    if (info.config.task != "translate")
+        fail<ValueError>("tutorial 13: '{}' is a {} checkpoint, not a translation model", lesson.checkpoint,
+                         info.config.task);
+    c::Generator gen(0);
+    lesson.model.net = tasks::build_model(info.config, gen);
+    tasks::load_checkpoint(lesson.checkpoint, *lesson.model.net, nullptr);
+    lesson.model.src_vocab = *info.src_vocab;
+    lesson.model.tgt_vocab = *info.tgt_vocab;
+    lesson.model.num_steps = info.config.num_steps;
+    const auto preset = info.extra.find("preset");
+    const auto examples = info.extra.find("num_examples");
+    lesson.model.on_d2l_pairs = examples != info.extra.end() && examples->second == "600";
+    lesson.model.how = fmt::format("loaded from {} ({} optimizer steps, preset '{}')", lesson.checkpoint, info.step,
+                                   preset == info.extra.end() ? "?" : preset->second);
+    const nn::TransformerOptions& o = info.config.transformer;
+    note(
+        "{} optimizer steps, {} epochs; d = {}, FFN {}, {} heads, {} blocks; num_steps {}; "
+        "vocabularies {} / {}; {} parameters. Steps 3-6 use this model and ITS vocabularies (the "
+        "600-pair vocabularies of step 1 were only the example).",
+        info.step, info.epoch, o.num_hiddens, o.ffn_num_hiddens, o.num_heads, o.num_layers, lesson.model.num_steps,
+        lesson.model.src_vocab.size(), lesson.model.tgt_vocab.size(), lesson.model.net->num_parameters());
+    t.check(lesson.model.src_vocab.size() == info.config.src_vocab_size &&
+                lesson.model.tgt_vocab.size() == info.config.tgt_vocab_size,
+            "the checkpoint's vocabularies fit its embedding and output layers");
+}
+
+// One batch in d2l's framing, then tasks::train with `run`, reporting the loss per epoch. Returns the seconds.
+double train_and_report(Tutorial& t, Lesson& lesson, const tasks::FraEngData& d, const TrainingRun& run,
+                        c::Generator& gen) {
+    const bool literal = t.literal();
+    const tasks::ModelConfig& config = run.config;
+    const tasks::TrainOptions& o = run.options;
+    const int64_t bos = d.tgt_vocab.to_index("<bos>");
+    const tasks::BatchSource source = tasks::translation_source(d.train, o.batch_size, bos, o.seed);
+    const tasks::Batch first = source.get(0, 0);
+    note(
+        "\nOne batch in d2l's framing (train_seq2seq): the decoder input is the target shifted right "
+        "behind <bos> (teacher forcing), the label is the target itself. Its first row:");
+    show("enc_X[0]", first.enc_X.select(0, 0));
+    show("dec_in[0]", first.dec_in.select(0, 0));
+    show("label[0]", first.label.select(0, 0));
+    t.check(first.dec_in.at({0, 0}) == static_cast<double>(bos) && first.dec_in.at({0, 1}) == first.label.at({0, 0}),
+            "dec_in = [<bos>, label[:-1]]");
+
+    const auto start = std::chrono::steady_clock::now();
+    const tasks::TrainResult r = tasks::train(*lesson.model.net, gen, source, o,
+                                              {.config = config,
+                                               .src_vocab = d.src_vocab,
+                                               .tgt_vocab = d.tgt_vocab,
+                                               .step = 0,
+                                               .epoch = 0,
+                                               .rng = {},
+                                               .extra = {}});
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::string curve;
+    for (size_t e = 0; e < r.epoch_loss.size(); ++e)
+        if (e == 0 || (e + 1) % (literal ? 20 : 5) == 0)
+            curve += fmt::format("    epoch {:>3}  loss {:.4f}\n", e + 1, r.epoch_loss[e]);
+    note(
+        "\nTraining ({} steps, {} thread{}{}): d2l's loss per epoch, Σ masked cross-entropy / Σ valid "
+        "target tokens:\n{}",
+        r.steps, c::get_num_threads(), c::get_num_threads() == 1 ? "" : "s",
+        lesson.threads_given ? ", from OMP_NUM_THREADS" : "; set OMP_NUM_THREADS for more", curve);
+    note(
+        "{:.1f} s for {} steps ({:.0f} target tokens/s). Written to {}: checkpoint.safetensors, "
+        "loss.csv, loss.png.",
+        seconds, r.steps, r.tokens_per_second, t.out_dir().string());
+    if (literal) {
+        note(
+            "d2l's train_seq2seq prints, for this cell, 'loss 0.033, ... tokens/sec'; here:\n    loss {:.3f}, "
+            "{:.1f} tokens/sec on cpu",
+            r.final_loss, r.tokens_per_second);
+        t.check(r.steps == 2000, "2,000 optimizer steps: 200 epochs of 10 batches");
+        t.check(r.final_loss < 0.06,
+                fmt::format("the final loss {:.4f} is near d2l's printed 0.033 (below 0.06)", r.final_loss));
+    } else {
+        t.check(r.steps == 400, "400 optimizer steps: 40 epochs of 10 batches");
+        t.check(r.final_loss < 0.1 * r.epoch_loss.front(),
+                fmt::format("the loss fell more than tenfold ({:.3f} → {:.4f}); seed 000's 200-epoch run "
+                            "ends near 0.03",
+                            r.epoch_loss.front(), r.final_loss));
+    }
+    return seconds;
+}
+
+// seed 000 (000_7dfff3ea5ac0d0a3.txt) › 代码实现 › 训练: the model trained here, as the cell writes it (--literal)
+// or shortened, on d2l's 601 pairs and (not --literal) the corpus's short pairs that start with 'I arrived'
+void train_here(Tutorial& t, Lesson& lesson) {
+    if (!lesson.data) fail<ValueError>("tutorial 13: no corpus, so nothing to train on (step 1 failed)");
+    const bool literal = t.literal();
+    // The training pairs: d2l's 601 (--literal), or those plus the corpus's short sentences that
+    // start with "I arrived", so that seed 003's walk-through sentence can be translated (step 3).
+    std::optional<tasks::FraEngData> augmented;
+    int64_t added = 0;
+    if (!literal) {
+        const fs::path file = t.out_path("fra-601-and-arrived.txt");
+        std::ofstream(file) << d2l_prefix_and_arrived(lesson.corpus_text, added);
+        augmented = tasks::load_fra_eng({.path = file.string(), .num_steps = 10, .min_freq = 2});
+    }
+    const tasks::FraEngData& d = literal ? *lesson.data : *augmented;
+    const tasks::ModelConfig config = translation_config(d, literal);
+    const uint64_t seed = 1;  // `tformer train translate --preset d2l`'s seed
+    const tasks::TrainOptions o = train_options(literal, seed, t.out_dir().string());
+    if (literal)
+        note(
+            "PATH TAKEN: --literal, seed 000's training cell exactly as written:\n"
+            "    num_hiddens, num_layers, dropout, batch_size, num_steps = 32, 2, 0.1, 64, 10\n"
+            "    lr, num_epochs = 0.005, 200;  ffn_num_hiddens, num_heads = 64, 4\n"
+            "    train_iter, src_vocab, tgt_vocab = d2l.load_data_nmt(batch_size, num_steps)\n"
+            "    d2l.train_seq2seq(net, train_iter, lr, num_epochs, tgt_vocab, device)\n"
+            "on the 601 pairs of step 1: Adam at a constant 0.005, gradient clipping at 1 and Xavier-uniform "
+            "weights as train_seq2seq does, 200 epochs of 10 batches = 2,000 steps, dropout 0.1 (the same "
+            "run as `tformer train translate --preset d2l`).");
+    else
+        note(
+            "PATH TAKEN: no --checkpoint given, so a small model is trained here, now.\n\n"
+            "Seed 000 trains num_hiddens 32, 2 blocks, 4 heads, FFN 64, dropout 0.1, batch 64, num_steps "
+            "10, Adam at lr 0.005 for 200 epochs on d2l's 601 pairs (2000 steps; `--literal` runs exactly "
+            "that). This run keeps the model and shortens the schedule to 40 epochs (400 steps): Adam with "
+            "a warm-up of 40 steps to lr 0.01 and a cosine decay, gradient clipping at 1 as d2l, dropout 0 "
+            "— the goal is to fit the pairs quickly, not to generalise. To the 601 pairs it adds the {} "
+            "short pairs of the corpus that start with 'I arrived' (the first is line 22,852; d2l's "
+            "prefix never reaches it), so that step 3 can follow seed 003's own sentence: {} pairs, "
+            "vocabularies {} / {}.",
+            added, d.report.train_pairs, d.src_vocab.size(), d.tgt_vocab.size());
+    c::Generator gen(seed);
+    lesson.model.net = tasks::build_model(config, gen);
+    note("{} parameters. Batches: each epoch a fresh shuffle of the {} pairs in batches of 64.",
+         lesson.model.net->num_parameters(), d.report.train_pairs);
+    const double seconds = train_and_report(t, lesson, d, {.config = config, .options = o}, gen);
+    lesson.model.src_vocab = d.src_vocab;
+    lesson.model.tgt_vocab = d.tgt_vocab;
+    lesson.model.num_steps = config.num_steps;
+    lesson.model.trained_here = true;
+    lesson.model.on_d2l_pairs = true;
+    lesson.model.how =
+        literal
+            ? fmt::format("trained here with --literal: seed 000's recipe, 601 pairs, 2,000 steps in {:.1f} s", seconds)
+            : fmt::format("trained here: seed 000's model, 601 + {} pairs, 400 steps in {:.1f} s", added, seconds);
+}
+
+// seed 000 (000_7dfff3ea5ac0d0a3.txt) › 代码实现 › 训练 (num_hiddens 32, 2 layers, 4 heads, lr 0.005, 200 epochs)
+void the_model(Tutorial& t, Lesson& lesson) {
+    if (!lesson.checkpoint.empty())
+        load_the_checkpoint(t, lesson);
+    else
+        train_here(t, lesson);
+    lesson.model.net->eval();  // dropout off from here on (seed 000 predicts with net.eval())
+    note("\nModel: {}", lesson.model.how);
+}
+
+// Where the corpus first has the seed's words (1-based line numbers), against d2l's 601 lines.
+void where_the_corpus_has_arrived(Tutorial& t, const std::string& corpus_text) {
+    // where the corpus first has the seed's words (1-based line numbers)
+    auto line_of = [&](std::string_view needle) -> int64_t {
+        size_t pos = corpus_text.find(needle);
+        if (pos == std::string::npos) return -1;
+        if (needle.front() == '\n') ++pos;  // the match starts at the end of the line before
+        return 1 + std::count(corpus_text.begin(), corpus_text.begin() + static_cast<std::ptrdiff_t>(pos), '\n');
+    };
+    const int64_t arrived = line_of(" arrived"), i_arrived = line_of("\nI arrived"),
+                  at_the = line_of("\nI arrived at the");
+    note(
+        "    first English sentence with 'arrived':          line {}\n"
+        "    first sentence starting 'I arrived':            line {}\n"
+        "    first sentence starting 'I arrived at the':     line {}\n"
+        "The file is sorted by length and d2l trains on its first 601 lines, whose vocabulary has no "
+        "'arrived' (step 1).",
+        arrived, i_arrived, at_the);
+    t.check(arrived > 601 && i_arrived > 601, "neither 'arrived' nor 'I arrived' occurs in d2l's 601 lines");
+}
+
+// seed 003 (003_8fde783e4908788c.txt) › 1. 输入处理 › (1) Tokenization（分词）: the sentence as the encoder's ids
+void tokenization(Tutorial& t, Lesson& lesson) {
+    const tasks::Vocab& sv = lesson.model.src_vocab;
+    lesson.walk.source = encode_source(lesson.walk.sentence, sv, lesson.model.num_steps);
+    const Source& s = lesson.walk.source;
+    const int64_t S = lesson.model.num_steps;
+    note(
+        "\n(1) Tokenization. d2l splits at spaces after preprocess_nmt (seed 003 mentions BPE and "
+        "WordPiece: subword units, tutorial 15). '{}' → [{}] + <eos>, padded to num_steps = {}:",
+        lesson.walk.sentence, join(s.words, ", "), S);
+    show("ids", s.src);
+    note("    = [{}], valid length {}", join(sv.to_tokens(s.ids), ", "), s.valid);
+    bool known = true;
+    for (const std::string& w : s.words) known = known && sv.contains(w);
+    t.check(known, fmt::format("every word of '{}' is in the source vocabulary (no <unk>)", join(s.words)));
+}
+
+// seed 003 (003_8fde783e4908788c.txt) › (2) 词嵌入, (3) 位置编码: X = embedding × √d + P, (1, S, D)
+Tensor embeddings_and_positions(Tutorial& t, const Lesson& lesson) {
+    const tasks::Vocab& sv = lesson.model.src_vocab;
+    const Source& s = lesson.walk.source;
+    const int64_t S = lesson.model.num_steps, D = lesson.model.net->encoder->options.num_hiddens;
+    const int64_t show_n = std::min<int64_t>(6, D);
+    const Tensor E = lesson.model.net->encoder->embedding->forward(s.src).value();  // (1, S, D)
+    const Tensor scaled = c::mul(E, std::sqrt(static_cast<double>(D)));
+    const Tensor P = lesson.model.net->encoder->pos_encoding->P.slice(1, 0, S);  // (1, S, D)
+    const Tensor X = c::add(scaled, P);
+    note(
+        "\n(2) Word embeddings: row id of the learned table encoder.embedding.weight ({} × {}), "
+        "seed 003's 'Embeddings(I) → [0.1, 0.5, 0.8, ...]'. Seed 000's encoder multiplies them by √d = "
+        "√{} = {:.3f} (the positional encoding lies in [-1, 1] and should not drown them). First {} of {} "
+        "features, one row per token ({}, <eos>):",
+        sv.size(), D, D, std::sqrt(static_cast<double>(D)), show_n, D, join(s.words, ", "));
+    show("embedding × √d", scaled.select(0, 0).slice(0, 0, s.valid).slice(1, 0, show_n));
+    note(
+        "\n(3) Positional encoding: P[pos, 2j] = sin(pos / 10000^(2j/d)), P[pos, 2j+1] = cos(...). Row 0 is "
+        "[0, 1, 0, 1, ...]; seed 003's 'PositionalEncoding(0) = [0.0000, 0.8415, ...]' are sin 1, sin 2, "
+        "... one position off (tutorial 08).");
+    show("P[:4, :6]", P.select(0, 0).slice(0, 0, s.valid).slice(1, 0, show_n));
+    show("X = embedding × √d + P", X.select(0, 0).slice(0, 0, s.valid).slice(1, 0, show_n));
+    t.check_close(P.select(0, 0).select(0, 0).slice(0, 0, 4), c::from_vector(std::vector<float>{0, 1, 0, 1}, {4}), 0,
+                  "P[0] starts [0, 1, 0, 1]");
+    t.check_close(P.at({0, 1, 0}), std::sin(1.0), 1e-6, "P[1, 0] = sin 1 = 0.8415 (seed 003's number)");
+
+    return X;
+}
+
+// A row of attention weights w (H, keys), averaged over the heads, beside the valid source tokens they
+// weigh: "  i 0.12  arrived 0.55 ...".
+std::string mean_over_heads(const Tensor& w, const Source& s, const tasks::Vocab& sv) {
+    const int64_t H = w.size(0);
+    std::string row;
+    for (int64_t k = 0; k < s.valid; ++k) {
+        double mean = 0;
+        for (int64_t h = 0; h < H; ++h) mean += w.at({h, k}) / static_cast<double>(H);
+        row += fmt::format("  {} {:.2f}", sv.to_token(s.ids[k]), mean);
+    }
+    return row;
+}
+
+// seed 003 (003_8fde783e4908788c.txt) › 2. 编码阶段 › (4) 多头自注意力, (5) 前馈神经网络: enc_outputs (1, S, D)
+Tensor the_encoder(Tutorial& t, Lesson& lesson, const Tensor& X) {
+    const tasks::Vocab& sv = lesson.model.src_vocab;
+    const Source& s = lesson.walk.source;
+    const int64_t D = lesson.model.net->encoder->options.num_hiddens, H = lesson.model.net->encoder->options.num_heads;
+    const int64_t show_n = std::min<int64_t>(6, D);
+    note(
+        "\n(4)-(5) The encoder: {} blocks of multi-head self-attention (every source token looks at every "
+        "valid source token) + AddNorm + FFN + AddNorm. Running the blocks by hand on X, then asking the "
+        "encoder itself:",
+        lesson.model.net->encoder->blks->size());
+    Variable Hh(X);
+    for (auto& blk : *lesson.model.net->encoder->blks) Hh = blk->forward(Hh, s.lens);
+    const Tensor enc = lesson.model.net->encoder->forward(s.src, s.lens).value();  // (1, S, D)
+    for (const Tensor& w : lesson.model.net->encoder->attention_weights())
+        lesson.walk.encoder.push_back(w.clone());  // [block] (H, S, S)
+    show("enc_outputs[0, :4, :6]", enc.select(0, 0).slice(0, 0, s.valid).slice(1, 0, show_n));
+    note("    enc_outputs: {}; encoder self-attention weights: {} blocks of {}", c::shape_str(enc.shape()),
+         lesson.walk.encoder.size(), c::shape_str(lesson.walk.encoder.front().shape()));
+    t.check_close(Hh.value(), enc, 1e-5, "embedding × √d + P, then the blocks == encoder.forward(src)");
+    const Tensor last_enc = lesson.walk.encoder.back();
+    std::string rows;
+    for (int64_t q = 0; q < s.valid; ++q)
+        rows += fmt::format("    {:>6} →{}\n", sv.to_token(s.ids[q]), mean_over_heads(last_enc.select(1, q), s, sv));
+    note("Where each token looks in the last encoder block (mean of the {} heads; the padded keys get 0):\n{}", H,
+         rows);
+
+    return enc;
+}
+
+// What decoding the walk-through sentence one token at a time produced (beside lesson.walk).
+struct Decoding {
+    std::vector<int64_t> generated;                             // the tokens before <eos>
+    std::vector<std::vector<std::pair<int64_t, double>>> tops;  // per step, the three most likely tokens
+    double logp_total = 0;                                      // the sum of the chosen tokens' log p
+    int64_t steps_done = 0, self_steps = 0, cross_steps = 0;    // the state's steps and block 0's cache
+};
+
+// seed 003 (003_8fde783e4908788c.txt) › 3. 解码阶段 › (6), (7), and 4. 生成翻译: greedy, one token per step
+Decoding decode_one_token_at_a_time(Lesson& lesson, const Tensor& enc) {
+    const tasks::Vocab& sv = lesson.model.src_vocab;
+    const tasks::Vocab& tv = lesson.model.tgt_vocab;
+    const Source& s = lesson.walk.source;
+    const int64_t H = lesson.model.net->encoder->options.num_heads;
+    const int64_t bos = tv.to_index("<bos>"), eos = tv.to_index("<eos>");
+    note(
+        "(6)-(7) and 4. 生成翻译. The decoder starts from <bos> and produces one token per step. Each step "
+        "feeds ONLY the newest token: nn::DecoderState keeps, per block, the projected keys and values of "
+        "the tokens fed so far (masked self-attention over the prefix) and of the encoder outputs "
+        "(cross-attention: queries from the French side, keys and values from the English side, seed 000 "
+        "信息传递). The logits of the new position go through a softmax over the {} French tokens; greedy "
+        "search takes the largest. Printed per step: the three most likely next tokens, and the "
+        "cross-attention row of the last block (mean over heads) over the source tokens.",
+        tv.size());
+    nn::DecoderState state = lesson.model.net->decoder->init_state(Variable(enc), s.lens);
+    const size_t blocks = lesson.model.net->decoder->blks->size();
+    lesson.walk.self.assign(blocks, {});
+    lesson.walk.cross.assign(blocks, {});
+    lesson.walk.fed = {"<bos>"};
+    std::vector<int64_t> generated;
+    std::vector<std::vector<std::pair<int64_t, double>>> tops;
+    double logp_total = 0;
+    int64_t next = bos;
+    line();
+    for (int64_t step = 0; step < lesson.model.num_steps; ++step) {
+        const Tensor fed = c::from_vector(std::vector<int64_t>{next}, {1, 1});              // (B, t) = (1, 1)
+        const Tensor logits = lesson.model.net->decoder->forward_step(fed, state).value();  // (1, 1, V)
+        const std::vector<double> probs = c::softmax(logits).to_vector();                   // (1, 1, V) → V
+        const auto top = top_k(probs, 3);
+        tops.push_back(top);
+        const auto weights = lesson.model.net->decoder->attention_weights();
+        for (size_t b = 0; b < blocks; ++b) {
+            lesson.walk.self[b].push_back(weights[0][b].reshape({H, -1}).clone());   // (H, step + 1)
+            lesson.walk.cross[b].push_back(weights[1][b].reshape({H, -1}).clone());  // (H, S)
+        }
+        const std::string cross_row = mean_over_heads(lesson.walk.cross.back().back(), s, sv);
+        next = top.front().first;
+        logp_total += std::log(top.front().second);
+        line(
+            "    step {}  fed {:<7} next: {:<9} {:.3f} | {:<9} {:.3f} | {:<9} {:.3f}  → {}\n"
+            "            cross-attention:{}",
+            step + 1, lesson.walk.fed.back(), tv.to_token(top[0].first), top[0].second, tv.to_token(top[1].first),
+            top[1].second, tv.to_token(top[2].first), top[2].second, tv.to_token(next), cross_row);
+        lesson.walk.produced.push_back(tv.to_token(next));
+        if (next == eos) break;
+        generated.push_back(next);
+        lesson.walk.fed.push_back(tv.to_token(next));
+    }
+    const std::string translation = join(tv.to_tokens(generated));
+    note("\n    '{}' → '{}'   (log-probability {:.4f})", lesson.walk.sentence, translation, logp_total);
+
+    note(
+        "\nSeed 003 writes P(Je | I) = 0.92, P(suis | arrived) = 0.87, P(arrivé | at) = 0.95, as if each "
+        "French word were predicted from one English word. The decoder's softmax is P(y_t | y_1 .. y_t-1, "
+        "whole source): every step sees every source token through the cross-attention above and every "
+        "earlier French token through its self-attention. Read the rows above as where the last block "
+        "looked, not as an alignment: a step may spread its attention over several source tokens, and "
+        "'suis' has no English word of its own.");
+
+    return {.generated = generated,
+            .tops = tops,
+            .logp_total = logp_total,
+            .steps_done = state.steps_done,
+            .self_steps = state.caches.front().self.steps(),
+            .cross_steps = state.caches.front().cross.steps()};
+}
+
+// The step-by-step decoding of the walk-through against tasks::greedy_decode, and what the model answered.
+void against_greedy_decode(Tutorial& t, const Lesson& lesson, const Decoding& decoding) {
+    const tasks::Vocab& tv = lesson.model.tgt_vocab;
+    const Source& s = lesson.walk.source;
+    const int64_t S = lesson.model.num_steps;
+    const int64_t bos = tv.to_index("<bos>"), eos = tv.to_index("<eos>");
+    const std::string translation = join(tv.to_tokens(decoding.generated));
+    const int64_t steps = static_cast<int64_t>(lesson.walk.produced.size());
+    t.check(decoding.steps_done == steps && decoding.self_steps == steps && decoding.cross_steps == S,
+            fmt::format("after {} steps each block caches {} self keys and the {} encoder keys", steps, steps, S));
+    const tasks::Decoded greedy =
+        tasks::greedy_decode(*lesson.model.net, s.src, s.lens,
+                             {.bos = bos, .eos = eos, .max_steps = lesson.model.num_steps, .keep_attention = true})
+            .front();
+    t.check(greedy.tokens == decoding.generated,
+            fmt::format("tasks::greedy_decode gives the same tokens: '{}'", join(tv.to_tokens(greedy.tokens))));
+    t.check_close(greedy.score, decoding.logp_total, 1e-4,
+                  "and the same log-probability (sum of the chosen tokens' log p)");
+    double worst = 0;
+    for (int64_t i = 0; i < steps && i < static_cast<int64_t>(greedy.cross_attention.size()); ++i)
+        worst = std::max(worst, c::max(c::abs(c::sub(greedy.cross_attention[i], lesson.walk.cross.back()[i]))).item());
+    t.check(static_cast<int64_t>(greedy.cross_attention.size()) == steps && worst < 1e-6,
+            "and the same cross-attention rows at every step");
+    if (lesson.model.trained_here && lesson.walk.sentence == kSeedWalkSentence) {
+        const std::string start3 = join(
+            std::vector<std::string>(lesson.walk.produced.begin(),
+                                     lesson.walk.produced.begin() + std::min<size_t>(3, lesson.walk.produced.size())));
+        t.check(std::find(lesson.walk.references.begin(), lesson.walk.references.end(), start3) !=
+                    lesson.walk.references.end(),
+                fmt::format("the translation starts with the seed's 'je suis arrivé' (or arrivée): '{}'", start3));
+        note(
+            "Seed 003 shows only these three words. Its sentence stops after 'the', a sentence the model never "
+            "saw in training, so after them the model has no good continuation and may wander (as printed "
+            "above) until it runs out of steps.");
+    } else if (lesson.model.trained_here) {
+        t.check(std::find(lesson.walk.references.begin(), lesson.walk.references.end(), translation) !=
+                    lesson.walk.references.end(),
+                "the trained model translates 'I left.' as the corpus does (parti or partie)");
+    } else {
+        note("(With a loaded checkpoint the translation is reported, not checked.)");
+    }
+    const auto is_participle = [&](int64_t id) {
+        const std::string w = tv.to_token(id);
+        return w == "parti" || w == "partie" || w == "arrivé" || w == "arrivée";
+    };
+    if (decoding.tops.size() >= 3 && is_participle(decoding.tops[2][0].first) &&
+        is_participle(decoding.tops[2][1].first)) {
+        const auto& third = decoding.tops[2];
+        note(
+            "Look at step 3: after 'je suis' the choice is between the two genders of the participle, both in "
+            "the corpus; the model's split is {} {:.2f} / {} {:.2f}.",
+            tv.to_token(third[0].first), third[0].second, tv.to_token(third[1].first), third[1].second);
+    }
+}
+
+// seed 003 (003_8fde783e4908788c.txt) › Transformer 处理 "I arrived at the" → "Je suis arrivé" 的全过程
+void walk_through(Tutorial& t, Lesson& lesson) {
+    if (!lesson.model.net) fail<ValueError>("tutorial 13: there is no model (step 2 failed)");
+    const bool seed_sentence = lesson.model.src_vocab.contains("arrived") && lesson.model.src_vocab.contains("at") &&
+                               lesson.model.src_vocab.contains("the");
+    lesson.walk.sentence = seed_sentence ? kSeedWalkSentence : kFallbackWalkSentence;
+    lesson.walk.references = seed_sentence ? kSeedWalkReferences : kFallbackWalkReferences;
+    note(
+        "Seed 003 follows 'I arrived at the' → 'Je suis arrivé' through the Transformer: (1) tokenization, (2) "
+        "word embeddings, (3) positional encoding, the encoder's (4) self-attention and (5) feed-forward "
+        "network, the decoder's (6) masked self-attention and (7) cross-attention, and 4. 生成翻译, a "
+        "softmax over the French vocabulary.");
+    if (!lesson.corpus_text.empty()) where_the_corpus_has_arrived(t, lesson.corpus_text);
+    if (seed_sentence)
+        note(
+            "This model was trained with the corpus's short 'I arrived ...' pairs added (step 2), so it knows "
+            "the words: we follow the seed's own, unfinished sentence 'I arrived at the'. Seed 003 (7): "
+            "'注意性别和语法，使 arrivé 变为正确的 je suis arrivé': the English 'I arrived' becomes the French "
+            "passé composé with être, two French words for one English one, and the participle agrees with the "
+            "speaker's gender (arrivé / arrivée), which the English 'I' does not show.");
+    else
+        note(
+            "This model knows only d2l's 601 pairs (--literal, or a checkpoint trained on them), so it has no "
+            "'arrived'. We follow the closest sentence those pairs support, 'I left.' → 'Je suis parti.' / 'Je "
+            "suis partie.' (lines 48 and 49): the same construction, passé composé with être and a participle "
+            "that agrees with the speaker (parti / partie).");
+
+    tokenization(t, lesson);
+    ag::NoGradGuard no_grad;
+    const Tensor X = embeddings_and_positions(t, lesson);
+    const Tensor enc = the_encoder(t, lesson, X);
+    against_greedy_decode(t, lesson, decode_one_token_at_a_time(lesson, enc));
+}
+
+// Greedy, beam 1 and beam 4 on the walk-through sentence and seed 000's four, each beam-4 score recomputed.
+void greedy_and_beam_on_five(Tutorial& t, const Lesson& lesson) {
+    const tasks::Vocab& tv = lesson.model.tgt_vocab;
+    const int64_t bos = tv.to_index("<bos>"), eos = tv.to_index("<eos>");
+    std::vector<std::string> sentences = {lesson.walk.sentence.empty() ? kFallbackWalkSentence : lesson.walk.sentence};
+    for (const auto& [eng, fra] : kSeedSentences) sentences.push_back(eng);
+    bool beam1_same = true, score_same = true;
+    double worst_recomputed = 0;
+    std::string table;
+    for (const std::string& sentence : sentences) {
+        const Source s = encode_source(sentence, lesson.model.src_vocab, lesson.model.num_steps);
+        const tasks::DecodeOptions o{.bos = bos, .eos = eos, .max_steps = lesson.model.num_steps};
+        const tasks::Decoded greedy = tasks::greedy_decode(*lesson.model.net, s.src, s.lens, o).front();
+        tasks::DecodeOptions o1 = o, o4 = o;
+        o1.beam = 1;
+        o4.beam = 4;
+        const tasks::Decoded beam1 = tasks::beam_decode(*lesson.model.net, s.src, s.lens, o1);
+        const tasks::Decoded beam4 = tasks::beam_decode(*lesson.model.net, s.src, s.lens, o4);
+        const double len1 = scored_length(beam1, lesson.model.num_steps);
+        beam1_same = beam1_same && beam1.tokens == greedy.tokens;
+        score_same = score_same && std::abs(beam1.score * len1 - greedy.score) < 1e-4;
+        // recompute the beam's score with one teacher-forced pass (no cache)
+        // a hypothesis that ran out of steps has no <eos>, in log p or in its length
+        const double logp4 =
+            sequence_logp(*lesson.model.net, s, beam4.tokens, bos, eos, ended(beam4, lesson.model.num_steps));
+        worst_recomputed =
+            std::max(worst_recomputed, std::abs(logp4 / scored_length(beam4, lesson.model.num_steps) - beam4.score));
+        table += fmt::format("    {:<12} greedy: {:<22} {:>7.3f}   beam 4: {:<22} {:>7.3f}\n", sentence,
+                             join(tv.to_tokens(greedy.tokens)), greedy.score / len1, join(tv.to_tokens(beam4.tokens)),
+                             beam4.score);
+    }
+    note("\nScores are log p / length (higher is better):\n{}", table);
+    t.check(beam1_same, "beam 1 gives exactly greedy's tokens for all five sentences");
+    t.check(score_same, "and greedy's log-probability (beam 1's score × length)");
+    t.check(worst_recomputed < 1e-4,
+            fmt::format("each beam-4 score equals log p / length recomputed by a teacher-forced pass of the full "
+                        "decoder, without the cache (largest difference {:.1e})",
+                        worst_recomputed));
+}
+
+// The walk-through sentence's two correct translations (the participle's two genders), scored by teacher forcing.
+void the_two_genders(const Lesson& lesson) {
+    const tasks::Vocab& tv = lesson.model.tgt_vocab;
+    const int64_t bos = tv.to_index("<bos>"), eos = tv.to_index("<eos>");
+    const Source s = encode_source(lesson.walk.sentence.empty() ? kFallbackWalkSentence : lesson.walk.sentence,
+                                   lesson.model.src_vocab, lesson.model.num_steps);
+    std::string both;
+    for (const std::string& ref : lesson.walk.sentence.empty() ? kFallbackWalkReferences : lesson.walk.references) {
+        const std::vector<int64_t> ids = tv.to_indices(tasks::tokenize(ref));
+        const double lp = sequence_logp(*lesson.model.net, s, ids, bos, eos);
+        both += fmt::format("    P('{}' | '{}') = exp({:.4f}) = {:.4f}\n", ref, join(s.words), lp, std::exp(lp));
+    }
+    note(
+        "The two correct translations of the walk-through sentence, scored by teacher forcing:\n{}"
+        "A beam cannot help here: both share 'je suis' and differ in one token, so the search only "
+        "reads off which of the two the model prefers.",
+        both);
+}
+
+// Greedy against beam 4 on every distinct English sentence of d2l's 601 pairs, with corpus BLEU-4.
+void beam_on_the_601_pairs(Tutorial& t, const Lesson& lesson) {
+    const tasks::Vocab& tv = lesson.model.tgt_vocab;
+    const int64_t bos = tv.to_index("<bos>"), eos = tv.to_index("<eos>");
+    // every distinct English sentence of the 601 pairs, with all its French translations
+    std::vector<std::string> english;
+    std::map<std::string, std::vector<TokenLine>> references;
+    for (const auto& p : lesson.data->train.pairs) {
+        if (!references.count(p.src)) english.push_back(p.src);
+        references[p.src].push_back(tasks::tokenize(p.tgt));
+    }
+    std::vector<TokenLine> greedy_out, beam_out;
+    std::vector<std::vector<TokenLine>> refs;
+    std::string changed;
+    int64_t n_changed = 0, n_higher = 0;
+    for (const std::string& sentence : english) {
+        const Source s2 = encode_source(sentence, lesson.model.src_vocab, lesson.model.num_steps);
+        const tasks::DecodeOptions o{.bos = bos, .eos = eos, .max_steps = lesson.model.num_steps, .beam = 4};
+        const tasks::Decoded greedy = tasks::greedy_decode(*lesson.model.net, s2.src, s2.lens, o).front();
+        const tasks::Decoded beam = tasks::beam_decode(*lesson.model.net, s2.src, s2.lens, o);
+        greedy_out.push_back(tv.to_tokens(greedy.tokens));
+        beam_out.push_back(tv.to_tokens(beam.tokens));
+        refs.push_back(references[sentence]);
+        if (beam.tokens == greedy.tokens) continue;
+        const double greedy_score = greedy.score / scored_length(greedy, lesson.model.num_steps);
+        ++n_changed;
+        n_higher += beam.score > greedy_score;
+        if (n_changed <= 4)
+            changed += fmt::format("    {:<16} greedy: {:<24} {:>7.3f}   beam 4: {:<24} {:>7.3f}\n", sentence,
+                                   join(greedy_out.back()), greedy_score, join(beam_out.back()), beam.score);
+    }
+    const tasks::CorpusBleu greedy_bleu = tasks::corpus_bleu(greedy_out, refs, 4);
+    const tasks::CorpusBleu beam_bleu = tasks::corpus_bleu(beam_out, refs, 4);
+    note(
+        "\nOn all {} distinct English sentences of d2l's 601 pairs, beam 4 changes {} translations "
+        "(the first ones below); its choice scores higher by log p / length in {} of them (beam search "
+        "prunes, so it is not guaranteed to beat greedy).\n{}"
+        "A higher score is what the model believes, not a better translation: a sequence that avoids one "
+        "unlikely token (an <unk>, say) can outscore the right words.\n"
+        "Corpus BLEU-4 against all the corpus's translations of each sentence{}: greedy {:.1f}, beam 4 "
+        "{:.1f}.",
+        english.size(), n_changed, n_higher, changed,
+        lesson.model.on_d2l_pairs ? " (the training data, so this measures how well the pairs were fitted)" : "",
+        100 * greedy_bleu.score, 100 * beam_bleu.score);
+    t.check(static_cast<int64_t>(greedy_out.size()) == static_cast<int64_t>(english.size()),
+            fmt::format("decoded all {} sentences both ways", english.size()));
+}
+
+// seed 000 (000_7dfff3ea5ac0d0a3.txt) › 代码实现 › 预测 (predict_seq2seq), beside a beam search
+void beam_search(Tutorial& t, const Lesson& lesson) {
+    if (!lesson.model.net) fail<ValueError>("tutorial 13: there is no model (step 2 failed)");
+    note(
+        "Greedy search commits to the best token at every step. Beam search keeps the K best partial "
+        "translations by total log-probability, extends each by every token, and keeps the K best again; "
+        "a hypothesis that ends with <eos> is scored log p / length^α (α = 1 here, the length counting "
+        "<eos>) so that short ones are not favoured just for having fewer factors below 1. With K = 1 it "
+        "is greedy search.");
+    greedy_and_beam_on_five(t, lesson);
+    the_two_genders(lesson);
+    if (lesson.data) beam_on_the_601_pairs(t, lesson);
+}
+
+// d2l's bleu computed by hand, on the first imperfect translation long enough to have bigrams (else the first
+// one that has them); results: (translation, reference) tokens of seed 000's four sentences.
+void bleu_worked_by_hand(Tutorial& t, const std::vector<std::pair<TokenLine, TokenLine>>& results) {
+    std::optional<size_t> pick;
+    for (size_t i = 0; i < results.size(); ++i) {
+        if (results[i].first.size() < 2) continue;
+        if (!pick) pick = i;
+        if (tasks::bleu(results[i].first, results[i].second, 2) < 1.0) {
+            pick = i;
+            break;
+        }
+    }
+    if (pick) {
+        const auto& [pred, label] = results[*pick];
+        const BleuWorking w = bleu_by_hand(pred, label, 2);
+        std::string factors = fmt::format("{:.4f}", w.brevity);
+        std::string counts;
+        for (int n = 1; n <= 2; ++n) {
+            const double p_n = double(w.matches[n - 1]) / double(w.totals[n - 1]);
+            counts += fmt::format("    {}-grams matched {}/{}: p_{} = {:.4f}, weight 1/{}\n", n, w.matches[n - 1],
+                                  w.totals[n - 1], n, p_n, 1 << n);
+            factors += fmt::format(" · {:.4f}^(1/{})", p_n, 1 << n);
+        }
+        note(
+            "By hand for '{}' => '{}' (reference '{}'):\n"
+            "    len_pred = {}, len_label = {}: brevity factor exp(min(0, 1 - {}/{})) = {:.4f}\n{}"
+            "    bleu = {} = {:.4f}",
+            kSeedSentences[*pick].first, join(pred), join(label), w.len_pred, w.len_label, w.len_label, w.len_pred,
+            w.brevity, counts, factors, w.score);
+        t.check_close(tasks::bleu(pred, label, 2), w.score, 1e-12, "tasks::bleu gives the same number");
+    } else {
+        note(
+            "No translation has two tokens, so there is no bigram to count; the examples below show the "
+            "computation instead.");
+    }
+}
+
+// Two BLEU scores to check on paper: one wrong word, and a translation two words short.
+void bleu_on_paper(Tutorial& t) {
+    note("\nTwo more with numbers to check on paper:");
+    const double wrong_word = tasks::bleu("il est riche .", "il est calme .", 2);
+    const double too_short = tasks::bleu("je suis .", "je suis chez moi .", 2);
+    note(
+        "    'il est riche .' vs 'il est calme .': p_1 = 3/4, p_2 = 1/3 (only 'il est'), no brevity factor\n"
+        "        bleu = (3/4)^(1/2) · (1/3)^(1/4) = {:.4f}\n"
+        "    'je suis .' vs 'je suis chez moi .': p_1 = 3/3, p_2 = 1/2, brevity exp(1 - 5/3) = {:.4f}\n"
+        "        bleu = {:.4f} · 1 · (1/2)^(1/4) = {:.4f}",
+        wrong_word, std::exp(1.0 - 5.0 / 3.0), std::exp(1.0 - 5.0 / 3.0), too_short);
+    t.check_close(wrong_word, std::sqrt(0.75) * std::pow(1.0 / 3.0, 0.25), 1e-12, "one wrong word of four: 0.6580");
+    t.check_close(too_short, std::exp(1.0 - 5.0 / 3.0) * std::pow(0.5, 0.25), 1e-12,
+                  "every word right but two missing: the brevity factor makes it 0.4317");
+    t.check(tasks::bleu("je suis parti .", "je suis partie .", 2) == wrong_word,
+            "BLEU does not know that 'parti' and 'partie' are both right: against one reference, either "
+            "scores like a wrong word");
+}
+
+// seed 000 (000_7dfff3ea5ac0d0a3.txt) › 代码实现 › 预测 (d2l.bleu with k = 2 on four sentences)
+void bleu(Tutorial& t, Lesson& lesson) {
+    if (!lesson.model.net) fail<ValueError>("tutorial 13: there is no model (step 2 failed)");
+    note(
+        "Seed 000 ends with predict_seq2seq on four sentences and d2l.bleu(translation, reference, k=2):\n"
+        "    bleu = exp(min(0, 1 - len_label / len_pred)) · Π_{n=1..k} p_n^(1/2^n)\n"
+        "p_n: the share of the prediction's n-grams found in the reference (each reference n-gram used at "
+        "most as often as it occurs there). The first factor punishes a prediction shorter than the "
+        "reference; the weights 1/2, 1/4 make long n-grams count less. The same printout as seed 000:");
+    std::vector<std::pair<TokenLine, TokenLine>> results;
+    std::string printout;
+    for (const auto& [eng, fra] : kSeedSentences) {
+        const tasks::Translation tr =
+            tasks::translate(*lesson.model.net, lesson.model.src_vocab, lesson.model.tgt_vocab, eng,
+                             lesson.model.num_steps, {.max_steps = lesson.model.num_steps});
+        const double b = tasks::bleu(tr.text, fra, 2);
+        printout += fmt::format("    {} => {},  bleu {:.3f}\n", eng, tr.text, b);
+        results.emplace_back(tasks::tokenize(tr.text), tasks::tokenize(fra));
+    }
+    note(printout);
+    int perfect = 0;
+    bool by_hand = true;
+    for (size_t i = 0; i < results.size(); ++i) {
+        const double b = tasks::bleu(results[i].first, results[i].second, 2);
+        perfect += b == 1.0;
+        if (!results[i].first.empty())
+            by_hand = by_hand && std::abs(b - bleu_by_hand(results[i].first, results[i].second, 2).score) < 1e-12;
+    }
+    t.check(by_hand, "each printed BLEU equals d2l's formula computed by hand (below) on that translation");
+    if (t.literal() && lesson.model.trained_here)
+        t.check(perfect >= 3, fmt::format("--literal: {} of the 4 sentences at BLEU 1.000 (seed 000's printed run has "
+                                          "4; this recipe with seed 1 measured 4 of 4, other seeds 2-4)",
+                                          perfect));
+    else
+        note("{} of the 4 at BLEU 1.000 (checked with --literal, which trains seed 000's full recipe).", perfect);
+    if (lesson.data && lesson.model.on_d2l_pairs) {
+        bool seen = false;
+        for (const auto& p : lesson.data->train.pairs) seen = seen || p.src == "he's calm .";
+        if (!seen)
+            note(
+                "'he's calm .' is not one of the 601 training pairs (they have 'i'm calm .' and 'be calm .'): "
+                "it tests whether the model combines 'he's' → 'il est' with 'calm' → 'calme'. Seed 000's "
+                "printed run (200 epochs, dropout 0.1) gets it right; a short fit without dropout often does "
+                "not.\n");
+    }
+    bleu_worked_by_hand(t, results);
+    bleu_on_paper(t);
+}
+
+// tasks::plot_attention, the pictures `tformer train translate` draws, for the walk-through sentence.
+void plot_attention_of_translate(Tutorial& t, const Lesson& lesson) {
+    note(
+        "\ntasks::plot_attention draws the same three pictures for a tasks::translate result (the "
+        "pictures `tformer train translate` writes; it draws the decoder's last block only):");
+    const tasks::Translation tr =
+        tasks::translate(*lesson.model.net, lesson.model.src_vocab, lesson.model.tgt_vocab, lesson.walk.sentence,
+                         lesson.model.num_steps, {.max_steps = lesson.model.num_steps, .keep_attention = true});
+    const std::vector<std::string> pictures =
+        tasks::plot_attention(t.out_dir().string(), "plot_attention", *lesson.model.net, tr);
+    note("    {}", join(pictures, "\n    "));
+    t.check(pictures.size() == 3 && tr.tokens == std::vector<std::string>(lesson.walk.produced.begin(),
+                                                                          lesson.walk.produced.end() -
+                                                                              (lesson.walk.produced.back() == "<eos>")),
+            "plot_attention drew three pictures of the same translation as step 3's");
+    double worst = 0;
+    for (size_t i = 0; i < tr.decoded.cross_attention.size() && i < lesson.walk.cross.back().size(); ++i)
+        worst =
+            std::max(worst, c::max(c::abs(c::sub(tr.decoded.cross_attention[i], lesson.walk.cross.back()[i]))).item());
+    t.check(tr.decoded.cross_attention.size() == lesson.walk.cross.back().size() && worst < 1e-6,
+            "and its cross-attention rows are step 3's, row for row");
+    note(
+        "Like decoder_self_attention.png above, its decoder self-attention picture labels the rows with "
+        "the tokens produced and the key columns with the tokens fed: <bos>, then the tokens so far.");
+}
+
+// seed 000 (000_7dfff3ea5ac0d0a3.txt) › 代码实现 › 预测 (d2l's show_heatmaps of the attention weights)
+void attention_heatmaps(Tutorial& t, Lesson& lesson) {
+    if (lesson.walk.encoder.empty() || lesson.walk.cross.empty())
+        fail<ValueError>("tutorial 13: step 3 did not run to the end");
+    const Source& s = lesson.walk.source;
+    const int64_t H = lesson.model.net->encoder->options.num_heads, V = s.valid;
+    const auto steps = static_cast<int64_t>(lesson.walk.produced.size());
+    const size_t enc_blocks = lesson.walk.encoder.size(), dec_blocks = lesson.walk.cross.size();
+    std::vector<std::string> src_tokens =
+        lesson.model.src_vocab.to_tokens(std::vector<int64_t>(s.ids.begin(), s.ids.begin() + V));
+    const std::vector<std::string> head_titles = tutorial::head_titles(H);
+    note(
+        "d2l's show_heatmaps for the sentence of step 3, one panel per (block, head), rows = queries, "
+        "columns = keys; as in d2l only the {} valid source tokens are drawn.",
+        V);
+    const Panels enc = encoder_panels(lesson.walk, H, V);
+    const DecoderPanels dec = decoder_panels(lesson.walk, H, V, lesson.model.num_steps);
+    // the tokens fed at the `steps` steps (a translation that ran out of steps without <eos>
+    // has fed one more token than it has rows)
+    const std::vector<std::string> fed(lesson.walk.fed.begin(), lesson.walk.fed.begin() + steps);
+    const auto enc_png = t.out_path("encoder_self_attention.png");
+    const auto self_png = t.out_path("decoder_self_attention.png");
+    const auto cross_png = t.out_path("decoder_cross_attention.png");
+    const tasks::HeatmapLayout enc_layout = tasks::plot_heatmaps(
+        enc_png, {.matrices = enc.grid,
+                  .xlabel = "Keys (source tokens)",
+                  .ylabel = "Queries",
+                  .titles = head_titles,
+                  .title = fmt::format("encoder self-attention, '{}' (rows: blocks)", join(s.words)),
+                  .x_ticks = src_tokens,
+                  .y_ticks = src_tokens});
+    const tasks::HeatmapLayout self_layout =
+        tasks::plot_heatmaps(self_png, {.matrices = dec.self.grid,
+                                        .xlabel = "Keys (tokens fed)",
+                                        .ylabel = "Queries (token fed)",
+                                        .titles = head_titles,
+                                        .title = "decoder self-attention (rows: blocks)",
+                                        .x_ticks = fed,
+                                        .y_ticks = fed});
+    const tasks::HeatmapLayout cross_layout =
+        tasks::plot_heatmaps(cross_png, {.matrices = dec.cross.grid,
+                                         .xlabel = "Keys (source tokens)",
+                                         .ylabel = "Queries (token produced)",
+                                         .titles = head_titles,
+                                         .title = "encoder-decoder attention (rows: blocks)",
+                                         .x_ticks = src_tokens,
+                                         .y_ticks = lesson.walk.produced});
+    note(
+        "Wrote\n"
+        "    {}  {} × {} panels of {} × {}\n"
+        "    {}  {} × {} panels of {} × {}\n"
+        "    {}  {} × {} panels of {} × {}",
+        enc_png.string(), enc_layout.rows, enc_layout.cols, enc_layout.queries, enc_layout.keys, self_png.string(),
+        self_layout.rows, self_layout.cols, self_layout.queries, self_layout.keys, cross_png.string(),
+        cross_layout.rows, cross_layout.cols, cross_layout.queries, cross_layout.keys);
+    t.check(enc_layout.rows == static_cast<int>(enc_blocks) && enc_layout.cols == H && enc_layout.queries == V &&
+                enc_layout.keys == V,
+            fmt::format("encoder: {} blocks × {} heads of {} × {}", enc_blocks, H, V, V));
+    t.check(self_layout.rows == static_cast<int>(dec_blocks) && self_layout.queries == steps &&
+                self_layout.keys == steps && cross_layout.queries == steps && cross_layout.keys == V,
+            fmt::format("decoder: {} blocks × {} heads; self {} × {} (one row per step), cross {} × {}", dec_blocks, H,
+                        steps, steps, steps, V));
+    t.check(enc.worst_sum < 1e-5 && enc.worst_pad == 0,
+            "encoder: every valid query's row sums to 1 over the valid tokens; the padded keys get exactly 0");
+    t.check(dec.cross.worst_sum < 1e-5 && dec.cross.worst_pad == 0,
+            "cross-attention: every row sums to 1 over the valid source tokens; the padding gets exactly 0");
+    t.check(dec.self.worst_sum < 1e-5, "decoder self-attention: step t's row sums to 1 over the t tokens fed so far");
+    plot_attention_of_translate(t, lesson);
+}
+
+// ---- the exercise (--exercise): tutorials/13_translation/exercise.cpp ----------------------
+
+// seed 000 (000_7dfff3ea5ac0d0a3.txt) › 代码实现 › 训练 (d2l's preprocess_nmt), written by the reader
+void exercise_preprocess_nmt(Tutorial& t, const Lesson& lesson) {
+    note(
+        "Write exercise::preprocess_nmt. The checks compare it with tasks::preprocess_nmt on hand-picked "
+        "lines and on the first 2,000 lines of the corpus.");
+    const std::vector<std::string> cases = {"Go.\tVa !",
+                                            "Wow!\tÇa alors\u202F!",
+                                            "Who fell?\tQui est tombé\u00A0?",
+                                            "I'm home.\tJe suis chez moi.",
+                                            "Hi, Tom!\tSalut, Tom !",
+                                            "Stop...\tArrête...",
+                                            " ! ,"};
+    for (const std::string& line : cases)
+        t.check(exercise::preprocess_nmt(line) == tasks::preprocess_nmt(line),
+                fmt::format("'{}' → '{}'", visible(line), visible(tasks::preprocess_nmt(line))));
+    std::ifstream in(lesson.corpus);
+    std::string line;
+    int total = 0, same = 0;
+    while (total < 2000 && std::getline(in, line)) {
+        ++total;
+        same += exercise::preprocess_nmt(line) == tasks::preprocess_nmt(line);
+    }
+    t.check(total == 2000 && same == total, fmt::format("{} of the corpus's first {} lines agree", same, total));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     OwnArgs own = take_own_args(argc, argv);
-    tutorial::Tutorial t(static_cast<int>(own.rest.size()), own.rest.data(),
-                         {.title = "tformer tutorial 13 · English→French: data, training, greedy and beam search, "
-                                   "BLEU, heatmaps",
-                          .follows = "seed 000 训练, 预测 (BLEU), 信息传递, 总结; seed 003 'I arrived at the' → 'Je "
-                                     "suis arrivé' 的全过程 (1. 输入处理 … 4. 生成翻译)",
-                          .exercise = "write d2l's preprocess_nmt (the no-break spaces, lowercasing, a space before "
-                                      "punctuation) (tutorials/13_translation/exercise.cpp)",
-                          .literal = "train seed 000's cell exactly as written (200 epochs of d2l's 601 pairs, "
-                                     "dropout 0.1, lr 0.005, 2,000 steps) and check what its prediction cell prints"});
+    Tutorial t(static_cast<int>(own.rest.size()), own.rest.data(),
+               {.title = "tformer tutorial 13 · English→French: data, training, greedy and beam search, "
+                         "BLEU, heatmaps",
+                .follows = "seed 000 训练, 预测 (BLEU), 信息传递, 总结; seed 003 'I arrived at the' → 'Je "
+                           "suis arrivé' 的全过程 (1. 输入处理 … 4. 生成翻译)",
+                .exercise = "write d2l's preprocess_nmt (the no-break spaces, lowercasing, a space before "
+                            "punctuation) (tutorials/13_translation/exercise.cpp)",
+                .literal = "train seed 000's cell exactly as written (200 epochs of d2l's 601 pairs, "
+                           "dropout 0.1, lr 0.005, 2,000 steps) and check what its prediction cell prints"});
+    Lesson lesson;
+    lesson.checkpoint = own.checkpoint;
     // One thread unless OMP_NUM_THREADS says otherwise: this model's tensors
     // (batches of 64 × 10 × 32) are too small for a second thread to pay for
     // itself, and on a shared machine OpenMP's spinning threads make the run
     // many times slower (measured: 3 s with one thread, 19-75 s with two).
-    const bool threads_given = std::getenv("OMP_NUM_THREADS") != nullptr;
-    if (!threads_given) c::set_num_threads(1);
-    std::string corpus;
+    lesson.threads_given = std::getenv("OMP_NUM_THREADS") != nullptr;
+    if (!lesson.threads_given) c::set_num_threads(1);
     try {
-        corpus = tutorial::find_corpus(own.data).string();
+        lesson.corpus = tutorial::find_corpus(own.data).string();
     } catch (const std::exception& e) {
         fmt::print(stderr, "tutorial 13: {}\n", e.what());
         return 2;
     }
-    std::optional<tasks::FraEngData> data;  // d2l's 600-example prefix, kept for training
-    std::string corpus_text;                // the whole file, for the searches of step 3
-    Model m;
-    WalkThrough walk;
-
-    t.step("1. The corpus, d2l's preprocessing, vocabularies and padding", [&] {
-        note(
-            "Seed 000's training cell starts with d2l.load_data_nmt(batch_size, num_steps): read fra.txt "
-            "(one 'English<TAB>French' pair per line, from Tatoeba), preprocess, tokenise, build a vocabulary "
-            "per language, and turn every sentence into num_steps = 10 ids. tasks::load_fra_eng does the same; "
-            "here is each stage by hand first. Corpus: {}",
-            corpus);
-        {
-            std::ifstream in(corpus, std::ios::binary);
-            if (!in) fail<IOError>("cannot open the corpus '{}' (give it with --data FILE)", corpus);
-            std::ostringstream buffer;
-            buffer << in.rdbuf();
-            corpus_text = std::move(buffer).str();
-        }
-        std::vector<std::string_view> lines;
-        for (size_t start = 0; start < corpus_text.size();) {
-            size_t end = corpus_text.find('\n', start);
-            if (end == std::string::npos) end = corpus_text.size();
-            lines.emplace_back(corpus_text.data() + start, end - start);
-            start = end + 1;
-        }
-        note("\nThe file has {} lines. Five raw lines (1-based numbers), the invisible characters named:",
-             lines.size());
-        std::string before;
-        for (int number : {1, 6, 8, 48, 470}) {
-            const std::string_view raw = lines.at(static_cast<size_t>(number - 1));
-            before += fmt::format("    {:>4}  {}\n", number, visible(raw));
-        }
-        note(before);
-        note(
-            "d2l's preprocess_nmt does three things: U+202F NARROW NO-BREAK SPACE and U+00A0 NO-BREAK SPACE "
-            "become ordinary spaces (French typography puts them before ! ? : ;), everything is lowercased, and "
-            "a space goes before every , . ! ? that follows a non-space, so punctuation becomes its own token. "
-            "tokenize then splits at single spaces (Python's split(' ')):");
-        std::string after;
-        for (int number : {1, 6, 8, 48, 470}) {
-            const std::string processed = tasks::preprocess_nmt(lines.at(static_cast<size_t>(number - 1)));
-            const size_t tab = processed.find('\t');
-            const std::string english = "[" + join(tasks::tokenize(processed.substr(0, tab)), ", ") + "]";
-            const std::string french = "[" + join(tasks::tokenize(processed.substr(tab + 1)), ", ") + "]";
-            after += fmt::format("    {:>4}  {:<18} | {}\n", number, english, french);
-        }
-        note(after);
-        t.check(tasks::preprocess_nmt(lines.at(5)) == "wow !\tça alors !",
-                "line 6 'Wow!<TAB>Ça alors<U+202F>!' becomes 'wow !<TAB>ça alors !' (Ç lowercased too)");
-        t.check(tasks::preprocess_nmt(lines.at(469)) == "who fell ?\tqui est tombé ?",
-                "line 470's U+00A0 becomes a plain space");
-
-        note(
-            "\nNow the whole pipeline: tasks::load_fra_eng with d2l's num_examples = 600, num_steps = 10 and "
-            "min_freq = 2. (d2l's tokenize_nmt stops AFTER line index 600, so it reads 601 lines; the library "
-            "keeps that off-by-one so the vocabularies match d2l's.)");
-        data = tasks::load_fra_eng({.path = corpus, .num_examples = 600, .num_steps = 10, .min_freq = 2});
-        const tasks::FraEngData& d = *data;
-        note("    {} pairs; vocabularies: {} English tokens, {} French tokens", d.report.train_pairs,
-             d.src_vocab.size(), d.tgt_vocab.size());
-        t.check(d.report.train_pairs == 601, "601 pairs, as d2l reads for num_examples = 600");
-        t.check(d.src_vocab.size() == 184 && d.tgt_vocab.size() == 201,
-                "d2l's vocabulary sizes: len(src_vocab) = 184, len(tgt_vocab) = 201");
-
-        std::vector<std::string> first;
-        for (int64_t i = 0; i < 12; ++i) first.push_back(fmt::format("{}:{}", i, d.tgt_vocab.to_token(i)));
-        note(
-            "\nThe French vocabulary begins (index:token)\n    {}\n'<unk>' is always 0, then the reserved "
-            "'<pad>' (padding), '<bos>' (begin: the decoder's first input) and '<eos>' (end of sentence), then "
-            "every token that occurs at least min_freq = 2 times, most frequent first.",
-            join(first));
-        t.check(d.tgt_vocab.to_index("<unk>") == 0 && d.tgt_vocab.to_index("<pad>") == 1 &&
-                    d.tgt_vocab.to_index("<bos>") == 2 && d.tgt_vocab.to_index("<eos>") == 3,
-                "<unk> <pad> <bos> <eos> are 0 1 2 3 in both vocabularies");
-
-        // min_freq by hand: count two French words in the training side
-        std::map<std::string, int64_t> count;
-        for (const auto& p : d.train.pairs)
-            for (const std::string& w : tasks::tokenize(p.tgt)) ++count[w];
-        note(
-            "\nmin_freq = 2 by example: 'parti' occurs {} times in the French side, 'resté' {} time(s). So "
-            "'resté' is not in the vocabulary and maps to <unk> (index {}): a model trained on these 601 pairs "
-            "can never write 'je suis resté', although 'I stayed.' is in the data.",
-            count["parti"], count["resté"], d.tgt_vocab.to_index("resté"));
-        t.check(count["parti"] >= 2 && d.tgt_vocab.contains("parti"), "'parti' (2 or more times) has its own index");
-        t.check(count["resté"] == 1 && d.tgt_vocab.to_index("resté") == tasks::Vocab::kUnk, "'resté' (once) is <unk>");
-
-        // padding and valid lengths
-        int64_t row = -1;
-        for (size_t i = 0; i < d.train.pairs.size(); ++i)
-            if (d.train.pairs[i].src == "i left ." && row < 0) row = static_cast<int64_t>(i);
-        const Tensor src_row = d.train.src.select(0, row), tgt_row = d.train.tgt.select(0, row);
-        note(
-            "\nbuild_array_nmt turns each sentence into its ids + <eos>, padded with <pad> (1) to num_steps = 10; "
-            "the valid length counts the ids that are not padding. Row {} of the arrays, the pair "
-            "'{}' → '{}':",
-            row, d.train.pairs[row].src, d.train.pairs[row].tgt);
-        show("src[row]", src_row);
-        note("    = [{}], valid length {}", join(d.src_vocab.to_tokens(src_row.to_vector<int64_t>()), ", "),
-             d.train.src_valid_len.at({row}));
-        show("tgt[row]", tgt_row);
-        note("    = [{}], valid length {}", join(d.tgt_vocab.to_tokens(tgt_row.to_vector<int64_t>()), ", "),
-             d.train.tgt_valid_len.at({row}));
-        t.check(d.train.src_valid_len.at({row}) == 4 && src_row.at({3}) == 3 && src_row.at({4}) == 1,
-                "'i left .' + <eos> = 4 valid ids, then <pad> = 1 up to 10");
-
-        size_t station = 0;  // seed 003's sentence, as the corpus has it
-        while (station < lines.size() && !lines[station].starts_with("I arrived at the station.\t")) ++station;
-        note(
-            "\nA sentence longer than num_steps is cut: d2l's truncate_pad keeps the first 10 ids and the "
-            "<eos> is lost (valid length 10). Seed 003's sentence, as the corpus has it on line {}, with "
-            "num_steps = 5:",
-            station + 1);
-        const std::string long_line = tasks::preprocess_nmt("I arrived at the station.");
-        const tasks::NmtArray cut = tasks::build_array_nmt({tasks::tokenize(long_line)}, d.src_vocab, 5);
-        show("build_array_nmt(['i arrived at the station .'], num_steps=5).tokens", cut.tokens);
-        note("    = [{}]  — 'arrived' and 'station' are not among the 184 words: <unk>",
-             join(d.src_vocab.to_tokens(cut.tokens.to_vector<int64_t>()), ", "));
-        t.check(cut.valid_lens.at({0}) == 5 && cut.tokens.at({0, 4}) != d.src_vocab.to_index("<eos>"),
-                "truncated to 5 ids, valid length 5, no <eos>");
-    });
-
-    t.step("2. The model: loaded or trained here", [&] {
-        if (!own.checkpoint.empty()) {
-            note("PATH TAKEN: loading the checkpoint given with --checkpoint:\n    {}", own.checkpoint);
-            const tasks::CheckpointInfo info = tasks::read_checkpoint_info(own.checkpoint);
-            if (info.config.task != "translate")
-                fail<ValueError>("tutorial 13: '{}' is a {} checkpoint, not a translation model", own.checkpoint,
-                                 info.config.task);
-            c::Generator gen(0);
-            m.net = tasks::build_model(info.config, gen);
-            tasks::load_checkpoint(own.checkpoint, *m.net, nullptr);
-            m.src_vocab = *info.src_vocab;
-            m.tgt_vocab = *info.tgt_vocab;
-            m.num_steps = info.config.num_steps;
-            const auto preset = info.extra.find("preset");
-            const auto examples = info.extra.find("num_examples");
-            m.on_d2l_pairs = examples != info.extra.end() && examples->second == "600";
-            m.how = fmt::format("loaded from {} ({} optimizer steps, preset '{}')", own.checkpoint, info.step,
-                                preset == info.extra.end() ? "?" : preset->second);
-            const nn::TransformerOptions& o = info.config.transformer;
-            note(
-                "{} optimizer steps, {} epochs; d = {}, FFN {}, {} heads, {} blocks; num_steps {}; "
-                "vocabularies {} / {}; {} parameters. Steps 3-6 use this model and ITS vocabularies (the "
-                "600-pair vocabularies of step 1 were only the example).",
-                info.step, info.epoch, o.num_hiddens, o.ffn_num_hiddens, o.num_heads, o.num_layers, m.num_steps,
-                m.src_vocab.size(), m.tgt_vocab.size(), m.net->num_parameters());
-            t.check(
-                m.src_vocab.size() == info.config.src_vocab_size && m.tgt_vocab.size() == info.config.tgt_vocab_size,
-                "the checkpoint's vocabularies fit its embedding and output layers");
-        } else {
-            if (!data) fail<ValueError>("tutorial 13: no corpus, so nothing to train on (step 1 failed)");
-            const bool literal = t.literal();
-            // The training pairs: d2l's 601 (--literal), or those plus the corpus's short sentences that
-            // start with "I arrived", so that seed 003's walk-through sentence can be translated (step 3).
-            std::optional<tasks::FraEngData> augmented;
-            int64_t added = 0;
-            if (!literal) {
-                std::string text;
-                size_t start = 0;
-                for (int line = 0; line < 601 && start < corpus_text.size(); ++line) {  // d2l's prefix
-                    const size_t end = corpus_text.find('\n', start);
-                    text += corpus_text.substr(start, end - start) + "\n";
-                    start = end == std::string::npos ? corpus_text.size() : end + 1;
-                }
-                for (size_t at = corpus_text.find("\nI arrived "); at != std::string::npos;
-                     at = corpus_text.find("\nI arrived ", at + 1)) {
-                    const size_t end = corpus_text.find('\n', at + 1);
-                    const std::string line = corpus_text.substr(at + 1, end - at - 1);
-                    const std::string processed = tasks::preprocess_nmt(line);
-                    const size_t tab = processed.find('\t');
-                    if (tab == std::string::npos || tasks::tokenize(processed.substr(0, tab)).size() > 8 ||
-                        tasks::tokenize(processed.substr(tab + 1)).size() > 9)
-                        continue;
-                    text += line + "\n";
-                    ++added;
-                }
-                const fs::path file = t.out_path("fra-601-and-arrived.txt");
-                std::ofstream(file) << text;
-                augmented = tasks::load_fra_eng({.path = file.string(), .num_steps = 10, .min_freq = 2});
-            }
-            const tasks::FraEngData& d = literal ? *data : *augmented;
-            tasks::ModelConfig config;
-            config.num_steps = 10;
-            config.src_vocab_size = d.src_vocab.size();
-            config.tgt_vocab_size = d.tgt_vocab.size();
-            config.transformer = {.key_size = 32,
-                                  .query_size = 32,
-                                  .value_size = 32,
-                                  .num_hiddens = 32,
-                                  .norm_shape = 32,
-                                  .ffn_num_input = 32,
-                                  .ffn_num_hiddens = 64,
-                                  .num_heads = 4,
-                                  .num_layers = 2,
-                                  .dropout = literal ? 0.1 : 0.0};
-            const uint64_t seed = 1;  // `tformer train translate --preset d2l`'s seed
-            tasks::TrainOptions o{.epochs = 40,
-                                  .batch_size = 64,
-                                  .lr = 0.01,
-                                  .schedule = "cosine",
-                                  .warmup = 40,
-                                  .clip = 1.0,
-                                  .seed = seed,
-                                  .out_dir = t.out_dir().string(),
-                                  .quiet = true,
-                                  .extra = {}};
-            if (literal) o.epochs = 200, o.lr = 0.005, o.schedule = "constant", o.warmup = 0;
-            // what `tformer eval` needs to reload the data of this checkpoint (the augmented file: --data it)
-            o.extra = {{"preset", literal ? "tutorial-13-literal" : "tutorial-13"},
-                       {"seed", std::to_string(seed)},
-                       {"num_examples", literal ? "600" : "0"},
-                       {"sample_size", "0"},
-                       {"data_seed", "0"},
-                       {"val_fraction", "0"},
-                       {"num_steps", "10"}};
-            if (literal)
-                note(
-                    "PATH TAKEN: --literal, seed 000's training cell exactly as written:\n"
-                    "    num_hiddens, num_layers, dropout, batch_size, num_steps = 32, 2, 0.1, 64, 10\n"
-                    "    lr, num_epochs = 0.005, 200;  ffn_num_hiddens, num_heads = 64, 4\n"
-                    "    train_iter, src_vocab, tgt_vocab = d2l.load_data_nmt(batch_size, num_steps)\n"
-                    "    d2l.train_seq2seq(net, train_iter, lr, num_epochs, tgt_vocab, device)\n"
-                    "on the 601 pairs of step 1: Adam at a constant 0.005, gradient clipping at 1 and Xavier-uniform "
-                    "weights as train_seq2seq does, 200 epochs of 10 batches = 2,000 steps, dropout 0.1 (the same "
-                    "run as `tformer train translate --preset d2l`).");
-            else
-                note(
-                    "PATH TAKEN: no --checkpoint given, so a small model is trained here, now.\n\n"
-                    "Seed 000 trains num_hiddens 32, 2 blocks, 4 heads, FFN 64, dropout 0.1, batch 64, num_steps "
-                    "10, Adam at lr 0.005 for 200 epochs on d2l's 601 pairs (2000 steps; `--literal` runs exactly "
-                    "that). This run keeps the model and shortens the schedule to 40 epochs (400 steps): Adam with "
-                    "a warm-up of 40 steps to lr 0.01 and a cosine decay, gradient clipping at 1 as d2l, dropout 0 "
-                    "— the goal is to fit the pairs quickly, not to generalise. To the 601 pairs it adds the {} "
-                    "short pairs of the corpus that start with 'I arrived' (the first is line 22,852; d2l's "
-                    "prefix never reaches it), so that step 3 can follow seed 003's own sentence: {} pairs, "
-                    "vocabularies {} / {}.",
-                    added, d.report.train_pairs, d.src_vocab.size(), d.tgt_vocab.size());
-            c::Generator gen(seed);
-            m.net = tasks::build_model(config, gen);
-            note("{} parameters. Batches: each epoch a fresh shuffle of the {} pairs in batches of 64.",
-                 m.net->num_parameters(), d.report.train_pairs);
-
-            const int64_t bos = d.tgt_vocab.to_index("<bos>");
-            const tasks::BatchSource source = tasks::translation_source(d.train, o.batch_size, bos, seed);
-            const tasks::Batch first = source.get(0, 0);
-            note(
-                "\nOne batch in d2l's framing (train_seq2seq): the decoder input is the target shifted right "
-                "behind <bos> (teacher forcing), the label is the target itself. Its first row:");
-            show("enc_X[0]", first.enc_X.select(0, 0));
-            show("dec_in[0]", first.dec_in.select(0, 0));
-            show("label[0]", first.label.select(0, 0));
-            t.check(first.dec_in.at({0, 0}) == static_cast<double>(bos) &&
-                        first.dec_in.at({0, 1}) == first.label.at({0, 0}),
-                    "dec_in = [<bos>, label[:-1]]");
-
-            const auto start = std::chrono::steady_clock::now();
-            const tasks::TrainResult r = tasks::train(*m.net, gen, source, o,
-                                                      {.config = config,
-                                                       .src_vocab = d.src_vocab,
-                                                       .tgt_vocab = d.tgt_vocab,
-                                                       .step = 0,
-                                                       .epoch = 0,
-                                                       .rng = {},
-                                                       .extra = {}});
-            const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-            std::string curve;
-            for (size_t e = 0; e < r.epoch_loss.size(); ++e)
-                if (e == 0 || (e + 1) % (literal ? 20 : 5) == 0)
-                    curve += fmt::format("    epoch {:>3}  loss {:.4f}\n", e + 1, r.epoch_loss[e]);
-            note(
-                "\nTraining ({} steps, {} thread{}{}): d2l's loss per epoch, Σ masked cross-entropy / Σ valid "
-                "target tokens:\n{}",
-                r.steps, c::get_num_threads(), c::get_num_threads() == 1 ? "" : "s",
-                threads_given ? ", from OMP_NUM_THREADS" : "; set OMP_NUM_THREADS for more", curve);
-            note(
-                "{:.1f} s for {} steps ({:.0f} target tokens/s). Written to {}: checkpoint.safetensors, "
-                "loss.csv, loss.png.",
-                seconds, r.steps, r.tokens_per_second, t.out_dir().string());
-            if (literal) {
-                note(
-                    "d2l's train_seq2seq prints, for this cell, 'loss 0.033, ... tokens/sec'; here:\n    loss {:.3f}, "
-                    "{:.1f} tokens/sec on cpu",
-                    r.final_loss, r.tokens_per_second);
-                t.check(r.steps == 2000, "2,000 optimizer steps: 200 epochs of 10 batches");
-                t.check(r.final_loss < 0.06,
-                        fmt::format("the final loss {:.4f} is near d2l's printed 0.033 (below 0.06)", r.final_loss));
-            } else {
-                t.check(r.steps == 400, "400 optimizer steps: 40 epochs of 10 batches");
-                t.check(r.final_loss < 0.1 * r.epoch_loss.front(),
-                        fmt::format("the loss fell more than tenfold ({:.3f} → {:.4f}); seed 000's 200-epoch run "
-                                    "ends near 0.03",
-                                    r.epoch_loss.front(), r.final_loss));
-            }
-            m.src_vocab = d.src_vocab;
-            m.tgt_vocab = d.tgt_vocab;
-            m.num_steps = config.num_steps;
-            m.trained_here = true;
-            m.on_d2l_pairs = true;
-            m.how = literal ? fmt::format(
-                                  "trained here with --literal: seed 000's recipe, 601 pairs, 2,000 steps in {:.1f} s",
-                                  seconds)
-                            : fmt::format("trained here: seed 000's model, 601 + {} pairs, 400 steps in {:.1f} s",
-                                          added, seconds);
-        }
-        m.net->eval();  // dropout off from here on (seed 000 predicts with net.eval())
-        note("\nModel: {}", m.how);
-    });
-
-    t.step("3. Seed 003's walk-through, one token at a time", [&] {
-        if (!m.net) fail<ValueError>("tutorial 13: there is no model (step 2 failed)");
-        const bool seed_sentence =
-            m.src_vocab.contains("arrived") && m.src_vocab.contains("at") && m.src_vocab.contains("the");
-        walk.sentence = seed_sentence ? kSeedWalkSentence : kFallbackWalkSentence;
-        walk.references = seed_sentence ? kSeedWalkReferences : kFallbackWalkReferences;
-        note(
-            "Seed 003 follows 'I arrived at the' → 'Je suis arrivé' through the Transformer: (1) tokenization, (2) "
-            "word embeddings, (3) positional encoding, the encoder's (4) self-attention and (5) feed-forward "
-            "network, the decoder's (6) masked self-attention and (7) cross-attention, and 4. 生成翻译, a "
-            "softmax over the French vocabulary.");
-        if (!corpus_text.empty()) {
-            // where the corpus first has the seed's words (1-based line numbers)
-            auto line_of = [&](std::string_view needle) -> int64_t {
-                size_t pos = corpus_text.find(needle);
-                if (pos == std::string::npos) return -1;
-                if (needle.front() == '\n') ++pos;  // the match starts at the end of the line before
-                return 1 +
-                       std::count(corpus_text.begin(), corpus_text.begin() + static_cast<std::ptrdiff_t>(pos), '\n');
-            };
-            const int64_t arrived = line_of(" arrived"), i_arrived = line_of("\nI arrived"),
-                          at_the = line_of("\nI arrived at the");
-            note(
-                "    first English sentence with 'arrived':          line {}\n"
-                "    first sentence starting 'I arrived':            line {}\n"
-                "    first sentence starting 'I arrived at the':     line {}\n"
-                "The file is sorted by length and d2l trains on its first 601 lines, whose vocabulary has no "
-                "'arrived' (step 1).",
-                arrived, i_arrived, at_the);
-            t.check(arrived > 601 && i_arrived > 601, "neither 'arrived' nor 'I arrived' occurs in d2l's 601 lines");
-        }
-        if (seed_sentence)
-            note(
-                "This model was trained with the corpus's short 'I arrived ...' pairs added (step 2), so it knows "
-                "the words: we follow the seed's own, unfinished sentence 'I arrived at the'. Seed 003 (7): "
-                "'注意性别和语法，使 arrivé 变为正确的 je suis arrivé': the English 'I arrived' becomes the French "
-                "passé composé with être, two French words for one English one, and the participle agrees with the "
-                "speaker's gender (arrivé / arrivée), which the English 'I' does not show.");
-        else
-            note(
-                "This model knows only d2l's 601 pairs (--literal, or a checkpoint trained on them), so it has no "
-                "'arrived'. We follow the closest sentence those pairs support, 'I left.' → 'Je suis parti.' / 'Je "
-                "suis partie.' (lines 48 and 49): the same construction, passé composé with être and a participle "
-                "that agrees with the speaker (parti / partie).");
-
-        const tasks::Vocab& sv = m.src_vocab;
-        const tasks::Vocab& tv = m.tgt_vocab;
-        walk.source = encode_source(walk.sentence, sv, m.num_steps);
-        const Source& s = walk.source;
-        const int64_t S = m.num_steps, D = m.net->encoder->options.num_hiddens, H = m.net->encoder->options.num_heads;
-        note(
-            "\n(1) Tokenization. d2l splits at spaces after preprocess_nmt (seed 003 mentions BPE and "
-            "WordPiece: subword units, tutorial 15). '{}' → [{}] + <eos>, padded to num_steps = {}:",
-            walk.sentence, join(s.words, ", "), S);
-        show("ids", s.src);
-        note("    = [{}], valid length {}", join(sv.to_tokens(s.ids), ", "), s.valid);
-        bool known = true;
-        for (const std::string& w : s.words) known = known && sv.contains(w);
-        t.check(known, fmt::format("every word of '{}' is in the source vocabulary (no <unk>)", join(s.words)));
-
-        ag::NoGradGuard no_grad;
-        const int64_t show_n = std::min<int64_t>(6, D);
-        const Tensor E = m.net->encoder->embedding->forward(s.src).value();  // (1, S, D)
-        const Tensor scaled = c::mul(E, std::sqrt(static_cast<double>(D)));
-        const Tensor P = m.net->encoder->pos_encoding->P.slice(1, 0, S);  // (1, S, D)
-        const Tensor X = c::add(scaled, P);
-        note(
-            "\n(2) Word embeddings: row id of the learned table encoder.embedding.weight ({} × {}), "
-            "seed 003's 'Embeddings(I) → [0.1, 0.5, 0.8, ...]'. Seed 000's encoder multiplies them by √d = "
-            "√{} = {:.3f} (the positional encoding lies in [-1, 1] and should not drown them). First {} of {} "
-            "features, one row per token ({}, <eos>):",
-            sv.size(), D, D, std::sqrt(static_cast<double>(D)), show_n, D, join(s.words, ", "));
-        show("embedding × √d", scaled.select(0, 0).slice(0, 0, s.valid).slice(1, 0, show_n));
-        note(
-            "\n(3) Positional encoding: P[pos, 2j] = sin(pos / 10000^(2j/d)), P[pos, 2j+1] = cos(...). Row 0 is "
-            "[0, 1, 0, 1, ...]; seed 003's 'PositionalEncoding(0) = [0.0000, 0.8415, ...]' are sin 1, sin 2, "
-            "... one position off (tutorial 08).");
-        show("P[:4, :6]", P.select(0, 0).slice(0, 0, s.valid).slice(1, 0, show_n));
-        show("X = embedding × √d + P", X.select(0, 0).slice(0, 0, s.valid).slice(1, 0, show_n));
-        t.check_close(P.select(0, 0).select(0, 0).slice(0, 0, 4), c::from_vector(std::vector<float>{0, 1, 0, 1}, {4}),
-                      0, "P[0] starts [0, 1, 0, 1]");
-        t.check_close(P.at({0, 1, 0}), std::sin(1.0), 1e-6, "P[1, 0] = sin 1 = 0.8415 (seed 003's number)");
-
-        note(
-            "\n(4)-(5) The encoder: {} blocks of multi-head self-attention (every source token looks at every "
-            "valid source token) + AddNorm + FFN + AddNorm. Running the blocks by hand on X, then asking the "
-            "encoder itself:",
-            m.net->encoder->blks->size());
-        Variable Hh(X);
-        for (auto& blk : *m.net->encoder->blks) Hh = blk->forward(Hh, s.lens);
-        const Tensor enc = m.net->encoder->forward(s.src, s.lens).value();  // (1, S, D)
-        for (const Tensor& w : m.net->encoder->attention_weights())
-            walk.encoder.push_back(w.clone());  // [block] (H, S, S)
-        show("enc_outputs[0, :4, :6]", enc.select(0, 0).slice(0, 0, s.valid).slice(1, 0, show_n));
-        note("    enc_outputs: {}; encoder self-attention weights: {} blocks of {}", c::shape_str(enc.shape()),
-             walk.encoder.size(), c::shape_str(walk.encoder.front().shape()));
-        t.check_close(Hh.value(), enc, 1e-5, "embedding × √d + P, then the blocks == encoder.forward(src)");
-        const Tensor last_enc = walk.encoder.back();
-        std::string rows;
-        for (int64_t q = 0; q < s.valid; ++q) {
-            rows += fmt::format("    {:>6} →", sv.to_token(s.ids[q]));
-            for (int64_t k = 0; k < s.valid; ++k) {
-                double mean = 0;
-                for (int64_t h = 0; h < H; ++h) mean += last_enc.at({h, q, k}) / static_cast<double>(H);
-                rows += fmt::format("  {} {:.2f}", sv.to_token(s.ids[k]), mean);
-            }
-            rows += "\n";
-        }
-        note("Where each token looks in the last encoder block (mean of the {} heads; the padded keys get 0):\n{}", H,
-             rows);
-
-        // ---- decoding, one token at a time ----
-        const int64_t bos = tv.to_index("<bos>"), eos = tv.to_index("<eos>");
-        note(
-            "(6)-(7) and 4. 生成翻译. The decoder starts from <bos> and produces one token per step. Each step "
-            "feeds ONLY the newest token: nn::DecoderState keeps, per block, the projected keys and values of "
-            "the tokens fed so far (masked self-attention over the prefix) and of the encoder outputs "
-            "(cross-attention: queries from the French side, keys and values from the English side, seed 000 "
-            "信息传递). The logits of the new position go through a softmax over the {} French tokens; greedy "
-            "search takes the largest. Printed per step: the three most likely next tokens, and the "
-            "cross-attention row of the last block (mean over heads) over the source tokens.",
-            tv.size());
-        nn::DecoderState state = m.net->decoder->init_state(Variable(enc), s.lens);
-        const size_t blocks = m.net->decoder->blks->size();
-        walk.self.assign(blocks, {});
-        walk.cross.assign(blocks, {});
-        walk.fed = {"<bos>"};
-        std::vector<int64_t> generated;
-        std::vector<std::vector<std::pair<int64_t, double>>> tops;
-        double logp_total = 0;
-        int64_t next = bos;
-        fmt::print("\n");
-        for (int64_t step = 0; step < m.num_steps; ++step) {
-            const Tensor fed = c::from_vector(std::vector<int64_t>{next}, {1, 1});   // (B, t) = (1, 1)
-            const Tensor logits = m.net->decoder->forward_step(fed, state).value();  // (1, 1, V)
-            const std::vector<double> probs = c::softmax(logits).to_vector();        // (1, 1, V) → V
-            const auto top = top_k(probs, 3);
-            tops.push_back(top);
-            const auto weights = m.net->decoder->attention_weights();
-            for (size_t b = 0; b < blocks; ++b) {
-                walk.self[b].push_back(weights[0][b].reshape({H, -1}).clone());   // (H, step + 1)
-                walk.cross[b].push_back(weights[1][b].reshape({H, -1}).clone());  // (H, S)
-            }
-            const Tensor& cross = walk.cross.back().back();
-            std::string cross_row;
-            for (int64_t k = 0; k < s.valid; ++k) {
-                double mean = 0;
-                for (int64_t h = 0; h < H; ++h) mean += cross.at({h, k}) / static_cast<double>(H);
-                cross_row += fmt::format("  {} {:.2f}", sv.to_token(s.ids[k]), mean);
-            }
-            next = top.front().first;
-            logp_total += std::log(top.front().second);
-            fmt::print(
-                "    step {}  fed {:<7} next: {:<9} {:.3f} | {:<9} {:.3f} | {:<9} {:.3f}  → {}\n"
-                "            cross-attention:{}\n",
-                step + 1, walk.fed.back(), tv.to_token(top[0].first), top[0].second, tv.to_token(top[1].first),
-                top[1].second, tv.to_token(top[2].first), top[2].second, tv.to_token(next), cross_row);
-            walk.produced.push_back(tv.to_token(next));
-            if (next == eos) break;
-            generated.push_back(next);
-            walk.fed.push_back(tv.to_token(next));
-        }
-        const std::string translation = join(tv.to_tokens(generated));
-        note("\n    '{}' → '{}'   (log-probability {:.4f})", walk.sentence, translation, logp_total);
-
-        note(
-            "\nSeed 003 writes P(Je | I) = 0.92, P(suis | arrived) = 0.87, P(arrivé | at) = 0.95, as if each "
-            "French word were predicted from one English word. The decoder's softmax is P(y_t | y_1 .. y_t-1, "
-            "whole source): every step sees every source token through the cross-attention above and every "
-            "earlier French token through its self-attention. Read the rows above as where the last block "
-            "looked, not as an alignment: a step may spread its attention over several source tokens, and "
-            "'suis' has no English word of its own.");
-
-        const int64_t steps = static_cast<int64_t>(walk.produced.size());
-        t.check(state.steps_done == steps && state.caches.front().self.steps() == steps &&
-                    state.caches.front().cross.steps() == S,
-                fmt::format("after {} steps each block caches {} self keys and the {} encoder keys", steps, steps, S));
-        const tasks::Decoded greedy =
-            tasks::greedy_decode(*m.net, s.src, s.lens,
-                                 {.bos = bos, .eos = eos, .max_steps = m.num_steps, .keep_attention = true})
-                .front();
-        t.check(greedy.tokens == generated,
-                fmt::format("tasks::greedy_decode gives the same tokens: '{}'", join(tv.to_tokens(greedy.tokens))));
-        t.check_close(greedy.score, logp_total, 1e-4, "and the same log-probability (sum of the chosen tokens' log p)");
-        double worst = 0;
-        for (int64_t i = 0; i < steps && i < static_cast<int64_t>(greedy.cross_attention.size()); ++i)
-            worst = std::max(worst, c::max(c::abs(c::sub(greedy.cross_attention[i], walk.cross.back()[i]))).item());
-        t.check(static_cast<int64_t>(greedy.cross_attention.size()) == steps && worst < 1e-6,
-                "and the same cross-attention rows at every step");
-        if (m.trained_here && walk.sentence == kSeedWalkSentence) {
-            const std::string start3 = join(std::vector<std::string>(
-                walk.produced.begin(), walk.produced.begin() + std::min<size_t>(3, walk.produced.size())));
-            t.check(std::find(walk.references.begin(), walk.references.end(), start3) != walk.references.end(),
-                    fmt::format("the translation starts with the seed's 'je suis arrivé' (or arrivée): '{}'", start3));
-            note(
-                "Seed 003 shows only these three words. Its sentence stops after 'the', a sentence the model never "
-                "saw in training, so after them the model has no good continuation and may wander (as printed "
-                "above) until it runs out of steps.");
-        } else if (m.trained_here) {
-            t.check(std::find(walk.references.begin(), walk.references.end(), translation) != walk.references.end(),
-                    "the trained model translates 'I left.' as the corpus does (parti or partie)");
-        } else {
-            note("(With a loaded checkpoint the translation is reported, not checked.)");
-        }
-        const auto is_participle = [&](int64_t id) {
-            const std::string w = tv.to_token(id);
-            return w == "parti" || w == "partie" || w == "arrivé" || w == "arrivée";
-        };
-        if (tops.size() >= 3 && is_participle(tops[2][0].first) && is_participle(tops[2][1].first)) {
-            const auto& third = tops[2];
-            note(
-                "Look at step 3: after 'je suis' the choice is between the two genders of the participle, both in "
-                "the corpus; the model's split is {} {:.2f} / {} {:.2f}.",
-                tv.to_token(third[0].first), third[0].second, tv.to_token(third[1].first), third[1].second);
-        }
-    });
-
-    t.step("4. Beam search", [&] {
-        if (!m.net) fail<ValueError>("tutorial 13: there is no model (step 2 failed)");
-        const tasks::Vocab& tv = m.tgt_vocab;
-        const int64_t bos = tv.to_index("<bos>"), eos = tv.to_index("<eos>");
-        note(
-            "Greedy search commits to the best token at every step. Beam search keeps the K best partial "
-            "translations by total log-probability, extends each by every token, and keeps the K best again; "
-            "a hypothesis that ends with <eos> is scored log p / length^α (α = 1 here, the length counting "
-            "<eos>) so that short ones are not favoured just for having fewer factors below 1. With K = 1 it "
-            "is greedy search.");
-        std::vector<std::string> sentences = {walk.sentence.empty() ? kFallbackWalkSentence : walk.sentence};
-        for (const auto& [eng, fra] : kSeedSentences) sentences.push_back(eng);
-        bool beam1_same = true, score_same = true;
-        double worst_recomputed = 0;
-        std::string table;
-        for (const std::string& sentence : sentences) {
-            const Source s = encode_source(sentence, m.src_vocab, m.num_steps);
-            const tasks::DecodeOptions o{.bos = bos, .eos = eos, .max_steps = m.num_steps};
-            const tasks::Decoded greedy = tasks::greedy_decode(*m.net, s.src, s.lens, o).front();
-            tasks::DecodeOptions o1 = o, o4 = o;
-            o1.beam = 1;
-            o4.beam = 4;
-            const tasks::Decoded beam1 = tasks::beam_decode(*m.net, s.src, s.lens, o1);
-            const tasks::Decoded beam4 = tasks::beam_decode(*m.net, s.src, s.lens, o4);
-            const double len1 = scored_length(beam1, m.num_steps);
-            beam1_same = beam1_same && beam1.tokens == greedy.tokens;
-            score_same = score_same && std::abs(beam1.score * len1 - greedy.score) < 1e-4;
-            // recompute the beam's score with one teacher-forced pass (no cache)
-            // a hypothesis that ran out of steps has no <eos>, in log p or in its length
-            const double logp4 = sequence_logp(*m.net, s, beam4.tokens, bos, eos, ended(beam4, m.num_steps));
-            worst_recomputed =
-                std::max(worst_recomputed, std::abs(logp4 / scored_length(beam4, m.num_steps) - beam4.score));
-            table += fmt::format("    {:<12} greedy: {:<22} {:>7.3f}   beam 4: {:<22} {:>7.3f}\n", sentence,
-                                 join(tv.to_tokens(greedy.tokens)), greedy.score / len1,
-                                 join(tv.to_tokens(beam4.tokens)), beam4.score);
-        }
-        note("\nScores are log p / length (higher is better):\n{}", table);
-        t.check(beam1_same, "beam 1 gives exactly greedy's tokens for all five sentences");
-        t.check(score_same, "and greedy's log-probability (beam 1's score × length)");
-        t.check(worst_recomputed < 1e-4,
-                fmt::format("each beam-4 score equals log p / length recomputed by a teacher-forced pass of the full "
-                            "decoder, without the cache (largest difference {:.1e})",
-                            worst_recomputed));
-
-        const Source s = encode_source(sentences.front(), m.src_vocab, m.num_steps);
-        std::string both;
-        for (const std::string& ref : walk.sentence.empty() ? kFallbackWalkReferences : walk.references) {
-            const std::vector<int64_t> ids = tv.to_indices(tasks::tokenize(ref));
-            const double lp = sequence_logp(*m.net, s, ids, bos, eos);
-            both += fmt::format("    P('{}' | '{}') = exp({:.4f}) = {:.4f}\n", ref, join(s.words), lp, std::exp(lp));
-        }
-        note(
-            "The two correct translations of the walk-through sentence, scored by teacher forcing:\n{}"
-            "A beam cannot help here: both share 'je suis' and differ in one token, so the search only "
-            "reads off which of the two the model prefers.",
-            both);
-
-        if (!data) return;
-        // every distinct English sentence of the 601 pairs, with all its French translations
-        std::vector<std::string> english;
-        std::map<std::string, std::vector<TokenLine>> references;
-        for (const auto& p : data->train.pairs) {
-            if (!references.count(p.src)) english.push_back(p.src);
-            references[p.src].push_back(tasks::tokenize(p.tgt));
-        }
-        std::vector<TokenLine> greedy_out, beam_out;
-        std::vector<std::vector<TokenLine>> refs;
-        std::string changed;
-        int64_t n_changed = 0, n_higher = 0;
-        for (const std::string& sentence : english) {
-            const Source s2 = encode_source(sentence, m.src_vocab, m.num_steps);
-            const tasks::DecodeOptions o{.bos = bos, .eos = eos, .max_steps = m.num_steps, .beam = 4};
-            const tasks::Decoded greedy = tasks::greedy_decode(*m.net, s2.src, s2.lens, o).front();
-            const tasks::Decoded beam = tasks::beam_decode(*m.net, s2.src, s2.lens, o);
-            greedy_out.push_back(tv.to_tokens(greedy.tokens));
-            beam_out.push_back(tv.to_tokens(beam.tokens));
-            refs.push_back(references[sentence]);
-            if (beam.tokens == greedy.tokens) continue;
-            const double greedy_score = greedy.score / scored_length(greedy, m.num_steps);
-            ++n_changed;
-            n_higher += beam.score > greedy_score;
-            if (n_changed <= 4)
-                changed += fmt::format("    {:<16} greedy: {:<24} {:>7.3f}   beam 4: {:<24} {:>7.3f}\n", sentence,
-                                       join(greedy_out.back()), greedy_score, join(beam_out.back()), beam.score);
-        }
-        const tasks::CorpusBleu greedy_bleu = tasks::corpus_bleu(greedy_out, refs, 4);
-        const tasks::CorpusBleu beam_bleu = tasks::corpus_bleu(beam_out, refs, 4);
-        note(
-            "\nOn all {} distinct English sentences of d2l's 601 pairs, beam 4 changes {} translations "
-            "(the first ones below); its choice scores higher by log p / length in {} of them (beam search "
-            "prunes, so it is not guaranteed to beat greedy).\n{}"
-            "A higher score is what the model believes, not a better translation: a sequence that avoids one "
-            "unlikely token (an <unk>, say) can outscore the right words.\n"
-            "Corpus BLEU-4 against all the corpus's translations of each sentence{}: greedy {:.1f}, beam 4 "
-            "{:.1f}.",
-            english.size(), n_changed, n_higher, changed,
-            m.on_d2l_pairs ? " (the training data, so this measures how well the pairs were fitted)" : "",
-            100 * greedy_bleu.score, 100 * beam_bleu.score);
-        t.check(static_cast<int64_t>(greedy_out.size()) == static_cast<int64_t>(english.size()),
-                fmt::format("decoded all {} sentences both ways", english.size()));
-    });
-
-    t.step("5. BLEU", [&] {
-        if (!m.net) fail<ValueError>("tutorial 13: there is no model (step 2 failed)");
-        note(
-            "Seed 000 ends with predict_seq2seq on four sentences and d2l.bleu(translation, reference, k=2):\n"
-            "    bleu = exp(min(0, 1 - len_label / len_pred)) · Π_{n=1..k} p_n^(1/2^n)\n"
-            "p_n: the share of the prediction's n-grams found in the reference (each reference n-gram used at "
-            "most as often as it occurs there). The first factor punishes a prediction shorter than the "
-            "reference; the weights 1/2, 1/4 make long n-grams count less. The same printout as seed 000:");
-        std::vector<std::pair<TokenLine, TokenLine>> results;
-        std::string printout;
-        for (const auto& [eng, fra] : kSeedSentences) {
-            const tasks::Translation tr =
-                tasks::translate(*m.net, m.src_vocab, m.tgt_vocab, eng, m.num_steps, {.max_steps = m.num_steps});
-            const double b = tasks::bleu(tr.text, fra, 2);
-            printout += fmt::format("    {} => {},  bleu {:.3f}\n", eng, tr.text, b);
-            results.emplace_back(tasks::tokenize(tr.text), tasks::tokenize(fra));
-        }
-        note(printout);
-        int perfect = 0;
-        bool by_hand = true;
-        for (size_t i = 0; i < results.size(); ++i) {
-            const double b = tasks::bleu(results[i].first, results[i].second, 2);
-            perfect += b == 1.0;
-            if (!results[i].first.empty())
-                by_hand = by_hand && std::abs(b - bleu_by_hand(results[i].first, results[i].second, 2).score) < 1e-12;
-        }
-        t.check(by_hand, "each printed BLEU equals d2l's formula computed by hand (below) on that translation");
-        if (t.literal() && m.trained_here)
-            t.check(perfect >= 3,
-                    fmt::format("--literal: {} of the 4 sentences at BLEU 1.000 (seed 000's printed run has "
-                                "4; this recipe with seed 1 measured 4 of 4, other seeds 2-4)",
-                                perfect));
-        else
-            note("{} of the 4 at BLEU 1.000 (checked with --literal, which trains seed 000's full recipe).", perfect);
-        if (data && m.on_d2l_pairs) {
-            bool seen = false;
-            for (const auto& p : data->train.pairs) seen = seen || p.src == "he's calm .";
-            if (!seen)
-                note(
-                    "'he's calm .' is not one of the 601 training pairs (they have 'i'm calm .' and 'be calm .'): "
-                    "it tests whether the model combines 'he's' → 'il est' with 'calm' → 'calme'. Seed 000's "
-                    "printed run (200 epochs, dropout 0.1) gets it right; a short fit without dropout often does "
-                    "not.\n");
-        }
-
-        // The hand computation, on the first imperfect translation long enough to
-        // have bigrams (else the first one that has them).
-        std::optional<size_t> pick;
-        for (size_t i = 0; i < results.size(); ++i) {
-            if (results[i].first.size() < 2) continue;
-            if (!pick) pick = i;
-            if (tasks::bleu(results[i].first, results[i].second, 2) < 1.0) {
-                pick = i;
-                break;
-            }
-        }
-        if (pick) {
-            const auto& [pred, label] = results[*pick];
-            const BleuWorking w = bleu_by_hand(pred, label, 2);
-            std::string factors = fmt::format("{:.4f}", w.brevity);
-            std::string counts;
-            for (int n = 1; n <= 2; ++n) {
-                const double p_n = double(w.matches[n - 1]) / double(w.totals[n - 1]);
-                counts += fmt::format("    {}-grams matched {}/{}: p_{} = {:.4f}, weight 1/{}\n", n, w.matches[n - 1],
-                                      w.totals[n - 1], n, p_n, 1 << n);
-                factors += fmt::format(" · {:.4f}^(1/{})", p_n, 1 << n);
-            }
-            note(
-                "By hand for '{}' => '{}' (reference '{}'):\n"
-                "    len_pred = {}, len_label = {}: brevity factor exp(min(0, 1 - {}/{})) = {:.4f}\n{}"
-                "    bleu = {} = {:.4f}",
-                kSeedSentences[*pick].first, join(pred), join(label), w.len_pred, w.len_label, w.len_label, w.len_pred,
-                w.brevity, counts, factors, w.score);
-            t.check_close(tasks::bleu(pred, label, 2), w.score, 1e-12, "tasks::bleu gives the same number");
-        } else {
-            note(
-                "No translation has two tokens, so there is no bigram to count; the examples below show the "
-                "computation instead.");
-        }
-
-        note("\nTwo more with numbers to check on paper:");
-        const double wrong_word = tasks::bleu("il est riche .", "il est calme .", 2);
-        const double too_short = tasks::bleu("je suis .", "je suis chez moi .", 2);
-        note(
-            "    'il est riche .' vs 'il est calme .': p_1 = 3/4, p_2 = 1/3 (only 'il est'), no brevity factor\n"
-            "        bleu = (3/4)^(1/2) · (1/3)^(1/4) = {:.4f}\n"
-            "    'je suis .' vs 'je suis chez moi .': p_1 = 3/3, p_2 = 1/2, brevity exp(1 - 5/3) = {:.4f}\n"
-            "        bleu = {:.4f} · 1 · (1/2)^(1/4) = {:.4f}",
-            wrong_word, std::exp(1.0 - 5.0 / 3.0), std::exp(1.0 - 5.0 / 3.0), too_short);
-        t.check_close(wrong_word, std::sqrt(0.75) * std::pow(1.0 / 3.0, 0.25), 1e-12, "one wrong word of four: 0.6580");
-        t.check_close(too_short, std::exp(1.0 - 5.0 / 3.0) * std::pow(0.5, 0.25), 1e-12,
-                      "every word right but two missing: the brevity factor makes it 0.4317");
-        t.check(tasks::bleu("je suis parti .", "je suis partie .", 2) == wrong_word,
-                "BLEU does not know that 'parti' and 'partie' are both right: against one reference, either "
-                "scores like a wrong word");
-    });
-
-    t.step("6. Attention heatmaps", [&] {
-        if (walk.encoder.empty() || walk.cross.empty()) fail<ValueError>("tutorial 13: step 3 did not run to the end");
-        const Source& s = walk.source;
-        const int64_t H = m.net->encoder->options.num_heads, V = s.valid;
-        const auto steps = static_cast<int64_t>(walk.produced.size());
-        const size_t enc_blocks = walk.encoder.size(), dec_blocks = walk.cross.size();
-        std::vector<std::string> src_tokens =
-            m.src_vocab.to_tokens(std::vector<int64_t>(s.ids.begin(), s.ids.begin() + V));
-        std::vector<std::string> head_titles;
-        for (int64_t h = 0; h < H; ++h) head_titles.push_back(fmt::format("head {}", h + 1));
-        note(
-            "d2l's show_heatmaps for the sentence of step 3, one panel per (block, head), rows = queries, "
-            "columns = keys; as in d2l only the {} valid source tokens are drawn.",
-            V);
-
-        // encoder: (H, S, S) per block; the padded keys must get exactly 0
-        double enc_sum = 0, enc_pad = 0;
-        std::vector<std::vector<Tensor>> enc_grid;
-        for (const Tensor& w : walk.encoder) {
-            std::vector<Tensor> row;
-            for (int64_t h = 0; h < H; ++h) {
-                const auto [sum_err, pad] = row_sums_and_padding(w.select(0, h).slice(0, 0, V), V);
-                enc_sum = std::max(enc_sum, sum_err);
-                enc_pad = std::max(enc_pad, pad);
-                row.push_back(w.select(0, h).slice(0, 0, V).slice(1, 0, V));
-            }
-            enc_grid.push_back(row);
-        }
-        // decoder: the per-step rows gathered in step 3, as (steps, keys) matrices
-        double cross_sum = 0, cross_pad = 0, self_sum = 0;
-        std::vector<std::vector<Tensor>> self_grid, cross_grid;
-        for (size_t b = 0; b < dec_blocks; ++b) {
-            std::vector<Tensor> self_row, cross_row;
-            for (int64_t h = 0; h < H; ++h) {
-                Tensor self = c::zeros({steps, steps});
-                Tensor cross = c::zeros({steps, m.num_steps});
-                for (int64_t q = 0; q < steps; ++q) {
-                    double row_sum = 0;
-                    for (int64_t k = 0; k <= q; ++k) {
-                        self.set({q, k}, walk.self[b][q].at({h, k}));
-                        row_sum += walk.self[b][q].at({h, k});
-                    }
-                    self_sum = std::max(self_sum, std::abs(row_sum - 1.0));
-                    c::copy_(cross.select(0, q), walk.cross[b][q].select(0, h));
-                }
-                const auto [sum_err, pad] = row_sums_and_padding(cross, V);
-                cross_sum = std::max(cross_sum, sum_err);
-                cross_pad = std::max(cross_pad, pad);
-                self_row.push_back(self);
-                cross_row.push_back(cross.slice(1, 0, V));
-            }
-            self_grid.push_back(self_row);
-            cross_grid.push_back(cross_row);
-        }
-        // the tokens fed at the `steps` steps (a translation that ran out of steps without <eos>
-        // has fed one more token than it has rows)
-        const std::vector<std::string> fed(walk.fed.begin(), walk.fed.begin() + steps);
-        const auto enc_png = t.out_path("encoder_self_attention.png");
-        const auto self_png = t.out_path("decoder_self_attention.png");
-        const auto cross_png = t.out_path("decoder_cross_attention.png");
-        const tasks::HeatmapLayout enc_layout = tasks::plot_heatmaps(
-            enc_png, {.matrices = enc_grid,
-                      .xlabel = "Keys (source tokens)",
-                      .ylabel = "Queries",
-                      .titles = head_titles,
-                      .title = fmt::format("encoder self-attention, '{}' (rows: blocks)", join(s.words)),
-                      .x_ticks = src_tokens,
-                      .y_ticks = src_tokens});
-        const tasks::HeatmapLayout self_layout =
-            tasks::plot_heatmaps(self_png, {.matrices = self_grid,
-                                            .xlabel = "Keys (tokens fed)",
-                                            .ylabel = "Queries (token fed)",
-                                            .titles = head_titles,
-                                            .title = "decoder self-attention (rows: blocks)",
-                                            .x_ticks = fed,
-                                            .y_ticks = fed});
-        const tasks::HeatmapLayout cross_layout =
-            tasks::plot_heatmaps(cross_png, {.matrices = cross_grid,
-                                             .xlabel = "Keys (source tokens)",
-                                             .ylabel = "Queries (token produced)",
-                                             .titles = head_titles,
-                                             .title = "encoder-decoder attention (rows: blocks)",
-                                             .x_ticks = src_tokens,
-                                             .y_ticks = walk.produced});
-        note(
-            "Wrote\n"
-            "    {}  {} × {} panels of {} × {}\n"
-            "    {}  {} × {} panels of {} × {}\n"
-            "    {}  {} × {} panels of {} × {}",
-            enc_png.string(), enc_layout.rows, enc_layout.cols, enc_layout.queries, enc_layout.keys, self_png.string(),
-            self_layout.rows, self_layout.cols, self_layout.queries, self_layout.keys, cross_png.string(),
-            cross_layout.rows, cross_layout.cols, cross_layout.queries, cross_layout.keys);
-        t.check(enc_layout.rows == static_cast<int>(enc_blocks) && enc_layout.cols == H && enc_layout.queries == V &&
-                    enc_layout.keys == V,
-                fmt::format("encoder: {} blocks × {} heads of {} × {}", enc_blocks, H, V, V));
-        t.check(self_layout.rows == static_cast<int>(dec_blocks) && self_layout.queries == steps &&
-                    self_layout.keys == steps && cross_layout.queries == steps && cross_layout.keys == V,
-                fmt::format("decoder: {} blocks × {} heads; self {} × {} (one row per step), cross {} × {}", dec_blocks,
-                            H, steps, steps, steps, V));
-        t.check(enc_sum < 1e-5 && enc_pad == 0,
-                "encoder: every valid query's row sums to 1 over the valid tokens; the padded keys get exactly 0");
-        t.check(cross_sum < 1e-5 && cross_pad == 0,
-                "cross-attention: every row sums to 1 over the valid source tokens; the padding gets exactly 0");
-        t.check(self_sum < 1e-5, "decoder self-attention: step t's row sums to 1 over the t tokens fed so far");
-
-        note(
-            "\ntasks::plot_attention draws the same three pictures for a tasks::translate result (the "
-            "pictures `tformer train translate` writes; it draws the decoder's last block only):");
-        const tasks::Translation tr = tasks::translate(*m.net, m.src_vocab, m.tgt_vocab, walk.sentence, m.num_steps,
-                                                       {.max_steps = m.num_steps, .keep_attention = true});
-        const std::vector<std::string> pictures =
-            tasks::plot_attention(t.out_dir().string(), "plot_attention", *m.net, tr);
-        note("    {}", join(pictures, "\n    "));
-        t.check(pictures.size() == 3 &&
-                    tr.tokens == std::vector<std::string>(walk.produced.begin(),
-                                                          walk.produced.end() - (walk.produced.back() == "<eos>")),
-                "plot_attention drew three pictures of the same translation as step 3's");
-        double worst = 0;
-        for (size_t i = 0; i < tr.decoded.cross_attention.size() && i < walk.cross.back().size(); ++i)
-            worst = std::max(worst, c::max(c::abs(c::sub(tr.decoded.cross_attention[i], walk.cross.back()[i]))).item());
-        t.check(tr.decoded.cross_attention.size() == walk.cross.back().size() && worst < 1e-6,
-                "and its cross-attention rows are step 3's, row for row");
-        note(
-            "Like decoder_self_attention.png above, its decoder self-attention picture labels the rows with "
-            "the tokens produced and the key columns with the tokens fed: <bos>, then the tokens so far.");
-    });
-
-    // ---- the exercise (--exercise): tutorials/13_translation/exercise.cpp ----------------------
-    t.exercise("Exercise. d2l's preprocess_nmt", [&] {
-        note(
-            "Write exercise::preprocess_nmt. The checks compare it with tasks::preprocess_nmt on hand-picked "
-            "lines and on the first 2,000 lines of the corpus.");
-        const std::vector<std::string> cases = {"Go.\tVa !",
-                                                "Wow!\tÇa alors\u202F!",
-                                                "Who fell?\tQui est tombé\u00A0?",
-                                                "I'm home.\tJe suis chez moi.",
-                                                "Hi, Tom!\tSalut, Tom !",
-                                                "Stop...\tArrête...",
-                                                " ! ,"};
-        for (const std::string& line : cases)
-            t.check(exercise::preprocess_nmt(line) == tasks::preprocess_nmt(line),
-                    fmt::format("'{}' → '{}'", visible(line), visible(tasks::preprocess_nmt(line))));
-        std::ifstream in(corpus);
-        std::string line;
-        int total = 0, same = 0;
-        while (total < 2000 && std::getline(in, line)) {
-            ++total;
-            same += exercise::preprocess_nmt(line) == tasks::preprocess_nmt(line);
-        }
-        t.check(total == 2000 && same == total, fmt::format("{} of the corpus's first {} lines agree", same, total));
-    });
-
-    if (!t.exercise_mode()) note("\n{}", m.how.empty() ? "No model was available." : "Model used: " + m.how);
+    t.step("1. The corpus, d2l's preprocessing, vocabularies and padding", [&] { corpus_and_vocabularies(t, lesson); });
+    t.step("2. The model: loaded or trained here", [&] { the_model(t, lesson); });
+    t.step("3. Seed 003's walk-through, one token at a time", [&] { walk_through(t, lesson); });
+    t.step("4. Beam search", [&] { beam_search(t, lesson); });
+    t.step("5. BLEU", [&] { bleu(t, lesson); });
+    t.step("6. Attention heatmaps", [&] { attention_heatmaps(t, lesson); });
+    t.exercise("Exercise. d2l's preprocess_nmt", [&] { exercise_preprocess_nmt(t, lesson); });
+    if (!t.exercise_mode())
+        note("\n{}", lesson.model.how.empty() ? "No model was available." : "Model used: " + lesson.model.how);
     return t.finish();
 }

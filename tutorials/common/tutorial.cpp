@@ -1,3 +1,5 @@
+// Both Tutorial constructors: for the translated tutorials and for the English-only ones.
+#define TFORMER_TUTORIAL_LIBRARY
 #include "common/tutorial.hpp"
 
 #include "core/error.hpp"
@@ -13,6 +15,7 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -22,6 +25,21 @@ namespace {
 
 constexpr int kWidth = 78;  // the width text is wrapped to
 constexpr std::string_view kIndent = "  ";
+
+// The language of the prose: the locale's until --lang says otherwise.
+Language locale_language() {
+    for (const char* variable : {"LC_ALL", "LC_MESSAGES", "LANG"}) {
+        const char* value = std::getenv(variable);
+        if (value != nullptr && *value != '\0') return language_of_locale(value);
+    }
+    return Language::en;
+}
+Language chosen = locale_language();
+
+// --no-prose: print only what is the same in both languages.
+bool no_prose = false;
+// --quiet-tensors: one line per large tensor.
+bool quiet_tensors = false;
 
 // Everything a step prints (notes, tensors, table rows, check marks) goes
 // through say(), the one place that can keep it quiet: with --from or
@@ -33,25 +51,168 @@ void say(fmt::format_string<Args...> format, Args&&... args) {
     if (!quiet) fmt::print(format, std::forward<Args>(args)...);
 }
 
+// The sentence of `text` in the chosen language.
+std::string_view in_language(const Text& text) { return chosen == Language::zh ? text.zh : text.en; }
+
 // "2b" for the step "2b. The document's printed numbers": the label before the first '.'.
 std::string step_id(std::string_view name) { return std::string(name.substr(0, name.find('.'))); }
 
-// Columns a UTF-8 string takes on a terminal: one per code point, two for
-// the wide CJK ranges (the documents' Chinese terms appear in the notes).
+// The values of a phrase as --no-prose prints them.
+std::string values_str(const Phrase& p) { return fmt::format("{}", fmt::join(p.values, " · ")); }
+
+// ---- filling a Text's fields ----------------------------------------------------------
+
+// One replacement field of a format string: which value, and its format spec.
+struct Field {
+    int arg = 0;
+    std::string spec;
+    bool operator<(const Field& o) const { return arg != o.arg ? arg < o.arg : spec < o.spec; }
+    bool operator==(const Field& o) const { return arg == o.arg && spec == o.spec; }
+};
+
+// A format string cut into literal text and fields, as fmt reads it: "{{" and
+// "}}" are braces, "{}" takes the next value, "{1:.2f}" value 1 with spec ".2f".
+struct Parsed {
+    std::vector<std::string> literals;  // literals[i] comes before fields[i]; one more at the end
+    std::vector<Field> fields;
+};
+
+[[noreturn]] void bad_text(const Text& text, std::string_view why) {
+    throw std::logic_error(fmt::format("tutorial text \"{}\" / \"{}\": {}", text.en, text.zh, why));
+}
+
+Parsed parse_fields(std::string_view s, const Text& text) {
+    Parsed p;
+    p.literals.emplace_back();
+    int next_auto = 0;
+    bool automatic = false, manual = false;
+    for (size_t i = 0; i < s.size(); ++i) {
+        const char ch = s[i];
+        if (ch == '}') {
+            if (i + 1 < s.size() && s[i + 1] == '}')
+                ++i;
+            else
+                bad_text(text, "a single '}' (write '}}' for a brace)");
+            p.literals.back() += '}';
+        } else if (ch == '{' && i + 1 < s.size() && s[i + 1] == '{') {
+            p.literals.back() += '{';
+            ++i;
+        } else if (ch == '{') {
+            const size_t end = s.find('}', i);
+            const size_t nested = s.find('{', i + 1);
+            if (end == std::string_view::npos || (nested != std::string_view::npos && nested < end))
+                bad_text(text, "a field without its '}' (or with a nested one)");
+            const std::string_view inside = s.substr(i + 1, end - i - 1);
+            const size_t colon = inside.find(':');
+            const std::string_view id = inside.substr(0, colon);
+            Field f;
+            f.spec = colon == std::string_view::npos ? "" : std::string(inside.substr(colon + 1));
+            if (id.empty()) {
+                f.arg = next_auto++;
+                automatic = true;
+            } else {
+                f.arg = 0;
+                for (char d : id) {
+                    if (d < '0' || d > '9')
+                        bad_text(text, fmt::format("field '{{{}}}' is not a value's number", inside));
+                    f.arg = f.arg * 10 + (d - '0');
+                }
+                manual = true;
+            }
+            p.fields.push_back(f);
+            p.literals.emplace_back();
+            i = end;
+        } else {
+            p.literals.back() += ch;
+        }
+    }
+    if (automatic && manual) bad_text(text, "mixes '{}' and numbered fields");
+    return p;
+}
+
+// ---- wrapping ----------------------------------------------------------------------------
+
+// The code point at s[i] and its length in bytes (UTF-8).
+std::pair<char32_t, int> code_point(std::string_view s, size_t i) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    const int len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    char32_t cp = len == 1 ? c : c & (0xFF >> (len + 1));
+    for (int k = 1; k < len && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    return {cp, len};
+}
+
+// Whether a code point takes two columns on a terminal (CJK, full-width forms).
+bool wide(char32_t cp) {
+    return (cp >= 0x2E80 && cp <= 0x9FFF) || (cp >= 0xAC00 && cp <= 0xD7A3) || (cp >= 0xF900 && cp <= 0xFAFF) ||
+           (cp >= 0xFF00 && cp <= 0xFF60) || (cp >= 0xFFE0 && cp <= 0xFFE6);
+}
+
+// Columns a UTF-8 string takes on a terminal: one per code point, two for the wide ones.
 int display_width(std::string_view s) {
     int width = 0;
     for (size_t i = 0; i < s.size();) {
-        const auto c = static_cast<unsigned char>(s[i]);
-        const int len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-        char32_t cp = len == 1 ? c : c & (0xFF >> (len + 1));
-        for (int k = 1; k < len && i + k < s.size(); ++k)
-            cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-        const bool wide = (cp >= 0x2E80 && cp <= 0x9FFF) || (cp >= 0xAC00 && cp <= 0xD7A3) ||
-                          (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0xFF00 && cp <= 0xFF60);
-        width += wide ? 2 : 1;
+        const auto [cp, len] = code_point(s, i);
+        width += wide(cp) ? 2 : 1;
         i += len;
     }
     return width;
+}
+
+// Chinese punctuation that must not start a line, and that must not end one.
+bool closes(std::string_view atom) {
+    static const std::vector<std::string_view> marks = {"，", "。", "、", "；", "：", "？", "！", "）",
+                                                        "」", "』", "》", "〉", "”",  "’",  ",",  ".",
+                                                        ";",  ":",  "?",  "!",  ")",  "]"};
+    return std::find(marks.begin(), marks.end(), atom) != marks.end();
+}
+bool opens(std::string_view atom) {
+    static const std::vector<std::string_view> marks = {"（", "「", "『", "《", "〈", "“", "‘"};
+    return std::find(marks.begin(), marks.end(), atom) != marks.end();
+}
+
+// A line cut into the pieces a line break may fall between: runs of
+// non-space narrow characters (words), and single wide characters, each
+// remembering whether a space came before it.
+struct Atom {
+    std::string_view text;
+    bool space_before = false;
+    bool wide = false;
+};
+std::vector<Atom> atoms_of(std::string_view line) {
+    std::vector<Atom> atoms;
+    bool space = false;
+    for (size_t i = 0; i < line.size();) {
+        if (line[i] == ' ') {
+            space = true;
+            ++i;
+            continue;
+        }
+        const auto [cp, len] = code_point(line, i);
+        if (wide(cp) || opens(line.substr(i, len)) || (len > 1 && closes(line.substr(i, len)))) {
+            atoms.push_back({line.substr(i, len), space, true});
+            i += len;
+        } else {
+            size_t j = i;
+            while (j < line.size() && line[j] != ' ') {
+                const auto [cq, lq] = code_point(line, j);
+                if (wide(cq) || opens(line.substr(j, lq)) || (lq > 1 && closes(line.substr(j, lq)))) break;
+                j += lq;
+            }
+            atoms.push_back({line.substr(i, j - i), space, false});
+            i = j;
+        }
+        space = false;
+    }
+    return atoms;
+}
+
+// Whether a line may break before atoms[k]: at a space, or between two
+// pieces one of which is a wide character, unless that puts a closing mark
+// at the start of a line or an opening one at the end.
+bool may_break_before(const std::vector<Atom>& atoms, size_t k) {
+    if (k == 0) return false;
+    if (closes(atoms[k].text) || opens(atoms[k - 1].text)) return false;
+    return atoms[k].space_before || atoms[k].wide || atoms[k - 1].wide;
 }
 
 // Prints `text` after `prefix`, with every further line indented by the
@@ -72,10 +233,10 @@ void print_hanging(std::string_view prefix, std::string_view text) {
     }
 }
 
-// Prints `text` word-wrapped to kWidth, every line starting with `indent`.
-// Lines that start with a space are preformatted (tables, formulas) and
-// printed as they are; a line starting with "- " is a bullet whose wrapped
-// lines are indented under its text; empty lines stay empty.
+// Prints `text` wrapped to kWidth, every line starting with `indent`. Lines
+// that start with a space are preformatted (tables, formulas) and printed as
+// they are; a line starting with "- " is a bullet whose wrapped lines are
+// indented under its text; empty lines stay empty.
 void print_wrapped(std::string_view text, std::string_view indent) {
     size_t start = 0;
     while (start <= text.size()) {
@@ -86,31 +247,27 @@ void print_wrapped(std::string_view text, std::string_view indent) {
             say("{}{}\n", line.empty() ? "" : indent, line);
             continue;
         }
-        // greedy word wrap: a word that does not fit starts the next line
         const std::string hanging = std::string(indent) + (line.starts_with("- ") ? "  " : "");
         const int width = kWidth - display_width(hanging);
+        const std::vector<Atom> atoms = atoms_of(line);
         bool first = true;
         std::string out;
         int used = 0;
-        size_t pos = 0;
-        while (pos < line.size()) {
-            size_t next = line.find(' ', pos);
-            if (next == std::string_view::npos) next = line.size();
-            const std::string_view word = line.substr(pos, next - pos);
-            const int w = display_width(word);
-            if (used > 0 && used + 1 + w > width) {
+        for (size_t k = 0; k < atoms.size(); ++k) {
+            const int w = display_width(atoms[k].text);
+            const int gap = used > 0 && atoms[k].space_before ? 1 : 0;
+            if (used > 0 && used + gap + w > width && may_break_before(atoms, k)) {
                 say("{}{}\n", first ? std::string(indent) : hanging, out);
                 first = false;
                 out.clear();
                 used = 0;
             }
-            if (used > 0) {
+            if (used > 0 && atoms[k].space_before) {
                 out += ' ';
                 ++used;
             }
-            out += word;
+            out += atoms[k].text;
             used += w;
-            pos = next + 1;
         }
         say("{}{}\n", first ? std::string(indent) : hanging, out);
     }
@@ -119,33 +276,98 @@ void print_wrapped(std::string_view text, std::string_view indent) {
 // Storage buffers get small numbers in order of first appearance, so the
 // output can say "storage #1" instead of an address. A number is reused
 // only while its buffer is alive.
-std::string storage_label(const core::Tensor& t) {
+int storage_number(const core::Tensor& t) {
     static std::map<const core::Storage*, std::pair<std::weak_ptr<core::Storage>, int>> labels;
     static int next = 1;
     const core::Storage* key = t.storage().get();
     auto it = labels.find(key);
     if (it == labels.end() || it->second.first.expired())
         it = labels.insert_or_assign(key, std::pair{std::weak_ptr<core::Storage>(t.storage()), next++}).first;
-    return fmt::format("storage #{}", it->second.second);
+    return it->second.second;
 }
 
 void usage(std::FILE* to, const char* program, const Info& info) {
+    const bool has_exercise = !info.exercise.en.empty(), has_literal = !info.literal.en.empty();
+    fmt::print(to, "{}\n{}{}\n\n", in_language(info.title), in_language({.en = "Follows: ", .zh = "对应文档："}),
+               in_language(info.follows));
     fmt::print(to,
-               "{}\nFollows: {}\n\n"
-               "usage: {} [--step] [--from STEP | --only STEP] [--out DIR] [--plot-format png|svg]{}{} [--help]\n"
-               "  --step      pause after each step until Enter is pressed (q + Enter quits)\n"
-               "  --from STEP start at that step (e.g. 3 or 2b); the steps before it run quietly\n"
-               "  --only STEP that step alone, after the steps before it have run quietly\n"
-               "  --out DIR   where pictures are written (created when needed)\n"
-               "  --plot-format png|svg   the pictures' format (default png)\n",
-               info.title, info.follows, program, info.exercise.empty() ? "" : " [--exercise]",
-               info.literal.empty() ? "" : " [--literal]");
-    if (!info.exercise.empty()) fmt::print(to, "  --exercise  the exercise instead of the steps: {}\n", info.exercise);
-    if (!info.literal.empty()) fmt::print(to, "  --literal   {}\n", info.literal);
-    fmt::print(to, "  --help      this text\n");
+               "{} {} [--step] [--from STEP | --only STEP] [--lang en|zh] [--quiet-tensors] [--no-prose]\n"
+               "       [--out DIR] [--plot-format png|svg]{}{} [--help]\n",
+               in_language({.en = "usage:", .zh = "用法："}), program, has_exercise ? " [--exercise]" : "",
+               has_literal ? " [--literal]" : "");
+    const Text options[] = {
+        {.en = "  --step          pause after each step until Enter is pressed (q + Enter quits)",
+         .zh = "  --step          每一步之后暂停，按回车继续（输入 q 再回车则结束）"},
+        {.en = "  --from STEP     start at that step (e.g. 3 or 2b); the steps before it run quietly",
+         .zh = "  --from STEP     从该步开始（例如 3 或 2b）；它之前的步骤静默运行"},
+        {.en = "  --only STEP     that step alone, after the steps before it have run quietly",
+         .zh = "  --only STEP     只显示该步；它之前的步骤先静默运行"},
+        {.en = "  --lang en|zh    the language of the explanations (default: from the locale, LANG=zh_CN... → zh)",
+         .zh = "  --lang en|zh    讲解所用的语言（默认取自系统区域设置：LANG=zh_CN... → 中文）"},
+        {.en = "  --quiet-tensors print a large tensor's shape and a few of its values, not all of them",
+         .zh = "  --quiet-tensors 大张量只打印形状和几个值，而不是全部"},
+        {.en = "  --no-prose      print only what is the same in every language: values, tensors, table rows, checks",
+         .zh = "  --no-prose      只打印与语言无关的内容：数值、张量、表格行、检查结果"},
+        {.en = "  --out DIR       where pictures are written (created when needed)",
+         .zh = "  --out DIR       图片的输出目录（需要时自动创建）"},
+        {.en = "  --plot-format png|svg   the pictures' format (default png)",
+         .zh = "  --plot-format png|svg   图片格式（默认 png）"},
+    };
+    for (const Text& option : options) fmt::print(to, "{}\n", in_language(option));
+    if (has_exercise)
+        fmt::print(to, "  --exercise      {} {}\n",
+                   in_language({.en = "the exercise instead of the steps:", .zh = "做练习而不是运行各步："}),
+                   in_language(info.exercise));
+    if (has_literal) fmt::print(to, "  --literal       {}\n", in_language(info.literal));
+    fmt::print(to, "  --help          {}\n", in_language({.en = "this text", .zh = "显示本说明"}));
 }
 
 }  // namespace
+
+// ---- two languages ----------------------------------------------------------------------
+
+Language language() { return chosen; }
+
+void set_language(Language language) { chosen = language; }
+
+Language language_of_locale(std::string_view locale) { return locale.starts_with("zh") ? Language::zh : Language::en; }
+
+namespace detail {
+
+Phrase fill(const Text& text, fmt::format_args args, const std::vector<const Phrase*>& nested) {
+    if (text.en.empty() || text.zh.empty())
+        bad_text(text, text.en.empty() ? "the English is missing" : "the Chinese is missing");
+    const int count = static_cast<int>(nested.size());
+    if (count == 0) return Phrase{std::string(in_language(text)), {}};
+    const Parsed en = parse_fields(text.en, text), zh = parse_fields(text.zh, text);
+    std::set<Field> en_set(en.fields.begin(), en.fields.end()), zh_set(zh.fields.begin(), zh.fields.end());
+    if (en_set != zh_set) bad_text(text, "the two languages do not use the same fields with the same format specs");
+    std::vector<bool> used(count, false);
+    for (const Field& f : en.fields) {
+        if (f.arg >= count) bad_text(text, fmt::format("field {} but only {} values", f.arg, count));
+        used[f.arg] = true;
+    }
+    if (std::find(used.begin(), used.end(), false) != used.end()) bad_text(text, "a value that no field shows");
+    // each value formatted once, by its field's spec
+    std::map<Field, std::string> formatted;
+    for (const Field& f : en_set)
+        formatted[f] = fmt::vformat(fmt::format("{{{}{}{}}}", f.arg, f.spec.empty() ? "" : ":", f.spec), args);
+    Phrase p;
+    for (const Field& f : en.fields) {
+        if (nested[f.arg] != nullptr)
+            p.values.insert(p.values.end(), nested[f.arg]->values.begin(), nested[f.arg]->values.end());
+        else
+            p.values.push_back(formatted.at(f));
+    }
+    const Parsed& mine = chosen == Language::zh ? zh : en;
+    for (size_t i = 0; i < mine.fields.size(); ++i) p.text += mine.literals[i] + formatted.at(mine.fields[i]);
+    p.text += mine.literals.back();
+    return p;
+}
+
+}  // namespace detail
+
+Phrase phrase(const Text& text) { return detail::fill(text, {}, {}); }
 
 std::string error_kind(const std::exception& e) {
     if (dynamic_cast<const ShapeError*>(&e)) return "ShapeError";
@@ -158,7 +380,21 @@ std::string error_kind(const std::exception& e) {
 
 // ---- Tutorial ---------------------------------------------------------------------
 
-Tutorial::Tutorial(int argc, char** argv, Info info) : info_(std::move(info)) {
+Tutorial::Tutorial(int argc, char** argv, Info info) : info_(info) { start(argc, argv); }
+
+#ifndef TFORMER_TUTORIAL_BILINGUAL
+Tutorial::Tutorial(int argc, char** argv, EnglishInfo info) {
+    const auto kept = std::make_shared<const EnglishInfo>(std::move(info));
+    owned_ = kept;
+    info_ = {.title = {kept->title, kept->title},
+             .follows = {kept->follows, kept->follows},
+             .exercise = {kept->exercise, kept->exercise},
+             .literal = {kept->literal, kept->literal}};
+    start(argc, argv);
+}
+#endif
+
+void Tutorial::start(int argc, char** argv) {
     const char* program = argc > 0 ? argv[0] : "tutorial";
     std::string name = std::filesystem::path(program).filename().string();
     if (name.starts_with("tutorial_")) name.erase(0, 9);
@@ -175,9 +411,14 @@ Tutorial::Tutorial(int argc, char** argv, Info info) : info_(std::move(info)) {
 
 bool Tutorial::parse_arguments(int argc, char** argv) {
     const char* program = argc > 0 ? argv[0] : "tutorial";
+    // --lang first, so that every message below is in that language
+    for (int i = 1; i + 1 < argc; ++i)
+        if (std::string_view(argv[i]) == "--lang" &&
+            (std::string_view(argv[i + 1]) == "en" || std::string_view(argv[i + 1]) == "zh"))
+            chosen = std::string_view(argv[i + 1]) == "zh" ? Language::zh : Language::en;
     // Says what is wrong with the command line, then the usage, and exits with status 2.
-    auto refuse = [&](const std::string& why) {
-        fmt::print(stderr, "{}: {}\n\n", program, why);
+    auto refuse = [&](const Phrase& why) {
+        fmt::print(stderr, "{}: {}\n\n", program, why.text);
         usage(stderr, program, info_);
         std::exit(2);
     };
@@ -190,10 +431,19 @@ bool Tutorial::parse_arguments(int argc, char** argv) {
             std::exit(0);
         } else if (arg == "--step") {
             stepping_ = true;
-        } else if (arg == "--exercise" && !info_.exercise.empty()) {
+        } else if (arg == "--exercise" && !info_.exercise.en.empty()) {
             exercise_mode_ = true;
-        } else if (arg == "--literal" && !info_.literal.empty()) {
+        } else if (arg == "--literal" && !info_.literal.en.empty()) {
             literal_ = true;
+        } else if (arg == "--quiet-tensors") {
+            quiet_tensors = true;
+        } else if (arg == "--no-prose") {
+            no_prose = true;
+        } else if (arg == "--lang" && has_value &&
+                   (std::string_view(argv[i + 1]) == "en" || std::string_view(argv[i + 1]) == "zh")) {
+            ++i;  // read above
+        } else if (arg == "--inject-fault" && has_value) {
+            fault_ = argv[++i];
         } else if (arg == "--out" && i + 1 < argc) {
             out_dir_ = argv[++i];
             out_given = true;
@@ -201,45 +451,73 @@ bool Tutorial::parse_arguments(int argc, char** argv) {
             out_dir_ = std::string(arg.substr(6));
             out_given = true;
         } else if ((arg == "--from" || arg == "--only") && has_value) {
-            if (!jump_to_.empty()) refuse("give one --from or --only, not several");
+            if (!jump_to_.empty())
+                refuse(phrase({.en = "give one --from or --only, not several", .zh = "--from 和 --only 只能给一个"}));
             only_ = arg == "--only";
             jump_to_ = argv[++i];
         } else if (arg == "--plot-format" && i + 1 < argc &&
                    (std::string_view(argv[i + 1]) == "png" || std::string_view(argv[i + 1]) == "svg")) {
             plot_format_ = argv[++i];
         } else if (arg == "--out") {
-            refuse("--out needs a folder after it");
+            refuse(phrase({.en = "--out needs a folder after it", .zh = "--out 后面要跟一个目录"}));
         } else if (arg == "--from" || arg == "--only") {
-            refuse(fmt::format("{} needs a step after it, e.g. {} 3 or {} 2b", arg, arg, arg));
+            refuse(phrase({.en = "{0} needs a step after it, e.g. {0} 3 or {0} 2b",
+                           .zh = "{0} 后面要跟一个步骤，例如 {0} 3 或 {0} 2b"},
+                          arg));
+        } else if (arg == "--lang") {
+            refuse(phrase({.en = "--lang needs en or zh after it", .zh = "--lang 后面要跟 en 或 zh"}));
         } else if (arg == "--plot-format") {
-            refuse("--plot-format needs png or svg after it");
+            refuse(
+                phrase({.en = "--plot-format needs png or svg after it", .zh = "--plot-format 后面要跟 png 或 svg"}));
+        } else if (arg == "--inject-fault") {
+            refuse(phrase(
+                {.en = "--inject-fault needs a fault's name after it", .zh = "--inject-fault 后面要跟一个故障名"}));
         } else if (arg == "--exercise" || arg == "--literal") {
-            refuse(fmt::format("this tutorial has no {} mode", arg.substr(2)));
+            refuse(phrase({.en = "this tutorial has no {} mode", .zh = "这个教程没有 {} 模式"}, arg.substr(2)));
         } else {
-            refuse(fmt::format("unknown argument '{}'", arg));
+            refuse(phrase({.en = "unknown argument '{}'", .zh = "未知参数 '{}'"}, arg));
         }
     }
     if (exercise_mode_ && !jump_to_.empty())
-        refuse("--from and --only choose among the steps; --exercise runs the exercise instead");
+        refuse(phrase({.en = "--from and --only choose among the steps; --exercise runs the exercise instead",
+                       .zh = "--from 和 --only 在各步之间选择；--exercise 则改为做练习"}));
     return out_given;
 }
 
 void Tutorial::print_banner() const {
+    if (no_prose) {
+        fmt::print("tutorial {}{}{}{}\n", name_, exercise_mode_ ? " --exercise" : "", literal_ ? " --literal" : "",
+                   jump_to_.empty() ? "" : fmt::format(" --{} {}", only_ ? "only" : "from", jump_to_));
+        return;
+    }
     const std::string rule(kWidth, '=');
-    fmt::print("{}\n{}\nFollows: {}\n", rule, info_.title, info_.follows);
-    if (exercise_mode_) fmt::print("EXERCISE: {}\n", info_.exercise);
-    if (literal_) fmt::print("LITERAL: {}\n", info_.literal);
+    fmt::print("{}\n{}\n{}{}\n", rule, in_language(info_.title), in_language({.en = "Follows: ", .zh = "对应文档："}),
+               in_language(info_.follows));
+    if (exercise_mode_)
+        fmt::print("{}{}\n", in_language({.en = "EXERCISE: ", .zh = "练习："}), in_language(info_.exercise));
+    if (literal_)
+        fmt::print("{}{}\n", in_language({.en = "LITERAL: ", .zh = "照原文运行："}), in_language(info_.literal));
     if (!jump_to_.empty())
-        fmt::print("{} STEP {}: the steps before it run quietly, for the results it uses\n", only_ ? "ONLY" : "FROM",
-                   jump_to_);
-    if (!stepping_) fmt::print("(Run with --step to pause after each step.)\n");
+        fmt::print("{}\n",
+                   phrase(only_ ? Text{.en = "ONLY STEP {}: the steps before it run quietly, for the results it uses",
+                                       .zh = "只看第 {} 步：它之前的步骤静默运行，以得到它要用的结果"}
+                                : Text{.en = "FROM STEP {}: the steps before it run quietly, for the results it uses",
+                                       .zh = "从第 {} 步开始：它之前的步骤静默运行，以得到它要用的结果"},
+                          jump_to_)
+                       .text);
+    if (!stepping_)
+        fmt::print("{}\n", in_language({.en = "(Run with --step to pause after each step; --lang zh for Chinese.)",
+                                        .zh = "（加 --step 可在每步之后暂停；--lang en 显示英文。）"}));
     fmt::print("{}\n", rule);
 }
 
-void Tutorial::step(std::string_view name, const std::function<void()>& body) {
+void Tutorial::step(const Text& name, const std::function<void()>& body) {
     if (exercise_mode_) return;
+    if (step_id(name.en) != step_id(name.zh))  // a mistake in the tutorial's code: say so, and run the step
+        failures_.push_back(
+            fmt::format("step \"{}\" / \"{}\": the two languages give it different labels", name.en, name.zh));
     if (jump_to_.empty()) return run_part(name, body);
-    const std::string id = step_id(name);
+    const std::string id = step_id(name.en);
     step_ids_.push_back(id);
     if (!reached_ && id != jump_to_) return run_quietly(name, body);
     if (reached_ && only_) return;
@@ -247,47 +525,64 @@ void Tutorial::step(std::string_view name, const std::function<void()>& body) {
     run_part(name, body);
 }
 
-void Tutorial::exercise(std::string_view name, const std::function<void()>& body) {
+void Tutorial::exercise(const Text& name, const std::function<void()>& body) {
     if (exercise_mode_) run_part(name, body);
 }
 
-void Tutorial::run_part(std::string_view name, const std::function<void()>& body) {
+bool Tutorial::injected(std::string_view fault) {
+    faults_asked_.insert(std::string(fault));
+    return fault == fault_;
+}
+
+void Tutorial::run_part(const Text& name, const std::function<void()>& body) {
     if (quit_) {
         ++steps_skipped_;
         return;
     }
-    current_step_ = std::string(name);
-    const std::string title = fmt::format("── {} ", name);
-    std::string rule;
-    for (int i = display_width(title); i < kWidth || rule.empty(); ++i) rule += "─";
-    say("\n{}{}\n\n", title, rule);
+    current_step_ = std::string(in_language(name));
+    current_id_ = step_id(name.en);
+    checks_in_step_ = 0;
+    if (no_prose) {
+        say("\n── {}\n", current_id_);
+    } else {
+        const std::string title = fmt::format("── {} ", current_step_);
+        std::string rule;
+        for (int i = display_width(title); i < kWidth || rule.empty(); ++i) rule += "─";
+        say("\n{}{}\n\n", title, rule);
+    }
     ++steps_run_;
     try {
         body();
     } catch (const std::exception& e) {
-        record(false, "the step ran to the end", fmt::format("it threw {}: {}", error_kind(e), e.what()));
+        record(false, phrase({.en = "the step ran to the end", .zh = "这一步完整地运行结束"}),
+               phrase({.en = "it threw {}: {}", .zh = "它抛出了 {}：{}"}, error_kind(e), std::string(e.what())));
     }
     std::fflush(stdout);
     if (stepping_) pause();
     current_step_.clear();
+    current_id_.clear();
 }
 
-void Tutorial::run_quietly(std::string_view name, const std::function<void()>& body) {
+void Tutorial::run_quietly(const Text& name, const std::function<void()>& body) {
     if (quit_) return;
-    current_step_ = std::string(name);
-    quiet_steps_.push_back(step_id(name));
+    current_step_ = std::string(in_language(name));
+    current_id_ = step_id(name.en);
+    quiet_steps_.push_back(current_id_);
     quiet = true;
     try {
         body();
     } catch (const std::exception& e) {
-        record(false, "the step ran to the end", fmt::format("it threw {}: {}", error_kind(e), e.what()));
+        record(false, phrase({.en = "the step ran to the end", .zh = "这一步完整地运行结束"}),
+               phrase({.en = "it threw {}: {}", .zh = "它抛出了 {}：{}"}, error_kind(e), std::string(e.what())));
     }
     quiet = false;
     current_step_.clear();
+    current_id_.clear();
 }
 
 void Tutorial::pause() {
-    fmt::print("\n  [Enter: next step · q then Enter: stop here] ");
+    fmt::print("\n  {} ", in_language({.en = "[Enter: next step · q then Enter: stop here]",
+                                       .zh = "[回车：下一步 · q 再回车：到此为止]"}));
     std::fflush(stdout);
     std::string line;
     if (!std::getline(std::cin, line)) {  // no terminal (stdin closed): just carry on
@@ -298,40 +593,56 @@ void Tutorial::pause() {
     if (line == "q" || line == "Q") quit_ = true;
 }
 
-void Tutorial::record(bool ok, std::string_view what, std::string_view detail) {
-    say("{}{} {}\n", kIndent, ok ? "✓" : "✗", what);
-    if (!detail.empty()) print_wrapped(detail, fmt::format("{}    ", kIndent));
-    if (ok) {
-        if (!quiet) ++passed_;  // a quiet step's checks count only when they fail
-    } else
-        failures_.push_back(current_step_.empty() ? std::string(what) : fmt::format("[{}] {}", current_step_, what));
+Phrase Tutorial::thrown(const std::string& kind, const std::string& message, bool right_kind) {
+    return right_kind ? phrase({.en = "threw {}: {}", .zh = "抛出了 {}：{}"}, kind, message)
+                      : phrase({.en = "threw the wrong kind of error, {}: {}", .zh = "抛出的异常类型不对，{}：{}"},
+                               kind, message);
 }
 
-bool Tutorial::check(bool condition, std::string_view what) {
+void Tutorial::record(bool ok, const Phrase& what, const Phrase& detail) {
+    ++checks_in_step_;
+    if (no_prose) {
+        const std::string values = values_str(what);
+        say("{}{}{}{}\n", kIndent, ok ? "✓" : "✗", values.empty() ? "" : " ", values);
+        if (!detail.values.empty()) say("{}    {}\n", kIndent, values_str(detail));
+    } else {
+        say("{}{} {}\n", kIndent, ok ? "✓" : "✗", what.text);
+        if (!detail.text.empty()) print_wrapped(detail.text, fmt::format("{}    ", kIndent));
+    }
+    if (ok) {
+        if (!quiet) ++passed_;  // a quiet step's checks count only when they fail
+    } else if (no_prose) {
+        failures_.push_back(fmt::format("[{}] check {} {}", current_id_, checks_in_step_, values_str(what)));
+    } else {
+        failures_.push_back(current_step_.empty() ? what.text : fmt::format("[{}] {}", current_step_, what.text));
+    }
+}
+
+bool Tutorial::check(bool condition, const Phrase& what) {
     record(condition, what, {});
     return condition;
 }
 
-bool Tutorial::check_close(double actual, double expected, double tol, std::string_view what) {
+bool Tutorial::check_close(double actual, double expected, double tol, const Phrase& what) {
     const double diff = std::abs(actual - expected);
     const bool ok = diff <= tol;  // false for NaN, as it should be
     record(ok, what,
-           ok ? std::string()
-              : fmt::format("got {:.10g}, expected {:.10g}: |difference| {:.3g} > tolerance {:.3g}", actual, expected,
-                            diff, tol));
+           ok ? Phrase{}
+              : phrase({.en = "got {:.10g}, expected {:.10g}: |difference| {:.3g} > tolerance {:.3g}",
+                        .zh = "得到 {:.10g}，应为 {:.10g}：|差| {:.3g} > 容差 {:.3g}"},
+                       actual, expected, diff, tol));
     return ok;
 }
 
-bool Tutorial::check_close(const core::Tensor& actual, const core::Tensor& expected, double tol,
-                           std::string_view what) {
+bool Tutorial::check_close(const core::Tensor& actual, const core::Tensor& expected, double tol, const Phrase& what) {
     if (!actual.defined() || !expected.defined()) {
-        record(false, what, "one of the tensors is undefined");
+        record(false, what, phrase({.en = "one of the tensors is undefined", .zh = "有一个张量未定义"}));
         return false;
     }
     if (!(actual.shape() == expected.shape())) {
-        record(
-            false, what,
-            fmt::format("shapes differ: {} vs {}", core::shape_str(actual.shape()), core::shape_str(expected.shape())));
+        record(false, what,
+               phrase({.en = "shapes differ: {} vs {}", .zh = "形状不同：{} 与 {}"}, core::shape_str(actual.shape()),
+                      core::shape_str(expected.shape())));
         return false;
     }
     const std::vector<double> a = actual.to_vector(), b = expected.to_vector();
@@ -348,21 +659,23 @@ bool Tutorial::check_close(const core::Tensor& actual, const core::Tensor& expec
     }
     const bool ok = !nan && worst <= tol;
     record(ok, what,
-           ok    ? std::string()
-           : nan ? std::string("a NaN where a number was expected")
-                 : fmt::format("largest |difference| {:.3g} > tolerance {:.3g} at flat element {} ({:.10g} vs {:.10g})",
-                               worst, tol, where, a[where], b[where]));
+           ok ? Phrase{}
+           : nan
+               ? phrase({.en = "a NaN where a number was expected", .zh = "应为数值的地方出现了 NaN"})
+               : phrase({.en = "largest |difference| {:.3g} > tolerance {:.3g} at flat element {} ({:.10g} vs {:.10g})",
+                         .zh = "最大 |差| {:.3g} > 容差 {:.3g}，在展平后的第 {} 个元素（{:.10g} 与 {:.10g}）"},
+                        worst, tol, where, a[where], b[where]));
     return ok;
 }
 
 bool Tutorial::check_allclose(const core::Tensor& actual, const core::Tensor& expected, double tol,
-                              std::string_view what) {
+                              const Phrase& what) {
     if (!actual.defined() || !expected.defined() || !(actual.shape() == expected.shape())) {
         record(false, what,
                !actual.defined() || !expected.defined()
-                   ? std::string("one of the tensors is undefined")
-                   : fmt::format("shapes differ: {} vs {}", core::shape_str(actual.shape()),
-                                 core::shape_str(expected.shape())));
+                   ? phrase({.en = "one of the tensors is undefined", .zh = "有一个张量未定义"})
+                   : phrase({.en = "shapes differ: {} vs {}", .zh = "形状不同：{} 与 {}"},
+                            core::shape_str(actual.shape()), core::shape_str(expected.shape())));
         return false;
     }
     const std::vector<double> a = actual.to_vector(), b = expected.to_vector();
@@ -377,11 +690,16 @@ bool Tutorial::check_allclose(const core::Tensor& actual, const core::Tensor& ex
         if (excess > worst_excess || i == 0) worst_excess = excess, where = i;
     }
     const bool ok = !nan && worst_excess <= 0;
-    record(ok, fmt::format("{} (largest |difference| {:.1e})", what, largest),
-           ok    ? std::string()
-           : nan ? std::string("a NaN where a number was expected")
-                 : fmt::format("at flat element {}: {:.10g} vs {:.10g}, beyond tolerance {:.1e}·(1 + |expected|)",
-                               where, a[where], b[where], tol));
+    Phrase shown = what;  // "... (largest |difference| 1.2e-07)"
+    const Phrase largest_note = phrase({.en = " (largest |difference| {:.1e})", .zh = "（最大 |差| {:.1e}）"}, largest);
+    shown.text += largest_note.text;
+    shown.values.insert(shown.values.end(), largest_note.values.begin(), largest_note.values.end());
+    record(ok, shown,
+           ok    ? Phrase{}
+           : nan ? phrase({.en = "a NaN where a number was expected", .zh = "应为数值的地方出现了 NaN"})
+                 : phrase({.en = "at flat element {}: {:.10g} vs {:.10g}, beyond tolerance {:.1e}·(1 + |expected|)",
+                           .zh = "展平后的第 {} 个元素：{:.10g} 与 {:.10g}，超出容差 {:.1e}·(1 + |期望值|)"},
+                          where, a[where], b[where], tol));
     return ok;
 }
 
@@ -393,36 +711,63 @@ std::filesystem::path Tutorial::out_path(std::string_view file) const {
 }
 
 int Tutorial::finish() {
+    if (!fault_.empty() && !faults_asked_.count(fault_))
+        failures_.push_back(fmt::format("--inject-fault {}: no step has that fault (the steps ask for: {})", fault_,
+                                        fmt::join(faults_asked_, ", ")));
+    if (!jump_to_.empty() && !exercise_mode_ && !reached_)
+        failures_.push_back(
+            phrase({.en = "--{} {}: no such step; the steps are {}", .zh = "--{} {}：没有这一步；各步是 {}"},
+                   only_ ? "only" : "from", jump_to_, fmt::join(step_ids_, ", "))
+                .text);
+    if (no_prose) {
+        fmt::print("\n{} passed, {} failed\n", passed_, failures_.size());
+        for (const std::string& f : failures_) fmt::print("  ✗ {}\n", f);
+        std::fflush(stdout);
+        return failures_.empty() ? 0 : 1;
+    }
     const std::string rule(kWidth, '=');
     fmt::print("\n{}\n", rule);
-    if (!jump_to_.empty() && !exercise_mode_) {
-        if (!reached_)
-            failures_.push_back(fmt::format("--{} {}: no such step; the steps are {}", only_ ? "only" : "from",
-                                            jump_to_, fmt::join(step_ids_, ", ")));
-        else if (!quiet_steps_.empty())
-            fmt::print("Ran quietly first: step{} {}.\n", quiet_steps_.size() == 1 ? "" : "s",
-                       fmt::join(quiet_steps_, ", "));
-    }
-    if (steps_skipped_ > 0) fmt::print("Stopped after {} steps; {} not run.\n", steps_run_, steps_skipped_);
-    fmt::print("{}{}\n{} check{} passed, {} failed\n", info_.title, exercise_mode_ ? " · EXERCISE" : "", passed_,
-               passed_ == 1 ? "" : "s", failures_.size());
+    if (!jump_to_.empty() && !exercise_mode_ && reached_ && !quiet_steps_.empty())
+        fmt::print(
+            "{}\n",
+            phrase({.en = "Ran quietly first: {}.", .zh = "先静默运行了：{}。"}, fmt::join(quiet_steps_, ", ")).text);
+    if (steps_skipped_ > 0)
+        fmt::print("{}\n",
+                   phrase({.en = "Stopped after {} steps; {} not run.", .zh = "运行 {} 步后停止；{} 步没有运行。"},
+                          steps_run_, steps_skipped_)
+                       .text);
+    fmt::print("{}{}\n", in_language(info_.title),
+               exercise_mode_ ? in_language({.en = " · EXERCISE", .zh = " · 练习"}) : "");
+    fmt::print("{}\n", phrase({.en = "{} checks passed, {} failed", .zh = "{} 项检查通过，{} 项失败"}, passed_,
+                              failures_.size())
+                           .text);
     for (const std::string& f : failures_) fmt::print("  ✗ {}\n", f);
     if (exercise_mode_ && !failures_.empty()) {
         const std::string digits = name_.substr(0, name_.find('_'));
         const std::string number = digits.find_first_not_of('0') == std::string::npos
                                        ? digits
                                        : digits.substr(digits.find_first_not_of('0'));  // "01" -> "1"
-        fmt::print(
-            "\nThe exercise is not solved yet. What to do:\n"
-            "  1. edit tutorials/{0}/exercise.cpp: the lines marked TODO\n"
-            "  2. rebuild:  cmake --build --preset release --target tutorial_{0}\n"
-            "  3. run:      ./build/release/tutorials/tutorial_{0} --exercise   (or: tformer tutorial {1} --exercise)\n"
-            "Stuck? tutorials/{0}/solution.cpp is one answer.\n",
-            name_, number);
+        fmt::print("\n{}\n",
+                   phrase({.en = "The exercise is not solved yet. What to do:\n"
+                                 "  1. edit tutorials/{0}/exercise.cpp: the lines marked TODO\n"
+                                 "  2. rebuild:  cmake --build --preset release --target tutorial_{0}\n"
+                                 "  3. run:      ./build/release/tutorials/tutorial_{0} --exercise   (or: tformer "
+                                 "tutorial {1} --exercise)\n"
+                                 "Stuck? tutorials/{0}/solution.cpp is one answer.",
+                           .zh = "练习还没有完成。接下来：\n"
+                                 "  1. 编辑 tutorials/{0}/exercise.cpp 中标有 TODO 的几行\n"
+                                 "  2. 重新编译：cmake --build --preset release --target tutorial_{0}\n"
+                                 "  3. 运行：    ./build/release/tutorials/tutorial_{0} --exercise   （或：tformer "
+                                 "tutorial {1} --exercise）\n"
+                                 "卡住了？tutorials/{0}/solution.cpp 是一种解答。"},
+                          name_, number)
+                       .text);
     } else if (exercise_mode_) {
-        fmt::print("\nSolved: every check of the exercise passes.\n");
-    } else if (!info_.exercise.empty() && !quit_) {
-        fmt::print("Exercise: {}\n  (run this program with --exercise)\n", info_.exercise);
+        fmt::print("\n{}\n", in_language({.en = "Solved: every check of the exercise passes.",
+                                          .zh = "完成了：练习的每一项检查都通过了。"}));
+    } else if (!info_.exercise.en.empty() && !quit_) {
+        fmt::print("{}{}\n  {}\n", in_language({.en = "Exercise: ", .zh = "练习："}), in_language(info_.exercise),
+                   in_language({.en = "(run this program with --exercise)", .zh = "（用 --exercise 运行本程序）"}));
     }
     fmt::print("{}\n", rule);
     std::fflush(stdout);
@@ -431,9 +776,17 @@ int Tutorial::finish() {
 
 // ---- printing -------------------------------------------------------------------
 
-void note(std::string_view text) { print_wrapped(text, kIndent); }
+void note(const Phrase& text) {
+    if (!no_prose) return print_wrapped(text.text, kIndent);
+    if (!text.values.empty()) say("{}· {}\n", kIndent, values_str(text));
+}
 
 void line(std::string_view text) { say("{}\n", text); }
+
+void line(const Phrase& text) {
+    if (!no_prose) return say("{}\n", text.text);
+    if (!text.values.empty()) say("{}· {}\n", kIndent, values_str(text));
+}
 
 void quote(std::string_view text) {
     size_t start = 0;
@@ -444,25 +797,64 @@ void quote(std::string_view text) {
     }
 }
 
-void show(std::string_view name, const core::Tensor& t) {
-    const std::string prefix = fmt::format("{}{} = ", kIndent, name);
+namespace {
+
+// A tensor as show() prints it: all of it, or with --quiet-tensors, when it
+// has more than 8 elements, its shape, dtype and first and last values.
+std::string tensor_text(const core::Tensor& t, int width) {
+    constexpr int64_t kQuietMost = 8;
+    if (quiet_tensors && t.defined() && t.dim() > 0 && t.numel() > kQuietMost) {
+        const std::string flat =
+            core::to_string(t.reshape({-1}), {.threshold = 6, .edge_items = 3, .line_width = 100000});
+        const size_t open = flat.find('['), close = flat.rfind(']');
+        const Text summary{.en = "{} {}, {} values: {}", .zh = "{} {}，共 {} 个值：{}"};
+        return phrase(no_prose ? Text{summary.en, summary.en} : summary, tuple_str(t.shape()),
+                      core::dtype_name(t.dtype()), t.numel(), flat.substr(open, close - open + 1))
+            .text;
+    }
     core::PrintOptions options;
-    options.line_width = std::max(40, kWidth - display_width(prefix));
-    print_hanging(prefix, core::to_string(t, options));
+    options.line_width = width;
+    return core::to_string(t, options);
 }
 
-void show(std::string_view name, const autograd::Variable& v) {
+void show_named(std::string_view name, const core::Tensor& t) {
+    const std::string prefix = fmt::format("{}{} = ", kIndent, name);
+    print_hanging(prefix, tensor_text(t, std::max(40, kWidth - display_width(prefix))));
+}
+
+void show_named(std::string_view name, const autograd::Variable& v) {
     if (!v.defined()) {
-        say("{}{} = (undefined Variable)\n", kIndent, name);
+        say("{}{} = {}\n", kIndent, name,
+            no_prose ? "undefined Variable"
+                     : in_language({.en = "(undefined Variable)", .zh = "（未定义的 Variable）"}));
         return;
     }
-    show(name, v.value());
+    show_named(name, v.value());
     const std::string pad(display_width(name) + 3, ' ');
-    if (v.is_leaf())
-        say("{}{}leaf, requires_grad={}\n", kIndent, pad, v.requires_grad());
+    const bool grad = v.requires_grad();
+    if (no_prose)
+        say("{}{}{} requires_grad={}\n", kIndent, pad, v.is_leaf() ? "leaf" : "op " + v.op_name(), grad);
+    else if (v.is_leaf())
+        say("{}{}{}\n", kIndent, pad,
+            phrase({.en = "leaf, requires_grad={}", .zh = "叶子节点，requires_grad={}"}, grad).text);
     else
-        say("{}{}made by '{}', requires_grad=true\n", kIndent, pad, v.op_name());
+        say("{}{}{}\n", kIndent, pad,
+            phrase({.en = "made by '{}', requires_grad=true", .zh = "由 '{}' 生成，requires_grad=true"}, v.op_name())
+                .text);
 }
+
+// The name a Text gives a tensor: its words, or with --no-prose only its values.
+std::string shown_name(const Text& name) {
+    const Phrase p = phrase(name);
+    return no_prose ? "·" : p.text;
+}
+
+}  // namespace
+
+void show(std::string_view name, const core::Tensor& t) { show_named(name, t); }
+void show(std::string_view name, const autograd::Variable& v) { show_named(name, v); }
+void show(const Text& name, const core::Tensor& t) { show_named(shown_name(name), t); }
+void show(const Text& name, const autograd::Variable& v) { show_named(shown_name(name), v); }
 
 std::string tuple_str(const core::Dims& d) {
     return d.size() == 1 ? fmt::format("({})", d[0]) : fmt::format("({})", fmt::join(d, ", "));
@@ -470,13 +862,28 @@ std::string tuple_str(const core::Dims& d) {
 
 void describe(std::string_view name, const core::Tensor& t) {
     if (!t.defined()) {
-        say("{}{}: undefined\n", kIndent, name);
+        say("{}{}: {}\n", kIndent, name, no_prose ? "undefined" : in_language({.en = "undefined", .zh = "未定义"}));
         return;
     }
-    say("{}{}: shape {}, strides {}, offset {}, {}, {} ({} elements)\n", kIndent, name, tuple_str(t.shape()),
-        tuple_str(t.strides()), t.offset(), t.is_contiguous() ? "contiguous" : "not contiguous", storage_label(t),
-        t.storage()->nbytes() / static_cast<int64_t>(core::dtype_size(t.dtype())));
+    const int64_t elements = t.storage()->nbytes() / static_cast<int64_t>(core::dtype_size(t.dtype()));
+    if (no_prose) {
+        say("{}{}: {} {} {} {} #{} {}\n", kIndent, name, tuple_str(t.shape()), tuple_str(t.strides()), t.offset(),
+            t.is_contiguous() ? "contiguous" : "strided", storage_number(t), elements);
+        return;
+    }
+    const Text contiguous =
+        t.is_contiguous() ? Text{.en = "contiguous", .zh = "连续"} : Text{.en = "not contiguous", .zh = "不连续"};
+    say("{}{}\n", kIndent,
+        phrase({.en = "{}: shape {}, strides {}, offset {}, {}, storage #{} ({} elements)",
+                .zh = "{}：形状 {}，步幅 {}，偏移 {}，{}，存储 #{}（共 {} 个元素）"},
+               name, tuple_str(t.shape()), tuple_str(t.strides()), t.offset(), phrase(contiguous), storage_number(t),
+               elements)
+            .text);
 }
+
+#ifndef TFORMER_TUTORIAL_BILINGUAL
+void note(std::string_view text) { note(Phrase{std::string(text), {}}); }
+#endif
 
 // ---- data ---------------------------------------------------------------------------------
 

@@ -1,0 +1,87 @@
+// Batched decoding on the default translation model: on the first 1,000
+// validation sentences, batches of sorted sentences give what one sentence
+// at a time gives, but for near-ties that the products' last bits decide
+// (their bits may change with the number of rows); and the thread count
+// changes nothing.
+//
+// The model: TFORMER_DECODE_CHECKPOINT if set, else runs/translate's in the
+// source tree when it is a default-preset checkpoint, else one trained here
+// once by `tformer train translate` into the build tree (minutes) and reused.
+#include "apps/shell.hpp"
+#include "tasks/batch_translate.hpp"
+#include "tasks/corpus.hpp"
+#include "tasks/fra_eng.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <string>
+#include <vector>
+
+namespace {
+using namespace tformer;
+
+bool default_preset(const std::string& path) {
+    if (!std::filesystem::exists(path)) return false;
+    const tasks::CheckpointInfo info = tasks::read_checkpoint_info(path);
+    const auto preset = info.extra.find("preset");
+    return preset != info.extra.end() && preset->second == "default";
+}
+
+std::string default_checkpoint() {
+    if (const char* env = std::getenv("TFORMER_DECODE_CHECKPOINT")) return env;
+    const std::string source = std::string(TFORMER_SOURCE_DIR) + "/runs/translate/checkpoint.safetensors";
+    if (default_preset(source)) return source;
+    const std::string dir = std::string(TFORMER_BINARY_DIR) + "/test-models/translate-default";
+    const std::string built = dir + "/checkpoint.safetensors";
+    if (default_preset(built)) return built;
+    const auto trained =
+        testing::run_shell("'" + std::string(TFORMER_BINARY_DIR) +
+                           "/apps/tformer' train translate --quiet --overwrite --out '" + dir + "' 2>&1");
+    INFO(trained.output);
+    REQUIRE(trained.status == 0);
+    return built;
+}
+}  // namespace
+
+TEST_CASE(
+    "default model, 1,000 validation sentences: batched equals one at a time on at least 995 lines, the others "
+    "near-ties; any thread count gives the same",
+    "[apps][decode][slow]") {
+    const std::string path = default_checkpoint();
+    const auto t = tasks::load_translator(nn::load_safetensors(path), path, "test");
+    const tasks::Corpus corpus = tasks::load_corpus({.path = tasks::default_fra_eng_path(), .val_sentences = 1500});
+    std::vector<std::string> sentences;
+    for (size_t i = 0; i < 1000 && i < corpus.val.size(); ++i) sentences.push_back(corpus.val[i].src);
+    REQUIRE(sentences.size() == 1000);
+    for (int64_t beam : {4, 1}) {
+        const tasks::TranslateOptions translate{.max_len = t->info.config.num_steps, .decode = {.beam = beam}};
+        tasks::ModelReplicas one(*t->model, 1), two(*t->model, 2);
+        const auto alone =
+            tasks::translate_batches(one, t->tok, sentences, {.translate = translate, .batch_tokens = 1, .threads = 1});
+        const auto batched = tasks::translate_batches(two, t->tok, sentences,
+                                                      {.translate = translate, .batch_tokens = 2000, .threads = 2});
+        const auto batched1 = tasks::translate_batches(one, t->tok, sentences,
+                                                       {.translate = translate, .batch_tokens = 2000, .threads = 1});
+        int same = 0;
+        for (size_t i = 0; i < sentences.size(); ++i) {
+            CHECK(batched[i].text == batched1[i].text);  // the thread count changes nothing, not even the scores
+            CHECK(batched[i].decoded.score == batched1[i].decoded.score);
+            if (batched[i].text == alone[i].text) {
+                ++same;
+                CHECK(std::abs(batched[i].decoded.score - alone[i].decoded.score) < 1e-4);
+                continue;
+            }
+            const double margin = std::abs(batched[i].decoded.score - alone[i].decoded.score);
+            std::cout << "beam " << beam << ", line " << i + 1 << ": margin " << margin
+                      << "\n  one at a time: " << alone[i].text << " (" << alone[i].decoded.score
+                      << ")\n  batched:       " << batched[i].text << " (" << batched[i].decoded.score << ")\n";
+            CHECK(margin < 1e-4);
+        }
+        std::cout << "beam " << beam << ": batched equals one at a time on " << same << " of 1000 lines\n";
+        CHECK(same >= 995);
+    }
+}
