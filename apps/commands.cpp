@@ -976,6 +976,7 @@ int run_translate(const TranslateArgs& a) {
     const tasks::TranslateOptions o = translate_options(t->info, {.beam = a.beam,
                                                                   .length_penalty = a.length_penalty,
                                                                   .keep_attention = !a.show_attention.empty(),
+                                                                  .exhaustive = a.exhaustive,
                                                                   .n_best = a.n_best});
     // Lines from the arguments, or stdin in chunks: sorted by length within a
     // chunk and decoded in batches, written in input order as each chunk ends
@@ -1026,15 +1027,16 @@ int run_eval(const EvalArgs& a) {
     const tasks::CheckpointInfo info = tasks::read_checkpoint_info(checkpoint, a.checkpoint);
     const bool corpus = info.extra.count("pipeline") && info.extra.at("pipeline") == "corpus";
     // a flag that does not apply to this checkpoint is refused, not silently ignored
-    if (info.config.task == "copy" && (!a.data.empty() || a.max_sentences != 0 || a.beam || a.length_penalty))
+    if (info.config.task == "copy" &&
+        (!a.data.empty() || a.max_sentences != 0 || a.beam || a.length_penalty || a.exhaustive))
         fail<ValueError>(
             "eval: '{}' is a copy checkpoint, evaluated on fresh sequences; --data, --max-sentences, "
-            "--beam and --length-penalty apply to translation checkpoints",
+            "--beam, --length-penalty and --exhaustive-beam apply to translation checkpoints",
             a.checkpoint);
-    if (info.config.task != "copy" && !corpus && (a.beam || a.length_penalty))
+    if (info.config.task != "copy" && !corpus && (a.beam || a.length_penalty || a.exhaustive))
         fail<ValueError>(
-            "eval: '{}' is a d2l-preset checkpoint, evaluated greedily as d2l does; --beam and "
-            "--length-penalty apply to whole-corpus checkpoints",
+            "eval: '{}' is a d2l-preset checkpoint, evaluated greedily as d2l does; --beam, "
+            "--length-penalty and --exhaustive-beam apply to whole-corpus checkpoints",
             a.checkpoint);
     if (info.config.task == "copy") {
         core::Generator gen(0);
@@ -1050,10 +1052,11 @@ int run_eval(const EvalArgs& a) {
     const tasks::TranslateOptions greedy = translate_options(info, {.max_steps = info.config.num_steps});
     if (corpus) {
         const tasks::Corpus val = tasks::load_corpus(corpus_options_from(info.extra, data));
-        const tasks::BleuReport r = tasks::evaluate_bleu(*t->model, t->tok, val.val,
-                                                         {.max_len = info.config.num_steps,
-                                                          .decode = {.beam = beam, .length_penalty = length_penalty},
-                                                          .max_sentences = a.max_sentences});
+        const tasks::BleuReport r = tasks::evaluate_bleu(
+            *t->model, t->tok, val.val,
+            {.max_len = info.config.num_steps,
+             .decode = {.beam = beam, .length_penalty = length_penalty, .exhaustive = a.exhaustive},
+             .max_sentences = a.max_sentences});
         fmt::print("{}", bleu_line(fmt::format("validation corpus BLEU-4, {}",
                                                beam > 1 ? fmt::format("beam {}", beam) : std::string("greedy")),
                                    r));

@@ -46,6 +46,7 @@ struct TranslateArgs {
     std::string plot_format = "png";  ///< png | svg
     int threads = 0;
     int64_t n_best = 1;           ///< > 1: the n best translations of each line, "LINE ||| text ||| score"
+    bool exhaustive = false;      ///< beam search without early stopping (tasks::DecodeOptions::exhaustive)
     int64_t batch_tokens = 500;   ///< source tokens per batch (tasks::translate_batches)
     int64_t chunk_lines = 10000;  ///< lines of stdin read, sorted and decoded together
 };
@@ -58,6 +59,7 @@ struct EvalArgs {
     /// d2l or copy checkpoint, evaluated greedily, refuses them when given
     std::optional<int64_t> beam;
     std::optional<double> length_penalty;
+    bool exhaustive = false;  ///< beam search without early stopping (tasks::DecodeOptions::exhaustive)
     int threads = 0;
 };
 

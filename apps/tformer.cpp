@@ -202,6 +202,9 @@ int main(int argc, char** argv) {
         ->capture_default_str()
         ->check(CLI::IsMember({"png", "svg"}));
     translate->add_option("--threads", tr.threads, "threads (default: all cores)")->check(int_range(1, 1'000'000));
+    translate->add_flag("--exhaustive-beam", tr.exhaustive,
+                        "search each sentence until its K best continuations all end (default: stop once K "
+                        "hypotheses have ended and no live one scores better)");
     translate->add_option("--n-best", tr.n_best, "print the n best translations of each line: LINE ||| text ||| score")
         ->capture_default_str()
         ->check(int_range(1, 64));
@@ -225,6 +228,9 @@ int main(int argc, char** argv) {
         ->check(int_range(1, 64));
     eval->add_option("--length-penalty", ev.length_penalty, "beam scores are log p / length^alpha (default 1)")
         ->check(non_negative_finite);
+    eval->add_flag("--exhaustive-beam", ev.exhaustive,
+                   "search each sentence until its K best continuations all end (default: stop once K "
+                   "hypotheses have ended and no live one scores better)");
     eval->add_option("--threads", ev.threads, "threads")->check(int_range(1, 1'000'000));
 
     tformer::tasks::BenchOptions bo;

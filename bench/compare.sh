@@ -193,6 +193,8 @@ print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
 for (preset, threads), figs in rows.items():
     for f in order:
         v = figs.get(f, {})
+        if not v:  # a figure this preset does not measure (decode has no training step)
+            continue
         t = v.get("tformer")
         torch_runs = [x for x in (v.get("pytorch"), v.get("pytorch-tuned")) if x is not None]
         if t is None or not torch_runs:
@@ -213,19 +215,33 @@ counts = {}
 for (preset, threads) in rows:
     counts.setdefault(preset, []).append(threads)
 scaling = [(p, min(ts), t) for p, ts in counts.items() for t in sorted(ts) if t != min(ts)]
-if scaling:
+def best(figs, f, engines):
+    xs = [figs.get(f, {}).get(e) for e in engines]
+    xs = [x for x in xs if x]
+    return min(xs) if xs else None
+if [x for x in scaling if x[0] != "decode"]:
     print()
     print("| preset | threads | tformer train | eval | decode | pytorch train | eval | decode |")
     print("|---|---|---:|---:|---:|---:|---:|---:|")
-    def best(figs, f, engines):
-        xs = [figs.get(f, {}).get(e) for e in engines]
-        xs = [x for x in xs if x]
-        return min(xs) if xs else None
     for preset, lo, hi in scaling:
+        if preset == "decode":
+            continue
         cells = []
         for engines in (("tformer",), ("pytorch", "pytorch-tuned")):
             for f in ("train_step_ms", "forward_eval_ms", "greedy_decode_ms"):
                 a, b = best(rows[(preset, lo)], f, engines), best(rows[(preset, hi)], f, engines)
                 cells.append(f"{a / b:.2f}" if a and b else "n/a")
         print(f"| {preset} | {lo} → {hi} | " + " | ".join(cells) + " |")
+decode = [(lo, hi) for p, lo, hi in scaling if p == "decode"]
+if decode:
+    print()
+    print("| preset | threads | tformer beam 4 | greedy | pytorch beam 4 | greedy |")
+    print("|---|---|---:|---:|---:|---:|")
+    for lo, hi in decode:
+        cells = []
+        for engines in (("tformer",), ("pytorch", "pytorch-tuned")):
+            for f in ("beam4_ms", "greedy_ms"):
+                a, b = best(rows[("decode", lo)], f, engines), best(rows[("decode", hi)], f, engines)
+                cells.append(f"{a / b:.2f}" if a and b else "n/a")
+        print(f"| decode | {lo} → {hi} | " + " | ".join(cells) + " |")
 EOF

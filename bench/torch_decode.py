@@ -126,7 +126,7 @@ def greedy(net, ids, max_steps):
 
 
 @torch.no_grad()
-def beam(net, ids, K, alpha, max_steps):
+def beam(net, ids, K, alpha, max_steps, exhaustive=False):
     s = Search(net, ids)
     B = len(ids)
     rows = torch.arange(B)  # each row's sentence
@@ -153,6 +153,17 @@ def beam(net, ids, K, alpha, max_steps):
         for b, p, sc in zip(sent[ends].tolist(), parent[ends].tolist(), score[ends].tolist()):
             finished[b].append((sc / length ** alpha, hist[p].tolist()))
         go = ~ends
+        if not exhaustive:  # tasks/decode.cpp's retire_decided: a sentence with K finished
+            # hypotheses, none of whose live ones scores better as it stands than the K-th, is decided
+            kth = torch.full((B,), -math.inf, dtype=torch.float64)
+            for b, f in enumerate(finished):
+                if len(f) >= K:
+                    kth[b] = sorted((x[0] for x in f), reverse=True)[K - 1]
+            still = torch.zeros(B, dtype=torch.bool)
+            live = go.nonzero().squeeze(1)
+            better = score[live] / length ** alpha > kth[sent[live]]
+            still[sent[live][better]] = True
+            go = go & still[sent]
         if not go.any():
             break
         parents, rows, logp = parent[go], sent[go], score[go]

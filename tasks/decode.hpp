@@ -50,7 +50,12 @@ struct DecodeOptions {
     int64_t beam = 1;             ///< beam size; 1 = greedy
     double length_penalty = 1.0;  ///< beam scores are log p / length^alpha
     bool keep_attention = false;  ///< fill Decoded's attention weights (greedy, one sentence: heatmaps)
-    int64_t n_best = 1;           ///< beam search: keep this many finished hypotheses per sentence (<= beam)
+    /// Beam search: keep searching a sentence until its K best continuations
+    /// all end (or the step limit), instead of stopping once it has K finished
+    /// hypotheses and no live one scores better, as it stands, than the K-th
+    /// (the default; see decode.cpp's retire_decided).
+    bool exhaustive = false;
+    int64_t n_best = 1;  ///< beam search: keep this many finished hypotheses per sentence (<= beam)
 };
 
 /// Greedy decoding of a batch: src (B, S) ids, src_valid_len (B) -> B sequences.

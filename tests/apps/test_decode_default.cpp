@@ -49,7 +49,7 @@ std::string default_checkpoint() {
 
 TEST_CASE(
     "default model, 1,000 validation sentences: batched equals one at a time on at least 995 lines, the others "
-    "near-ties; any thread count gives the same",
+    "near-ties, and any thread count gives the same",
     "[apps][decode][slow]") {
     const std::string path = default_checkpoint();
     const auto t = tasks::load_translator(nn::load_safetensors(path), path, "test");

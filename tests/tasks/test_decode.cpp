@@ -82,19 +82,25 @@ TEST_CASE("decode_batch: one sentence gives the reference search's tokens and sc
         if (sentence.find_first_of("abcdefghijklmnopqrstuvwxyz") == std::string::npos) continue;
         const auto [src, lens] = one_source(prepare_source(*t.tok.src, sentence, 12));
         for (int64_t K : {1, 2, 4})
-            for (double alpha : {0.0, 1.0}) {
-                const DecodeOptions o{.bos = 2, .eos = 3, .max_steps = 12, .beam = K, .length_penalty = alpha};
-                const Decoded fast = decode_batch(*t.model, src, lens, o).front();
-                const Decoded ref = K == 1 ? reference::greedy_decode(*t.model, src, lens, o).front()
-                                           : reference::beam_decode_batch(*t.model, src, lens, o).front();
-                INFO(sentence << " K " << K << " alpha " << alpha);
-                CHECK(fast.tokens == ref.tokens);
-                CHECK(fast.score == ref.score);  // the same floats, summed in the same order
-            }
+            for (double alpha : {0.0, 1.0})
+                for (bool exhaustive : {false, true}) {
+                    const DecodeOptions o{.bos = 2,
+                                          .eos = 3,
+                                          .max_steps = 12,
+                                          .beam = K,
+                                          .length_penalty = alpha,
+                                          .exhaustive = exhaustive};
+                    const Decoded fast = decode_batch(*t.model, src, lens, o).front();
+                    const Decoded ref = K == 1 ? reference::greedy_decode(*t.model, src, lens, o).front()
+                                               : reference::beam_decode_batch(*t.model, src, lens, o).front();
+                    INFO(sentence << " K " << K << " alpha " << alpha << " exhaustive " << exhaustive);
+                    CHECK(fast.tokens == ref.tokens);
+                    CHECK(fast.score == ref.score);  // the same floats, summed in the same order
+                }
     }
 }
 
-TEST_CASE("decode_batch: a batch gives each sentence what the reference gives it alone; finished rows leave",
+TEST_CASE("decode_batch: a batch gives each sentence what the reference gives it alone, and finished rows leave",
           "[tasks][decode]") {
     SmallTranslator t;
     std::vector<PreparedSource> sources;
@@ -127,6 +133,31 @@ TEST_CASE("decode_batch: a batch gives each sentence what the reference gives it
     CHECK(ended_early < 2 * B - 10);
 }
 
+TEST_CASE("beam search stops a sentence once it is decided, and the exhaustive search never scores lower",
+          "[tasks][decode]") {
+    // The exhaustive search runs the same beam further, so its finished
+    // hypotheses include the early search's: its answer scores at least as
+    // well, and is the same one unless a longer hypothesis overtook.
+    SmallTranslator t;
+    int same = 0, total = 0;
+    for (const std::string& sentence : letter_sentences(60, 3)) {
+        if (sentence.find_first_of("abcdefghijklmnopqrstuvwxyz") == std::string::npos) continue;
+        const auto [src, lens] = one_source(prepare_source(*t.tok.src, sentence, 12));
+        for (double alpha : {0.0, 1.0}) {
+            DecodeOptions o{.bos = 2, .eos = 3, .max_steps = 12, .beam = 4, .length_penalty = alpha};
+            const Decoded early = decode_batch(*t.model, src, lens, o).front();
+            o.exhaustive = true;
+            const Decoded full = decode_batch(*t.model, src, lens, o).front();
+            INFO(sentence << " alpha " << alpha);
+            CHECK(full.score >= early.score - 1e-6);
+            same += full.tokens == early.tokens;
+            ++total;
+        }
+    }
+    INFO(same << " of " << total << " answers the same");
+    CHECK(same >= total * 3 / 4);
+}
+
 TEST_CASE("beam search n_best: the n best finished hypotheses, best first, the first the answer", "[tasks][decode]") {
     SmallTranslator t;
     const auto [src, lens] = one_source(prepare_source(*t.tok.src, "a b c d e", 12));
@@ -143,7 +174,7 @@ TEST_CASE("beam search n_best: the n best finished hypotheses, best first, the f
 }
 
 TEST_CASE(
-    "translate_batches: batches of one equal one sentence at a time; the output is the same on 1, 2 and 3 threads",
+    "translate_batches: batches of one equal one sentence at a time, and the output is the same on 1, 2 and 3 threads",
     "[tasks][decode]") {
     SmallTranslator t;
     const std::vector<std::string> sentences = letter_sentences(80, 3);
