@@ -498,11 +498,15 @@ struct TrainSetup {
     std::string out;              ///< the output directory
     tasks::ModelConfig config;    ///< the vocabulary sizes come later, from the data
     tasks::TrainOptions options;  ///< extra: the metadata the checkpoint keeps, filled as the data is read
+    /// --out, locked for the run (rank 0's; other ranks write nothing); empty
+    /// directories it made go when the run fails
+    std::shared_ptr<core::OutputDirectory> out_dir;
 };
 
-// Step 1 of `tformer train`: the preset and the flags, checked; the threads
-// set; a checkpoint already in --out kept unless --resume or --overwrite says
-// what to do with it.
+// Step 1 of `tformer train`: the preset and the flags, every one checked
+// before anything is made on disk; the threads set; --out made and locked
+// for this run (rank 0 alone writes into it); a checkpoint already there
+// kept unless --resume or --overwrite says what to do with it.
 TrainSetup parse_train_args(const TrainArgs& a) {
     const Preset& p = find_preset(a.task, a.preset);
     check_flags_fit(a, p);
@@ -512,21 +516,22 @@ TrainSetup parse_train_args(const TrainArgs& a) {
     const fs::path existing = fs::path(out) / "checkpoint.safetensors";
     if (a.resume && a.overwrite)
         fail<ValueError>("train: --resume continues {}, --overwrite replaces it: give one", existing.string());
-    if (!a.resume && !a.overwrite && fs::exists(existing) && dist::is_root())  // only rank 0 writes into --out
-        fail<ValueError>(
-            "train: {} already holds a checkpoint; continue it with --resume, replace it with --overwrite, "
-            "or choose another --out",
-            out);
-    // --out is made and checked before the data is read and the model trained
-    std::error_code ec;
-    fs::create_directories(out, ec);
-    if (ec || !fs::is_directory(out))
-        fail<IOError>("train: cannot use --out '{}' as the output directory: {}", out,
-                      ec ? ec.message() : std::string("it is not a directory"));
-    if (access(out.c_str(), W_OK | X_OK) != 0)
-        fail<IOError>("train: cannot write into --out '{}': {}", out, std::strerror(errno));
     tasks::ModelConfig config = model_config(a, p);
-    return {.preset = p, .seed = seed, .out = out, .config = config, .options = train_options(a, p, seed, out)};
+    tasks::TrainOptions options = train_options(a, p, seed, out);
+    std::shared_ptr<core::OutputDirectory> out_dir;
+    if (dist::is_root()) {
+        out_dir = std::make_shared<core::OutputDirectory>(out, "train", "--out");
+        if (out_dir->stale_owner() > 0)
+            fmt::print(stderr,
+                       "train: the run that locked --out '{}' (PID {}) ended without unlocking it; taking it over\n",
+                       out, out_dir->stale_owner());
+        if (!a.resume && !a.overwrite && fs::exists(existing))
+            fail<ValueError>(
+                "train: {} already holds a checkpoint; continue it with --resume, replace it with --overwrite, "
+                "or choose another --out",
+                out);
+    }
+    return {.preset = p, .seed = seed, .out = out, .config = config, .options = options, .out_dir = out_dir};
 }
 
 // The model of a run, built from its config (after the memory check) and announced.
@@ -854,10 +859,43 @@ int train_translate_corpus(const TrainArgs& a, TrainSetup& s) {
 }  // namespace
 
 // ---- train -------------------------------------------------------------------------------------
+
+namespace {
+// What the ranks of a data-parallel job compare before they exchange
+// anything: the command, every flag given (those that change the data, the
+// vocabulary, the model or the run's length, which would otherwise make the
+// ranks call different exchanges and wait for each other forever), and the
+// data file's size and checksum. Not compared: what only one process uses
+// (--out and the checkpoint in it, which rank 0 alone reads and writes; the
+// data file's path, which may differ between machines) or how it runs
+// (threads, output, limits).
+std::vector<std::pair<std::string, std::string>> rank_settings(const TrainArgs& a) {
+    static const std::set<std::string> own = {"--out",     "--data",        "--threads",    "--quiet",
+                                              "--profile", "--plot-format", "--max-memory", "--mpi-timeout"};
+    std::vector<std::pair<std::string, std::string>> settings = {{"the command", "train " + a.task}};
+    for (const auto& flag : a.flags)
+        if (!own.count(flag.first)) settings.push_back(flag);
+    if (a.task == "translate") {
+        const std::string path = a.data.empty() ? default_data_path() : a.data;
+        std::string described;
+        try {
+            const std::string bytes = core::read_regular_file(path, "train", "a text file");
+            described = fmt::format("{} bytes with checksum {:016x}", bytes.size(),
+                                    dist::fingerprint(bytes.data(), bytes.size()));
+        } catch (const IOError& e) {
+            described = fmt::format("unreadable ({})", e.what());
+        }
+        settings.emplace_back("the data file (--data)", described);
+    }
+    return settings;
+}
+}  // namespace
 // parse the flags, read the data, build the model, train (tasks::train, which
 // also resumes), report
 
 int run_train(const TrainArgs& a) {
+    dist::set_timeout(a.mpi_timeout);
+    if (dist::size() > 1) dist::check_same_settings(rank_settings(a));  // before any other exchange
     TrainSetup s = on_every_rank([&] { return parse_train_args(a); });  // a refusal ends every rank together
     if (a.task == "copy") return train_copy(a, s);
     return s.preset.corpus ? train_translate_corpus(a, s) : train_translate_d2l(a, s);
@@ -866,26 +904,21 @@ int run_train(const TrainArgs& a) {
 // ---- translate ------------------------------------------------------------------------------------
 
 namespace {
-// Training never saves non-finite weights, but a checkpoint may come from elsewhere.
-void warn_if_not_finite(const nn::Module& model, const std::string& path, const char* op) {
-    std::vector<std::string> bad;
-    for (const auto& [name, p] : model.named_parameters()) {
-        bool finite = true;
-        for (double v : p.value().to_vector()) finite = finite && std::isfinite(v);
-        if (!finite) bad.push_back(name);
+// One line of `in` without its end, which is "\n", "\r\n" or a lone "\r"
+// (old Mac files, which std::getline would read as one line). False at the
+// end of the input.
+bool read_line(std::istream& in, std::string& line) {
+    line.clear();
+    std::streambuf& buffer = *in.rdbuf();
+    for (int c = buffer.sbumpc(); c != std::char_traits<char>::eof(); c = buffer.sbumpc()) {
+        if (c == '\n') return true;
+        if (c == '\r') {
+            if (buffer.sgetc() == '\n') buffer.sbumpc();
+            return true;
+        }
+        line.push_back(static_cast<char>(c));
     }
-    if (!bad.empty())
-        fmt::print(stderr,
-                   "{}: warning: '{}' holds NaN or Inf in {} weight tensor(s) (first: {}); its output is garbage\n", op,
-                   path, bad.size(), bad.front());
-}
-
-// `checkpoint`: the file at `path`, read once for the info and the weights
-std::unique_ptr<tasks::LoadedTranslator> load_translator(const nn::SafeTensors& checkpoint, const std::string& path,
-                                                         const char* op) {
-    auto t = tasks::load_translator(checkpoint, path, op);
-    warn_if_not_finite(*t->model, path, op);
-    return t;
+    return !line.empty();
 }
 
 void check_decode_flags(int64_t beam, double length_penalty, const char* op) {
@@ -907,7 +940,7 @@ bool read_chunk(std::istream& in, int64_t size, Chunk& chunk) {
     chunk.first += static_cast<int64_t>(chunk.lines.size());
     chunk.lines.clear();
     std::string line;
-    while (static_cast<int64_t>(chunk.lines.size()) < size && std::getline(in, line)) chunk.lines.push_back(line);
+    while (static_cast<int64_t>(chunk.lines.size()) < size && read_line(in, line)) chunk.lines.push_back(line);
     return !chunk.lines.empty();
 }
 
@@ -972,7 +1005,7 @@ int run_translate(const TranslateArgs& a) {
         fail<ValueError>("translate: --show-attention draws the attention of greedy decoding; add --beam 1");
     if (a.n_best > a.beam) fail<ValueError>("translate: --n-best {} is more than the beam size {}", a.n_best, a.beam);
     if (a.batch_tokens < 1) fail<ValueError>("translate: --batch-tokens must be at least 1, got {}", a.batch_tokens);
-    const auto t = load_translator(nn::load_safetensors(a.checkpoint), a.checkpoint, "translate");
+    const auto t = tasks::load_translator(nn::load_safetensors(a.checkpoint), a.checkpoint, "translate");
     const tasks::TranslateOptions o = translate_options(t->info, {.beam = a.beam,
                                                                   .length_penalty = a.length_penalty,
                                                                   .keep_attention = !a.show_attention.empty(),
@@ -1042,12 +1075,11 @@ int run_eval(const EvalArgs& a) {
         core::Generator gen(0);
         auto model = tasks::build_model(info.config, gen);
         tasks::load_checkpoint(checkpoint, a.checkpoint, *model, nullptr);
-        warn_if_not_finite(*model, a.checkpoint, "eval");
         const double acc = copy_accuracy(*model, 1000, info.config.num_steps, 20240601);
         fmt::print("copy task: exact-sequence accuracy {:.1f}% on 1000 fresh sequences\n", 100 * acc);
         return 0;
     }
-    const auto t = load_translator(checkpoint, a.checkpoint, "eval");
+    const auto t = tasks::load_translator(checkpoint, a.checkpoint, "eval");
     const std::string data = a.data.empty() ? default_data_path() : a.data;
     const tasks::TranslateOptions greedy = translate_options(info, {.max_steps = info.config.num_steps});
     if (corpus) {

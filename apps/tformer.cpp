@@ -6,7 +6,9 @@
 //   tformer eval --checkpoint runs/translate/checkpoint.safetensors
 //   tformer bench [--preset d2l|copy|small|base|translate] [--threads N] [--repeats N]
 //   tformer tutorial [N] [--step] [--lang en|zh] [--from STEP | --only STEP] [--quiet-tensors] [--exercise] [--literal]
+//   tformer serve --checkpoint runs/translate/checkpoint.safetensors [--run runs/translate]
 #include "apps/commands.hpp"
+#include "apps/serve.hpp"
 #include "core/error.hpp"
 #include "core/version.hpp"
 #include "tasks/bench.hpp"
@@ -117,6 +119,11 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
         ->check(positive_finite);
     cmd.add_flag("--detect-anomaly", a.detect_anomaly,
                  "check every op's output and gradient for NaN and name the first op that makes one (slow)");
+    cmd.add_option("--mpi-timeout", a.mpi_timeout,
+                   "under mpirun: seconds a rank waits for the others in one exchange before it stops the job "
+                   "(0: no limit)")
+        ->capture_default_str()
+        ->check(non_negative_finite);
     cmd.add_flag("--profile", a.profile,
                  "print where the time went, op by op (also TFORMER_PROFILE=1); written to <out>/profile.txt");
     if (translation) {
@@ -173,7 +180,7 @@ int main(int argc, char** argv) {
     // the save reports it, keeping the previous file.
     std::signal(SIGXFSZ, SIG_IGN);
     std::setvbuf(stdout, nullptr, _IOLBF, 0);  // results appear line by line, also in a pipe or a log file
-    CLI::App app{"tformer: a from-scratch Transformer framework (train, translate, eval, bench, tutorial)"};
+    CLI::App app{"tformer: a from-scratch Transformer framework (train, translate, eval, bench, tutorial, serve)"};
     app.set_version_flag("--version", std::string("tformer ") + tformer::kVersion);
     app.require_subcommand(1);
 
@@ -279,6 +286,39 @@ int main(int argc, char** argv) {
     tutorial->add_option("--only", tut.only, "that step alone, after the steps before it have run quietly");
     tutorial->add_flag("--quiet-tensors", tut.quiet_tensors, "print a large tensor's shape and a few of its values");
 
+    ServeArgs sv;
+    CLI::App* serve = app.add_subcommand(
+        "serve", "the studio: a web page (and a JSON API) to translate and look inside a model (docs/serve.md)");
+    serve->add_option("--checkpoint", sv.checkpoints, "a checkpoint to serve (repeatable; the page picks one)")
+        ->required();
+    serve->add_option("--run", sv.runs,
+                      "a training output folder whose loss the page draws, live while it trains "
+                      "(repeatable)");
+    serve
+        ->add_option("--host", sv.host,
+                     "address to listen on; other than loopback only when you mean it (the page "
+                     "has no authentication)")
+        ->capture_default_str();
+    serve->add_option("--port", sv.port, "port (0: any free one, printed)")
+        ->capture_default_str()
+        ->check(int_range(0, 65535));
+    serve
+        ->add_option("--max-concurrent", sv.max_concurrent,
+                     "requests using the model at once; the others wait up to --queue-timeout, then get 503")
+        ->capture_default_str()
+        ->check(int_range(1, 1024));
+    serve->add_option("--queue-timeout", sv.queue_timeout, "seconds a request waits for the model before a 503")
+        ->capture_default_str()
+        ->check(non_negative_finite);
+    serve
+        ->add_option("--batch-window", sv.batch_window,
+                     "milliseconds a batch waits for more requests to decode together")
+        ->capture_default_str()
+        ->check(number_check([](double x) { return x >= 0 && x <= 1000; }, "in [0, 1000]", "[0, 1000]"));
+    serve->add_option("--web", sv.web, "the page's folder (default: the installed one, else web/ of the sources)");
+    serve->add_option("--threads", sv.threads, "threads for kernels and BLAS (default: all cores)")
+        ->check(int_range(1, 1'000'000));
+
     // CLI11 answers a mistyped command with "A subcommand is required"; name it instead
     auto unknown = [&](int i, const std::vector<std::string_view>& known, const char* what) {
         if (argc <= i || argv[i][0] == '-') return false;
@@ -289,10 +329,15 @@ int main(int argc, char** argv) {
                    fmt::join(all_but_last, ", "), known.back());
         return true;
     };
-    if (unknown(1, {"train", "translate", "eval", "bench", "tutorial"}, "unknown command")) return 1;
+    if (unknown(1, {"train", "translate", "eval", "bench", "tutorial", "serve"}, "unknown command")) return 1;
     if (argc > 1 && std::string_view(argv[1]) == "train" && unknown(2, {"copy", "translate"}, "train: unknown task"))
         return 1;
     CLI11_PARSE(app, argc, argv);
+    // the flags as given, which the ranks of an mpirun job compare (run_train)
+    for (auto [cmd, args] : {std::pair{train_copy, &copy_args}, std::pair{train_translate, &translate_train_args}})
+        for (const CLI::Option* option : cmd->get_options())
+            if (option->count() > 0 && option->get_name() != "--help")
+                args->flags.emplace_back(option->get_name(), fmt::format("{}", fmt::join(option->results(), " ")));
     try {
         if (*train_copy) return run_train(copy_args);
         if (*train_translate) return run_train(translate_train_args);
@@ -307,6 +352,7 @@ int main(int argc, char** argv) {
             return tformer::tasks::run_model_bench(bo);
         }
         if (*tutorial) return run_tutorial(tut);
+        if (*serve) return run_serve(sv);
     } catch (
         const std::exception& e) {  // tformer::Error and the rest: "tformer: error: ..." (with ranks: see report_error)
         return tformer::tasks::dist::report_error(e.what());

@@ -71,6 +71,20 @@ done
 
 PYTHON=${PYTHON:-/usr/bin/python3}
 
+# PyTorch as installed, then tuned (see above); and when the environment
+# chooses OpenBLAS's kernels (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE), tuned once
+# more with those unset, so that OpenBLAS picks the CPU's own kernel set
+# ("pytorch-native"). The fastest of them counts: PyTorch at its best. Only
+# this command changes those variables, and only for PyTorch's runs.
+torch_runs() {
+  local tuned=(env GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184 OMP_WAIT_POLICY=PASSIVE)
+  "$PYTHON" "$@" --engine pytorch >> "$OUT"
+  "${tuned[@]}" "$PYTHON" "$@" --engine pytorch-tuned >> "$OUT"
+  if [[ -n ${OPENBLAS_CORETYPE:-} || -n ${OPENBLAS_L2_SIZE:-} ]]; then
+    "${tuned[@]}" -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE "$PYTHON" "$@" --engine pytorch-native >> "$OUT"
+  fi
+}
+
 # runs every preset at every thread count, each engine in turn, into $OUT
 measure() {
   TFORMER=${TFORMER:-build/release/apps/tformer}
@@ -102,20 +116,12 @@ measure() {
         printf '{"engine":"machine","preset":"%s","threads":%s,"figure":"load_1min","value":%s}\n' "$p" "$t" "$load" >> "$OUT"
         "$TFORMER" bench --preset "$p" --threads "$t" "${repeats[@]}" "${tformer_batches[@]}" >> "$OUT"
         if [[ $p == decode ]]; then
-          for engine in pytorch pytorch-tuned; do
-            tuned=()
-            [[ $engine == pytorch ]] || tuned=(env GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184 OMP_WAIT_POLICY=PASSIVE)
-            "${tuned[@]}" "$PYTHON" bench/torch_decode.py --sentences "$sentences" --threads "$t" "${repeats[@]}" \
-              --engine "$engine" >> "$OUT"
-          done
+          torch_runs bench/torch_decode.py --sentences "$sentences" --threads "$t" "${repeats[@]}"
           continue
         fi
         # every later run measures the batches the first one saved
         ((${#tformer_batches[@]} == 0)) || tformer_batches=(--load-batches "$batches")
-        "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" "${repeats[@]}" "${torch_batches[@]}" >> "$OUT"
-        GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=17179869184 OMP_WAIT_POLICY=PASSIVE \
-          "$PYTHON" bench/torch_bench.py --preset "$p" --threads "$t" "${repeats[@]}" "${torch_batches[@]}" \
-          --engine pytorch-tuned >> "$OUT"
+        torch_runs bench/torch_bench.py --preset "$p" --threads "$t" "${repeats[@]}" "${torch_batches[@]}"
       done
     done
   done
@@ -132,6 +138,7 @@ fi
 "$PYTHON" - "$OUT" <<'EOF'
 import json, sys
 
+TORCH = ("pytorch", "pytorch-tuned", "pytorch-native")  # PyTorch's runs: the best counts
 rows, load, info = {}, {}, {}
 for text in open(sys.argv[1]):
     r = json.loads(text)
@@ -167,8 +174,11 @@ if "tformer" in info:
     print(f"OpenBLAS core: {info['tformer'].get('openblas_core')}, "
           f"OPENBLAS_CORETYPE: {info['tformer'].get('openblas_coretype') or '(not set)'}, "
           f"tformer's libxsmm kernels: {info['tformer'].get('libxsmm_target', '(none: before libxsmm)')}")
-if "pytorch" in info:
-    print(f"PyTorch {info['pytorch'].get('torch')}, {info['pytorch'].get('blas')}, decoding: {info['pytorch'].get('decode')}")
+for engine in TORCH:
+    if engine in info:
+        r = info[engine]
+        print(f"{engine}: PyTorch {r.get('torch')}, {r.get('blas')}, OpenBLAS core: {r.get('openblas_core', '?')}, "
+              f"OPENBLAS_CORETYPE: {r.get('openblas_coretype') or '(not set)'}, decoding: {r.get('decode')}")
 print()
 # The ceiling: the ratio tformer would reach if it ran its products at their
 # bare speed (core::blas::gemm: libxsmm or OpenBLAS) on the same shapes and
@@ -182,21 +192,21 @@ def ceiling(figs, f):
         return ""
     work = figs.get(f"{run}_gflop", {}).get("tformer")
     bare = figs.get(f"{run}_sgemm_gflops", {}).get("tformer")
-    torch_ms = [x for x in (figs.get(f"{run}_ms", {}).get(e) for e in ("pytorch", "pytorch-tuned")) if x]
+    torch_ms = [x for x in (figs.get(f"{run}_ms", {}).get(e) for e in TORCH) if x]
     if not work or not bare or not torch_ms:
         return ""
     floor_ms = work / bare * 1e3
     return f"{min(torch_ms) / floor_ms:.2f}"
 
-print("| preset | threads | load | figure | tformer | pytorch | pytorch tuned | ratio (best pytorch) | bare sgemm | ceiling |")
-print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|")
+print("| preset | threads | load | figure | tformer | pytorch | pytorch tuned | pytorch native kernels | ratio (best pytorch) | bare sgemm | ceiling |")
+print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 for (preset, threads), figs in rows.items():
     for f in order:
         v = figs.get(f, {})
         if not v:  # a figure this preset does not measure (decode has no training step)
             continue
         t = v.get("tformer")
-        torch_runs = [x for x in (v.get("pytorch"), v.get("pytorch-tuned")) if x is not None]
+        torch_runs = [x for x in (v.get(e) for e in TORCH) if x is not None]
         if t is None or not torch_runs:
             ratio = "n/a"
         elif f in higher_is_better:
@@ -206,7 +216,7 @@ for (preset, threads), figs in rows.items():
         # GFLOP/s rows: what bare sgemm reaches on the same shapes, the limit
         bare = figs.get(f.replace("_gflops", "_sgemm_gflops"), {}).get("tformer", "") if f.endswith("_gflops") else ""
         print(f"| {preset} | {threads} | {load.get((preset, threads), '')} | {f} | {t} | {v.get('pytorch')} | "
-              f"{v.get('pytorch-tuned')} | {ratio} | {bare} | {ceiling(figs, f)} |")
+              f"{v.get('pytorch-tuned')} | {v.get('pytorch-native', '')} | {ratio} | {bare} | {ceiling(figs, f)} |")
 
 # Thread scaling: each engine's best time at the fewest threads measured ÷ its
 # best at more (above 1: faster with more threads; below 1: slower). For
@@ -227,7 +237,7 @@ if [x for x in scaling if x[0] != "decode"]:
         if preset == "decode":
             continue
         cells = []
-        for engines in (("tformer",), ("pytorch", "pytorch-tuned")):
+        for engines in (("tformer",), TORCH):
             for f in ("train_step_ms", "forward_eval_ms", "greedy_decode_ms"):
                 a, b = best(rows[(preset, lo)], f, engines), best(rows[(preset, hi)], f, engines)
                 cells.append(f"{a / b:.2f}" if a and b else "n/a")
@@ -239,7 +249,7 @@ if decode:
     print("|---|---|---:|---:|---:|---:|")
     for lo, hi in decode:
         cells = []
-        for engines in (("tformer",), ("pytorch", "pytorch-tuned")):
+        for engines in (("tformer",), TORCH):
             for f in ("beam4_ms", "greedy_ms"):
                 a, b = best(rows[("decode", lo)], f, engines), best(rows[("decode", hi)], f, engines)
                 cells.append(f"{a / b:.2f}" if a and b else "n/a")

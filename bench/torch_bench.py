@@ -43,6 +43,25 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+
+def blas_kernels():
+    """The BLAS library PyTorch loaded and the kernel set it chose: OpenBLAS
+    picks its kernels per CPU at load time (or as OPENBLAS_CORETYPE says), so
+    the comparison prints what ran rather than what the machine could run."""
+    torch.ones(2, 2) @ torch.ones(2, 2)  # make sure the BLAS library is loaded
+    import ctypes
+    paths = sorted({line.split()[-1] for line in open("/proc/self/maps") if "openblas" in line and ".so" in line})
+    for path in paths:
+        try:
+            lib = ctypes.CDLL(path)
+            lib.openblas_get_corename.restype = ctypes.c_char_p
+            lib.openblas_get_config.restype = ctypes.c_char_p
+            return {"blas": lib.openblas_get_config().decode(), "openblas_core": lib.openblas_get_corename().decode()}
+        except (OSError, AttributeError):
+            continue
+    return {"blas": next((w for w in torch.__config__.show().split() if w.startswith("BLAS_INFO")), "?"),
+            "openblas_core": "?"}
+
 # name: vocabularies, sizes, batch shape, timed repeats and warm-up runs (as tasks/bench.cpp)
 PRESETS = {
     "d2l": dict(task="translate", src_vocab=184, tgt_vocab=201, d=32, ffn=64, heads=4, layers=2,
@@ -422,7 +441,7 @@ def main():
         print(json.dumps({"engine": args.engine, "preset": args.preset, "threads": torch.get_num_threads(),
                           "figure": figure, **fields}, separators=(",", ":")), flush=True)
 
-    line("info", torch=torch.__version__, blas="OpenBLAS via libblas.so.3 (Debian alternatives)",
+    line("info", torch=torch.__version__, **blas_kernels(),
          openblas_coretype=os.environ.get("OPENBLAS_CORETYPE", ""),
          parameters=sum(t.numel() for t in net.parameters()), batch=p["batch"], num_steps=p["steps"],
          vocab=p["tgt_vocab"], repeats=repeats, warmup=p["warmup"],

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "scripts"))
-from torch_bench import EncoderDecoder  # noqa: E402  seed 000's model with a KV cache
+from torch_bench import EncoderDecoder, blas_kernels  # noqa: E402  seed 000's model with a KV cache
 from torch_translate import load_safetensors, tokenizers  # noqa: E402
 
 PAD, BOS, EOS = 1, 2, 3
@@ -205,7 +205,7 @@ def main():
         print(json.dumps({"engine": args.engine, "preset": "decode", "threads": args.threads, "figure": figure,
                           **fields}), flush=True)
 
-    emit("info", torch=torch.__version__, blas=next((w for w in torch.__config__.show().split() if w.startswith("BLAS_INFO")), "?"),
+    emit("info", torch=torch.__version__, **blas_kernels(), openblas_coretype=os.environ.get("OPENBLAS_CORETYPE", ""),
          sentences=len(sources), batch_tokens=args.batch_tokens, decode="batched, kv-cache, torch.no_grad")
     for name, K in (("beam4", 4), ("greedy", 1)):
         out = translate_all(net, sources, args.batch_tokens, K, max_len)  # warm-up

@@ -175,7 +175,9 @@ void split_gemm(int parts, bool trans_a, bool trans_b, int64_t m, int64_t n, int
 // (1.2x OpenBLAS with the copy; a plain loop took 0.5-0.8 ns a number and
 // lost to OpenBLAS below about 100 rows).
 // Only where libxsmm's kernels are wider than OpenBLAS's (xsmm_on below);
-// TFORMER_LIBXSMM=0 in the environment turns it off (OpenBLAS only).
+// TFORMER_LIBXSMM=0 in the environment turns it off (OpenBLAS only), and
+// TFORMER_LIBXSMM=1 turns it on whatever the CPU (libxsmm's AVX2 kernels on
+// an AVX2 machine): the tests run the libxsmm path that way where it is off.
 
 // Tiles of C: 64 rows by 128 columns (the last ones narrower). The same
 // tiles whatever the thread count, so the same bits; 128 columns ran as fast
@@ -205,9 +207,10 @@ bool xsmm_on() {
     static const bool on = [] {
         const char* v = std::getenv("TFORMER_LIBXSMM");
         if (v != nullptr && std::strcmp(v, "0") == 0) return false;
-        if (openblas_is_avx512()) return false;
+        const bool forced = v != nullptr && std::strcmp(v, "1") == 0;  // any target: tests and measurements
+        if (openblas_is_avx512() && !forced) return false;
         libxsmm_init();
-        if (libxsmm_get_target_archid() < LIBXSMM_X86_AVX512) return false;
+        if (libxsmm_get_target_archid() < LIBXSMM_X86_AVX512 && !forced) return false;
         return true;
     }();
     return on;

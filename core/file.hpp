@@ -1,5 +1,11 @@
 /// \file
-/// Writing files so that nothing the user saved is lost.
+/// Reading files only when they are files, and writing them so that nothing
+/// the user saved is lost.
+///
+/// Every file tformer reads (a checkpoint, a corpus, a batch file) is opened
+/// through open_regular_file, which refuses at once what is not a regular
+/// file: a FIFO would make the reader wait forever for a writer, a device
+/// such as /dev/zero never ends, a directory reads as nothing.
 ///
 /// Every file tformer writes (checkpoints, pictures, CSVs, summaries) goes
 /// through AtomicFile: the bytes go to a temporary file in the same directory
@@ -15,8 +21,23 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tformer::core {
+
+/// Opens `path` for reading, refusing what is not a regular file before a
+/// byte is read: a directory, a FIFO (named pipe; opened without waiting for
+/// a writer, then refused), a socket, a character or block device. `what`
+/// names what the file should be ("a checkpoint"). Returns the descriptor
+/// (close-on-exec), which the caller closes. Errors: IOError
+///   OP: cannot open 'PATH': REASON
+///   OP: 'PATH' is a directory; give the path of WHAT
+///   OP: 'PATH' is a FIFO (named pipe), not a regular file; give the path of WHAT
+int open_regular_file(const std::string& path, std::string_view op, std::string_view what);
+
+/// The whole contents of the regular file at `path` (open_regular_file's
+/// checks and messages; "OP: error while reading 'PATH': REASON").
+std::string read_regular_file(const std::string& path, std::string_view op, std::string_view what);
 
 /// A file that replaces `path` only when commit() succeeds. Until then the
 /// bytes go to a temporary sibling; the destructor removes it if commit() was
@@ -45,6 +66,43 @@ private:
     std::string path_, op_, dir_, tmp_;
     int fd_ = -1;
     bool committed_ = false;
+};
+
+/// The directory a run writes into (`tformer train --out`), claimed for the
+/// run's lifetime:
+///  - made if missing, with its parents; a dangling symbolic link, a file or
+///    a place that cannot be written is explained;
+///  - locked: the file DIR/.tformer.lock is held with flock(LOCK_EX) and
+///    holds this process's PID, so that a second run into the same
+///    directory is refused at once, naming the PID of the one running. The
+///    kernel releases the lock when its process ends, however it ends, so a
+///    lock file left by a killed run is not locked: it is taken over and
+///    its PID reported by stale_owner();
+///  - released by the destructor, which removes the lock file and then the
+///    directories it made, if the run left them empty (a run refused for a
+///    bad argument leaves nothing on disk).
+/// Errors: IOError "OP: cannot use FLAG 'PATH' as the output directory: ..."
+/// or "OP: FLAG 'PATH' is in use by another run (PID N); ...".
+class OutputDirectory {
+public:
+    OutputDirectory(std::string path, std::string op, std::string flag);
+    OutputDirectory(const OutputDirectory&) = delete;
+    OutputDirectory& operator=(const OutputDirectory&) = delete;
+    ~OutputDirectory();
+
+    const std::string& path() const { return path_; }
+    /// The PID a lock file left by an ended process named (it was taken over), or 0.
+    long stale_owner() const { return stale_owner_; }
+
+private:
+    [[noreturn]] void refuse(const std::string& why) const;
+    void lock();
+    void remove_made() const;  // the directories made here that are empty, innermost first
+
+    std::string path_, op_, flag_, lock_path_;
+    std::vector<std::filesystem::path> made_;  ///< directories made here, innermost first
+    int fd_ = -1;
+    long stale_owner_ = 0;
 };
 
 /// Writes `bytes` to `path` through an AtomicFile.

@@ -178,6 +178,19 @@ void translate_seeds(const fs::path& out) {
     write(out / "seed-long", "What do you want to do today? I think maybe Tom needs me, she said he would be sixteen.");
     write(out / "seed-punctuation", "?!.,, ... !\t\r");
 }
+// fuzz_serve: the first byte picks the endpoint (fuzz/serve.cpp's table), the rest is the body
+void serve_seeds(const fs::path& out) {
+    auto request = [&](const std::string& name, char route, const std::string& body) {
+        write(out / name, std::string(1, route) + body);
+    };
+    request("seed-translate", 0, R"({"text": "I'm home.\nHe's calm.", "beam": 4, "n_best": 2, "attention": true})");
+    request("seed-translate-greedy", 0, R"({"model": 1, "sentences": ["go .", "i lost ."], "search": "greedy"})");
+    request("seed-copy", 0, R"({"model": 2, "text": "1 2 3 4, 5", "attention": true})");
+    request("seed-tokenize", 1, R"({"model": 0, "text": "Caf\u00e9 ?"})");
+    request("seed-inside", 2, R"({"model": 1, "text": "i'm home .", "layer": 0})");
+    request("seed-model", 3, "2");
+    request("seed-path", static_cast<char>(0xc0), "/api/v1/runs/0\n{}");
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -193,6 +206,7 @@ int main(int argc, char** argv) {
         safetensors_seeds(out / "safetensors", out / "checkpoint");
         corpus_seeds(out / "corpus");
         translate_seeds(out / "translate");
+        serve_seeds(out / "serve");
         fs::remove_all(work);
     } catch (const std::exception& e) {
         fmt::print(stderr, "fuzz_make_seeds: {}\n", e.what());

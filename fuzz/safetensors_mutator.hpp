@@ -9,7 +9,9 @@
 // "__metadata__" value as the loader sees it (the config JSON, a vocabulary,
 // the SentencePiece model inside its base64, the generator state): the JSON
 // string escaping and the base64 are undone before the mutation and redone
-// after it, so the mutation lands in the text the loader parses. Plain
+// after it, so the mutation lands in the text the loader parses; one in
+// eight mutations of format 2's one JSON document nests a member thousands
+// of levels deep (nest_deeply). Plain
 // mutations of the whole file still happen (one in eight), so the framing
 // itself stays fuzzed.
 #pragma once
@@ -90,6 +92,34 @@ inline std::string tweak_config(const std::string& text, std::minstd_rand& rng) 
     return j.dump();
 }
 
+/// A checkpoint's metadata JSON (format 2's "tformer" document) with a
+/// member nested 9 to 18,432 levels deep put into one of its objects, as
+/// text (building such a document with nlohmann and printing it again would
+/// recurse once per level, in the fuzzer itself). The reader must refuse
+/// anything deeper than nn::kMaxJsonDepth before it walks the document.
+/// Inputs are at most 64 KB (-max_len), so 100,000 and 1,000,000 levels are
+/// left to the apps tests; here the refusal is reached from every object of
+/// the document, at many depths.
+inline std::string nest_deeply(const std::string& text, std::minstd_rand& rng) {
+    std::vector<size_t> objects;
+    for (size_t i = 0; i < text.size(); ++i)
+        if (text[i] == '{') objects.push_back(i);
+    if (objects.empty()) return text;
+    const size_t at = objects[rng() % objects.size()] + 1;
+    const size_t levels = size_t{9} << (rng() % 12);
+    const char open = rng() % 2 ? '[' : '{';
+    std::string deep;
+    if (open == '[') {
+        deep = std::string(levels, '[') + std::string(levels, ']');
+    } else {
+        for (size_t i = 0; i < levels; ++i) deep += "{\"a\":";
+        deep += '0';
+        deep.append(levels, '}');
+    }
+    const bool empty_object = at < text.size() && text[at] == '}';
+    return text.substr(0, at) + "\"nested\":" + deep + (empty_object ? "" : ",") + text.substr(at);
+}
+
 /// Mutates one "__metadata__" value of a safetensors header in place; false
 /// when the header has none (or is not JSON), so that the caller mutates
 /// something else.
@@ -124,6 +154,8 @@ inline bool mutate_metadata(std::string& header, std::minstd_rand& rng) {
         meta[key] = value;
     } else if (key == "config" && rng() % 2 == 0) {
         meta[key] = tweak_config(value, rng);
+    } else if (key == "tformer" && rng() % 8 == 0) {
+        meta[key] = nest_deeply(value, rng);
     } else if (rng() % 32 == 0) {
         meta.erase(key);  // a missing field
     } else {

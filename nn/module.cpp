@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cmath>
 #include <map>
 #include <set>
 
@@ -129,7 +130,7 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     for (const auto& [name, v] : all_named_parameters()) targets.emplace_back(name, v.value());
     for (const auto& [name, t] : named_buffers()) targets.emplace_back(name, t);
 
-    std::vector<std::string> missing, wrong_shape, unexpected;
+    std::vector<std::string> missing, wrong_shape, unexpected, differ;
     std::set<std::string> known;
     for (const auto& [name, target] : targets) {
         known.insert(name);
@@ -144,20 +145,26 @@ void Module::load_state_dict(const StateDict& state, bool strict) {
     for (const auto& [name, _] : state)
         if (!known.count(name)) unexpected.push_back(name);
     // the names of a shared parameter must agree, or which value wins would depend on their order
+    // (two NaNs in the same place agree: the copies are the same, whatever they hold)
     std::map<const void*, std::string> first_name;
     for (const auto& [name, target] : targets) {
         auto [it, fresh] = first_name.try_emplace(target.storage().get(), name);
         const auto a = state.find(it->second), b = state.find(name);
-        if (!fresh && a != state.end() && b != state.end() && a->second.shape() == b->second.shape() &&
-            a->second.to_vector() != b->second.to_vector())
-            wrong_shape.push_back(fmt::format("{} (shared with {}, but the values differ)", name, it->second));
+        if (fresh || a == state.end() || b == state.end() || !(a->second.shape() == b->second.shape())) continue;
+        const std::vector<double> x = a->second.to_vector(), y = b->second.to_vector();
+        int64_t different = 0;
+        for (size_t i = 0; i < x.size(); ++i) different += !(x[i] == y[i] || (std::isnan(x[i]) && std::isnan(y[i])));
+        if (different > 0)
+            differ.push_back(fmt::format("{} differs from {}, the same tied parameter, in {} of {} values", name,
+                                         it->second, different, x.size()));
     }
 
-    if (!wrong_shape.empty() || (strict && (!missing.empty() || !unexpected.empty()))) {
+    if (!wrong_shape.empty() || !differ.empty() || (strict && (!missing.empty() || !unexpected.empty()))) {
         std::string message = fmt::format("load_state_dict: the state dict does not fit this {}", type_name_);
         if (!missing.empty()) message += fmt::format("\n  missing: {}", fmt::join(missing, ", "));
         if (!unexpected.empty()) message += fmt::format("\n  unexpected: {}", fmt::join(unexpected, ", "));
         if (!wrong_shape.empty()) message += fmt::format("\n  wrong shape: {}", fmt::join(wrong_shape, ", "));
+        if (!differ.empty()) message += fmt::format("\n  values differ: {}", fmt::join(differ, "; "));
         throw ValueError(message);
     }
     for (auto& [name, target] : targets) {

@@ -154,10 +154,6 @@ struct Entry {
     uint64_t begin = 0, end = 0;  // byte range in the data section
 };
 
-// Deeper nesting than any valid header has (root -> entry -> shape is depth
-// 2); the limit stops "[[[[..." bombs early with a clear message.
-constexpr int kMaxJsonDepth = 8;
-
 // Parses the header text into a JSON value. nlohmann keeps the last of
 // duplicate keys without a word, which would let two readers of one file see
 // different tensors; the parser callback below tracks the keys of every open
@@ -423,12 +419,10 @@ SafeTensors parse_safetensors(std::span<const uint8_t> bytes, const std::string&
 
 SafeTensors load_safetensors(const std::string& path) {
     const Source src{"load_safetensors", path};
-    FdGuard file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
-    if (file.fd < 0) src.fail("cannot open: {}", os_reason(errno));
+    // a directory, a FIFO (which would wait for a writer forever) or a device is refused before a read
+    FdGuard file{core::open_regular_file(path, "load_safetensors", "a safetensors file")};
     struct stat info {};
     if (::fstat(file.fd, &info) != 0) src.fail("cannot stat: {}", os_reason(errno));
-    if (S_ISDIR(info.st_mode)) src.fail("is a directory, not a safetensors file");
-    if (!S_ISREG(info.st_mode)) src.fail("is not a regular file");
     const auto file_size = static_cast<uint64_t>(info.st_size);
 
     return decode_file(

@@ -44,6 +44,14 @@ namespace tformer::nn {
 /// implementation uses, so both reject the same "header bombs").
 inline constexpr uint64_t kMaxSafetensorsHeaderBytes = 100'000'000;
 
+/// The deepest JSON nesting a reader accepts, in the header and in the JSON
+/// documents a checkpoint keeps in its metadata (tasks/json_field.hpp): a
+/// header's deepest part, a tensor's shape, is 2 levels deep (root, entry,
+/// shape), a tformer checkpoint's metadata 2 as well (root, "loss",
+/// "epochs"). Deeper input is refused before it is walked, as code that
+/// walks JSON recurses once per level and 100,000 levels overflow the stack.
+inline constexpr int kMaxJsonDepth = 8;
+
 /// The contents of one safetensors file: named tensors and string metadata.
 struct SafeTensors {
     /// Tensor name -> tensor (float32, float64, int64 or bool; any shape,

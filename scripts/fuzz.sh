@@ -2,7 +2,7 @@
 # Runs a libFuzzer target of fuzz/ (fuzz/README.md).
 #
 #   scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]
-#       TARGET: safetensors | checkpoint | corpus | translate | all (each in turn)
+#       TARGET: safetensors | checkpoint | corpus | translate | serve | all (each in turn)
 #       SECONDS: how long to fuzz each target (0: no time limit, e.g. with -runs=N)
 #   scripts/fuzz.sh seeds      rewrites the committed seeds fuzz/corpus/<target>/seed-*
 #
@@ -22,9 +22,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=(safetensors checkpoint corpus translate)
+targets=(safetensors checkpoint corpus translate serve)
 usage() {
-    echo "usage: scripts/fuzz.sh {safetensors|checkpoint|corpus|translate|all} SECONDS [libFuzzer flags...] | scripts/fuzz.sh seeds" >&2
+    echo "usage: scripts/fuzz.sh {safetensors|checkpoint|corpus|translate|serve|all} SECONDS [libFuzzer flags...] | scripts/fuzz.sh seeds" >&2
     exit 2
 }
 [ $# -ge 1 ] || usage
@@ -97,6 +97,7 @@ run() {
         checkpoint) flags+=(-max_len=65536) ;;  # checkpoints of 6-23 KB
         safetensors) flags+=(-max_len=16384) ;;
         translate) flags+=(-max_len=4096) ;;  # lines longer than the model's limit
+        serve) flags+=(-max_len=17000) ;;     # past the 16 KB a request may hold
     esac
     echo "== fuzz_$t for $([ "$seconds" = 0 ] && echo "as long as the flags say" || echo "${seconds}s"): build/fuzz/fuzz/fuzz_$t ${flags[*]} $* $work fuzz/corpus/$t (in $logs)"
     # malloc_context_size=0: no stack trace recorded per allocation (a tenth of the time); a report

@@ -2,6 +2,8 @@
 # Installs what a fresh Debian 12 machine lacks to build and test tformer.
 # Idempotent: packages already present are skipped, and the script says what it installs.
 #   --fuzz: also what the fuzz targets need (clang 14, libFuzzer, LLVM's OpenMP: fuzz/README.md)
+#   --browser: also what the studio's browser test needs (tests/apps/studio_browser.py: Chromium, its
+#              WebDriver, Selenium); scripts/test.sh and CI pass it
 set -euo pipefail
 
 packages=(
@@ -20,14 +22,24 @@ packages=(
   clang-format-14                    # the code's layout, .clang-format (scripts/format.sh --check)
   doxygen                            # the API reference from the headers' /// comments (docs/api.md, scripts/check-api-docs.sh)
   libopenmpi-dev openmpi-bin         # data-parallel training over MPI (mpirun -np N tformer train ...)
+  libcpp-httplib-dev                 # the HTTP server of `tformer serve` (apps/serve.cpp)
 )
-if [ "${1:-}" = "--fuzz" ]; then
-  packages+=(
-    clang-14                         # the fuzz preset compiles everything with clang ...
-    libfuzzer-14-dev                 # ... and links libFuzzer (-fsanitize=fuzzer)
-    libomp-14-dev                    # OpenMP for clang
-  )
-fi
+for flag in "$@"; do
+  case $flag in
+    --fuzz)
+      packages+=(
+        clang-14                     # the fuzz preset compiles everything with clang ...
+        libfuzzer-14-dev             # ... and links libFuzzer (-fsanitize=fuzzer)
+        libomp-14-dev                # OpenMP for clang
+      ) ;;
+    --browser)
+      packages+=(
+        chromium chromium-driver     # headless Chromium and its WebDriver ...
+        python3-selenium             # ... driven from Python, by the studio's browser test
+      ) ;;
+    *) echo "install-deps: unknown flag $flag (expected --fuzz or --browser)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

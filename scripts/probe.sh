@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Probes a built tformer with what a careless user and an attacker would try,
-# in eleven groups (1. no shell between tformer and a path, ... 11. clear
-# messages) and a last group of hostile files. For each case it prints the
+# in groups: 1. no shell between tformer and a path, ... 11. clear
+# messages, a group of hostile files, and 12. hostile metadata, files, runs
+# and input (mpirun's ranks too, when there is an mpirun). For each case it prints the
 # exit status (or the signal that killed the program), the first line of
 # stderr, and a flag:
 #   ok        the outcome wanted (an error exit, or success)
@@ -115,6 +116,22 @@ elif what == 'meta':      # one value replaced: x.KEY is extra's KEY (a string),
             state[key] = value
     meta['tformer'] = json.dumps(state)
     write(dst, header, data)
+elif what == 'deep':      # a member of "extra" nested N levels deep (the JSON text written by hand)
+    levels = int(sys.argv[4])
+    text = json.dumps(state)
+    at = text.index('"extra": {') + len('"extra": {')
+    meta['tformer'] = text[:at] + '"deep": ' + '[' * levels + ']' * levels + ', ' + text[at:]
+    write(dst, header, data)
+elif what in ('tied-huge', 'tied-nan', 'tied-differ'):  # the three copies of tied embeddings changed
+    b = bytearray(data)
+    copies = ['model.encoder.embedding.weight', 'model.decoder.embedding.weight', 'model.decoder.dense.weight']
+    for name in copies if what != 'tied-differ' else copies[2:]:
+        begin, end = header[name]['data_offsets']
+        if what == 'tied-huge':
+            b[begin:end] = struct.pack('<f', 3e38) * ((end - begin) // 4)
+        else:
+            b[begin + 40:begin + 44] = struct.pack('<f', math.nan if what == 'tied-nan' else 0.5)
+    write(dst, header, bytes(b))
 elif what == 'nan':       # a model weight set to NaN
     name = sorted(k for k in header if k.startswith('model.') and header[k]['dtype'] == 'F32')[0]
     b = bytearray(data)
@@ -169,9 +186,9 @@ report resume-lr-1e20-kept-checkpoint ok 0 "$CHECK"
 t lr-1000-warns ok -- train copy --epochs 1 --lr 1000 --threads 1 --quiet --out div
 CHECK=$(grep -q "diverging" out/lr-1000-warns.stderr && echo 1 || echo 0)
 report lr-1000-warning-printed ok 0 "$CHECK"
-t nan-weights-eval ok -- eval --checkpoint nan.safetensors --threads 1
-CHECK=$(stderr_has "NaN or Inf" && echo 1 || echo 0)
-report nan-weights-warning ok 0 "$CHECK"
+t nan-weights-eval error -- eval --checkpoint nan.safetensors --threads 1
+CHECK=$(stderr_has "hold values that are not finite (NaN or infinity)" && echo 1 || echo 0)
+report nan-weights-named ok 0 "$CHECK"
 
 echo "-- 5. memory"
 t num-hiddens-20000 error --limit 60 -- train copy --num-hiddens 20000 --threads 1 --out m1
@@ -295,6 +312,79 @@ t checkpoint-random error -- translate --checkpoint random.safetensors "Go."
 t checkpoint-directory error -- translate --checkpoint adir "Go."
 t checkpoint-copy-to-translate error -- translate --checkpoint copy/checkpoint.safetensors "Go."
 t eval-data-directory error -- eval --checkpoint d2l/checkpoint.safetensors --data adir
+
+echo "-- 12. hostile metadata, files, runs and input"
+for levels in 100000 1000000; do
+    craft deep d2l/checkpoint.safetensors "deep-$levels.safetensors" "$levels"
+    t "deep-$levels-translate" error -- translate --checkpoint "deep-$levels.safetensors" "go ."
+    CHECK=$(stderr_has "nested more than 8 levels deep" && echo 1 || echo 0)
+    report "deep-$levels-named" ok 0 "$CHECK"
+    t "deep-$levels-eval" error -- eval --checkpoint "deep-$levels.safetensors" --data tiny.txt --threads 1
+    rm -rf "deep-$levels" && mkdir "deep-$levels" && cp "deep-$levels.safetensors" "deep-$levels/checkpoint.safetensors"
+    t "deep-$levels-resume" error -- train translate --preset d2l --data tiny.txt --num-examples 0 --epochs 2 \
+        "${tiny[@]}" --resume --out "deep-$levels"
+done
+craft meta sp/checkpoint.safetensors format-number.safetensors format 2
+t metadata-format-number error -- translate --checkpoint format-number.safetensors "Go."
+craft meta sp/checkpoint.safetensors tokenizer-type-number.safetensors tokenizer '{"type": 2, "model": "AAAA"}'
+t tokenizer-type-number error -- translate --checkpoint tokenizer-type-number.safetensors "Go."
+CHECK=$(stderr_has "field 'tokenizer.type' should be a string, got number 2" && echo 1 || echo 0)
+report tokenizer-type-named ok 0 "$CHECK"
+craft meta sp/checkpoint.safetensors tokenizer-not-base64.safetensors tokenizer '{"type": "sentencepiece", "model": "!!!!"}'
+t tokenizer-not-base64 error -- translate --checkpoint tokenizer-not-base64.safetensors "Go."
+CHECK=$(stderr_has "field 'tokenizer.model' is not base64" && echo 1 || echo 0)
+report tokenizer-base64-named ok 0 "$CHECK"
+mkfifo fifo
+t checkpoint-fifo error --limit 20 -- translate --checkpoint fifo "Go."
+t data-fifo error --limit 20 -- train translate --data fifo --threads 1 --out fifo-run
+t checkpoint-device error --limit 20 -- translate --checkpoint /dev/zero "Go."
+CHECK=$(stderr_has "is a character device, not a regular file" && echo 1 || echo 0)
+report checkpoint-device-named ok 0 "$CHECK"
+for what in tied-huge tied-nan tied-differ; do craft "$what" sp/checkpoint.safetensors "$what.safetensors"; done
+t weights-huge ok -- translate --checkpoint tied-huge.safetensors --beam 1 --threads 1 "Go."
+CHECK=$(stderr_has "beyond what training produces" && echo 1 || echo 0)
+report weights-huge-warned ok 0 "$CHECK"
+t weights-tied-nan error -- translate --checkpoint tied-nan.safetensors "Go."
+CHECK=$(stderr_has "3 tensor(s) hold values that are not finite" && echo 1 || echo 0)
+report weights-tied-nan-named ok 0 "$CHECK"
+t weights-tied-differ error -- translate --checkpoint tied-differ.safetensors "Go."
+CHECK=$(stderr_has "values differ: decoder.dense.weight differs from encoder.embedding.weight" && echo 1 || echo 0)
+report weights-tied-differ-named ok 0 "$CHECK"
+ln -s nowhere dangling
+t out-dangling-link error -- train copy --epochs 1 --threads 1 --out dangling
+CHECK=$(stderr_has "symbolic link to 'nowhere', which does not exist" && echo 1 || echo 0)
+report out-dangling-link-explained ok 0 "$CHECK"
+t argument-error-makes-nothing error -- train translate --num-hiddens 30 --num-heads 4 --out made/new
+CHECK=$([ ! -e made ] && echo 1 || echo 0)
+report argument-error-made-nothing ok 0 "$CHECK"
+"$TF" train copy --epochs 100000 --threads 1 --quiet --out locked >/dev/null 2>&1 &
+first=$!
+for _ in $(seq 100); do [ -s locked/.tformer.lock ] && break; sleep 0.1; done
+t second-run-same-out error -- train copy --epochs 1 --threads 1 --quiet --overwrite --out locked
+CHECK=$(stderr_has "is in use by another run (PID $first" && echo 1 || echo 0)
+report second-run-names-pid ok 0 "$CHECK"
+kill -KILL "$first"
+wait "$first" 2>/dev/null
+t stale-lock-taken-over ok -- train copy --epochs 1 --batches-per-epoch 2 --threads 1 --quiet --overwrite --out locked
+CHECK=$(stderr_has "ended without unlocking it; taking it over" && echo 1 || echo 0)
+report stale-lock-said ok 0 "$CHECK"
+printf 'Go.\nbad\0byte\nI lost.\n' >nul.txt
+t stdin-nul-byte error --stdin nul.txt -- translate --checkpoint sp/checkpoint.safetensors --beam 1
+CHECK=$([ "$(lines_of stdin-nul-byte)" -eq 3 ] && stderr_has "line 2: translate: the sentence holds a NUL byte" && echo 1 || echo 0)
+report stdin-nul-byte-lines-kept ok 0 "$CHECK"
+printf 'Go.\rI lost.\r' >cr-only.txt
+t stdin-cr-only ok --stdin cr-only.txt -- translate --checkpoint sp/checkpoint.safetensors --beam 1
+CHECK=$([ "$(lines_of stdin-cr-only)" -eq 2 ] && echo 1 || echo 0)
+report stdin-cr-only-two-lines ok 0 "$CHECK"
+if command -v mpirun >/dev/null; then
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl_vader_single_copy_mechanism=none
+    mpi=(train translate --data tiny.txt --steps 2 --val-sentences 5 --warmup 1 "${tiny[@]}" --out mpi)
+    timeout -k 5 120 mpirun --oversubscribe --bind-to none -np 1 "$TF" "${mpi[@]}" --vocab-size 120 : \
+        -np 1 "$TF" "${mpi[@]}" --vocab-size 100 </dev/null >out/mpi-settings.stdout 2>out/mpi-settings.stderr
+    RC=$?
+    LAST=mpi-settings
+    report mpi-settings error "$RC" "$(stderr_has "vocab-size is 100 on rank 1 but 120 on rank 0" && echo 1 || echo 0)"
+fi
 
 echo
 echo "probe: $total cases: $good with the outcome wanted, $flagged flagged"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The main job: install what is missing, build, train the default
 # English→French Transformer on the bundled corpus, then show translations,
-# validation BLEU and where the pictures are.
+# validation BLEU, where the pictures are, and the command that opens the
+# studio (tformer serve, docs/serve.md) on the checkpoint just trained.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
@@ -16,3 +17,7 @@ echo "== your own sentences:"
   "If you want to learn a language well, you have to speak it every day."
 echo
 echo "pictures: $out/loss.png and $out/attention-*.png; summary: $out/summary.txt"
+echo
+echo "the studio: translate and look inside this model in your browser (docs/serve.md):"
+echo "  ./build/release/apps/tformer serve --checkpoint $out/checkpoint.safetensors --run $out"
+echo "then open http://127.0.0.1:8080/ (Ctrl-C stops the server)"

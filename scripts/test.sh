@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds the release preset and runs every test.
+# Installs what is missing (the browser test's Chromium too), builds the release preset and runs every test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
+bash scripts/install-deps.sh --browser
 cmake --preset release >/dev/null
 cmake --build --preset release -j"$(nproc)"
 ctest --preset release -j"$(nproc)" "$@"

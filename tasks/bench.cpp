@@ -5,6 +5,7 @@
 #include "autograd/autograd.hpp"
 #include "core/blas.hpp"
 #include "core/core.hpp"
+#include "core/file.hpp"
 #include "nn/loss.hpp"
 #include "optim/adam.hpp"
 #include "optim/clip.hpp"
@@ -213,11 +214,10 @@ void save_bench_batches(const std::string& path, const BenchPreset& p, const std
 }
 
 std::vector<Batch> load_bench_batches(const std::string& path, BenchPreset& p) {
-    std::ifstream in(path);
-    if (!in) fail<IOError>("bench: cannot read batches from {}", path);
+    const std::string text = core::read_regular_file(path, "bench", "a batch file of tformer bench --save-batches");
     Json j;
     try {
-        j = Json::parse(in);
+        j = Json::parse(text);
         p.config.src_vocab_size = j.at("src_vocab_size").get<int64_t>();
         p.config.tgt_vocab_size = j.at("tgt_vocab_size").get<int64_t>();
         std::vector<Batch> out;

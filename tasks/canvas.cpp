@@ -236,9 +236,7 @@ void Canvas::write(const std::filesystem::path& path) {
 
 PictureInfo read_picture_info(const std::filesystem::path& path) {
     const PictureFormat format = picture_format(path, "read_picture_info");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail<IOError>("read_picture_info: cannot read '{}'", path.string());
-    const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    const std::string bytes = core::read_regular_file(path.string(), "read_picture_info", "a picture");
     if (format == PictureFormat::png) {
         struct Reader {
             const std::string& bytes;

@@ -160,7 +160,7 @@ std::vector<int64_t> BucketBatcher::sorted_order(int64_t epoch) const {
 
 BucketBatcher::BucketBatcher(std::shared_ptr<const EncodedPairs> data, int64_t batch_tokens, uint64_t seed,
                              bool by_length)
-    : data_(std::move(data)), batch_tokens_(batch_tokens), seed_(seed), by_length_(true) {
+    : data_(std::move(data)), seed_(seed), by_length_(true) {
     if (!data_ || data_->size() == 0) fail<ValueError>("BucketBatcher: no pairs to batch");
     if (batch_tokens < 2) fail<ValueError>("BucketBatcher: batch_tokens must be at least 2, got {}", batch_tokens);
     // The lengths along the sorted order are the same in every epoch, so the

@@ -124,7 +124,6 @@ public:
 private:
     std::vector<int64_t> sorted_order(int64_t epoch) const;
     std::shared_ptr<const EncodedPairs> data_;
-    int64_t batch_tokens_;
     uint64_t seed_;
     bool by_length_;
     std::vector<int64_t> sizes_;  ///< pairs per batch, in sorted order (the same every epoch)

@@ -8,6 +8,7 @@
 #include "core/core.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #if TFORMER_HAS_MPI
 #include <mpi.h>
@@ -19,10 +20,12 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <map>
 #include <optional>
 #include <thread>
 
@@ -39,12 +42,17 @@ struct World {
     int rank = 0, size = 1, local_size = 1;
     int terminal = -1;  // the original stderr of a rank quieted by quiet_other_ranks()
     bool shared_failure = false;
+    double timeout = kDefaultTimeout;  // seconds a collective may wait (set_timeout); 0: no limit
 };
 
 World& world() {
     static World w;
     return w;
 }
+
+// Says `message` on this rank's terminal and ends every rank (MPI_Abort):
+// for a rank that fails alone, which the others would wait for forever.
+[[noreturn]] void abort_job(const std::string& message);
 
 // The launchers we know set one of these in every process they start:
 // Open MPI's mpirun, MPICH's and Intel MPI's Hydra (PMI), PMIx-based ones
@@ -123,39 +131,80 @@ std::string mpi_version() {
     return v;
 }
 
-void mpi_barrier() { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+// Waits for `requests` (collectives started by this rank), polling, as
+// MPI's blocking calls do, but for at most world().timeout seconds: a rank
+// that never comes (stopped, stuck, or started with other settings) ends
+// the job with a message naming the call instead of leaving it hanging.
+void wait_for(std::vector<MPI_Request>& requests, const char* what) {
+    if (requests.empty()) return;
+    const double limit = world().timeout;
+    if (limit <= 0) {
+        check(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE), what);
+    } else {
+        const auto start = std::chrono::steady_clock::now();
+        for (int done = 0;;) {
+            check(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE), what);
+            if (done) break;
+            if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > limit)
+                abort_job(fmt::format(
+                    "{} has waited more than {:g} s for the other ranks (--mpi-timeout {:g}): one of them is stopped, "
+                    "stuck or far behind",
+                    what, limit, limit));
+        }
+    }
+    requests.clear();
+}
+
+void mpi_barrier() {
+    std::vector<MPI_Request> requests(1);
+    check(MPI_Ibarrier(MPI_COMM_WORLD, requests.data()), "MPI_Ibarrier");
+    wait_for(requests, "MPI_Barrier");
+}
+
+// Collectives take int counts: `count` elements of `bytes` each go in pieces of at most kChunk.
+template <class Start>
+void in_pieces(int64_t count, int64_t bytes, void* data, const char* what, Start&& start) {
+    std::vector<MPI_Request> requests;
+    for (int64_t at = 0; at < count; at += kChunk) {
+        requests.emplace_back();
+        check(start(static_cast<char*>(data) + at * bytes, static_cast<int>(std::min(kChunk, count - at)),
+                    &requests.back()),
+              what);
+    }
+    wait_for(requests, what);
+}
 
 void mpi_broadcast(void* data, int64_t count, DType dtype, int root) {
-    const int64_t bytes = core::dtype_size(dtype);
-    for (int64_t at = 0; at < count; at += kChunk)
-        check(MPI_Bcast(static_cast<char*>(data) + at * bytes, static_cast<int>(std::min(kChunk, count - at)),
-                        mpi_type(dtype), root, MPI_COMM_WORLD),
-              "MPI_Bcast");
+    in_pieces(count, core::dtype_size(dtype), data, "MPI_Bcast", [&](void* piece, int n, MPI_Request* r) {
+        return MPI_Ibcast(piece, n, mpi_type(dtype), root, MPI_COMM_WORLD, r);
+    });
 }
 
 void mpi_broadcast_bytes(void* data, int64_t bytes, int root) {
-    for (int64_t at = 0; at < bytes; at += kChunk)
-        check(MPI_Bcast(static_cast<char*>(data) + at, static_cast<int>(std::min(kChunk, bytes - at)), MPI_BYTE, root,
-                        MPI_COMM_WORLD),
-              "MPI_Bcast");
+    in_pieces(bytes, 1, data, "MPI_Bcast", [&](void* piece, int n, MPI_Request* r) {
+        return MPI_Ibcast(piece, n, MPI_BYTE, root, MPI_COMM_WORLD, r);
+    });
 }
 
 void mpi_all_reduce_sum(void* data, int64_t count, DType dtype) {
-    const int64_t bytes = core::dtype_size(dtype);
-    for (int64_t at = 0; at < count; at += kChunk)
-        check(MPI_Allreduce(MPI_IN_PLACE, static_cast<char*>(data) + at * bytes,
-                            static_cast<int>(std::min(kChunk, count - at)), mpi_type(dtype), MPI_SUM, MPI_COMM_WORLD),
-              "MPI_Allreduce");
+    in_pieces(count, core::dtype_size(dtype), data, "MPI_Allreduce", [&](void* piece, int n, MPI_Request* r) {
+        return MPI_Iallreduce(MPI_IN_PLACE, piece, n, mpi_type(dtype), MPI_SUM, MPI_COMM_WORLD, r);
+    });
 }
 
 int mpi_all_reduce_min(int value) {
-    check(MPI_Allreduce(MPI_IN_PLACE, &value, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD), "MPI_Allreduce");
+    in_pieces(1, sizeof value, &value, "MPI_Allreduce", [&](void* piece, int n, MPI_Request* r) {
+        return MPI_Iallreduce(MPI_IN_PLACE, piece, n, MPI_INT, MPI_MIN, MPI_COMM_WORLD, r);
+    });
     return value;
 }
 
 std::vector<uint64_t> mpi_all_gather(uint64_t value) {
     std::vector<uint64_t> all(static_cast<size_t>(world().size));
-    check(MPI_Allgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD), "MPI_Allgather");
+    std::vector<MPI_Request> requests(1);
+    check(MPI_Iallgather(&value, 1, MPI_UINT64_T, all.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD, requests.data()),
+          "MPI_Iallgather");
+    wait_for(requests, "MPI_Allgather");
     return all;
 }
 
@@ -186,11 +235,7 @@ bool mpi_test(Pending& p) {
     return done != 0;
 }
 
-void mpi_wait(Pending& p) {
-    if (p.requests.empty()) return;
-    check(MPI_Waitall(static_cast<int>(p.requests.size()), p.requests.data(), MPI_STATUSES_IGNORE), "MPI_Waitall");
-    p.requests.clear();
-}
+void mpi_wait(Pending& p) { wait_for(p.requests, "MPI_Iallreduce (the gradient all-reduce)"); }
 
 #else  // one process: every collective over one rank hands back its input
 
@@ -272,6 +317,12 @@ int report_error(const std::string& message) {
         if (w.rank == 0) fmt::print(stderr, "tformer: error: {}\n", message);
         return 1;
     }
+    abort_job(message);
+}
+
+namespace {
+void abort_job(const std::string& message) {
+    const World& w = world();
     const std::string text =
         fmt::format("tformer: error on rank {} of {}: {}\ntformer: stopping every rank\n", w.rank, w.size, message);
     std::fflush(stderr);
@@ -280,6 +331,13 @@ int report_error(const std::string& message) {
         // nowhere left to say it; the exit status still tells
     }
     mpi_abort(1);
+}
+}  // namespace
+
+void set_timeout(double seconds) {
+    if (!(seconds >= 0) || !std::isfinite(seconds))
+        fail<ValueError>("dist::set_timeout: seconds must be a finite number >= 0 (0: no limit), got {}", seconds);
+    world().timeout = seconds;
 }
 
 // ---- collectives ----------------------------------------------------------------------------------
@@ -354,6 +412,47 @@ void check_same(uint64_t value, const std::string& what) {
             "started with the same arguments and the same data",
             what, r, all[r], all[0]);
     }
+}
+
+void check_same_settings(const std::vector<std::pair<std::string, std::string>>& settings) {
+    if (size() == 1) return;
+    // rank 0's settings, as one string of length-prefixed names and values
+    std::string text;
+    for (const auto& [name, value] : settings)
+        text += fmt::format("{}:{}{}:{}", name.size(), name, value.size(), value);
+    broadcast(text);
+    together([&] {
+        if (is_root()) return;
+        std::map<std::string, std::string> root;
+        for (size_t at = 0; at < text.size();) {
+            std::string pair[2];
+            for (std::string& part : pair) {
+                const size_t colon = text.find(':', at);
+                const size_t n = std::stoull(text.substr(at, colon - at));
+                part = text.substr(colon + 1, n);
+                at = colon + 1 + n;
+            }
+            root[pair[0]] = pair[1];
+        }
+        std::vector<std::string> differences;
+        auto compare = [&](const std::string& name, const std::string& mine, const std::string& theirs) {
+            if (mine != theirs)
+                differences.push_back(fmt::format("{} is {} on rank {} but {} on rank 0", name, mine, rank(), theirs));
+        };
+        std::map<std::string, std::string> mine;
+        for (const auto& [name, value] : settings) {
+            mine[name] = value;
+            const auto it = root.find(name);
+            compare(name, value, it == root.end() ? "(not given)" : it->second);
+        }
+        for (const auto& [name, value] : root)
+            if (!mine.count(name)) compare(name, "(not given)", value);
+        if (!differences.empty())
+            fail<Error>(
+                "the ranks were started with different settings: {}; start every rank with the same flags and the "
+                "same data",
+                fmt::join(differences, "; "));
+    });
 }
 
 uint64_t fingerprint(const void* data, size_t bytes, uint64_t seed) {

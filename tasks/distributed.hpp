@@ -32,6 +32,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 /// Data-parallel training over MPI: the world, collectives, sharding, the gradient all-reduce.
@@ -67,6 +68,19 @@ inline bool is_root() { return rank() == 0; }
 int local_size();
 /// The MPI library's name and version, or "none".
 std::string library_version();
+
+/// How long a collective waits for the other ranks by default, in seconds.
+/// Rank 0 works alone for a few seconds at most while the others wait
+/// (the SentencePiece model, a checkpoint save): five minutes is far more.
+inline constexpr double kDefaultTimeout = 300;
+
+/// Every collective below waits at most `seconds` (0: without a limit) for
+/// the other ranks; a rank that waits longer (another rank stopped, stuck,
+/// or started with other settings) ends the job with a message naming the
+/// collective, instead of leaving it hanging (`tformer train --mpi-timeout`).
+/// The wait in ~Session for the ranks to finish is not limited: rank 0
+/// evaluates alone for minutes at the end of a run.
+void set_timeout(double seconds);
 
 /// Sends this rank's stdout and stderr to /dev/null unless it is rank 0, so
 /// that one rank speaks for the job; report_error() still reaches the terminal.
@@ -114,6 +128,16 @@ void together(const std::function<void()>& work);
 /// `value` (a fingerprint of its data, its configuration, ...):
 /// "<what> differs between ranks (rank k: ..., rank 0: ...)".
 void check_same(uint64_t value, const std::string& what);
+
+/// Collective: throws Error on every rank unless every rank has rank 0's
+/// `settings` (name, value pairs: the flags a run was started with, the
+/// data file's size and checksum), naming each one that differs and the two
+/// values; a name one rank lacks counts as "(not given)":
+///   "rank 1: the ranks were started with different settings: --vocab-size
+///   is 200 on rank 1 but 300 on rank 0; ..."
+/// Call it before the first collective that the settings change, so that
+/// ranks that would call different collectives stop instead of hanging.
+void check_same_settings(const std::vector<std::pair<std::string, std::string>>& settings);
 
 /// A 64-bit FNV-1a fingerprint of bytes, to feed check_same(); chain calls
 /// through `seed` to fingerprint several pieces.

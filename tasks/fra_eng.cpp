@@ -3,6 +3,7 @@
 #include "tasks/fra_eng.hpp"
 
 #include "core/error.hpp"
+#include "core/file.hpp"
 #include "core/parallel.hpp"
 #include "core/random.hpp"
 
@@ -44,19 +45,7 @@ bool is_blank(std::string_view side) { return side.find_first_not_of(' ') == std
 }  // namespace
 
 std::string read_text_file(const std::string& path, const char* op) {
-    // a directory opens and reads as empty, a device or a pipe may never end
-    std::error_code ec;
-    const auto status = std::filesystem::status(path, ec);
-    if (!ec && std::filesystem::is_directory(status))
-        fail<IOError>("{}: '{}' is a directory; give the path of a text file", op, path);
-    if (!ec && !std::filesystem::is_regular_file(status))
-        fail<IOError>("{}: '{}' is not a regular file (a device, a pipe or a socket)", op, path);
-    std::ifstream in(path, std::ios::binary);
-    if (!in) fail<IOError>("{}: cannot open '{}': {}", op, path, std::strerror(errno));
-    std::ostringstream buffer;
-    buffer << in.rdbuf();
-    if (in.bad()) fail<IOError>("{}: error while reading '{}'", op, path);
-    return std::move(buffer).str();
+    return core::read_regular_file(path, op, "a text file");
 }
 
 // Step 1: split into lines and keep those that pass the checks. In prefix

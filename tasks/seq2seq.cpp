@@ -5,7 +5,9 @@
 #include "nn/init.hpp"
 #include "nn/layers.hpp"
 #include "nn/safetensors.hpp"
+#include "tasks/json_field.hpp"
 
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -45,64 +47,53 @@ std::string config_to_json(const ModelConfig& c) {
 }
 
 namespace {
-template <class T>
-T field(const json& j, const char* name) {
-    if (!j.contains(name)) fail<IOError>("checkpoint config: missing field '{}'", name);
-    try {
-        return j.at(name).get<T>();
-    } catch (const json::exception&) {
-        fail<IOError>("checkpoint config: field '{}' has the wrong type ({})", name, j.at(name).dump());
-    }
+// A size of the model: a whole number above 0 (JsonField refuses 1e300 and
+// 2^64 - 1, whose conversion to int64 would be undefined behaviour).
+int64_t positive(const JsonField& config, const char* name) {
+    const JsonField field = config[name];
+    const int64_t v = field.get<int64_t>();
+    if (v <= 0) field.fail(fmt::format("should be a positive whole number, got {}", v));
+    return v;
 }
 
-int64_t positive(const json& j, const char* name) {
-    // an integer in the JSON, not 1e300 (converting that to int64 is undefined
-    // behaviour) nor 2^64 - 1
-    if (j.contains(name) && (!j.at(name).is_number_integer() ||
-                             (j.at(name).is_number_unsigned() &&
-                              j.at(name).get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))))
-        fail<IOError>("checkpoint config: field '{}' must be a positive whole number, got {}", name, j.at(name).dump());
-    const int64_t v = field<int64_t>(j, name);
-    if (v <= 0) fail<IOError>("checkpoint config: field '{}' must be positive, got {}", name, v);
-    return v;
+// The config object of a checkpoint, every field checked; `config` names the
+// file and the path in errors.
+ModelConfig config_from(const JsonField& config) {
+    ModelConfig c;
+    const JsonField task = config["task"];
+    c.task = task.get<std::string>();
+    if (c.task != "translate" && c.task != "copy")
+        task.fail(fmt::format("should be \"translate\" or \"copy\", got unknown task '{}'", c.task));
+    c.src_vocab_size = positive(config, "src_vocab_size");
+    c.tgt_vocab_size = positive(config, "tgt_vocab_size");
+    c.num_steps = positive(config, "num_steps");
+    nn::TransformerOptions& t = c.transformer;
+    t.key_size = positive(config, "key_size");
+    t.query_size = positive(config, "query_size");
+    t.value_size = positive(config, "value_size");
+    t.num_hiddens = positive(config, "num_hiddens");
+    t.norm_shape = positive(config, "norm_shape");
+    t.ffn_num_input = positive(config, "ffn_num_input");
+    t.ffn_num_hiddens = positive(config, "ffn_num_hiddens");
+    t.num_heads = positive(config, "num_heads");
+    t.num_layers = positive(config, "num_layers");
+    t.dropout = config["dropout"].get<double>();
+    t.use_bias = config["use_bias"].get<bool>();
+    // absent means false
+    c.tie_embeddings = config.has("tie_embeddings") && config["tie_embeddings"].get<bool>();
+    c.scaled_embedding_init = config.has("scaled_embedding_init") && config["scaled_embedding_init"].get<bool>();
+    try {
+        check_config(c, "check_config");
+    } catch (const ValueError& e) {
+        config.fail(fmt::format("describes a model that cannot work ({})", e.what()));
+    }
+    return c;
 }
 }  // namespace
 
 ModelConfig config_from_json(const std::string& text) {
-    json j;
-    try {
-        j = json::parse(text);
-    } catch (const json::exception& e) {
-        fail<IOError>("checkpoint config: not valid JSON ({})", e.what());
-    }
-    if (!j.is_object()) fail<IOError>("checkpoint config: expected a JSON object");
-    ModelConfig c;
-    c.task = field<std::string>(j, "task");
-    if (c.task != "translate" && c.task != "copy")
-        fail<IOError>("checkpoint config: unknown task '{}' (expected translate or copy)", c.task);
-    c.src_vocab_size = positive(j, "src_vocab_size");
-    c.tgt_vocab_size = positive(j, "tgt_vocab_size");
-    c.num_steps = positive(j, "num_steps");
-    nn::TransformerOptions& t = c.transformer;
-    t.key_size = positive(j, "key_size");
-    t.query_size = positive(j, "query_size");
-    t.value_size = positive(j, "value_size");
-    t.num_hiddens = positive(j, "num_hiddens");
-    t.norm_shape = positive(j, "norm_shape");
-    t.ffn_num_input = positive(j, "ffn_num_input");
-    t.ffn_num_hiddens = positive(j, "ffn_num_hiddens");
-    t.num_heads = positive(j, "num_heads");
-    t.num_layers = positive(j, "num_layers");
-    t.dropout = field<double>(j, "dropout");
-    t.use_bias = field<bool>(j, "use_bias");
-    c.tie_embeddings = j.contains("tie_embeddings") && field<bool>(j, "tie_embeddings");  // absent means false
-    c.scaled_embedding_init = j.contains("scaled_embedding_init") && field<bool>(j, "scaled_embedding_init");
-    try {
-        check_config(c, "checkpoint config");
-    } catch (const ValueError& e) {
-        throw IOError(e.what());
-    }
-    return c;
+    const json j = parse_json(text, "checkpoint config");
+    return config_from(JsonField(j, "checkpoint", "config"));
 }
 
 double state_dict_size(const ModelConfig& c) {
@@ -201,7 +192,7 @@ std::shared_ptr<nn::EncoderDecoder> build_model(const ModelConfig& config, core:
 //   {"format": "tformer-checkpoint-2", "config": {...}, "step": 600, "epoch": 60,
 //    "rng": [4 unsigned 64-bit words], "src_vocab": ["<unk>", "<pad>", ...], "tgt_vocab": [...],
 //    "tokenizer": {"type": "sentencepiece", "model": "<base64>"},
-//    "loss": {"epochs": [...], "epoch_loss_sum": 0, "epoch_tokens": 0}, "extra": {"preset": "d2l", ...}}
+//    "loss": {"epochs": [...], "epoch_loss_sum": 0, "epoch_tokens": 0, "steps": [...]}, "extra": {"preset": "d2l", ...}}
 // (a translation checkpoint holds either the vocabularies or the tokenizer).
 // Format 1, still read: one metadata key per field, "format" = "tformer-checkpoint-1", "config" as JSON,
 // "step", "epoch" and "rng" as decimal text, the vocabularies in Vocab::deserialize's text, "tokenizer"
@@ -219,10 +210,24 @@ json tokenizer_json(const SentencePieceTokenizer& sp) {
     return {{"type", "sentencepiece"}, {"model", base64_encode(sp.serialized())}};
 }
 
-std::shared_ptr<const SentencePieceTokenizer> tokenizer_from(const json& j, const std::string& path) {
-    if (!j.is_object() || j.value("type", "") != "sentencepiece" || !j.contains("model") || !j["model"].is_string())
-        bad_checkpoint(path, "metadata 'tokenizer' should be {\"type\": \"sentencepiece\", \"model\": ...}");
-    return SentencePieceTokenizer::from_serialized(base64_decode(j["model"].get<std::string>()));
+// {"type": "sentencepiece", "model": "<base64 of the model>"}, in either format
+std::shared_ptr<const SentencePieceTokenizer> tokenizer_from(const JsonField& tokenizer) {
+    const JsonField type = tokenizer["type"];
+    if (const std::string name = type.get<std::string>(); name != "sentencepiece")
+        type.fail(fmt::format("should be \"sentencepiece\", got '{}'", name));
+    const JsonField model = tokenizer["model"];
+    const std::string text = model.get<std::string>();
+    std::string bytes;
+    try {
+        bytes = base64_decode(text);
+    } catch (const IOError& e) {
+        model.fail(fmt::format("is not base64 ({})", e.what()));
+    }
+    try {
+        return SentencePieceTokenizer::from_serialized(bytes);
+    } catch (const IOError& e) {
+        model.fail(fmt::format("does not hold a usable SentencePiece model ({})", e.what()));
+    }
 }
 
 json metadata_json(const CheckpointInfo& info) {
@@ -234,7 +239,8 @@ json metadata_json(const CheckpointInfo& info) {
               {"loss",
                {{"epochs", info.losses.epochs},
                 {"epoch_loss_sum", info.losses.epoch_loss_sum},
-                {"epoch_tokens", info.losses.epoch_tokens}}},
+                {"epoch_tokens", info.losses.epoch_tokens},
+                {"steps", info.losses.steps}}},
               {"extra", info.extra}};
     if (info.src_vocab) j["src_vocab"] = info.src_vocab->tokens();
     if (info.tgt_vocab) j["tgt_vocab"] = info.tgt_vocab->tokens();
@@ -242,76 +248,54 @@ json metadata_json(const CheckpointInfo& info) {
     return j;
 }
 
-// Format 2: every field from the one JSON document; a wrong type names the field.
+// A count of steps or epochs: from 0 to 2^63 - 1.
+int64_t count_from(const JsonField& field) {
+    const int64_t v = field.get<int64_t>();
+    if (v < 0) field.fail(fmt::format("should be a count from 0 to 2^63-1, got {}", v));
+    return v;
+}
+
+// Format 2: every field from the one JSON document, each read through
+// JsonField, which names the file, the field and the type it should have.
 CheckpointInfo info_from_json(const std::string& text, const std::string& path) {
-    json j;
-    try {
-        j = json::parse(text);
-    } catch (const json::exception& e) {
-        bad_checkpoint(path, fmt::format("metadata 'tformer' is not valid JSON ({})", e.what()));
-    }
-    if (!j.is_object() || j.value("format", "") != kFormat)
+    const std::string source = fmt::format("checkpoint '{}': metadata", path);
+    const json j = parse_json(text, source + " 'tformer'");
+    const JsonField doc(j, source);
+    if (!j.is_object() || !j.contains("format") || j["format"] != kFormat)
         bad_checkpoint(path,
                        fmt::format("metadata 'tformer' should be a JSON object with \"format\": \"{}\"", kFormat));
-    if (!j.contains("config")) bad_checkpoint(path, "metadata 'tformer' has no 'config'");
     CheckpointInfo info;
-    info.config = config_from_json(j["config"].dump());
-    // nlohmann converts a float to an integer with a plain cast (undefined for
-    // 1e99) and a negative number to an unsigned one by wrapping: integer
-    // fields take JSON integers only, the generator state unsigned ones
-    auto integers = [](const json& v, bool is_unsigned) {
-        auto ok = [&](const json& x) { return is_unsigned ? x.is_number_unsigned() : x.is_number_integer(); };
-        if (!v.is_array()) return ok(v);
-        return std::all_of(v.begin(), v.end(), ok);
-    };
-    auto get = [&]<class T>(const char* key, T& out) {
-        if (!j.contains(key)) return;
-        auto wrong = [&] {
-            bad_checkpoint(
-                path, fmt::format("metadata field '{}' has the wrong type ({})", key, j[key].dump().substr(0, 80)));
-        };
-        if constexpr (std::is_integral_v<T>) {
-            if (!integers(j[key], false)) wrong();
-        } else if constexpr (std::is_same_v<T, core::Generator::State>) {
-            if (!j[key].is_array() || j[key].size() != out.size() || !integers(j[key], true)) wrong();
-        }
-        try {
-            out = j[key].get<T>();
-        } catch (const json::exception&) {
-            wrong();
-        }
-    };
-    get("step", info.step);
-    get("epoch", info.epoch);
-    if (info.step < 0 || info.epoch < 0)  // also 2^63 and above, which the conversion wraps
-        bad_checkpoint(path,
-                       fmt::format("metadata fields 'step' and 'epoch' must be counts from 0 to 2^63-1, got {} and {}",
-                                   j.value("step", json(0)).dump(), j.value("epoch", json(0)).dump()));
-    get("rng", info.rng);
-    get("extra", info.extra);
-    if (j.contains("loss")) {
-        const json& loss = j["loss"];
-        try {
-            info.losses = {.epochs = loss.at("epochs").get<std::vector<double>>(),
-                           .epoch_loss_sum = loss.at("epoch_loss_sum").get<double>(),
-                           .epoch_tokens = loss.at("epoch_tokens").get<double>()};
-        } catch (const json::exception&) {
-            bad_checkpoint(path,
-                           "metadata field 'loss' should be {\"epochs\": [...], \"epoch_loss_sum\": x, "
-                           "\"epoch_tokens\": n}");
-        }
+    info.config = config_from(doc["config"]);
+    if (doc.has("step")) info.step = count_from(doc["step"]);
+    if (doc.has("epoch")) info.epoch = count_from(doc["epoch"]);
+    if (doc.has("rng")) {
+        const JsonField rng = doc["rng"];
+        const auto words = rng.get<std::vector<uint64_t>>();
+        if (words.size() != info.rng.size())
+            rng.fail(
+                fmt::format("should hold {} numbers (the generator's state), got {}", info.rng.size(), words.size()));
+        std::copy(words.begin(), words.end(), info.rng.begin());
+    }
+    if (doc.has("extra")) info.extra = doc["extra"].get<std::map<std::string, std::string>>();
+    if (doc.has("loss")) {
+        const JsonField loss = doc["loss"];
+        info.losses = {.epochs = loss["epochs"].get<std::vector<double>>(),
+                       .epoch_loss_sum = loss["epoch_loss_sum"].get<double>(),
+                       .epoch_tokens = loss["epoch_tokens"].get<double>(),
+                       // every step's loss: absent in checkpoints written before it was kept
+                       .steps = loss.has("steps") ? loss["steps"].get<std::vector<double>>() : std::vector<double>{}};
     }
     for (const char* key : {"src_vocab", "tgt_vocab"}) {
-        if (!j.contains(key)) continue;
-        std::vector<std::string> tokens;
-        get(key, tokens);
+        if (!doc.has(key)) continue;
+        const JsonField tokens = doc[key];
         try {
-            (std::string(key) == "src_vocab" ? info.src_vocab : info.tgt_vocab) = Vocab::from_tokens(std::move(tokens));
+            (std::string(key) == "src_vocab" ? info.src_vocab : info.tgt_vocab) =
+                Vocab::from_tokens(tokens.get<std::vector<std::string>>());
         } catch (const ValueError& e) {
-            bad_checkpoint(path, fmt::format("metadata field '{}': {}", key, e.what()));
+            tokens.fail(fmt::format("is not a vocabulary ({})", e.what()));
         }
     }
-    if (j.contains("tokenizer")) info.sentencepiece = tokenizer_from(j["tokenizer"], path);
+    if (doc.has("tokenizer")) info.sentencepiece = tokenizer_from(doc["tokenizer"]);
     return info;
 }
 
@@ -344,9 +328,11 @@ std::vector<T> numbers_v1(const std::string& text, const char* key, const std::s
 
 CheckpointInfo info_from_v1(const std::map<std::string, std::string>& meta, const std::string& path) {
     CheckpointInfo info;
+    const std::string source = fmt::format("checkpoint '{}': metadata", path);
     auto config = meta.find("config");
     if (config == meta.end()) bad_checkpoint(path, "metadata 'config' is missing");
-    info.config = config_from_json(config->second);
+    const json config_doc = parse_json(config->second, source + " 'config'");
+    info.config = config_from(JsonField(config_doc, source, "config"));
     info.step = int_meta(meta, "step");
     info.epoch = int_meta(meta, "epoch");
     if (auto it = meta.find("rng"); it != meta.end()) {
@@ -357,13 +343,8 @@ CheckpointInfo info_from_v1(const std::map<std::string, std::string>& meta, cons
     if (auto it = meta.find("src_vocab"); it != meta.end()) info.src_vocab = Vocab::deserialize(it->second);
     if (auto it = meta.find("tgt_vocab"); it != meta.end()) info.tgt_vocab = Vocab::deserialize(it->second);
     if (auto it = meta.find("tokenizer"); it != meta.end()) {
-        json j;
-        try {
-            j = json::parse(it->second);
-        } catch (const json::exception& e) {
-            bad_checkpoint(path, fmt::format("metadata 'tokenizer' is not valid JSON ({})", e.what()));
-        }
-        info.sentencepiece = tokenizer_from(j, path);
+        const json tokenizer = parse_json(it->second, source + " 'tokenizer'");
+        info.sentencepiece = tokenizer_from(JsonField(tokenizer, source, "tokenizer"));
     }
     for (const auto& [k, v] : meta)
         if (k.starts_with("x.")) info.extra[k.substr(2)] = v;
@@ -445,9 +426,55 @@ CheckpointInfo load_checkpoint(const std::string& path, nn::Module& model, optim
     return load_checkpoint(nn::load_safetensors(path), path, model, optimizer);
 }
 
+namespace {
+// Weights that load but cannot be right. Training never saves a value that
+// is not finite, but a file from elsewhere (or a damaged one) may hold NaN
+// or infinity, which turns every output into NaN: an error naming each such
+// tensor and how many values it holds (Adam's state too, when resuming
+// reads it). A finite weight beyond anything float32 training produces
+// (|w| > 1e6; trained weights stay within a few units) saturates every
+// softmax and makes the translations garbage: a warning naming the tensor.
+void check_weights(const nn::SafeTensors& st, const std::string& path, bool with_optimizer) {
+    constexpr double kLargest = 1e6;
+    std::vector<std::string> not_finite;
+    for (const auto& [name, t] : st.tensors) {
+        const bool weight = name.starts_with("model.");
+        if (!core::is_floating(t.dtype()) || !(weight || (with_optimizer && name.starts_with("optim.")))) continue;
+        int64_t bad = 0;
+        double largest = 0;
+        auto scan = [&](const auto* x) {
+            for (int64_t i = 0; i < t.numel(); ++i) {
+                const double v = x[i];
+                if (!std::isfinite(v))
+                    ++bad;
+                else
+                    largest = std::max(largest, std::abs(v));
+            }
+        };
+        const Tensor c = t.contiguous();
+        if (c.dtype() == core::DType::float32)
+            scan(c.data<float>());
+        else
+            scan(c.data<double>());
+        if (bad > 0) not_finite.push_back(fmt::format("'{}' ({} of {})", name, bad, t.numel()));
+        if (weight && largest > kLargest)
+            fmt::print(stderr,
+                       "load_checkpoint: warning: '{}': tensor '{}' holds values up to {:.3g} in magnitude, beyond "
+                       "what training produces (|w| > {:.0g}); the model's output will be garbage\n",
+                       path, name, largest, kLargest);
+    }
+    if (!not_finite.empty())
+        fail<IOError>(
+            "checkpoint '{}': {} tensor(s) hold values that are not finite (NaN or infinity): {}; nothing can be "
+            "computed from them (a damaged file, or one saved by a run that diverged?)",
+            path, not_finite.size(), fmt::join(not_finite, ", "));
+}
+}  // namespace
+
 CheckpointInfo load_checkpoint(const nn::SafeTensors& st, const std::string& path, nn::Module& model,
                                optim::Optimizer* optimizer) {
     CheckpointInfo info = info_from(st, path);
+    check_weights(st, path, optimizer != nullptr);
     nn::StateDict weights, optim_state;
     for (const auto& [name, t] : st.tensors) {
         if (name.starts_with("model."))
@@ -483,6 +510,9 @@ std::unique_ptr<LoadedTranslator> load_translator(const nn::SafeTensors& checkpo
 
 PreparedSource prepare_source(const Tokenizer& src, const std::string& sentence, int64_t max_len) {
     if (max_len < 2) fail<ValueError>("translate: max_len must be at least 2, got {}", max_len);
+    // a NUL is not text (the tokenizer would stop at it and drop the rest of the line without a word)
+    if (const size_t nul = sentence.find('\0'); nul != std::string::npos)
+        fail<ValueError>("translate: the sentence holds a NUL byte (byte {}), which text does not", nul + 1);
     PreparedSource p{.ids = src.encode(sentence)};
     if (p.ids.empty()) fail<ValueError>("translate: the sentence '{}' has no words", sentence);
     p.ids.push_back(Tokenizer::kEos);

@@ -71,7 +71,8 @@ struct MemoryEstimate {
 MemoryEstimate estimate_training_memory(const ModelConfig& config, double rows, double src_len, double tgt_len);
 
 /// ModelConfig as JSON text (checkpoint metadata) and back; from_json
-/// validates every field and throws IOError naming the bad one.
+/// validates every field and throws IOError naming the bad one
+/// ("checkpoint field 'config.num_hiddens' should be ...").
 std::string config_to_json(const ModelConfig& config);
 /// Parses config_to_json's text.
 ModelConfig config_from_json(const std::string& json);
@@ -98,6 +99,9 @@ struct CheckpointInfo {
         std::vector<double> epochs = {};  ///< the mean token loss of each completed epoch
         double epoch_loss_sum = 0;        ///< the epoch in progress: Σ token losses so far
         double epoch_tokens = 0;          ///< ... over this many target tokens
+        /// the loss of every step from the first (loss-steps.csv); empty in
+        /// checkpoints of earlier writers
+        std::vector<double> steps = {};
     };
     LossHistory losses = {};                        ///< the loss so far
     std::map<std::string, std::string> extra = {};  ///< free-form metadata (seed, preset, ...)

@@ -230,6 +230,7 @@ Plan plan_run(const TrainOptions& o, const BatchSource& source) {
 // in progress), the mean of every finished epoch and every step.
 struct LossTally {
     std::vector<double> epoch_loss, step_loss;
+    int64_t first_step = 0;  ///< step_loss[0] is step first_step + 1: 0, unless resumed from a checkpoint without them
     double epoch_loss_sum = 0, epoch_tokens = 0;  ///< the epoch in progress
     double tokens_done = 0;                       ///< by this process (a resumed run counts from its start)
 
@@ -378,6 +379,36 @@ private:
     double last_print_ = -1e9;
 };
 
+// progress.csv in the output folder: one line per step as soon as it is
+// trained (step, loss, learning rate, seconds since the start), so that
+// `tformer serve --run` can draw the loss while the run goes on. A new run
+// starts the file afresh, a resumed one appends to it (a step trained again
+// after a crash gets a second line; readers keep the last).
+class ProgressLog {
+public:
+    ProgressLog(const std::string& out_dir, bool resume, bool writer) {
+        if (!writer || out_dir.empty()) return;
+        const fs::path path = fs::path(out_dir) / "progress.csv";
+        const bool fresh = !resume || !fs::exists(path);
+        file_ = std::fopen(path.c_str(), fresh ? "w" : "a");
+        if (!file_) fmt::print(stderr, "train: warning: cannot write {}; training goes on without it\n", path.string());
+        if (file_ && fresh) std::fputs("step,loss,lr,seconds\n", file_);
+    }
+    ~ProgressLog() {
+        if (file_) std::fclose(file_);
+    }
+    ProgressLog(const ProgressLog&) = delete;
+    ProgressLog& operator=(const ProgressLog&) = delete;
+    void write(int64_t step, double loss, double lr, double seconds) {
+        if (!file_) return;
+        fmt::print(file_, "{},{:.6f},{:.6g},{:.3f}\n", step, loss, lr, seconds);
+        std::fflush(file_);
+    }
+
+private:
+    std::FILE* file_ = nullptr;
+};
+
 // What one update computed: the objective backward differentiates and the
 // figures the reported losses are made of.
 struct StepLoss {
@@ -432,6 +463,12 @@ public:
             losses_.epoch_loss = saved.losses.epochs;
             losses_.epoch_loss_sum = saved.losses.epoch_loss_sum;
             losses_.epoch_tokens = saved.losses.epoch_tokens;
+            // every step's loss so far, so that loss-steps.csv and the picture show the whole run (a
+            // checkpoint written before they were kept has none: the files then start at this step)
+            if (static_cast<int64_t>(saved.losses.steps.size()) == step_)
+                losses_.step_loss = saved.losses.steps;
+            else
+                losses_.first_step = step_;
             if (!o_.quiet)
                 fmt::print(stderr, "resuming from {} at step {} (epoch {})\n", plan_.checkpoint, step_,
                            step_ / plan_.batches_per_epoch + 1);
@@ -585,7 +622,9 @@ public:
         for (const auto& [k, v] : o_.extra) info_.extra[k] = v;
         info_.losses = {.epochs = losses_.epoch_loss,
                         .epoch_loss_sum = losses_.epoch_loss_sum,
-                        .epoch_tokens = losses_.epoch_tokens};
+                        .epoch_tokens = losses_.epoch_tokens,
+                        // only a history from step 1 on (one that starts later cannot be resumed as the whole run's)
+                        .steps = losses_.first_step == 0 ? losses_.step_loss : std::vector<double>{}};
         save_checkpoint(path, model_, &optimizer_, info_);
     }
 
@@ -654,10 +693,11 @@ TrainResult train_result(const LossTally& losses, double seconds, int64_t steps,
     return r;
 }
 
-// loss.csv (the epoch means), loss-steps.csv (every step trained by this
-// process) and loss.png (or .svg) in out_dir.
-void write_loss_files(const std::string& out_dir, const LossTally& losses, int64_t first_step, int64_t steps_per_epoch,
+// loss.csv (the epoch means), loss-steps.csv (every step of the run, a
+// resumed run's earlier ones from its checkpoint) and loss.png (or .svg) in out_dir.
+void write_loss_files(const std::string& out_dir, const LossTally& losses, int64_t steps_per_epoch,
                       const std::string& title, const std::string& ylabel, PictureFormat format) {
+    const int64_t first_step = losses.first_step;
     auto write_csv = [&](const char* name, const std::string& text) {
         core::write_file_atomic((fs::path(out_dir) / name).string(), text, "train");
     };
@@ -693,6 +733,7 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
     SignalScope signals;
     const int64_t first_step = run.step();
     ProgressLine progress(o.quiet || !run.root(), plan, first_step);
+    ProgressLog progress_log(o.out_dir, o.resume, run.root());
     model.train();
     Averaging averaging(o.average, plan.total_steps);
     std::optional<autograd::AnomalyGuard> anomaly;
@@ -707,6 +748,7 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
         run.reduce_gradients(profiling);  // data-parallel: the sum over the ranks
         run.clip_and_update(profiling);   // clip the gradient norm, Adam, zero the gradients
         const bool epoch_end = run.record(loss);
+        progress_log.write(run.step(), run.losses().step_loss.back(), run.lr(), progress.elapsed());
         averaging.after_step(run.step(), run.parameters());
         if (o.checkpoint_every > 0 && run.step() % o.checkpoint_every == 0) run.save();
         const bool stop = o.stop_after_steps > 0 && run.step() >= o.stop_after_steps;
@@ -733,9 +775,9 @@ TrainResult train(nn::EncoderDecoder& model, core::Generator& gen, const BatchSo
     const TrainResult result = train_result(run.losses(), seconds, run.step(), averaged, interrupted, plan);
     run.save();
     if (!o.out_dir.empty() && run.root())
-        write_loss_files(
-            o.out_dir, run.losses(), first_step, plan.batches_per_epoch, run.config().task + ": training loss",
-            o.token_mean ? "cross-entropy per token" : "loss (d2l: sum of losses / tokens)", o.plot_format);
+        write_loss_files(o.out_dir, run.losses(), plan.batches_per_epoch, run.config().task + ": training loss",
+                         o.token_mean ? "cross-entropy per token" : "loss (d2l: sum of losses / tokens)",
+                         o.plot_format);
     return result;
 }
 

@@ -105,9 +105,13 @@ struct TrainOptions {
 
 /// What training reports back.
 struct TrainResult {
-    std::vector<double> epoch_loss;  ///< d2l's figure per epoch: Σ loss / Σ valid tokens
-    std::vector<double> step_loss;   ///< the same per step
-    double final_loss = 0;           ///< the last epoch's loss (the part trained, if the run ended inside it)
+    /// d2l's figure per epoch: Σ loss / Σ valid tokens; a resumed run's
+    /// epochs before the resume come from its checkpoint
+    std::vector<double> epoch_loss;
+    /// the same per step, from step 1 (a resumed run's earlier steps from
+    /// its checkpoint; with ranks, rank 0's)
+    std::vector<double> step_loss;
+    double final_loss = 0;  ///< the last epoch's loss (the part trained, if the run ended inside it)
     /// Wall-clock seconds of the run.
     double seconds = 0;
     /// Target tokens trained per second (by this process, since it started).

@@ -29,6 +29,10 @@ extern char** environ;
 
 namespace {
 using Run = tformer::testing::ShellResult;
+using tformer::testing::corpus_head;
+using tformer::testing::file_bytes;
+using tformer::testing::run_args;
+using tformer::testing::SplitRun;
 
 Run run_cli(const std::string& args, const std::string& stdin_text = "") {
     const std::string exe = std::string(TFORMER_BINARY_DIR) + "/apps/tformer";
@@ -317,11 +321,6 @@ TEST_CASE("tformer: every numeric flag is checked against its range as it is par
 }
 
 namespace {
-std::string file_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-}
-
 std::set<std::string> temporary_names(const std::string& dir) {
     std::set<std::string> names;
     for (const auto& e : std::filesystem::directory_iterator(dir))
@@ -347,7 +346,7 @@ TEST_CASE("tformer train: divergence is reported, and --detect-anomaly names the
     CHECK(r.status == 1);
     CHECK_THAT(r.output,
                Catch::Contains("anomaly: forward of '") && Catch::Contains("produced NaN from inputs without NaN"));
-    // a checkpoint from elsewhere with NaN weights: loaded with a warning
+    // a checkpoint from elsewhere with NaN weights: refused, naming the tensor and how many values
     REQUIRE(run_cli("train copy --epochs 1 --threads 1 --quiet --out " + dir).status == 0);
     const std::string path = dir + "/checkpoint.safetensors";
     tformer::tasks::CheckpointInfo info = tformer::tasks::read_checkpoint_info(path);
@@ -357,9 +356,10 @@ TEST_CASE("tformer train: divergence is reported, and --detect-anomaly names the
     tformer::core::fill_(model->decoder->dense->bias.value(), std::nan(""));
     tformer::tasks::save_checkpoint(path, *model, nullptr, info);
     r = run_cli("eval --checkpoint " + path + " --threads 1");
-    CHECK_THAT(r.output, Catch::Contains("eval: warning: '" + path +
-                                         "' holds NaN or Inf in 1 weight tensor(s) (first: "
-                                         "decoder.dense.bias)"));
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("tformer: error: checkpoint '" + path +
+                                         "': 1 tensor(s) hold values that are not finite (NaN or infinity): "
+                                         "'model.decoder.dense.bias' (11 of 11)"));
 }
 
 TEST_CASE("tformer train: a file-size limit (ulimit -f) is a clear error and the previous checkpoint survives",
@@ -438,52 +438,6 @@ TEST_CASE("tformer --plot-format svg: train and tutorial write SVG pictures, ano
     CHECK(r.status != 0);
     CHECK_THAT(r.output, Catch::Contains("--plot-format"));
 }
-
-namespace {
-// Runs tformer with its arguments as they are (no shell) and stdin from a
-// string; stdout and stderr apart, so that output lines can be counted.
-struct SplitRun {
-    int status = -1;  // exit status, or -1 when killed by a signal
-    std::string out, err;
-};
-
-SplitRun run_args(const std::vector<std::string>& args, const std::string& stdin_text = "") {
-    // files of this process and this call: ctest runs test cases as parallel
-    // processes, and with fixed names one test could read another's stderr
-    static int calls = 0;
-    const std::string prefix = std::filesystem::temp_directory_path().string() + "/tformer-cli-" +
-                               std::to_string(::getpid()) + "-" + std::to_string(++calls);
-    const std::string in = prefix + "-stdin", out = prefix + "-stdout", err = prefix + "-stderr";
-    std::ofstream(in, std::ios::binary) << stdin_text;
-    std::vector<std::string> argv_s = {std::string(TFORMER_BINARY_DIR) + "/apps/tformer"};
-    argv_s.insert(argv_s.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t files;
-    posix_spawn_file_actions_init(&files);
-    posix_spawn_file_actions_addopen(&files, 0, in.c_str(), O_RDONLY, 0);
-    posix_spawn_file_actions_addopen(&files, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_addopen(&files, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    pid_t pid = 0;
-    REQUIRE(posix_spawn(&pid, argv[0], &files, nullptr, argv.data(), environ) == 0);
-    posix_spawn_file_actions_destroy(&files);
-    int status = 0;
-    REQUIRE(waitpid(pid, &status, 0) == pid);
-    SplitRun run{WIFEXITED(status) ? WEXITSTATUS(status) : -1, file_bytes(out), file_bytes(err)};
-    for (const std::string& f : {in, out, err}) std::filesystem::remove(f);
-    return run;
-}
-
-// the first `n` lines of the bundled corpus, as a file of their own
-std::string corpus_head(const std::string& dir, int n) {
-    std::ifstream in(std::string(TFORMER_SOURCE_DIR) + "/data/fra-eng/fra.txt");
-    std::ofstream out(dir + "/head.txt");
-    std::string line;
-    for (int i = 0; i < n && std::getline(in, line); ++i) out << line << '\n';
-    return dir + "/head.txt";
-}
-}  // namespace
 
 TEST_CASE("tformer: bad data, flags and checkpoint metadata are clear errors, given before any work", "[apps][cli]") {
     const std::string dir = temp_dir("probe11");

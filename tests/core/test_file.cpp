@@ -1,11 +1,15 @@
 // core::AtomicFile: a save either replaces the file whole or leaves the old
-// one; leftovers of killed saves are cleaned up by the next save.
+// one; leftovers of killed saves are cleaned up by the next save. Reading:
+// only regular files are opened, a FIFO or a device is refused at once.
 #include "core/error.hpp"
 #include "core/file.hpp"
 
 #include <catch2/catch.hpp>
 
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -111,5 +115,45 @@ TEST_CASE("remove_stale_temporaries: only leftovers of processes that no longer 
     core::write_file_atomic(path.string(), "weights", "test");
     CHECK_FALSE(fs::exists(dir / (".checkpoint.safetensors.tmp-" + dead + "-3")));
     CHECK(read(path) == "weights");
+    fs::remove_all(dir);
+}
+
+TEST_CASE("open_regular_file / read_regular_file: a FIFO, a socket, a device or a directory is refused at once",
+          "[core][file]") {
+    const fs::path dir = fresh_dir("regular");
+    const std::string text = (dir / "text.txt").string();
+    std::ofstream(text) << "Go.\tVa !\n";
+    CHECK(core::read_regular_file(text, "read", "a text file") == "Go.\tVa !\n");
+
+    // a FIFO with no writer: opening it the usual way would wait forever
+    const std::string fifo = (dir / "fifo").string();
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    CHECK_THROWS_AS(core::read_regular_file(fifo, "load_corpus", "a text file"), IOError);
+    CHECK_THROWS_WITH(
+        core::read_regular_file(fifo, "load_corpus", "a text file"),
+        "load_corpus: '" + fifo + "' is a FIFO (named pipe), not a regular file; give the path of a text file");
+    // a socket that is listening
+    const std::string socket_path = (dir / "socket").string();
+    const int sock = ::socket(AF_UNIX, SOCK_STREAM, 0);
+    REQUIRE(sock >= 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    REQUIRE(socket_path.size() < sizeof address.sun_path);
+    std::copy(socket_path.begin(), socket_path.end(), address.sun_path);
+    REQUIRE(::bind(sock, reinterpret_cast<const sockaddr*>(&address), sizeof address) == 0);
+    REQUIRE(::listen(sock, 1) == 0);
+    CHECK_THROWS_WITH(
+        core::open_regular_file(socket_path, "load_safetensors", "a checkpoint"),
+        "load_safetensors: '" + socket_path + "' is a socket, not a regular file; give the path of a checkpoint");
+    ::close(sock);
+    // devices: /dev/zero never ends, /dev/null is empty
+    for (const char* device : {"/dev/zero", "/dev/null"})
+        CHECK_THROWS_WITH(core::read_regular_file(device, "read", "a checkpoint"),
+                          std::string("read: '") + device +
+                              "' is a character device, not a regular file; give the path of a checkpoint");
+    CHECK_THROWS_WITH(core::read_regular_file(dir.string(), "read", "a checkpoint"),
+                      "read: '" + dir.string() + "' is a directory; give the path of a checkpoint");
+    CHECK_THROWS_WITH(core::read_regular_file((dir / "missing").string(), "read", "a checkpoint"),
+                      "read: cannot open '" + (dir / "missing").string() + "': No such file or directory");
     fs::remove_all(dir);
 }

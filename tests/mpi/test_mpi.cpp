@@ -139,6 +139,31 @@ TEST_CASE("dist::check_same: a value that differs on one rank fails on every ran
     CHECK_THAT(message, Catch::Contains("the training data differs between ranks (rank 1 has fingerprint"));
 }
 
+TEST_CASE("dist::check_same_settings: every setting that differs is named with both values, on every rank", "[mpi]") {
+    const int r = dist::rank();
+    // the same everywhere: nothing happens
+    CHECK_NOTHROW(dist::check_same_settings({{"the command", "train copy"}, {"--lr", "0.1"}}));
+    // rank 1 has another --lr, lacks --seed and has a --steps rank 0 lacks
+    std::vector<std::pair<std::string, std::string>> settings = {
+        {"the command", "train copy"}, {"--lr", "0.1"}, {"--seed", "3"}};
+    if (r == 1) settings = {{"the command", "train copy"}, {"--lr", "0.2"}, {"--steps", "9"}};
+    std::string message;
+    try {
+        dist::check_same_settings(settings);
+    } catch (const Error& e) {
+        message = e.what();
+    }
+    CHECK_THAT(message, Catch::Contains("the ranks were started with different settings: --lr is 0.2 on rank 1 but "
+                                        "0.1 on rank 0; --steps is 9 on rank 1 but (not given) on rank 0; --seed is "
+                                        "(not given) on rank 1 but 3 on rank 0; start every rank with the same flags "
+                                        "and the same data"));
+    if (r == 0) CHECK_THAT(message, Catch::StartsWith("rank 1: "));
+    // names and values of any bytes travel as they are
+    CHECK_NOTHROW(dist::check_same_settings({{"a:b", "1:2"}, {"", ""}, {"x", std::string(100000, ':')}}));
+    CHECK_THROWS_AS(dist::set_timeout(-1), ValueError);
+    dist::barrier();
+}
+
 TEST_CASE("dist::broadcast_parameters and broadcast_optimizer: every rank gets rank 0's", "[mpi]") {
     auto model = small_model(1 + dist::rank());  // different weights on every rank
     const std::vector<Variable> params = model->parameters();

@@ -503,8 +503,13 @@ TEST_CASE("load_safetensors(path): a missing file or a directory throws IOError 
     REQUIRE_THROWS_AS(load_safetensors(missing), IOError);
     REQUIRE_THROWS_WITH(
         load_safetensors(missing),
-        Contains(fmt::format("load_safetensors: '{}': cannot open: No such file or directory", missing)));
-    REQUIRE_THROWS_WITH(load_safetensors(dir.path.string()), Contains("is a directory, not a safetensors file"));
+        Contains(fmt::format("load_safetensors: cannot open '{}': No such file or directory", missing)));
+    REQUIRE_THROWS_WITH(load_safetensors(dir.path.string()),
+                        Contains("is a directory; give the path of a safetensors file"));
+    // a device is refused before a byte is read (core:open_regular_file tests FIFOs and sockets)
+    REQUIRE_THROWS_WITH(load_safetensors("/dev/zero"),
+                        "load_safetensors: '/dev/zero' is a character device, not a regular file; give the path of a "
+                        "safetensors file");
 }
 
 // ---- atomic saving ---------------------------------------------------------------------------------

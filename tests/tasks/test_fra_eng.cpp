@@ -202,7 +202,8 @@ TEST_CASE("load_fra_eng(options): missing file, empty file and bad options throw
     REQUIRE_THROWS_WITH(load_fra_eng({.path = elf.path.string()}), Catch::Contains("only 1 of its 21 non-blank lines"));
     REQUIRE_THROWS_WITH(load_fra_eng({.path = std::filesystem::temp_directory_path().string()}),
                         Catch::Contains("is a directory; give the path of a text file"));
-    REQUIRE_THROWS_WITH(load_fra_eng({.path = "/dev/zero"}), Catch::Contains("'/dev/zero' is not a regular file"));
+    REQUIRE_THROWS_WITH(load_fra_eng({.path = "/dev/zero"}),
+                        Catch::Contains("'/dev/zero' is a character device, not a regular file"));
     const TempFile one("one.txt", "Go.\tVa !\nGo.\tMarche.\n");  // one English sentence, two translations
     REQUIRE_THROWS_AS(load_fra_eng({.path = one.path.string(), .val_fraction = 0.6}), ValueError);
 

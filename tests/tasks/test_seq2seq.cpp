@@ -51,8 +51,9 @@ TEST_CASE("config_to_json / config_from_json: round trip and validation", "[task
     CHECK(back.task == "copy");
     CHECK(back.transformer.num_heads == 2);
     CHECK(back.transformer.dropout == Approx(0.1));
-    CHECK_THROWS_WITH(config_from_json("{"), Catch::Contains("checkpoint config: not valid JSON"));
-    CHECK_THROWS_WITH(config_from_json(R"({"task": "copy"})"), Catch::Contains("missing field 'src_vocab_size'"));
+    CHECK_THROWS_WITH(config_from_json("{"), Catch::Contains("checkpoint config is not valid JSON"));
+    CHECK_THROWS_WITH(config_from_json(R"({"task": "copy"})"),
+                      Catch::Contains("checkpoint field 'config.src_vocab_size' is missing"));
     std::string bad = config_to_json(c);
     bad.replace(bad.find("\"copy\""), 6, "\"poem\"");
     CHECK_THROWS_WITH(config_from_json(bad), Catch::Contains("unknown task 'poem'"));
@@ -65,7 +66,15 @@ TEST_CASE("config_to_json / config_from_json: round trip and validation", "[task
         CHECK_THROWS_AS(config_from_json(j.dump()), IOError);
         CHECK_THROWS_WITH(
             config_from_json(j.dump()),
-            Catch::Contains("checkpoint config: field 'num_hiddens' must be a positive whole number, got "));
+            Catch::Contains(
+                "checkpoint field 'config.num_hiddens' should be a whole number from -2^63 to 2^63-1, got "));
+    }
+    for (const char* value : {"0", "-3"}) {
+        nlohmann::json j = nlohmann::json::parse(config_to_json(c));
+        j["num_heads"] = nlohmann::json::parse(value);
+        CHECK_THROWS_WITH(
+            config_from_json(j.dump()),
+            "checkpoint field 'config.num_heads' should be a positive whole number, got " + std::string(value));
     }
 }
 
@@ -160,7 +169,7 @@ TEST_CASE("checkpoint metadata is one JSON document: vocabularies as arrays, gen
     broken["step"] = "twelve";
     bad.metadata["tformer"] = broken.dump();
     nn::save_safetensors(path, bad);
-    CHECK_THROWS_WITH(read_checkpoint_info(path), Catch::Contains("metadata field 'step' has the wrong type"));
+    CHECK_THROWS_WITH(read_checkpoint_info(path), Catch::Contains("metadata field 'step' should be a whole number"));
     broken = j;
     broken["src_vocab"] = {"<unk>", "a", "a"};
     bad.metadata["tformer"] = broken.dump();
@@ -262,7 +271,18 @@ TEST_CASE("build_model with tie_embeddings: one matrix for both embeddings and t
     // a state dict whose tied names disagree cannot be loaded into the tied model
     nn::StateDict bad = state;
     bad.at("decoder.dense.weight") = core::zeros(w.shape(), core::DType::float32);
-    CHECK_THROWS_WITH(tied->load_state_dict(bad), Catch::Contains("shared with encoder.embedding.weight"));
+    // "values differ", naming the copy that differs and the one it should equal (not "wrong shape")
+    CHECK_THROWS_WITH(tied->load_state_dict(bad),
+                      Catch::Contains("values differ: decoder.dense.weight differs from encoder.embedding.weight, "
+                                      "the same tied parameter, in ") &&
+                          !Catch::Contains("wrong shape"));
+    // NaN in the same place of all three copies: the copies agree (what they hold is load_checkpoint's to refuse)
+    nn::StateDict nan_everywhere = state;
+    for (const char* name : {"encoder.embedding.weight", "decoder.embedding.weight", "decoder.dense.weight"}) {
+        nan_everywhere.at(name) = nan_everywhere.at(name).clone();
+        nan_everywhere.at(name).set({0, 0}, std::nan(""));
+    }
+    CHECK_NOTHROW(tied->load_state_dict(nan_everywhere));
     c.tgt_vocab_size = 12;
     CHECK_THROWS_WITH(build_model(c, gen), Catch::Contains("needs one vocabulary"));
 }
@@ -396,17 +416,37 @@ TEST_CASE("read_checkpoint_info: tampered metadata is refused naming the key and
     const nlohmann::json meta = nlohmann::json::parse(good.metadata.at("tformer"));
     // a field and the JSON it is given; the message names the field
     const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
-        {"step", R"("abc")", "metadata field 'step' has the wrong type (\"abc\")"},
-        {"step", "3.5", "metadata field 'step' has the wrong type (3.5)"},
-        {"epoch", "1e99", "metadata field 'epoch' has the wrong type (1e+99)"},
-        {"epoch", "99999999999999999999", "metadata field 'epoch' has the wrong type"},
-        {"rng", R"("garbage")", "metadata field 'rng' has the wrong type"},
-        {"rng", "[1, 2, 3]", "metadata field 'rng' has the wrong type"},
-        {"rng", "[1, 2, 3, -4]", "metadata field 'rng' has the wrong type"},
-        {"rng", "[1, 2, 3, 4.5]", "metadata field 'rng' has the wrong type"},
-        {"step", "-3", "metadata fields 'step' and 'epoch' must be counts from 0 to 2^63-1, got -3 and 0"},
-        {"epoch", "9223372036854775808", "must be counts from 0 to 2^63-1"},
-        {"config", "{}", "config"},
+        {"step", R"("abc")", "metadata field 'step' should be a whole number from -2^63 to 2^63-1, got string \"abc\""},
+        {"step", "3.5", "metadata field 'step' should be a whole number from -2^63 to 2^63-1, got number 3.5"},
+        {"epoch", "1e99", "metadata field 'epoch' should be a whole number from -2^63 to 2^63-1, got number 1e+99"},
+        {"epoch", "99999999999999999999", "metadata field 'epoch' should be a whole number"},
+        {"epoch", "9223372036854775808", "metadata field 'epoch' should be a whole number from -2^63 to 2^63-1"},
+        {"step", "-3", "metadata field 'step' should be a count from 0 to 2^63-1, got -3"},
+        {"rng", R"("garbage")", "metadata field 'rng' should be an array, got string \"garbage\""},
+        {"rng", "[1, 2, 3]", "metadata field 'rng' should hold 4 numbers (the generator's state), got 3"},
+        {"rng", "[1, 2, 3, -4]", "metadata field 'rng[3]' should be a whole number from 0 to 2^64-1, got number -4"},
+        {"rng", "[1, 2, 3, 4.5]", "metadata field 'rng[3]' should be a whole number from 0 to 2^64-1, got number 4.5"},
+        {"config", "{}", "metadata field 'config.task' is missing"},
+        // one of each kind: a string, a number, an object, an array, and members inside them
+        {"config", "[]", "metadata field 'config' should be an object, got array []"},
+        {"loss", "3", "metadata field 'loss' should be an object, got number 3"},
+        {"loss", R"({"epochs": "x", "epoch_loss_sum": 0, "epoch_tokens": 0})",
+         "metadata field 'loss.epochs' should be an array, got string \"x\""},
+        {"loss", R"({"epochs": [1, null], "epoch_loss_sum": 0, "epoch_tokens": 0})",
+         "metadata field 'loss.epochs[1]' should be a number, got null null"},
+        {"loss", R"({"epochs": [], "epoch_tokens": 0})", "metadata field 'loss.epoch_loss_sum' is missing"},
+        {"extra", R"({"preset": 5})", "metadata field 'extra.preset' should be a string, got number 5"},
+        {"extra", "[]", "metadata field 'extra' should be an object, got array []"},
+        {"src_vocab", R"({"a": 1})", "metadata field 'src_vocab' should be an array, got object {\"a\":1}"},
+        {"src_vocab", R"(["<unk>", 7])", "metadata field 'src_vocab[1]' should be a string, got number 7"},
+        {"tokenizer", R"({"type": 2, "model": ""})",
+         "metadata field 'tokenizer.type' should be a string, got number 2"},
+        {"tokenizer", R"({"type": "sentencepiece", "model": "AAAA!AAA"})",
+         "metadata field 'tokenizer.model' is not base64 (base64_decode: invalid character at offset 4)"},
+        {"tokenizer", R"({"type": "sentencepiece", "model": "AAAA"})",
+         "metadata field 'tokenizer.model' does not hold a usable SentencePiece model"},
+        {"tokenizer", R"({"type": "bpe", "model": ""})",
+         "metadata field 'tokenizer.type' should be \"sentencepiece\", got 'bpe'"},
     };
     for (const auto& [key, value, message] : cases) {
         nlohmann::json tampered = meta;
@@ -416,11 +456,61 @@ TEST_CASE("read_checkpoint_info: tampered metadata is refused naming the key and
         nn::save_safetensors(path, bad);
         INFO(key << " = " << value);
         CHECK_THROWS_AS(read_checkpoint_info(path), IOError);
-        CHECK_THROWS_WITH(read_checkpoint_info(path), Catch::Contains(message));
+        CHECK_THROWS_WITH(read_checkpoint_info(path), Catch::Contains("checkpoint '" + path + "': " + message));
     }
     nn::SafeTensors bad = good;  // not JSON at all
     bad.metadata["tformer"] = "{";
     nn::save_safetensors(path, bad);
     CHECK_THROWS_WITH(read_checkpoint_info(path), Catch::Contains("metadata 'tformer' is not valid JSON"));
+    std::filesystem::remove(path);
+}
+
+TEST_CASE("load_checkpoint: weights that are not finite are refused naming each tensor and the count",
+          "[tasks][seq2seq][checkpoint]") {
+    core::Generator gen(3);
+    const ModelConfig c = small_config();
+    auto model = build_model(c, gen);
+    optim::Adam opt(model->named_parameters(), {.lr = 0.01});
+    opt.allocate_state();
+    CheckpointInfo info;
+    info.config = c;
+    const std::string path = temp_path("not-finite.safetensors");
+    save_checkpoint(path, *model, &opt, info);
+    const nn::SafeTensors good = nn::load_safetensors(path);
+    optim::Adam opt2(model->named_parameters(), {.lr = 0.01});
+    REQUIRE_NOTHROW(load_checkpoint(path, *model, &opt2));
+
+    // three NaN and an infinity in a bias, a NaN in an attention weight
+    nn::SafeTensors bad = good;
+    Tensor bias = bad.tensors.at("model.decoder.dense.bias").clone();
+    for (int64_t i : {0, 3, 7}) bias.set({i}, std::nan(""));
+    bias.set({9}, -std::numeric_limits<double>::infinity());
+    bad.tensors["model.decoder.dense.bias"] = bias;
+    Tensor w = bad.tensors.at("model.encoder.blks.block0.attention.W_q.weight").clone();
+    w.set({1, 1}, std::nan(""));
+    bad.tensors["model.encoder.blks.block0.attention.W_q.weight"] = w;
+    nn::save_safetensors(path, bad);
+    CHECK_THROWS_AS(load_checkpoint(path, *model, nullptr), IOError);
+    CHECK_THROWS_WITH(load_checkpoint(path, *model, nullptr),
+                      "checkpoint '" + path +
+                          "': 2 tensor(s) hold values that are not finite (NaN or infinity): "
+                          "'model.decoder.dense.bias' (4 of 11), 'model.encoder.blks.block0.attention.W_q.weight' "
+                          "(1 of 64); nothing can be computed from them (a damaged file, or one saved by a run that "
+                          "diverged?)");
+
+    // Adam's state: read, and so checked, when a run resumes; translating does not read it
+    bad = good;
+    std::string slot;
+    for (const auto& [name, t] : bad.tensors)
+        if (name.starts_with("optim.") && t.numel() > 1) slot = name;
+    REQUIRE(!slot.empty());
+    Tensor m = bad.tensors.at(slot).clone();
+    core::fill_(m, std::numeric_limits<double>::infinity());
+    bad.tensors[slot] = m;
+    nn::save_safetensors(path, bad);
+    CHECK_NOTHROW(load_checkpoint(path, *model, nullptr));
+    CHECK_THROWS_WITH(load_checkpoint(path, *model, &opt2),
+                      Catch::Contains("1 tensor(s) hold values that are not finite (NaN or infinity): '" + slot +
+                                      "' (" + std::to_string(m.numel()) + " of " + std::to_string(m.numel()) + ")"));
     std::filesystem::remove(path);
 }

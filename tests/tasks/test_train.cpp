@@ -1,6 +1,8 @@
 // tasks/train: the copy task learns to copy, and a resumed run repeats an
 // uninterrupted one exactly.
 #include "core/core.hpp"
+#include "nn/safetensors.hpp"
+#include "optim/adam.hpp"
 #include "tasks/canvas.hpp"
 #include "tasks/seq2seq.hpp"
 #include "tasks/train.hpp"
@@ -8,7 +10,9 @@
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
+#include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 
 using namespace tformer;
@@ -91,10 +95,67 @@ TEST_CASE("train(): a resumed run gives the same losses as an uninterrupted one"
     resume.out_dir = b.out_dir;
     resume.resume = true;
     const TrainResult rest = train(*model_c, gen_c, source, resume, info_for(c));
-    REQUIRE(rest.step_loss.size() == 5);
+    REQUIRE(rest.step_loss.size() == 9);  // the whole run: steps 1-4 from the checkpoint, 5-9 trained here
     for (size_t i = 0; i < 4; ++i) CHECK(first.step_loss[i] == full.step_loss[i]);
-    for (size_t i = 0; i < 5; ++i) CHECK(rest.step_loss[i] == full.step_loss[4 + i]);
+    CHECK(rest.step_loss == full.step_loss);
     CHECK(rest.epoch_loss == full.epoch_loss);
+
+    // the files of the run hold the whole run too, as the uninterrupted run's do
+    const auto text = [](const std::string& path) {
+        std::ifstream in(path);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    for (const char* name : {"/loss-steps.csv", "/loss.csv"}) {
+        INFO(name);
+        CHECK(text(b.out_dir + name) == text(a.out_dir + name));
+    }
+    const std::string steps = text(b.out_dir + "/loss-steps.csv");
+    CHECK(std::count(steps.begin(), steps.end(), '\n') == 10);  // the header and 9 steps
+    // and the picture is drawn from the same numbers, step for step, as the uninterrupted run's
+    const LinePlot resumed_plot = loss_plot(rest.epoch_loss, "t", rest.step_loss);
+    const LinePlot full_plot = loss_plot(full.epoch_loss, "t", full.step_loss);
+    REQUIRE(resumed_plot.series.size() == full_plot.series.size());
+    for (size_t i = 0; i < full_plot.series.size(); ++i) {
+        CHECK(resumed_plot.series[i].x == full_plot.series[i].x);
+        CHECK(resumed_plot.series[i].y == full_plot.series[i].y);
+    }
+    CHECK(std::filesystem::exists(b.out_dir + "/loss.png"));
+}
+
+TEST_CASE("train(): a resume from a checkpoint without per-step losses writes the steps it trained", "[tasks][train]") {
+    // a checkpoint without per-step losses (an earlier writer's): loss-steps.csv starts at the resumed step
+    const ModelConfig c = copy_config(0.0);
+    const BatchSource source = copy_source(8, 10, 11, 3, 42);
+    TrainOptions o{.epochs = 2,
+                   .batch_size = 8,
+                   .lr = 0.003,
+                   .seed = 42,
+                   .out_dir = fresh_dir("old-history"),
+                   .stop_after_steps = 2,
+                   .quiet = true};
+    core::Generator gen(42);
+    auto model = build_model(c, gen);
+    train(*model, gen, source, o, info_for(c));
+    const std::string path = o.out_dir + "/checkpoint.safetensors";
+    nn::SafeTensors st = nn::load_safetensors(path);
+    CheckpointInfo info = read_checkpoint_info(st, path);
+    REQUIRE(info.losses.steps.size() == 2);
+    optim::Adam adam(model->named_parameters(), {});
+    load_checkpoint(st, path, *model, &adam);
+    info.losses.steps.clear();
+    save_checkpoint(path, *model, &adam, info);
+    TrainOptions resume = o;
+    resume.stop_after_steps = 0;
+    resume.resume = true;
+    const TrainResult r = train(*model, gen, source, resume, info_for(c));
+    CHECK(r.step_loss.size() == 4);
+    std::ifstream in(o.out_dir + "/loss-steps.csv");
+    std::string header, line;
+    std::getline(in, header);
+    std::getline(in, line);
+    CHECK(line.starts_with("3,"));
+    // and its checkpoint keeps no partial history, so the next resume does the same
+    CHECK(read_checkpoint_info(path).losses.steps.empty());
 }
 
 TEST_CASE(
