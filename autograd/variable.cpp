@@ -306,6 +306,61 @@ void accumulate(Tensor& into, const Tensor& g) {
     }
 }
 
+// The gradient backward starts from: grad_out, or 1 for a scalar output
+// when none is given; checked against the output and cast to its dtype.
+Tensor seed_gradient(const VariableImpl& out, const Tensor& grad_out) {
+    Tensor seed = grad_out;
+    if (!seed.defined()) {
+        if (out.value.numel() != 1)
+            fail<ValueError>("backward: output of shape {} is not a scalar; pass a gradient of that shape",
+                             core::shape_str(out.value.shape()));
+        return core::ones(out.value.shape(), out.value.dtype());
+    }
+    if (!(seed.shape() == out.value.shape()))
+        fail<ShapeError>("backward: gradient of shape {} for an output of shape {}", core::shape_str(seed.shape()),
+                         core::shape_str(out.value.shape()));
+    if (seed.dtype() != out.value.dtype()) seed = seed.to(out.value.dtype());
+    return seed;
+}
+
+// Runs `node`'s backward on g, the gradient of its output, and adds what it
+// gives each input to that input's pending gradient. slots and wanted are
+// scratch space kept across nodes.
+void run_node_backward(Node& node, const Tensor& g, std::vector<Tensor>& slots, std::vector<uint8_t>& wanted,
+                       bool release_saved, bool anomaly) {
+    if (node.released())
+        fail<ValueError>(
+            "backward: the graph through '{}' was already freed by an earlier backward; "
+            "pass BackwardOptions{{.retain_graph = true}} to the first call to backward twice",
+            node.name());
+    const auto& inputs = node.inputs();
+    slots.assign(inputs.size(), Tensor());
+    wanted.assign(inputs.size(), 0);
+    for (size_t i = 0; i < inputs.size(); ++i) wanted[i] = inputs[i] != nullptr;
+    Grads grads(slots, wanted, release_saved);
+    if (profiling()) {
+        const auto start = std::chrono::steady_clock::now();
+        node.backward(g, grads);
+        detail::profile_backward(node.name(),
+                                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    } else {
+        node.backward(g, grads);
+    }
+    for (size_t i = 0; i < inputs.size(); ++i) {
+        if (!inputs[i] || !slots[i].defined()) continue;
+        const VariableImpl& want = *inputs[i];  // its value may be gone: shape and dtype remain
+        if (!(slots[i].shape() == want.shape) || slots[i].dtype() != want.dtype)
+            fail<ValueError>(
+                "backward of '{}': gradient for input {} has shape {} and dtype {}, but the "
+                "input has shape {} and dtype {}",
+                node.name(), i, core::shape_str(slots[i].shape()), core::dtype_name(slots[i].dtype()),
+                core::shape_str(want.shape), core::dtype_name(want.dtype));
+        if (anomaly) check_finite(slots[i], node, i);
+        accumulate(inputs[i]->pending_grad, slots[i]);
+        slots[i] = Tensor();  // the sum holds it now (or the input's slot shares it)
+    }
+}
+
 }  // namespace
 
 void Variable::backward(const Tensor& grad_out, BackwardOptions options) const {
@@ -314,18 +369,7 @@ void Variable::backward(const Tensor& grad_out, BackwardOptions options) const {
         fail<ValueError>(
             "backward: this Variable does not require a gradient (no input of the ops that made it "
             "requires one, or it was made under NoGradGuard)");
-    Tensor seed = grad_out;
-    if (!seed.defined()) {
-        if (impl_->value.numel() != 1)
-            fail<ValueError>("backward: output of shape {} is not a scalar; pass a gradient of that shape",
-                             core::shape_str(impl_->value.shape()));
-        seed = core::ones(impl_->value.shape(), impl_->value.dtype());
-    } else if (!(seed.shape() == impl_->value.shape())) {
-        fail<ShapeError>("backward: gradient of shape {} for an output of shape {}", core::shape_str(seed.shape()),
-                         core::shape_str(impl_->value.shape()));
-    } else if (seed.dtype() != impl_->value.dtype()) {
-        seed = seed.to(impl_->value.dtype());
-    }
+    const Tensor seed = seed_gradient(*impl_, grad_out);
 
     const uint64_t pass = g_backward_pass.fetch_add(1) + 1;
     std::vector<std::shared_ptr<VariableImpl>> order = topological_order(impl_, pass);
@@ -353,37 +397,7 @@ void Variable::backward(const Tensor& grad_out, BackwardOptions options) const {
                 continue;
             }
             if (v->retains_grad) accumulate(v->grad, g);
-            if (node->released())
-                fail<ValueError>(
-                    "backward: the graph through '{}' was already freed by an earlier backward; "
-                    "pass BackwardOptions{{.retain_graph = true}} to the first call to backward twice",
-                    node->name());
-            const auto& inputs = node->inputs();
-            slots.assign(inputs.size(), Tensor());
-            wanted.assign(inputs.size(), 0);
-            for (size_t i = 0; i < inputs.size(); ++i) wanted[i] = inputs[i] != nullptr;
-            Grads grads(slots, wanted, !options.retain_graph);
-            if (profiling()) {
-                const auto start = std::chrono::steady_clock::now();
-                node->backward(g, grads);
-                detail::profile_backward(
-                    node->name(), std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-            } else {
-                node->backward(g, grads);
-            }
-            for (size_t i = 0; i < inputs.size(); ++i) {
-                if (!inputs[i] || !slots[i].defined()) continue;
-                const VariableImpl& want = *inputs[i];  // its value may be gone: shape and dtype remain
-                if (!(slots[i].shape() == want.shape) || slots[i].dtype() != want.dtype)
-                    fail<ValueError>(
-                        "backward of '{}': gradient for input {} has shape {} and dtype {}, but the "
-                        "input has shape {} and dtype {}",
-                        node->name(), i, core::shape_str(slots[i].shape()), core::dtype_name(slots[i].dtype()),
-                        core::shape_str(want.shape), core::dtype_name(want.dtype));
-                if (anomaly) check_finite(slots[i], *node, i);
-                accumulate(inputs[i]->pending_grad, slots[i]);
-                slots[i] = Tensor();  // the sum holds it now (or the input's slot shares it)
-            }
+            run_node_backward(*node, g, slots, wanted, !options.retain_graph, anomaly);
             if (!options.retain_graph) {
                 node->release();
                 node->inputs_.clear();

@@ -304,16 +304,17 @@ V lane_maxima(V* v) {
 // overlap instead of waiting for one another; the loops run over whole
 // vectors of keys, the masked entries being -inf, whose exp is 0, with one
 // running max per lane.
+// Masks and scales row t of z (rows, Sp) to scale · z_t over its first
+// row_len[t] entries, -inf past them, and writes its max to row_max[t].
 template <class T>
-void softmax_rows(T* z, int64_t rows, int64_t Sp, T scale, const int64_t* row_len, T* row_max,
-                  T* inv) {  // row_len, row_max, inv: (rows)
+void mask_scale_max(T* z, int64_t rows, int64_t Sp, T scale, const int64_t* row_len, T* row_max) {
     constexpr T kNegInf = -std::numeric_limits<T>::infinity();
     using L = Lanes<T, kChunk>;
     using V = typename L::V;
     // the lane numbers 0, 1, ..., kWidth - 1 of a vector, as T (exact: kWidth ≤ 16)
     V lane{};
     for (int64_t l = 0; l < L::kWidth; ++l) lane[l] = static_cast<T>(l);
-    // mask and scale; each row's max: kWidth rows at a time, whose per-lane
+    // each row's max: kWidth rows at a time, whose per-lane
     // maxima lane_maxima turns into their kWidth row maxima at once
     for (int64_t t0 = 0; t0 < rows; t0 += L::kWidth) {
         const int64_t block = std::min<int64_t>(L::kWidth, rows - t0);
@@ -341,6 +342,14 @@ void softmax_rows(T* z, int64_t rows, int64_t Sp, T scale, const int64_t* row_le
         const V maxima = lane_maxima<L::kWidth>(row_lanes);
         for (int64_t r = 0; r < block; ++r) row_max[t0 + r] = maxima[r];
     }
+}
+
+// z = exp(z - max) row by row (the max of a row of only -inf taken as 0).
+template <class T>
+void exp_shifted(T* z, int64_t rows, int64_t Sp, const int64_t* row_len, T* row_max) {
+    constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+    using L = Lanes<T, kChunk>;
+    using V = typename L::V;
     // exp(z - max): exp(-inf - max) is 0; a row of only -inf shifts by 0
     for (int64_t t = 0; t < rows; ++t) row_max[t] = row_max[t] == kNegInf ? T(0) : row_max[t];
     if constexpr (std::is_same_v<T, float>) {
@@ -369,6 +378,11 @@ void softmax_rows(T* z, int64_t rows, int64_t Sp, T scale, const int64_t* row_le
             std::fill(zt + used, zt + Sp, T(0));
         }
     }
+}
+
+// inv[t] = 1 / Σ z_t over row t's first row_len[t] entries (0 for a sum of 0).
+template <class T>
+void inverse_row_sums(const T* z, int64_t rows, int64_t Sp, const int64_t* row_len, T* inv) {
     // each row's sum, in double and in key order, as core::masked_softmax.
     // (With float sums over lanes, the 2-rank translate run of tests/apps/test_mpi.cpp
     // drifted past 1e-4 from the 1-process one on 2 seeds of 12; with this, on none
@@ -388,6 +402,14 @@ void softmax_rows(T* z, int64_t rows, int64_t Sp, T scale, const int64_t* row_le
         // a sum of 0 (L = 0, or every kept score -inf): no mass to share, a row of zeros; NaN stays NaN
         for (int64_t r = 0; r < R; ++r) inv[t0 + r] = sum[r] == 0.0 ? T(0) : static_cast<T>(1.0 / sum[r]);
     });
+}
+
+template <class T>
+void softmax_rows(T* z, int64_t rows, int64_t Sp, T scale, const int64_t* row_len, T* row_max,
+                  T* inv) {  // row_len, row_max, inv: (rows)
+    mask_scale_max(z, rows, Sp, scale, row_len, row_max);
+    exp_shifted(z, rows, Sp, row_len, row_max);
+    inverse_row_sums(z, rows, Sp, row_len, inv);
 }
 
 // out_r = Σ_{j < n} w[r, j] x_j for R = rows() rows r at once, where x_j, one

@@ -264,8 +264,11 @@ bool xsmm_fits(bool trans_a, bool trans_b, int64_t n, int64_t k, float alpha, fl
     return k * n <= (trans_a ? int64_t{1} << 18 : int64_t{1} << 20);
 }
 
-// C (m, n) = op(A) op(B) + beta C through libxsmm, tile by tile; false
-// (nothing written) when libxsmm has no kernel for a tile
+// One product through libxsmm: C (m, n) = op(A) op(B) + beta C, row-major,
+// cut into tiles of C (kXsmmRows x kXsmmCols; the last ones smaller).
+// Columns [0, n_full) are tiles of their own; the last rest = n - n_full
+// (fewer than 32) go as one tile 32 wide, whose missing columns of B are
+// zeros, into a buffer of its own.
 //
 // With `bias` (n numbers, beta 0), C = op(A) op(B) + 1 biasᵀ: each tile of C
 // gets the bias in its rows just before its kernel adds the product (beta
@@ -273,14 +276,72 @@ bool xsmm_fits(bool trans_a, bool trans_b, int64_t n, int64_t k, float alpha, fl
 // of C first (for the base preset's FFN, 32 MB filled by one thread, then
 // read back from memory by the kernels). The same sums as that fill and a
 // beta-1 product, so the same bits.
-bool xsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
-               int64_t ldb, float beta, float* c, int64_t ldc, const float* bias = nullptr) {
-    if (bias != nullptr) beta = 1.0f;  // the kernels add onto the bias the tile was given
-    // Columns [0, n_full) in tiles of C; the last n - n_full (fewer than 32) as one
-    // tile 32 wide, whose missing columns of B are zeros, into a buffer of its own
-    const int64_t n_full = n / kXsmmPad * kXsmmPad, rest = n - n_full;
-    std::vector<float> b_rest;  // (k, 32): op(B)'s last columns, then zeros
-    if (rest > 0) {
+struct XsmmGemm {
+    bool trans_a, trans_b;
+    int64_t m, n, k;
+    const float* a;  // op(A) (m, k)
+    int64_t lda;
+    const float* b;  // op(B) (k, n)
+    int64_t ldb;
+    float beta;  // 0 or 1; 1 with a bias
+    float* c;    // (m, n)
+    int64_t ldc;
+    const float* bias;  // (n) or nullptr
+
+    // the tiles: row_blocks x col_blocks full ones, then a padded one per row block when rest > 0
+    int64_t n_full = 0, rest = 0, row_blocks = 0, col_blocks = 0, last_rows = 0, last_cols = 0;
+    // x Wᵀ: B is stored (n, k), and each thread copies the transpose of the
+    // column block it is at, (k, 128), into a buffer of its own. Its rows are 16
+    // numbers longer than the block so that a power-of-two width does not put
+    // every row on the same cache sets (3-6x slower).
+    int64_t panel_ld = 0;
+    std::vector<float> b_rest{};  // (k, 32): op(B)'s last rest columns, then zeros
+    // the kernels by tile shape: [last row block][last column block], and the padded tile's [last row block]
+    libxsmm_smmfunction kernels[2][2] = {}, padded[2] = {};
+
+    int64_t block_rows(int64_t rb) const { return rb + 1 == row_blocks ? last_rows : kXsmmRows; }
+    int64_t block_cols(int64_t cb) const { return cb + 1 == col_blocks ? last_cols : kXsmmCols; }
+    // rows r0.. of op(A): rows of A, or columns of the stored Aᵀ
+    const float* a_rows(int64_t r0) const { return trans_a ? a + r0 : a + r0 * lda; }
+
+    // The tile grid, a kernel for each tile shape, and B's last columns
+    // padded; false when libxsmm has no kernel for a tile.
+    bool plan() {
+        if (bias != nullptr) beta = 1.0f;  // the kernels add onto the bias the tile was given
+        n_full = n / kXsmmPad * kXsmmPad, rest = n - n_full;
+        row_blocks = (m + kXsmmRows - 1) / kXsmmRows, col_blocks = (n_full + kXsmmCols - 1) / kXsmmCols;
+        last_rows = m - (row_blocks - 1) * kXsmmRows, last_cols = n_full - (col_blocks - 1) * kXsmmCols;
+        panel_ld = std::min(kXsmmCols, n_full) + 16;
+        if (!find_kernels()) return false;
+        if (rest > 0) pad_last_columns();
+        return true;
+    }
+
+    // libxsmm's C (cols, rows) = its A (our B's columns) times its B (our op(A)'s rows)
+    libxsmm_smmfunction kernel(int64_t rows, int64_t cols, int64_t a_ld, int64_t c_ld) const {
+        const auto i = [](int64_t v) { return static_cast<libxsmm_blasint>(v); };
+        const libxsmm_blasint xm = i(cols), xn = i(rows), xk = i(k), xlda = i(a_ld), xldb = i(lda), xldc = i(c_ld);
+        const int flags = (beta == 0.0f ? LIBXSMM_GEMM_FLAG_BETA_0 : 0) | (trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : 0);
+        const float one = 1.0f;
+        return libxsmm_smmdispatch(xm, xn, xk, &xlda, &xldb, &xldc, &one, &beta, &flags, nullptr);
+    }
+
+    bool find_kernels() {
+        const int64_t b_ld = trans_b ? panel_ld : ldb;
+        for (int lr = 0; lr < 2; ++lr) {
+            if (lr == 0 && row_blocks == 1) continue;  // no such row block
+            const int64_t rows = lr ? last_rows : kXsmmRows;
+            for (int lc = 0; lc < 2; ++lc) {  // n >= 32: at least one column block
+                if (lc == 0 && col_blocks == 1) continue;
+                kernels[lr][lc] = kernel(rows, lc ? last_cols : kXsmmCols, b_ld, ldc);
+                if (kernels[lr][lc] == nullptr) return false;
+            }
+            if (rest > 0 && (padded[lr] = kernel(rows, kXsmmPad, kXsmmPad, kXsmmPad)) == nullptr) return false;
+        }
+        return true;
+    }
+
+    void pad_last_columns() {
         b_rest.assign(static_cast<size_t>(k * kXsmmPad), 0.0f);
         for (int64_t kk = 0; kk < k; ++kk) {
             float* row = b_rest.data() + kk * kXsmmPad;
@@ -290,87 +351,93 @@ bool xsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, cons
                 std::copy_n(b + kk * ldb + n_full, rest, row);
         }
     }
-    // x Wᵀ: B is stored (n, k), and each thread copies the transpose of the
-    // column block it is at, (k, 128), into a buffer of its own. Its rows are 16
-    // numbers longer than the block so that a power-of-two width does not put
-    // every row on the same cache sets (3-6x slower). The buffer is kept: a fresh
-    // one of megabytes would be new pages from the kernel at every call, faulted
-    // in and zeroed (7% of base's decoding in `perf`); one block, not all of Bᵀ,
-    // is 1.2 MB at most for base's 2048-wide layers instead of 4 MB.
-    const int64_t panel_ld = std::min(kXsmmCols, n_full) + 16;
-    const int64_t b_ld = trans_b ? panel_ld : ldb;
-    const int flags = (beta == 0.0f ? LIBXSMM_GEMM_FLAG_BETA_0 : 0) | (trans_a ? LIBXSMM_GEMM_FLAG_TRANS_B : 0);
-    const float one = 1.0f;
-    // libxsmm's C (cols, rows) = its A (our B's columns) times its B (our op(A)'s rows)
-    const auto kernel = [&](int64_t rows, int64_t cols, int64_t a_ld, int64_t c_ld) {
-        const auto i = [](int64_t v) { return static_cast<libxsmm_blasint>(v); };
-        const libxsmm_blasint xm = i(cols), xn = i(rows), xk = i(k), xlda = i(a_ld), xldb = i(lda), xldc = i(c_ld);
-        return libxsmm_smmdispatch(xm, xn, xk, &xlda, &xldb, &xldc, &one, &beta, &flags, nullptr);
-    };
-    const int64_t row_blocks = (m + kXsmmRows - 1) / kXsmmRows, col_blocks = (n_full + kXsmmCols - 1) / kXsmmCols;
-    const int64_t last_rows = m - (row_blocks - 1) * kXsmmRows, last_cols = n_full - (col_blocks - 1) * kXsmmCols;
-    // the tile shapes: [last row block][last column block], and the padded tile's [last row block]
-    libxsmm_smmfunction kernels[2][2] = {}, padded[2] = {};
-    for (int lr = 0; lr < 2; ++lr) {
-        if (lr == 0 && row_blocks == 1) continue;  // no such row block
-        const int64_t rows = lr ? last_rows : kXsmmRows;
-        for (int lc = 0; lc < 2; ++lc) {  // n >= 32: at least one column block
-            if (lc == 0 && col_blocks == 1) continue;
-            kernels[lr][lc] = kernel(rows, lc ? last_cols : kXsmmCols, b_ld, ldc);
-            if (kernels[lr][lc] == nullptr) return false;
+
+    // Every tile, shared by the threads from kXsmmSplitWork multiply-adds up.
+    void run() const {
+        const int64_t tiles = row_blocks * (col_blocks + (rest > 0 ? 1 : 0));
+        const int team = static_cast<int>(std::min<int64_t>(get_num_threads(), tiles));
+        if (team > 1 && !omp_in_parallel() && m * n * k >= kXsmmSplitWork) {
+#pragma omp parallel num_threads(team)
+            {
+                const int64_t i = omp_get_thread_num(), used = omp_get_num_threads();
+                run_tiles(tiles * i / used, tiles * (i + 1) / used);
+            }
+        } else {
+            run_tiles(0, tiles);
         }
-        if (rest > 0 && (padded[lr] = kernel(rows, kXsmmPad, kXsmmPad, kXsmmPad)) == nullptr) return false;
     }
-    // Tiles column block by column block (a block's transposed panel serves all its
-    // row blocks); each thread runs tiles [first, last) of them
-    const int64_t tile_cols = col_blocks + (rest > 0 ? 1 : 0);
-    const int64_t tiles = row_blocks * tile_cols;
-    const auto run = [&](int64_t first, int64_t last) {
+
+    // Tiles [first, last), column block by column block (a block's transposed
+    // panel serves all its row blocks). The panel buffer is kept: a fresh one
+    // of megabytes would be new pages from the kernel at every call, faulted
+    // in and zeroed (7% of base's decoding in `perf`); one block, not all of
+    // Bᵀ, is 1.2 MB at most for base's 2048-wide layers instead of 4 MB.
+    void run_tiles(int64_t first, int64_t last) const {
         thread_local std::vector<float> panel;
         int64_t held = -1;  // the column block whose transpose `panel` holds in this call
         for (int64_t t = first; t < last; ++t) {
             const int64_t cb = t / row_blocks, rb = t % row_blocks;
-            const int64_t r0 = rb * kXsmmRows, rows = rb + 1 == row_blocks ? last_rows : kXsmmRows;
-            // rows r0.. of op(A): rows of A, or columns of the stored Aᵀ
-            const float* a_rows = trans_a ? a + r0 : a + r0 * lda;
-            if (cb < col_blocks) {
-                const int64_t c0 = cb * kXsmmCols, cols = cb + 1 == col_blocks ? last_cols : kXsmmCols;
-                const float* b_cols = b + c0;
-                if (trans_b) {
-                    if (held != cb) {
-                        if (panel.size() < static_cast<size_t>(k * panel_ld))
-                            panel.resize(static_cast<size_t>(k * panel_ld));
-                        transpose_into(panel.data(), panel_ld, b + c0 * ldb, ldb, cols, k);
-                        held = cb;
-                    }
-                    b_cols = panel.data();
-                }
-                float* c_tile = c + r0 * ldc + c0;
-                if (bias != nullptr)
-                    for (int64_t r = 0; r < rows; ++r) std::copy_n(bias + c0, cols, c_tile + r * ldc);
-                kernels[rb + 1 == row_blocks][cb + 1 == col_blocks](b_cols, a_rows, c_tile);
+            if (cb == col_blocks) {
+                padded_tile(rb);
                 continue;
             }
-            float out[kXsmmRows * kXsmmPad] = {};  // (rows, 32): C's last columns, then zeros
-            float* c_rest = c + r0 * ldc + n_full;
-            if (bias != nullptr)
-                for (int64_t r = 0; r < rows; ++r) std::copy_n(bias + n_full, rest, out + r * kXsmmPad);
-            else if (beta != 0.0f)
-                for (int64_t r = 0; r < rows; ++r) std::copy_n(c_rest + r * ldc, rest, out + r * kXsmmPad);
-            padded[rb + 1 == row_blocks](b_rest.data(), a_rows, out);
-            for (int64_t r = 0; r < rows; ++r) std::copy_n(out + r * kXsmmPad, rest, c_rest + r * ldc);
+            const float* b_cols = b + cb * kXsmmCols;
+            if (trans_b) {
+                if (held != cb) transpose_block(cb, panel), held = cb;
+                b_cols = panel.data();
+            }
+            full_tile(rb, cb, b_cols);
         }
-    };
-    const int team = static_cast<int>(std::min<int64_t>(get_num_threads(), tiles));
-    if (team > 1 && !omp_in_parallel() && m * n * k >= kXsmmSplitWork) {
-#pragma omp parallel num_threads(team)
-        {
-            const int64_t i = omp_get_thread_num(), used = omp_get_num_threads();
-            run(tiles * i / used, tiles * (i + 1) / used);
-        }
-    } else {
-        run(0, tiles);
     }
+
+    // Column block cb of op(B) = Bᵀ, (k, cols), into `panel` (row stride panel_ld).
+    void transpose_block(int64_t cb, std::vector<float>& panel) const {
+        if (panel.size() < static_cast<size_t>(k * panel_ld)) panel.resize(static_cast<size_t>(k * panel_ld));
+        transpose_into(panel.data(), panel_ld, b + cb * kXsmmCols * ldb, ldb, block_cols(cb), k);
+    }
+
+    // Tile (rb, cb) of C, from b_cols: its columns of op(B).
+    void full_tile(int64_t rb, int64_t cb, const float* b_cols) const {
+        const int64_t r0 = rb * kXsmmRows, c0 = cb * kXsmmCols;
+        float* c_tile = c + r0 * ldc + c0;
+        if (bias != nullptr)
+            for (int64_t r = 0; r < block_rows(rb); ++r) std::copy_n(bias + c0, block_cols(cb), c_tile + r * ldc);
+        kernels[rb + 1 == row_blocks][cb + 1 == col_blocks](b_cols, a_rows(r0), c_tile);
+    }
+
+    // The padded tile of row block rb: C's last rest columns, through a buffer 32 wide.
+    void padded_tile(int64_t rb) const {
+        const int64_t r0 = rb * kXsmmRows, rows = block_rows(rb);
+        float out[kXsmmRows * kXsmmPad] = {};  // (rows, 32): C's last columns, then zeros
+        float* c_rest = c + r0 * ldc + n_full;
+        if (bias != nullptr)
+            for (int64_t r = 0; r < rows; ++r) std::copy_n(bias + n_full, rest, out + r * kXsmmPad);
+        else if (beta != 0.0f)
+            for (int64_t r = 0; r < rows; ++r) std::copy_n(c_rest + r * ldc, rest, out + r * kXsmmPad);
+        padded[rb + 1 == row_blocks](b_rest.data(), a_rows(r0), out);
+        for (int64_t r = 0; r < rows; ++r) std::copy_n(out + r * kXsmmPad, rest, c_rest + r * ldc);
+    }
+};
+
+// C (m, n) = op(A) op(B) + beta C (+ 1 biasᵀ) through libxsmm, tile by tile;
+// false (nothing written) when libxsmm has no kernel for a tile.
+bool xsmm_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const float* a, int64_t lda, const float* b,
+               int64_t ldb, float beta, float* c, int64_t ldc, const float* bias = nullptr) {
+    XsmmGemm product{.trans_a = trans_a,
+                     .trans_b = trans_b,
+                     .m = m,
+                     .n = n,
+                     .k = k,
+                     .a = a,
+                     .lda = lda,
+                     .b = b,
+                     .ldb = ldb,
+                     .beta = beta,
+                     .c = c,
+                     .ldc = ldc,
+                     .bias = bias};
+    if (!product.plan()) return false;
+    product.run();
     return true;
 }
 

@@ -180,19 +180,26 @@ void log_softmax_row(const T* x, T* y, int64_t n) {  // x, y: (L)
     for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) - ls;
 }
 
-// Runs row_fn(in_row, out_row, L) over every row of x into a new tensor.
+// Runs row_fn(in_row, out_row, r) over every row r of `rows` (x's, (R, L))
+// into a new tensor of x's shape.
 template <class RowFn>
-Tensor map_rows(const Tensor& x, const char* op, RowFn&& row_fn) {
-    const Rows rows = as_rows(x, op, "x");
+Tensor for_rows(const Tensor& x, const Rows& rows, const char* op, RowFn&& row_fn) {
     Tensor out = Tensor::empty(x.shape(), x.dtype());  // (..., L)
     visit_floating(x.dtype(), op, [&](auto tag) {
         using T = typename decltype(tag)::type;
         const T* in = rows.data.data<T>();
         T* o = out.data<T>();
         const int64_t L = rows.length;
-        for_each_row(rows.count, L, [&](int64_t r) { row_fn(in + r * L, o + r * L, L); });
+        for_each_row(rows.count, L, [&](int64_t r) { row_fn(in + r * L, o + r * L, r); });
     });
     return out;
+}
+
+// Runs row_fn(in_row, out_row, L) over every row of x into a new tensor.
+template <class RowFn>
+Tensor map_rows(const Tensor& x, const char* op, RowFn&& row_fn) {
+    const Rows rows = as_rows(x, op, "x");
+    return for_rows(x, rows, op, [&](const auto* in, auto* o, int64_t) { row_fn(in, o, rows.length); });
 }
 
 }  // namespace
@@ -432,19 +439,12 @@ Tensor masked_softmax(const Tensor& x, const Tensor& valid_lens) {
     if (!valid_lens.defined()) return softmax(x);  // d2l: valid_lens None means no mask
     const Rows rows = as_rows(x, op, "x");         // (..., T, S) as (R, S)
     const ValidLengths lens = valid_lengths(valid_lens, x.shape(), rows.count);
-    Tensor out = Tensor::empty(x.shape(), x.dtype());  // (..., T, S)
-    visit_floating(x.dtype(), op, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        const T* in = rows.data.data<T>();
-        T* o = out.data<T>();
-        const int64_t S = rows.length;
-        for_each_row(rows.count, S, [&](int64_t r) {
-            const int64_t n = lens.of_row(r);
-            softmax_row(in + r * S, o + r * S, n, keep_all);  // the first n entries: an ordinary softmax
-            std::fill(o + r * S + n, o + (r + 1) * S, T(0));  // padding gets no attention
-        });
+    return for_rows(x, rows, op, [&](const auto* in, auto* o, int64_t r) {
+        using T = std::remove_pointer_t<decltype(o)>;
+        const int64_t n = lens.of_row(r);
+        softmax_row(in, o, n, keep_all);          // the first n entries: an ordinary softmax
+        std::fill(o + n, o + rows.length, T(0));  // padding gets no attention
     });
-    return out;
 }
 
 // masked_softmax_by_mask(x, keep)_i = exp(x_i) / Σ_{keep_j} exp(x_j) where keep_i, else 0
@@ -463,24 +463,16 @@ Tensor masked_softmax_by_mask(const Tensor& x, const Tensor& keep) {
     const Shape lead = leading_shape(x.shape());
     const int64_t k_inner = k.strides().back();
     const bool* k_base = k.data<bool>();
-    Tensor out = Tensor::empty(x.shape(), x.dtype());  // (..., T, S)
-    visit_floating(x.dtype(), op, [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        const T* in = rows.data.data<T>();
-        T* o = out.data<T>();
-        const int64_t S = rows.length;
-        for_each_row(rows.count, S, [&](int64_t r) {
-            // where row r's mask starts: unravel r over the leading dims
-            int64_t offset = 0, rest = r;
-            for (int d = lead.size() - 1; d >= 0; --d) {
-                offset += rest % lead[d] * k.strides()[d];
-                rest /= lead[d];
-            }
-            const bool* kr = k_base + offset;
-            softmax_row(in + r * S, o + r * S, S, [&](int64_t i) { return kr[i * k_inner]; });
-        });
+    return for_rows(x, rows, op, [&](const auto* in, auto* o, int64_t r) {
+        // where row r's mask starts: unravel r over the leading dims
+        int64_t offset = 0, rest = r;
+        for (int d = lead.size() - 1; d >= 0; --d) {
+            offset += rest % lead[d] * k.strides()[d];
+            rest /= lead[d];
+        }
+        const bool* kr = k_base + offset;
+        softmax_row(in, o, rows.length, [&](int64_t i) { return kr[i * k_inner]; });
     });
-    return out;
 }
 
 // =====================================================================================
@@ -588,35 +580,58 @@ void layer_norm_rows(const T* x, T* y, int64_t first, int64_t last, int64_t D, c
     });
 }
 
+// What layer_norm and add_layer_norm check and make alike once x's rows
+// are read: eps, the affine parameters, and the outputs.
+struct LayerNormCall {
+    Rows rows;         // x (..., D) as (R, D)
+    Tensor w, b;       // (D) or undefined
+    double eps;        // added to the variance
+    LayerNormOut out;  // y (..., D), mean and rstd (...)
+};
+
+LayerNormCall prepare_layer_norm(const Rows& rows, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                                 double eps, const char* op) {
+    if (rows.length == 0) fail<ValueError>("{}: x of shape {} has empty rows", op, shape_str(x.shape()));
+    if (!(eps >= 0)) fail<ValueError>("{}: eps must be >= 0, got {}", op, eps);
+    const Tensor w = affine_param(weight, "weight", x, op);
+    const Tensor b = affine_param(bias, "bias", x, op);
+    const Shape lead = leading_shape(x.shape());
+    return {.rows = rows,
+            .w = w,
+            .b = b,
+            .eps = eps,
+            .out = {.y = Tensor::empty(x.shape(), x.dtype()),
+                    .mean = Tensor::empty(lead, x.dtype()),
+                    .rstd = Tensor::empty(lead, x.dtype())}};
+}
+
+// Layer norm of the rows of src (R, D) into call.out, the rows split over
+// the threads; each thread first runs fill(first, last), which may write its
+// rows of src (add_layer_norm's sum).
+template <class T, class Fill>
+void normalize_rows(const LayerNormCall& call, const T* src, Fill&& fill) {
+    const T* wp = call.w.defined() ? call.w.data<T>() : nullptr;
+    const T* bp = call.b.defined() ? call.b.data<T>() : nullptr;
+    T *yp = call.out.y.data<T>(), *mp = call.out.mean.data<T>(), *rp = call.out.rstd.data<T>();
+    const int64_t D = call.rows.length;
+    parallel_for(0, call.rows.count, D, [&](int64_t first, int64_t last) {
+        fill(first, last);
+        layer_norm_rows(src, yp, first, last, D, wp, bp, call.eps, mp, rp);
+    });
+}
+
 }  // namespace
 
 // y = (x - mean) / √(var + eps) * weight + bias, mean and biased var over the last dim
 
 LayerNormOut layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
     const char* op = "layer_norm";
-    const Rows rows = as_rows(x, op, "x");  // (..., D) as (R, D)
-    if (rows.length == 0) fail<ValueError>("{}: x of shape {} has empty rows", op, shape_str(x.shape()));
-    if (!(eps >= 0)) fail<ValueError>("{}: eps must be >= 0, got {}", op, eps);
-    const Tensor w = affine_param(weight, "weight", x, op);  // (D) or undefined
-    const Tensor b = affine_param(bias, "bias", x, op);      // (D) or undefined
-    const Shape lead = leading_shape(x.shape());
-    LayerNormOut out{.y = Tensor::empty(x.shape(), x.dtype()),  // (..., D)
-                     .mean = Tensor::empty(lead, x.dtype()),    // (...)
-                     .rstd = Tensor::empty(lead, x.dtype())};   // (...)
+    const LayerNormCall call = prepare_layer_norm(as_rows(x, op, "x"), x, weight, bias, eps, op);
     visit_floating(x.dtype(), op, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        const T* xp = rows.data.data<T>();
-        const T* wp = w.defined() ? w.data<T>() : nullptr;
-        const T* bp = b.defined() ? b.data<T>() : nullptr;
-        T* yp = out.y.data<T>();
-        T* mp = out.mean.data<T>();
-        T* rp = out.rstd.data<T>();
-        const int64_t D = rows.length;
-        parallel_for(0, rows.count, D, [&](int64_t first, int64_t last) {
-            layer_norm_rows(xp, yp, first, last, D, wp, bp, eps, mp, rp);
-        });
+        normalize_rows(call, call.rows.data.data<T>(), [](int64_t, int64_t) {});
     });
-    return out;
+    return call.out;
 }
 
 // s = x + y ⊙ keep, then layer_norm(s): seed 000's AddNorm ln(dropout(Y) + X) in one pass per row
@@ -626,28 +641,16 @@ AddLayerNormOut add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& k
     const Rows xs = as_rows(x, op, "x");                                                           // (..., D) as (R, D)
     const Tensor yc = expect(y, "y", x.shape(), x.dtype(), op);                                    // (..., D)
     const Tensor kc = keep.defined() ? expect(keep, "keep", x.shape(), x.dtype(), op) : Tensor();  // (..., D)
-    if (xs.length == 0) fail<ValueError>("{}: x of shape {} has empty rows", op, shape_str(x.shape()));
-    if (!(eps >= 0)) fail<ValueError>("{}: eps must be >= 0, got {}", op, eps);
-    const Tensor w = affine_param(weight, "weight", x, op);  // (D) or undefined
-    const Tensor b = affine_param(bias, "bias", x, op);      // (D) or undefined
-    const Shape lead = leading_shape(x.shape());
-    AddLayerNormOut out{.y = Tensor::empty(x.shape(), x.dtype()),    // (..., D)
-                        .sum = Tensor::empty(x.shape(), x.dtype()),  // (..., D)
-                        .mean = Tensor::empty(lead, x.dtype()),      // (...)
-                        .rstd = Tensor::empty(lead, x.dtype())};     // (...)
+    const LayerNormCall call = prepare_layer_norm(xs, x, weight, bias, eps, op);
+    const Tensor sum = Tensor::empty(x.shape(), x.dtype());  // (..., D)
     visit_floating(x.dtype(), op, [&](auto tag) {
         using T = typename decltype(tag)::type;
         const T* xp = xs.data.data<T>();
         const T* yp = yc.data<T>();
         const T* kp = kc.defined() ? kc.data<T>() : nullptr;
-        const T* wp = w.defined() ? w.data<T>() : nullptr;
-        const T* bp = b.defined() ? b.data<T>() : nullptr;
-        T* op_ = out.y.data<T>();
-        T* sp = out.sum.data<T>();
-        T* mp = out.mean.data<T>();
-        T* rp = out.rstd.data<T>();
+        T* sp = sum.data<T>();
         const int64_t D = xs.length;
-        parallel_for(0, xs.count, D, [&](int64_t first, int64_t last) {
+        normalize_rows(call, sp, [&](int64_t first, int64_t last) {
             // dropout(Y) + X, rounded as the composed mul then add
             const int64_t o = first * D, n = (last - first) * D;
             if (kp) {
@@ -655,11 +658,103 @@ AddLayerNormOut add_layer_norm(const Tensor& x, const Tensor& y, const Tensor& k
             } else {
                 for (int64_t i = o; i < o + n; ++i) sp[i] = yp[i] + xp[i];
             }
-            layer_norm_rows(sp, op_, first, last, D, wp, bp, eps, mp, rp);
         });
     });
-    return out;
+    return {.y = call.out.y, .sum = sum, .mean = call.out.mean, .rstd = call.out.rstd};
 }
+
+namespace {
+
+// What layer_norm_backward reads, as pointers of its dtype: x and dy (R, D),
+// the saved mean and rstd (R).
+template <class T>
+struct SavedRows {
+    const T *xp, *dyp, *mp, *rp;
+    int64_t R, D;
+};
+
+// dx of every row (see layer_norm_backward); wp (D) or nullptr, dxp (R, D).
+template <class T>
+void layer_norm_dx(const SavedRows<T>& s, const T* wp, T* dxp) {
+    const T *xp = s.xp, *dyp = s.dyp, *mp = s.mp, *rp = s.rp;
+    const int64_t R = s.R, D = s.D;
+    // dx, a block of rows at a time (for_row_blocks): both row sums of
+    // every row of the block first, then the block's dx. g and x̂ are
+    // recomputed where they are used, the same operations, so the same bits.
+    // the weight in Acc once, not per row (the same values); no weight: g = dy · 1, exactly dy
+    std::vector<Acc> w_acc(static_cast<size_t>(D), Acc(1));
+    if (wp) std::copy(wp, wp + D, w_acc.begin());
+    const Acc* wr = w_acc.data();
+    parallel_for(0, R, D, [&](int64_t first, int64_t last) {
+        Acc mean_g[kRowBlock], mean_gx[kRowBlock];
+        for_row_blocks(first, last, [&](int64_t r0, int64_t n) {
+            for (int64_t j = 0; j < n; ++j) {
+                const T* xr = xp + (r0 + j) * D;
+                const T* dyr = dyp + (r0 + j) * D;
+                const Acc m = mp[r0 + j], rstd_r = rp[r0 + j];
+                const auto g = [&](int64_t i) { return static_cast<Acc>(dyr[i]) * wr[i]; };  // g_i
+                const auto xhat = [&](int64_t i) { return (xr[i] - m) * rstd_r; };           // x̂_i
+                mean_g[j] = lane_sum(D, [&](int64_t i) { return g(i); });
+                mean_gx[j] = lane_sum(D, [&](int64_t i) { return g(i) * xhat(i); });
+            }
+            for (int64_t j = 0; j < n; ++j) {  // the divisions of the block together, in vectors
+                mean_g[j] /= static_cast<Acc>(D);
+                mean_gx[j] /= static_cast<Acc>(D);
+            }
+            for (int64_t j = 0; j < n; ++j) {
+                const T* xr = xp + (r0 + j) * D;
+                const T* dyr = dyp + (r0 + j) * D;
+                T* dxr = dxp + (r0 + j) * D;
+                const Acc m = mp[r0 + j], rstd_r = rp[r0 + j];
+                for (int64_t i = 0; i < D; ++i) {
+                    const Acc g = static_cast<Acc>(dyr[i]) * wr[i], xhat = (xr[i] - m) * rstd_r;
+                    dxr[i] = static_cast<T>(rstd_r * (g - mean_g[j] - xhat * mean_gx[j]));
+                }
+            }
+        });
+    });
+}
+
+// dweight (D) and dbias (D), either may be nullptr.
+template <class T>
+void layer_norm_affine_grads(const SavedRows<T>& s, T* dwp, T* dbp) {
+    const T *xp = s.xp, *dyp = s.dyp, *mp = s.mp, *rp = s.rp;
+    const int64_t R = s.R, D = s.D;
+    // dweight and dbias sum over rows. Splitting rows across threads would
+    // need per-thread partial sums added in a thread-count-dependent
+    // order; splitting columns instead keeps each column's sum in one
+    // thread, in row order, so the bits never depend on the thread count.
+    // kCols columns at a time, their sums in arrays of fixed size that the
+    // compiler keeps in registers across the rows.
+    parallel_for(0, D, R, [&](int64_t c0, int64_t c1) {
+        constexpr int64_t kCols = 16;
+        for (int64_t cb = c0; cb < c1; cb += kCols) {
+            const int64_t nc = std::min(kCols, c1 - cb);
+            Acc dw[kCols] = {}, db[kCols] = {};
+            const auto sum_rows = [&](auto cols) {
+                for (int64_t r = 0; r < R; ++r) {
+                    const T* xr = xp + r * D + cb;
+                    const T* dyr = dyp + r * D + cb;
+                    const Acc m = mp[r], rstd_r = rp[r];
+                    for (int64_t i = 0; i < cols; ++i) {
+                        db[i] += dyr[i];
+                        dw[i] += dyr[i] * ((xr[i] - m) * rstd_r);
+                    }
+                }
+            };
+            if (nc == kCols)
+                sum_rows(std::integral_constant<int64_t, kCols>{});  // a trip count known at compile time
+            else
+                sum_rows(nc);
+            for (int64_t i = 0; i < nc; ++i) {
+                if (dwp) dwp[cb + i] = static_cast<T>(dw[i]);
+                if (dbp) dbp[cb + i] = static_cast<T>(db[i]);
+            }
+        }
+    });
+}
+
+}  // namespace
 
 // Backward of  y = x̂ ⊙ w + b,  x̂ = (x - μ) r,  μ = mean(x),  r = (var(x) + eps)^(-1/2),
 // one row of D entries at a time (after llm.c's doc/layernorm).
@@ -692,84 +787,12 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_y, const Tensor& x, const 
                          .dbias = has_bias ? Tensor::empty({D}, x.dtype()) : Tensor()};
     visit_floating(x.dtype(), op, [&](auto tag) {
         using T = typename decltype(tag)::type;
-        const T* xp = rows.data.data<T>();
-        const T* dyp = dy.data<T>();
-        const T* mp = mu.data<T>();
-        const T* rp = rs.data<T>();
-        const T* wp = w.defined() ? w.data<T>() : nullptr;
-        T* dxp = grads.dx.data<T>();
-
-        // dx, a block of rows at a time (for_row_blocks): both row sums of
-        // every row of the block first, then the block's dx. g and x̂ are
-        // recomputed where they are used, the same operations, so the same bits.
-        // the weight in Acc once, not per row (the same values); no weight: g = dy · 1, exactly dy
-        std::vector<Acc> w_acc(static_cast<size_t>(D), Acc(1));
-        if (wp) std::copy(wp, wp + D, w_acc.begin());
-        const Acc* wr = w_acc.data();
-        parallel_for(0, R, D, [&](int64_t first, int64_t last) {
-            Acc mean_g[kRowBlock], mean_gx[kRowBlock];
-            for_row_blocks(first, last, [&](int64_t r0, int64_t n) {
-                for (int64_t j = 0; j < n; ++j) {
-                    const T* xr = xp + (r0 + j) * D;
-                    const T* dyr = dyp + (r0 + j) * D;
-                    const Acc m = mp[r0 + j], rstd_r = rp[r0 + j];
-                    const auto g = [&](int64_t i) { return static_cast<Acc>(dyr[i]) * wr[i]; };  // g_i
-                    const auto xhat = [&](int64_t i) { return (xr[i] - m) * rstd_r; };           // x̂_i
-                    mean_g[j] = lane_sum(D, [&](int64_t i) { return g(i); });
-                    mean_gx[j] = lane_sum(D, [&](int64_t i) { return g(i) * xhat(i); });
-                }
-                for (int64_t j = 0; j < n; ++j) {  // the divisions of the block together, in vectors
-                    mean_g[j] /= static_cast<Acc>(D);
-                    mean_gx[j] /= static_cast<Acc>(D);
-                }
-                for (int64_t j = 0; j < n; ++j) {
-                    const T* xr = xp + (r0 + j) * D;
-                    const T* dyr = dyp + (r0 + j) * D;
-                    T* dxr = dxp + (r0 + j) * D;
-                    const Acc m = mp[r0 + j], rstd_r = rp[r0 + j];
-                    for (int64_t i = 0; i < D; ++i) {
-                        const Acc g = static_cast<Acc>(dyr[i]) * wr[i], xhat = (xr[i] - m) * rstd_r;
-                        dxr[i] = static_cast<T>(rstd_r * (g - mean_g[j] - xhat * mean_gx[j]));
-                    }
-                }
-            });
-        });
-
-        // dweight and dbias sum over rows. Splitting rows across threads would
-        // need per-thread partial sums added in a thread-count-dependent
-        // order; splitting columns instead keeps each column's sum in one
-        // thread, in row order, so the bits never depend on the thread count.
-        // kCols columns at a time, their sums in arrays of fixed size that the
-        // compiler keeps in registers across the rows.
+        const SavedRows<T> saved{
+            .xp = rows.data.data<T>(), .dyp = dy.data<T>(), .mp = mu.data<T>(), .rp = rs.data<T>(), .R = R, .D = D};
+        layer_norm_dx(saved, w.defined() ? w.data<T>() : nullptr, grads.dx.data<T>());
         if (!grads.dweight.defined() && !grads.dbias.defined()) return;
-        T* dwp = grads.dweight.defined() ? grads.dweight.template data<T>() : nullptr;
-        T* dbp = grads.dbias.defined() ? grads.dbias.template data<T>() : nullptr;
-        parallel_for(0, D, R, [&](int64_t c0, int64_t c1) {
-            constexpr int64_t kCols = 16;
-            for (int64_t cb = c0; cb < c1; cb += kCols) {
-                const int64_t nc = std::min(kCols, c1 - cb);
-                Acc dw[kCols] = {}, db[kCols] = {};
-                const auto sum_rows = [&](auto cols) {
-                    for (int64_t r = 0; r < R; ++r) {
-                        const T* xr = xp + r * D + cb;
-                        const T* dyr = dyp + r * D + cb;
-                        const Acc m = mp[r], rstd_r = rp[r];
-                        for (int64_t i = 0; i < cols; ++i) {
-                            db[i] += dyr[i];
-                            dw[i] += dyr[i] * ((xr[i] - m) * rstd_r);
-                        }
-                    }
-                };
-                if (nc == kCols)
-                    sum_rows(std::integral_constant<int64_t, kCols>{});  // a trip count known at compile time
-                else
-                    sum_rows(nc);
-                for (int64_t i = 0; i < nc; ++i) {
-                    if (dwp) dwp[cb + i] = static_cast<T>(dw[i]);
-                    if (dbp) dbp[cb + i] = static_cast<T>(db[i]);
-                }
-            }
-        });
+        layer_norm_affine_grads(saved, grads.dweight.defined() ? grads.dweight.template data<T>() : nullptr,
+                                grads.dbias.defined() ? grads.dbias.template data<T>() : nullptr);
     });
     return grads;
 }

@@ -91,29 +91,38 @@ Tensor log_softmax(const Tensor& x) {
     });
 }
 
-// dx_j = Σ_i dy_i ∂y_i/∂x_j with ∂y_i/∂x_j = y_i (δ_ij - y_j)
-Tensor softmax_backward(const Tensor& grad_y, const Tensor& y) {
+namespace {
+
+// dx_j = Σ_i dy_i ∂y_i/∂x_j row by row, the full Jacobian written out:
+// term(dy_i, y, i, j) = dy_i ∂y_i/∂x_j of the row y.
+template <class Term>
+Tensor jacobian_backward(const Tensor& grad_y, const Tensor& y, Term&& term) {
     const Values dy = grad_y.to_vector();
     const RowGrid g = grid_of(y);
     return per_row(y, [&](int64_t r, const Values& yr) {
         const Values dyr = row_of(dy, r, g.length);
         Values dx(yr.size(), 0.0);
         for (size_t j = 0; j < yr.size(); ++j)
-            for (size_t i = 0; i < yr.size(); ++i) dx[j] += dyr[i] * yr[i] * ((i == j ? 1.0 : 0.0) - yr[j]);
+            for (size_t i = 0; i < yr.size(); ++i) dx[j] += term(dyr[i], yr, i, j);
         return dx;
     });
 }
 
-// dx_j = Σ_i dy_i ∂y_i/∂x_j with ∂y_i/∂x_j = δ_ij - softmax_j = δ_ij - exp(y_j)
+double kronecker(size_t i, size_t j) { return i == j ? 1.0 : 0.0; }
+
+}  // namespace
+
+// ∂y_i/∂x_j = y_i (δ_ij - y_j)
+Tensor softmax_backward(const Tensor& grad_y, const Tensor& y) {
+    return jacobian_backward(grad_y, y, [](double dy, const Values& yr, size_t i, size_t j) {
+        return dy * yr[i] * (kronecker(i, j) - yr[j]);
+    });
+}
+
+// ∂y_i/∂x_j = δ_ij - softmax_j = δ_ij - exp(y_j)
 Tensor log_softmax_backward(const Tensor& grad_y, const Tensor& y) {
-    const Values dy = grad_y.to_vector();
-    const RowGrid g = grid_of(y);
-    return per_row(y, [&](int64_t r, const Values& yr) {
-        const Values dyr = row_of(dy, r, g.length);
-        Values dx(yr.size(), 0.0);
-        for (size_t j = 0; j < yr.size(); ++j)
-            for (size_t i = 0; i < yr.size(); ++i) dx[j] += dyr[i] * ((i == j ? 1.0 : 0.0) - std::exp(yr[j]));
-        return dx;
+    return jacobian_backward(grad_y, y, [](double dy, const Values& yr, size_t i, size_t j) {
+        return dy * (kronecker(i, j) - std::exp(yr[j]));
     });
 }
 

@@ -48,6 +48,11 @@ void forget_attention_weights(ModuleList<DecoderBlock>& blks) {
     }
 }
 
+// A stack's input: token ids (B, T).
+void check_token_ids(const core::Tensor& X, const char* op) {
+    check<ShapeError>(X.dim() == 2, "{}: token ids of shape {} must be (batch, steps)", op, X.shape());
+}
+
 // Seed 000: "因为位置编码值在-1和1之间，因此嵌入值乘以嵌入维度的平方根进行放大":
 // the positional encoding lies in [-1, 1], so the embeddings are scaled up
 // by √D before the two are added.
@@ -57,6 +62,24 @@ Variable embed(Embedding& embedding, PositionalEncoding& pos_encoding, const cor
     if (o.fused) return pos_encoding.forward_embedded(embedding, X, scale, start);  // the same, one node
     if (!o.scale_embedding) return pos_encoding(embedding(X), start);
     return pos_encoding(ag::mul(embedding(X), scale), start);
+}
+
+// Both stacks open with a token embedding and the positional encoding (seed 000).
+std::shared_ptr<Embedding> make_embedding(int64_t vocab_size, const TransformerOptions& o, core::Generator& gen) {
+    return std::make_shared<Embedding>(Embedding::Options{.num_embeddings = vocab_size, .embedding_dim = o.num_hiddens},
+                                       gen);
+}
+std::shared_ptr<PositionalEncoding> make_pos_encoding(const TransformerOptions& o, core::Generator& gen) {
+    return std::make_shared<PositionalEncoding>(
+        PositionalEncoding::Options{.num_hiddens = o.num_hiddens, .dropout = o.dropout}, gen);
+}
+
+// The stack's num_layers blocks, block0, block1, ..., made in order by make(i).
+template <class Block, class Make>
+std::shared_ptr<ModuleList<Block>> make_blocks(const TransformerOptions& o, Make&& make) {
+    auto blks = std::make_shared<ModuleList<Block>>();
+    for (int64_t i = 0; i < o.num_layers; ++i) blks->push_back("block" + std::to_string(i), make(i));
+    return blks;
 }
 
 // causal_valid_lens for T new steps after `offset` already decoded ones: new
@@ -124,19 +147,14 @@ Variable EncoderBlock::forward(const Variable& X, const core::Tensor& valid_lens
 
 TransformerEncoder::TransformerEncoder(int64_t vocab_size, const TransformerOptions& o, core::Generator& gen)
     : Module("TransformerEncoder"), options(o) {
-    embedding = register_module(
-        "embedding", std::make_shared<Embedding>(
-                         Embedding::Options{.num_embeddings = vocab_size, .embedding_dim = o.num_hiddens}, gen));
-    pos_encoding = register_module(
-        "pos_encoding", std::make_shared<PositionalEncoding>(
-                            PositionalEncoding::Options{.num_hiddens = o.num_hiddens, .dropout = o.dropout}, gen));
-    blks = register_module("blks", std::make_shared<ModuleList<EncoderBlock>>());
-    for (int64_t i = 0; i < o.num_layers; ++i)
-        blks->push_back("block" + std::to_string(i), std::make_shared<EncoderBlock>(o, gen));
+    embedding = register_module("embedding", make_embedding(vocab_size, o, gen));
+    pos_encoding = register_module("pos_encoding", make_pos_encoding(o, gen));
+    blks = register_module(
+        "blks", make_blocks<EncoderBlock>(o, [&](int64_t) { return std::make_shared<EncoderBlock>(o, gen); }));
 }
 
 Variable TransformerEncoder::forward(const core::Tensor& X, const core::Tensor& valid_lens) {
-    check<ShapeError>(X.dim() == 2, "TransformerEncoder: token ids of shape {} must be (batch, steps)", X.shape());
+    check_token_ids(X, "TransformerEncoder");
     forget_attention_weights(*blks);
     Variable H = embed(*embedding, *pos_encoding, X, options, 0);  // (B, S, D)
     for (auto& blk : *blks) H = blk->forward(H, valid_lens);
@@ -194,15 +212,10 @@ Variable DecoderBlock::forward_step(const Variable& X, DecoderState& state) {
 
 TransformerDecoder::TransformerDecoder(int64_t vocab_size, const TransformerOptions& o, core::Generator& gen)
     : Module("TransformerDecoder"), options(o) {
-    embedding = register_module(
-        "embedding", std::make_shared<Embedding>(
-                         Embedding::Options{.num_embeddings = vocab_size, .embedding_dim = o.num_hiddens}, gen));
-    pos_encoding = register_module(
-        "pos_encoding", std::make_shared<PositionalEncoding>(
-                            PositionalEncoding::Options{.num_hiddens = o.num_hiddens, .dropout = o.dropout}, gen));
-    blks = register_module("blks", std::make_shared<ModuleList<DecoderBlock>>());
-    for (int64_t i = 0; i < o.num_layers; ++i)
-        blks->push_back("block" + std::to_string(i), std::make_shared<DecoderBlock>(o, i, gen));
+    embedding = register_module("embedding", make_embedding(vocab_size, o, gen));
+    pos_encoding = register_module("pos_encoding", make_pos_encoding(o, gen));
+    blks = register_module(
+        "blks", make_blocks<DecoderBlock>(o, [&](int64_t i) { return std::make_shared<DecoderBlock>(o, i, gen); }));
     dense = register_module(
         "dense",
         std::make_shared<Linear>(Linear::Options{.in_features = o.num_hiddens, .out_features = vocab_size}, gen));
@@ -221,9 +234,7 @@ Variable TransformerDecoder::forward(const core::Tensor& X, const DecoderState& 
 }
 
 Variable TransformerDecoder::forward_hidden(const core::Tensor& X, const DecoderState& state) {
-    if (X.dim() != 2)
-        fail<ShapeError>("TransformerDecoder: token ids of shape {} must be (batch, steps)",
-                         core::shape_str(X.shape()));
+    check_token_ids(X, "TransformerDecoder");
     forget_attention_weights(*blks);
     Variable H = embed(*embedding, *pos_encoding, X, options, 0);  // (B, T, D)
     for (auto& blk : *blks) H = blk->forward(H, state);
@@ -235,9 +246,7 @@ Variable TransformerDecoder::forward_step(const core::Tensor& X, DecoderState& s
 }
 
 Variable TransformerDecoder::forward_step_hidden(const core::Tensor& X, DecoderState& state) {
-    if (X.dim() != 2)
-        fail<ShapeError>("TransformerDecoder: token ids of shape {} must be (batch, steps)",
-                         core::shape_str(X.shape()));
+    check_token_ids(X, "TransformerDecoder");
     if (state.caches.size() != blks->size())
         fail<ValueError>("TransformerDecoder: the state has {} block caches for {} blocks; make it with init_state",
                          state.caches.size(), blks->size());

@@ -124,6 +124,66 @@ NmtSplit make_split(std::vector<SentencePair> pairs, const TokenLines& src_token
                     .pairs = std::move(pairs)};
 }
 
+// Step 3: d2l preprocessing, one side at a time. That equals d2l's call on
+// the whole file except for a side that starts with , . ! ? (d2l would put a
+// space before it, as its previous character is '\n' or '\t'); fra.txt has
+// no such side. Pairs are independent, so both cores share the work; nothing
+// here can throw, as step 1 has already checked the UTF-8.
+std::vector<SentencePair> preprocess_pairs(const std::vector<RawPair>& raw) {
+    std::vector<SentencePair> pairs(raw.size());
+    core::parallel_for(0, static_cast<int64_t>(raw.size()), 64, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+            const RawPair& p = raw[static_cast<size_t>(i)];
+            pairs[static_cast<size_t>(i)] = {.src = preprocess_nmt(p.src), .tgt = preprocess_nmt(p.tgt)};
+        }
+    });
+    return pairs;
+}
+
+// The pairs of a training split and a validation split.
+struct TrainVal {
+    std::vector<SentencePair> train, val;
+};
+
+// Step 4: validation split by distinct English sentence. Group ids follow
+// first appearance; shuffling them with the seeded generator picks the
+// held-out sentences.
+TrainVal split_by_sentence(std::vector<SentencePair> pairs, double val_fraction, core::Generator& gen,
+                           FraEngReport& report) {
+    std::unordered_map<std::string_view, int64_t> group_of;
+    std::vector<int64_t> group(pairs.size());
+    for (size_t i = 0; i < pairs.size(); ++i)
+        group[i] = group_of.try_emplace(pairs[i].src, static_cast<int64_t>(group_of.size())).first->second;
+    const auto num_groups = static_cast<int64_t>(group_of.size());
+    const auto num_val_groups = static_cast<int64_t>(std::llround(val_fraction * num_groups));
+    std::vector<int64_t> order(static_cast<size_t>(num_groups));
+    std::iota(order.begin(), order.end(), 0);
+    for (int64_t i = 0; i < num_val_groups; ++i) std::swap(order[i], order[i + gen.randint(num_groups - i)]);
+    std::vector<bool> is_val(static_cast<size_t>(num_groups), false);
+    for (int64_t i = 0; i < num_val_groups; ++i) is_val[static_cast<size_t>(order[i])] = true;
+    report.val_sentences = num_val_groups;
+    report.train_sentences = num_groups - num_val_groups;
+    if (report.train_sentences == 0)
+        fail<ValueError>("load_fra_eng: no training pair left ({} valid pairs, {} English sentences, val_fraction {})",
+                         pairs.size(), num_groups, val_fraction);
+    // group_of views pairs[i].src: clear it before moving
+    group_of.clear();
+    TrainVal out;
+    for (size_t i = 0; i < pairs.size(); ++i)
+        (is_val[static_cast<size_t>(group[i])] ? out.val : out.train).push_back(std::move(pairs[i]));
+    return out;
+}
+
+// d2l's tokenize of one side of every pair of a split.
+TokenLines tokenize_side(const std::vector<SentencePair>& split, std::string SentencePair::*side) {
+    TokenLines lines(split.size());
+    core::parallel_for(0, static_cast<int64_t>(split.size()), 64, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i)
+            lines[static_cast<size_t>(i)] = tokenize(split[static_cast<size_t>(i)].*side);
+    });
+    return lines;
+}
+
 }  // namespace
 
 FraEngData load_fra_eng(const FraEngOptions& options) {
@@ -143,54 +203,10 @@ FraEngData load_fra_eng(const FraEngOptions& options) {
         raw = sample_pairs(raw, options.sample_size, gen);
     }
 
-    // 3: d2l preprocessing, one side at a time. That equals d2l's call on the
-    // whole file except for a side that starts with , . ! ? (d2l would put a
-    // space before it, as its previous character is '\n' or '\t'); fra.txt
-    // has no such side.
-    // Pairs are independent, so both cores share the work; nothing here can
-    // throw, as step 1 has already checked the UTF-8.
-    std::vector<SentencePair> pairs(raw.size());
-    core::parallel_for(0, static_cast<int64_t>(raw.size()), 64, [&](int64_t begin, int64_t end) {
-        for (int64_t i = begin; i < end; ++i) {
-            const RawPair& p = raw[static_cast<size_t>(i)];
-            pairs[static_cast<size_t>(i)] = {.src = preprocess_nmt(p.src), .tgt = preprocess_nmt(p.tgt)};
-        }
-    });
-
-    // 4: validation split by distinct English sentence. Group ids follow first
-    // appearance; shuffling them with the seeded generator picks the held-out
-    // sentences.
-    std::unordered_map<std::string_view, int64_t> group_of;
-    std::vector<int64_t> group(pairs.size());
-    for (size_t i = 0; i < pairs.size(); ++i)
-        group[i] = group_of.try_emplace(pairs[i].src, static_cast<int64_t>(group_of.size())).first->second;
-    const auto num_groups = static_cast<int64_t>(group_of.size());
-    const auto num_val_groups = static_cast<int64_t>(std::llround(options.val_fraction * num_groups));
-    std::vector<int64_t> order(static_cast<size_t>(num_groups));
-    std::iota(order.begin(), order.end(), 0);
-    for (int64_t i = 0; i < num_val_groups; ++i) std::swap(order[i], order[i + gen.randint(num_groups - i)]);
-    std::vector<bool> is_val(static_cast<size_t>(num_groups), false);
-    for (int64_t i = 0; i < num_val_groups; ++i) is_val[static_cast<size_t>(order[i])] = true;
-    report.val_sentences = num_val_groups;
-    report.train_sentences = num_groups - num_val_groups;
-    if (report.train_sentences == 0)
-        fail<ValueError>("load_fra_eng: no training pair left ({} valid pairs, {} English sentences, val_fraction {})",
-                         pairs.size(), num_groups, options.val_fraction);
-
-    // Split the pairs (group_of views pairs[i].src: clear it before moving),
-    // then tokenise each side of each split.
-    group_of.clear();
-    std::vector<SentencePair> train_pairs, val_pairs;
-    for (size_t i = 0; i < pairs.size(); ++i)
-        (is_val[static_cast<size_t>(group[i])] ? val_pairs : train_pairs).push_back(std::move(pairs[i]));
-    const auto tokenize_side = [](const std::vector<SentencePair>& split, std::string SentencePair::*side) {
-        TokenLines lines(split.size());
-        core::parallel_for(0, static_cast<int64_t>(split.size()), 64, [&](int64_t begin, int64_t end) {
-            for (int64_t i = begin; i < end; ++i)
-                lines[static_cast<size_t>(i)] = tokenize(split[static_cast<size_t>(i)].*side);
-        });
-        return lines;
-    };
+    // 3-4: d2l preprocessing, then the split by English sentence; tokenise each side of each split.
+    TrainVal split = split_by_sentence(preprocess_pairs(raw), options.val_fraction, gen, report);
+    std::vector<SentencePair>& train_pairs = split.train;
+    std::vector<SentencePair>& val_pairs = split.val;
     const TokenLines train_src = tokenize_side(train_pairs, &SentencePair::src);
     const TokenLines train_tgt = tokenize_side(train_pairs, &SentencePair::tgt);
     const TokenLines val_src = tokenize_side(val_pairs, &SentencePair::src);

@@ -293,13 +293,6 @@ void validate(const LinePlot& plot, const char* op) {
     if (plot.width < 200 || plot.height < 150 || plot.width > kMaxImageSide || plot.height > kMaxImageSide)
         fail<ValueError>("{}: image size {}x{} is outside 200x150 .. {}x{}", op, plot.width, plot.height, kMaxImageSide,
                          kMaxImageSide);
-    check_limit(plot.x_min, "x_min", op);
-    check_limit(plot.x_max, "x_max", op);
-    check_limit(plot.y_min, "y_min", op);
-    check_limit(plot.y_max, "y_max", op);
-    if (plot.log_y && ((plot.y_min && *plot.y_min <= 0) || (plot.y_max && *plot.y_max <= 0)))
-        fail<ValueError>("{}: a logarithmic y axis needs positive limits, got y_min {} and y_max {}", op,
-                         plot.y_min.value_or(kNaN), plot.y_max.value_or(kNaN));
 }
 
 // Everything plot_lines draws, placed.
@@ -310,8 +303,8 @@ struct LinePlan {
     std::vector<size_t> named;         // the series in the legend
 };
 
-// The axis limits: the given ones, else the data's (only points drawn count:
-// finite x, and finite y, positive on a log axis).
+// The axis limits: the data's (only points drawn count: finite x, and
+// finite y, positive on a log axis).
 void set_limits(const LinePlot& plot, LinePlotLayout& layout, const char* op) {
     std::vector<double> xs, ys, all_x;
     bool scatter = false;
@@ -333,10 +326,10 @@ void set_limits(const LinePlot& plot, LinePlotLayout& layout, const char* op) {
     layout.width = plot.width;
     layout.height = plot.height;
     layout.log_y = plot.log_y;
-    layout.x_lo = plot.x_min.value_or(x_data.lo);
-    layout.x_hi = plot.x_max.value_or(x_data.hi);
-    layout.y_lo = plot.y_min.value_or(plot.log_y ? std::pow(10.0, y_data.lo) : y_data.lo);
-    layout.y_hi = plot.y_max.value_or(plot.log_y ? std::pow(10.0, y_data.hi) : y_data.hi);
+    layout.x_lo = x_data.lo;
+    layout.x_hi = x_data.hi;
+    layout.y_lo = plot.log_y ? std::pow(10.0, y_data.lo) : y_data.lo;
+    layout.y_hi = plot.log_y ? std::pow(10.0, y_data.hi) : y_data.hi;
     if (!(layout.x_lo < layout.x_hi))
         fail<ValueError>("{}: x axis limits [{}, {}] are empty", op, layout.x_lo, layout.x_hi);
     if (!(layout.y_lo < layout.y_hi))
@@ -385,15 +378,15 @@ void set_area_and_ticks(const LinePlot& plot, LinePlan& plan, const char* op) {
     for (const Tick& t : plan.y_ticks) layout.y_ticks.push_back(t.value);
 }
 
-// The legend's box: its size from the names, its corner the one asked for,
-// or (best) the one over the fewest drawn points, in matplotlib's order.
+// The legend's box: its size from the names, its corner the one over the
+// fewest drawn points, in matplotlib's order ('best').
 constexpr int kLegendPad = 8, kLegendSample = 30, kLegendInset = 10;
 int legend_row() { return text_height() + 6; }
 
 void place_legend(const LinePlot& plot, LinePlan& plan) {
     for (size_t i = 0; i < plot.series.size(); ++i)
         if (!plot.series[i].name.empty()) plan.named.push_back(i);
-    if (plot.legend == LegendPosition::none || plan.named.empty()) return;
+    if (plan.named.empty()) return;
     int name_w = 0;
     for (size_t i : plan.named) name_w = std::max(name_w, text_width(plot.series[i].name));
     const int w = kLegendPad + kLegendSample + 8 + name_w + kLegendPad;
@@ -405,19 +398,10 @@ void place_legend(const LinePlot& plot, LinePlan& plan) {
         {area.x + kLegendInset, area.bottom() - kLegendInset - h, w, h},            // lower left
         {area.right() - kLegendInset - w, area.bottom() - kLegendInset - h, w, h},  // lower right
     };
-    int choice = 0;
-    switch (plot.legend) {
-        case LegendPosition::upper_right: choice = 0; break;
-        case LegendPosition::upper_left: choice = 1; break;
-        case LegendPosition::lower_left: choice = 2; break;
-        case LegendPosition::lower_right: choice = 3; break;
-        default: {
-            int fewest = std::numeric_limits<int>::max();
-            for (int c = 0; c < 4; ++c) {
-                const int n = points_under(corners[c], plan.pixels);
-                if (n < fewest) fewest = n, choice = c;
-            }
-        }
+    int choice = 0, fewest = std::numeric_limits<int>::max();
+    for (int c = 0; c < 4; ++c) {
+        const int n = points_under(corners[c], plan.pixels);
+        if (n < fewest) fewest = n, choice = c;
     }
     plan.layout.legend = corners[choice];
 }
@@ -445,10 +429,8 @@ int row_of(const LinePlotLayout& layout, double y) {
 void draw_series(Canvas& canvas, const LinePlot& plot, const LinePlan& plan) {
     const LinePlotLayout& layout = plan.layout;
     const Rect& area = layout.area;
-    if (plot.grid) {
-        for (double x : layout.x_ticks) canvas.fill_rect({column_of(layout, x), area.y, 1, area.height}, colors::grid);
-        for (double y : layout.y_ticks) canvas.fill_rect({area.x, row_of(layout, y), area.width, 1}, colors::grid);
-    }
+    for (double x : layout.x_ticks) canvas.fill_rect({column_of(layout, x), area.y, 1, area.height}, colors::grid);
+    for (double y : layout.y_ticks) canvas.fill_rect({area.x, row_of(layout, y), area.width, 1}, colors::grid);
     canvas.set_clip(area);
     for (size_t i = 0; i < plot.series.size(); ++i) {
         const Series& s = plot.series[i];

@@ -74,24 +74,15 @@ struct Series {
     double marker_radius = 3.5;             ///< pixels, for points
 };
 
-/// Where the legend goes; `best` picks the corner that hides the fewest data points.
-enum class LegendPosition { best, upper_right, upper_left, lower_left, lower_right, none };
-
 /// Everything plot_lines draws.
 struct LinePlot {
-    std::vector<Series> series{};                  ///< the curves, drawn in order
-    std::string title{};                           ///< the title above the plot; empty for none
-    std::string xlabel{};                          ///< the x axis label; empty for none
-    std::string ylabel{};                          ///< the y axis label; empty for none
-    bool log_y = false;                            ///< logarithmic y axis (non-positive y count as missing)
-    std::optional<double> x_min{};                 ///< axis limits; unset ones follow the data
-    std::optional<double> x_max{};                 ///< see x_min
-    std::optional<double> y_min{};                 ///< see x_min
-    std::optional<double> y_max{};                 ///< see x_min
-    LegendPosition legend = LegendPosition::best;  ///< where the legend goes (none: no legend)
-    bool grid = true;                              ///< light grid lines at the ticks
-    int width = 800;                               ///< image size in pixels
-    int height = 540;                              ///< image height in pixels
+    std::vector<Series> series{};  ///< the curves, drawn in order
+    std::string title{};           ///< the title above the plot; empty for none
+    std::string xlabel{};          ///< the x axis label; empty for none
+    std::string ylabel{};          ///< the y axis label; empty for none
+    bool log_y = false;            ///< logarithmic y axis (non-positive y count as missing)
+    int width = 800;               ///< image size in pixels
+    int height = 540;              ///< image height in pixels
 };
 
 /// Where plot_lines put things.

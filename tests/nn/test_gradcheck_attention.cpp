@@ -92,26 +92,41 @@ std::vector<GradCase> cases() {
     }
 
     // ---- MultiHeadAttention: queries (2, 3, 4), keys/values (2, 4, 4), 2 heads, and W_q, W_k, W_v, W_o ----
-    for (const bool bias : {false, true}) {
-        auto mha = std::make_shared<MultiHeadAttention>(MultiHeadAttention::Options{.key_size = 4,
-                                                                                    .query_size = 4,
-                                                                                    .value_size = 4,
-                                                                                    .num_hiddens = 4,
-                                                                                    .num_heads = 2,
-                                                                                    .dropout = 0.0,
-                                                                                    .bias = bias},
-                                                        gen);
-        mha->to(DType::float64);
-        std::vector<Variable> inputs = {leaf({2, 3, 4}, gen), transposed_leaf(2, 4, 4, gen), leaf({2, 4, 4}, gen)};
-        const std::vector<Linear*> layers = {mha->W_q.get(), mha->W_k.get(), mha->W_v.get(), mha->W_o.get()};
-        for (Linear* lin : layers) inputs.push_back(weight_leaf(*lin));
+    // The layer in float64, its linear layers, and the inputs: queries, keys,
+    // values, then the layers' weights (and biases).
+    struct Mha {
+        std::shared_ptr<MultiHeadAttention> mha;
+        std::vector<Linear*> layers;
+        std::vector<Variable> inputs;
+    };
+    const auto make_mha = [&gen](bool bias, bool fused) {
+        Mha m;
+        m.mha = std::make_shared<MultiHeadAttention>(MultiHeadAttention::Options{.key_size = 4,
+                                                                                 .query_size = 4,
+                                                                                 .value_size = 4,
+                                                                                 .num_hiddens = 4,
+                                                                                 .num_heads = 2,
+                                                                                 .dropout = 0.0,
+                                                                                 .bias = bias,
+                                                                                 .fused = fused},
+                                                     gen);
+        m.mha->to(DType::float64);
+        m.inputs = {leaf({2, 3, 4}, gen), transposed_leaf(2, 4, 4, gen), leaf({2, 4, 4}, gen)};
+        m.layers = {m.mha->W_q.get(), m.mha->W_k.get(), m.mha->W_v.get(), m.mha->W_o.get()};
+        for (Linear* lin : m.layers) m.inputs.push_back(weight_leaf(*lin));
         if (bias)
-            for (Linear* lin : layers) inputs.push_back(bias_leaf(*lin));
+            for (Linear* lin : m.layers) m.inputs.push_back(bias_leaf(*lin));
+        return m;
+    };
+    for (const bool bias : {false, true}) {
+        const Mha m = make_mha(bias, false);
+        const auto mha = m.mha;
+        const auto layers = m.layers;
         const Tensor mask = bias ? kPad : kRowLens;
         out.push_back({std::string("MultiHeadAttention(queries, keys, values, ") +
                            (bias ? "bool pad (B, 1, S)) and W_q, W_k, W_v, W_o with biases"
                                  : "valid_lens (B, T)) and W_q, W_k, W_v, W_o"),
-                       inputs, [mha, layers, bias, mask](const std::vector<Variable>& x) {
+                       m.inputs, [mha, layers, bias, mask](const std::vector<Variable>& x) {
                            for (size_t i = 0; i < layers.size(); ++i) {
                                layers[i]->weight = x[3 + i];
                                if (bias) layers[i]->bias = x[7 + i];
@@ -122,20 +137,11 @@ std::vector<GradCase> cases() {
     // ---- the fused kernel: MultiHeadAttention with fused = true, every kind of valid lengths ----
     for (const auto& [mask_name, mask] : std::vector<std::pair<std::string, Tensor>>{
              {"none", Tensor()}, {"valid_lens (B)", kLens}, {"valid_lens (B, T)", kRowLens}}) {
-        auto mha = std::make_shared<MultiHeadAttention>(MultiHeadAttention::Options{.key_size = 4,
-                                                                                    .query_size = 4,
-                                                                                    .value_size = 4,
-                                                                                    .num_hiddens = 4,
-                                                                                    .num_heads = 2,
-                                                                                    .dropout = 0.0,
-                                                                                    .fused = true},
-                                                        gen);
-        mha->to(DType::float64);
-        std::vector<Variable> inputs = {leaf({2, 3, 4}, gen), transposed_leaf(2, 4, 4, gen), leaf({2, 4, 4}, gen)};
-        const std::vector<Linear*> layers = {mha->W_q.get(), mha->W_k.get(), mha->W_v.get(), mha->W_o.get()};
-        for (Linear* lin : layers) inputs.push_back(weight_leaf(*lin));
+        const Mha m = make_mha(false, true);
+        const auto mha = m.mha;
+        const auto layers = m.layers;
         out.push_back({"MultiHeadAttention fused (queries, keys, values, " + mask_name + ") and W_q, W_k, W_v, W_o",
-                       inputs, [mha, layers, mask](const std::vector<Variable>& x) {
+                       m.inputs, [mha, layers, mask](const std::vector<Variable>& x) {
                            for (size_t i = 0; i < layers.size(); ++i) layers[i]->weight = x[3 + i];
                            return (*mha)(x[0], x[1], x[2], mask);
                        }});
