@@ -445,7 +445,7 @@ struct Lesson {
 //   settings;
 // - it reads as a safetensors file (every offset and size checked) holding the weights and 1600 finite
 //   losses and learning rates;
-// - the weights' fingerprint is the one written beside them: nothing changed on disk;
+// - the fingerprint of the weights and figures is the one written beside them: nothing changed on disk;
 // - the first 20 updates, run again from the same initialisation, give the recorded losses bit for bit:
 //   the training code and the machine's arithmetic are those that trained it;
 // - the loaded weights give the recorded loss on batch (0, 0): the forward pass is the same.
@@ -495,10 +495,13 @@ std::string cache_key(const tasks::ModelConfig& config) {
         kCacheVersion, kSeed, kSteps, kBatch, kBatchesPerEpoch, kPeakLr, kWarmup, kClip, tasks::config_to_json(config));
 }
 
-// The fingerprint of a model's weights (FNV-1a over every tensor of its state dict, in name order).
-std::string weights_fingerprint(const nn::Module& model) {
+// The fingerprint of a trained model and its record (FNV-1a over every tensor of its state dict, in name
+// order, then the losses and learning rates).
+std::string fingerprint(const nn::Module& model, const TrainingRecord& record) {
     uint64_t h = tasks::dist::fingerprint(nullptr, 0);  // FNV-1a's starting value
     for (const auto& [name, value] : model.state_dict()) h = tasks::dist::fingerprint(value, h);
+    for (const std::vector<double>* figures : {&record.loss_sum, &record.lr})
+        h = tasks::dist::fingerprint(figures->data(), figures->size() * sizeof(double), h);
     return fmt::format("{:016x}", h);
 }
 
@@ -519,7 +522,7 @@ void save_trained(const std::filesystem::path& path, nn::EncoderDecoder& model, 
     st.tensors["training.loss_sum"] = c::tensor(record.loss_sum, {n}, DType::float64);
     st.tensors["training.lr"] = c::tensor(record.lr, {n}, DType::float64);
     st.metadata = {{"key", cache_key(lesson.config)},
-                   {"fingerprint", weights_fingerprint(model)},
+                   {"fingerprint", fingerprint(model, record)},
                    {"probe_loss", fmt::format("{:.17g}", probe_loss(model, lesson.source))},
                    {"seconds", fmt::format("{:.17g}", record.seconds)}};
     nn::save_safetensors(path.string(), st);
@@ -570,9 +573,9 @@ std::optional<TrainingRecord> load_trained(const std::filesystem::path& path, Le
                      std::string(e.what()));
         return std::nullopt;
     }
-    if (weights_fingerprint(*loaded) != st.metadata["fingerprint"]) {
-        why = phrase({.en = "its weights are not those it was saved with (another fingerprint)",
-                      .zh = "它的权重不是保存时的那些（指纹不同）"});
+    if (fingerprint(*loaded, record) != st.metadata["fingerprint"]) {
+        why = phrase({.en = "its weights or figures are not those it was saved with (another fingerprint)",
+                      .zh = "它的权重或训练记录不是保存时的那些（指纹不同）"});
         return std::nullopt;
     }
     c::Generator g_replay(kSeed);
@@ -614,18 +617,18 @@ TrainingRecord trained_or_loaded(Tutorial& t, Lesson& lesson, const optim::NoamL
     if (std::optional<TrainingRecord> loaded = load_trained(path, lesson, noam, why)) {
         note_about_this_run(phrase(
             {.en = "LOADED, not trained: {} holds this model, trained by an earlier run in {:.1f} s. Its seed, "
-                   "version and configuration are this program's, its weights match their fingerprint, its first "
-                   "{} updates replayed bit for bit and it gives the loss recorded on batch (0, 0). Delete the "
-                   "file to train again.",
-             .zh = "已加载，没有训练：{} 保存着这个模型，由之前的一次运行用 {:.1f} 秒训练而成。它的种子、版本和配置与本"
-                   "程序一致，权重与指纹相符，前 {} 次更新重新运行后逐位相同，在批量 (0, 0) 上给出记录的损失。删掉这个"
-                   "文件即可重新训练。"},
+                   "version and configuration are this program's, its weights and figures match their "
+                   "fingerprint, its first {} updates replayed bit for bit and it gives the loss recorded on "
+                   "batch (0, 0). Delete the file to train again.",
+             .zh = "已加载，没有训练：{} 保存着这个模型，由之前的一次运行用 {:.1f} 秒训练而成。它的种子、版本和配置与"
+                   "本程序一致，权重和训练记录与指纹相符，前 {} 次更新重新运行后逐位相同，在批量 (0, 0) 上给出记录的"
+                   "损失。删掉这个文件即可重新训练。"},
             path.string(), loaded->seconds, kReplayedSteps));
         return *loaded;
     }
-    note_about_this_run(phrase({.en = "TRAINING here ({} updates): no saved model to load from {} ({}).",
-                                .zh = "在这里训练（{} 次更新）：{} 处没有可以加载的模型（{}）。"},
-                               kSteps, path.string(), why));
+    note_about_this_run(phrase(
+        {.en = "TRAINING here ({} updates), not loading {}: {}.", .zh = "在这里训练（{} 次更新），没有加载 {}：{}。"},
+        kSteps, path.string(), why));
     const TrainingRecord record = run_updates(*lesson.model, lesson.source, noam, kSteps);
     try {
         save_trained(path, *lesson.model, lesson, record);
@@ -699,10 +702,9 @@ void literal_train_and_inference(Tutorial& t) {
           .zh = "\n先运行 inference_test()，用未训练的权重（文档为它新建了一个模型）："});
     c::Tensor memory;
     const std::vector<int64_t> prediction = seed004_inference_test(model, &memory, read_position(t));
-    t.check(prediction.size() == 10 && prediction.front() == 0,
-            {.en = "it prints memory (1, 10, 32), out (1, t, 32) for t = 1..9, and 10 symbols starting with the 0 it "
-                   "was given",
-             .zh = "它打印 memory (1, 10, 32)、t = 1..9 时的 out (1, t, 32)，以及以给定的 0 开头的 10 个符号"});
+    t.check(
+        prediction.size() == 10 && prediction.front() == 0,
+        {.en = "it prints 10 symbols, starting with the 0 it was given", .zh = "它打印出 10 个符号，以给定的 0 开头"});
     check_greedy_consistent(t, model, memory, prediction);
     note({.en = "\ntrain_test():", .zh = "\ntrain_test()："});
     check_data_gen(t, draws.batches, phrase({.en = "tformer's data_gen", .zh = "tformer 的 data_gen"}));
