@@ -446,6 +446,7 @@ struct Lesson {
 // - it reads as a safetensors file (every offset and size checked) holding the weights and 1600 finite
 //   losses and learning rates;
 // - the fingerprint of the weights and figures is the one written beside them: nothing changed on disk;
+// - every update's recorded learning rate is the one the schedule gives now;
 // - the first 20 updates, run again from the same initialisation, give the recorded losses bit for bit:
 //   the training code and the machine's arithmetic are those that trained it;
 // - the loaded weights give the recorded loss on batch (0, 0): the forward pass is the same.
@@ -578,6 +579,13 @@ std::optional<TrainingRecord> load_trained(const std::filesystem::path& path, Le
                       .zh = "它的权重或训练记录不是保存时的那些（指纹不同）"});
         return std::nullopt;
     }
+    for (int64_t k = 0; k < kSteps; ++k)
+        if (record.lr[k] != noam.lr_at(k + 1)) {
+            why = phrase({.en = "update {} ran at another learning rate than the schedule gives now",
+                          .zh = "第 {} 次更新用的学习率与现在的调度给出的不同"},
+                         k + 1);
+            return std::nullopt;
+        }
     c::Generator g_replay(kSeed);
     const std::shared_ptr<nn::EncoderDecoder> replay = tasks::build_model(lesson.config, g_replay);
     const TrainingRecord again = run_updates(*replay, lesson.source, noam, kReplayedSteps);
@@ -618,11 +626,11 @@ TrainingRecord trained_or_loaded(Tutorial& t, Lesson& lesson, const optim::NoamL
         note_about_this_run(phrase(
             {.en = "LOADED, not trained: {} holds this model, trained by an earlier run in {:.1f} s. Its seed, "
                    "version and configuration are this program's, its weights and figures match their "
-                   "fingerprint, its first {} updates replayed bit for bit and it gives the loss recorded on "
-                   "batch (0, 0). Delete the file to train again.",
+                   "fingerprint, its learning rates are the schedule's, its first {} updates replayed bit for bit "
+                   "and it gives the loss recorded on batch (0, 0). Delete the file to train again.",
              .zh = "已加载，没有训练：{} 保存着这个模型，由之前的一次运行用 {:.1f} 秒训练而成。它的种子、版本和配置与"
-                   "本程序一致，权重和训练记录与指纹相符，前 {} 次更新重新运行后逐位相同，在批量 (0, 0) 上给出记录的"
-                   "损失。删掉这个文件即可重新训练。"},
+                   "本程序一致，权重和训练记录与指纹相符，学习率与调度一致，前 {} 次更新重新运行后逐位相同，在批量 "
+                   "(0, 0) 上给出记录的损失。删掉这个文件即可重新训练。"},
             path.string(), loaded->seconds, kReplayedSteps));
         return *loaded;
     }
