@@ -36,6 +36,7 @@ for flag in "$@"; do
       packages+=(
         chromium chromium-driver     # headless Chromium and its WebDriver ...
         python3-selenium             # ... driven from Python, by the studio's browser test
+        fonts-wqy-zenhei             # Chinese glyphs for the page's quotes of the documents' headings
       ) ;;
     *) echo "install-deps: unknown flag $flag (expected --fuzz or --browser)" >&2; exit 2 ;;
   esac

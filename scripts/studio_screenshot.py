@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Takes the README's picture of the studio, docs/studio.png: tformer serve on
+the main job's checkpoint, "We are friends." translated with beam 4 (3 best),
+the encoder-decoder attention of layer 2, head 3.
+
+    /usr/bin/python3 scripts/studio_screenshot.py [--checkpoint CK] [--out docs/studio.png]
+
+Needs what tests/apps/studio_browser.py needs (install-deps.sh --browser) and
+Pillow, which keeps the picture small (64 colours)."""
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests", "apps"))
+import studio_browser as sb  # noqa: E402  the browser and server helpers of the browser test
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--tformer", default="build/release/apps/tformer")
+    p.add_argument("--checkpoint", default="runs/translate/checkpoint.safetensors")
+    p.add_argument("--out", default="docs/studio.png")
+    a = p.parse_args()
+    from PIL import Image
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    os.makedirs("build", exist_ok=True)
+    log = open("build/studio-screenshot-serve.log", "w")
+    server, url = sb.serve(a.tformer, a.checkpoint, [], log)
+    d = sb.start_browser()
+    try:
+        d.set_window_size(1100, 1030)
+        d.get(url)
+        wait = WebDriverWait(d, 60)
+        wait.until(lambda d: "parameters" in d.find_element(By.ID, "model-summary").text)
+        text = d.find_element(By.ID, "text")
+        text.clear()
+        text.send_keys("We are friends.")
+        text.send_keys(Keys.CONTROL, Keys.ENTER)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#results .result .translation"))
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#attention-grid .thumb")) == 2 * 5)
+        cross = d.find_element(By.CSS_SELECTOR, "input[type=radio][value=decoder_cross]")
+        d.execute_script("arguments[0].click()", cross)
+        time.sleep(0.5)
+        thumbs = d.find_elements(By.CSS_SELECTOR, "#attention-grid .thumb")
+        d.execute_script("arguments[0].click()", thumbs[5 + 2])  # layer 2, head 3
+        d.execute_script("window.scrollTo(0, 0)")
+        time.sleep(0.5)
+        full = "build/studio-screenshot.png"
+        d.save_screenshot(full)
+    finally:
+        d.quit()
+        server.terminate()
+        server.wait()
+    Image.open(full).convert("RGB").quantize(colors=64).save(a.out, optimize=True)
+    print(f"studio_screenshot: {a.out}")
+
+
+if __name__ == "__main__":
+    main()
