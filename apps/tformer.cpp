@@ -160,6 +160,161 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
         cmd.add_option("--batches-per-epoch", a.batches_per_epoch, "fresh random batches per epoch")->check(positive);
     }
 }
+// `tformer translate` and its options, into tr
+CLI::App* add_translate_command(CLI::App& app, TranslateArgs& tr) {
+    CLI::App* translate = app.add_subcommand("translate", "translate English sentences (arguments, or lines on stdin)");
+    translate->add_option("--checkpoint", tr.checkpoint, "a checkpoint written by 'tformer train translate'")
+        ->required();
+    translate->add_option("sentences", tr.sentences, "sentences to translate; none: read lines from stdin");
+    translate->add_option("--beam", tr.beam, "beam size (1: greedy)")->capture_default_str()->check(int_range(1, 64));
+    translate->add_option("--length-penalty", tr.length_penalty, "beam scores are log p / length^alpha")
+        ->capture_default_str()
+        ->check(non_negative_finite);
+    translate->add_option("--show-attention", tr.show_attention, "write attention heatmaps into this directory");
+    translate->add_option("--plot-format", tr.plot_format, "heatmaps as png or svg")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"png", "svg"}));
+    translate->add_option("--threads", tr.threads, "threads (default: all cores)")->check(int_range(1, 1'000'000));
+    translate->add_flag("--exhaustive-beam", tr.exhaustive,
+                        "search each sentence until its K best continuations all end (default: stop once K "
+                        "hypotheses have ended and no live one scores better)");
+    translate->add_option("--n-best", tr.n_best, "print the n best translations of each line: LINE ||| text ||| score")
+        ->capture_default_str()
+        ->check(int_range(1, 64));
+    translate->add_option("--batch-tokens", tr.batch_tokens, "source tokens per batch of sentences decoded together")
+        ->capture_default_str()
+        ->check(int_range(1, 1'000'000'000));
+    translate
+        ->add_option("--chunk-lines", tr.chunk_lines,
+                     "lines of stdin read, sorted by length and translated together (output follows each chunk)")
+        ->capture_default_str()
+        ->check(int_range(1, 1'000'000'000));
+    return translate;
+}
+
+// `tformer eval` and its options, into ev
+CLI::App* add_eval_command(CLI::App& app, EvalArgs& ev) {
+    CLI::App* eval = app.add_subcommand("eval", "evaluate a checkpoint (copy: accuracy; translate: BLEU)");
+    eval->add_option("--checkpoint", ev.checkpoint, "the checkpoint")->required();
+    eval->add_option("--data", ev.data, "path of fra.txt for translation checkpoints");
+    eval->add_option("--max-sentences", ev.max_sentences, "evaluate on at most this many validation sentences (0: all)")
+        ->check(non_negative);
+    eval->add_option("--beam", ev.beam,
+                     "beam size for the validation BLEU of whole-corpus models (1: greedy; default 4)")
+        ->check(int_range(1, 64));
+    eval->add_option("--length-penalty", ev.length_penalty, "beam scores are log p / length^alpha (default 1)")
+        ->check(non_negative_finite);
+    eval->add_flag("--exhaustive-beam", ev.exhaustive,
+                   "search each sentence until its K best continuations all end (default: stop once K "
+                   "hypotheses have ended and no live one scores better)");
+    eval->add_option("--threads", ev.threads, "threads")->check(int_range(1, 1'000'000));
+    return eval;
+}
+
+// `tformer bench` and its options, into bo
+CLI::App* add_bench_command(CLI::App& app, tformer::tasks::BenchOptions& bo) {
+    CLI::App* bench =
+        app.add_subcommand("bench", "time a training step, a forward pass and greedy decoding (JSON lines)");
+    bench
+        ->add_option("--preset", bo.preset,
+                     "model and batch: d2l, copy, small, base or translate (the default "
+                     "translation model on real batches of the corpus); decode: translating validation sentences "
+                     "with a checkpoint")
+        ->capture_default_str();
+    bench->add_option("--threads", bo.threads, "threads for kernels and BLAS (default: all cores)")
+        ->check(int_range(1, 1'000'000));
+    bench->add_option("--repeats", bo.repeats, "timed runs per figure, reported as the median (default: the preset's)")
+        ->check(int_range(1, 100000));
+    bench->add_option("--checkpoint", bo.checkpoint, "--preset decode: the checkpoint")->capture_default_str();
+    bench->add_option("--sentences", bo.sentences, "--preset decode: how many validation sentences")
+        ->capture_default_str()
+        ->check(int_range(1, 1'000'000));
+    bench->add_option("--save-sentences", bo.save_sentences, "--preset decode: write the sentences to this file");
+    bench->add_option("--batch-tokens", bo.batch_tokens, "--preset decode: source tokens per batch")
+        ->capture_default_str()
+        ->check(int_range(1, 1'000'000'000));
+    bench->add_flag("--profile", bo.profile, "also print where a training step's time goes, op by op (stderr)");
+    bench->add_flag("--train-only", bo.train_only,
+                    "time training steps only (no forward pass, decoding or GFLOP/s figures)");
+    bench->add_option("--data", bo.data, "fra.txt for --preset translate (default: the bundled corpus)");
+    bench->add_option("--save-batches", bo.save_batches,
+                      "write the measured batches as JSON (bench/torch_bench.py --batches reads them)");
+    bench->add_option("--load-batches", bo.load_batches,
+                      "measure the batches of a --save-batches file (skips the tokenizer)");
+    return bench;
+}
+
+// `tformer tutorial` and its options, into tut
+CLI::App* add_tutorial_command(CLI::App& app, TutorialArgs& tut) {
+    CLI::App* tutorial = app.add_subcommand("tutorial", "list the tutorials, or run one");
+    tutorial->add_option("number", tut.which, "tutorial number or name, e.g. 5 or 05_attention_scoring");
+    tutorial->add_flag("--step", tut.step, "pause after each step until Enter");
+    tutorial->add_option("--out", tut.out, "directory for the tutorial's pictures");
+    tutorial->add_flag("--exercise", tut.exercise, "run the tutorial's exercise (edit its exercise.cpp to solve it)");
+    tutorial->add_flag("--literal", tut.literal, "run the document's recipe exactly as written (tutorials 12 and 13)");
+    tutorial->add_option("--plot-format", tut.plot_format, "pictures as png or svg")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"png", "svg"}));
+    tutorial->add_option("--lang", tut.lang, "the language of the explanations, en or zh (default: from the locale)")
+        ->check(CLI::IsMember({"en", "zh"}));
+    tutorial->add_option("--from", tut.from, "start at that step (e.g. 3 or 2b); the steps before it run quietly");
+    tutorial->add_option("--only", tut.only, "that step alone, after the steps before it have run quietly");
+    tutorial->add_flag("--quiet-tensors", tut.quiet_tensors, "print a large tensor's shape and a few of its values");
+    return tutorial;
+}
+
+// `tformer serve` and its options, into sv
+CLI::App* add_serve_command(CLI::App& app, ServeArgs& sv) {
+    CLI::App* serve = app.add_subcommand(
+        "serve", "the studio: a web page (and a JSON API) to translate and look inside a model (docs/serve.md)");
+    serve->add_option("--checkpoint", sv.checkpoints, "a checkpoint to serve (repeatable; the page picks one)")
+        ->required();
+    serve->add_option("--run", sv.runs,
+                      "a training output folder whose loss the page draws, live while it trains "
+                      "(repeatable)");
+    serve
+        ->add_option("--host", sv.host,
+                     "address to listen on; other than loopback only when you mean it (the page "
+                     "has no authentication)")
+        ->capture_default_str();
+    serve->add_option("--port", sv.port, "port (0: any free one, printed)")
+        ->capture_default_str()
+        ->check(int_range(0, 65535));
+    serve
+        ->add_option("--max-concurrent", sv.max_concurrent,
+                     "requests using the model at once; the others wait up to --queue-timeout, then get 503")
+        ->capture_default_str()
+        ->check(int_range(1, 1024));
+    serve->add_option("--queue-timeout", sv.queue_timeout, "seconds a request waits for the model before a 503")
+        ->capture_default_str()
+        ->check(non_negative_finite);
+    serve
+        ->add_option("--batch-window", sv.batch_window,
+                     "milliseconds a batch waits for more requests to decode together")
+        ->capture_default_str()
+        ->check(number_check([](double x) { return x >= 0 && x <= 1000; }, "in [0, 1000]", "[0, 1000]"));
+    serve->add_option("--web", sv.web, "the page's folder (default: the installed one, else web/ of the sources)");
+    serve->add_option("--threads", sv.threads, "threads for kernels and BLAS (default: all cores)")
+        ->check(int_range(1, 1'000'000));
+    return serve;
+}
+
+// CLI11 answers a mistyped command with "A subcommand is required"; this
+// names it instead, and says so (true) when argv holds one.
+bool mistyped_command(int argc, char** argv) {
+    auto unknown = [&](int i, const std::vector<std::string_view>& known, const char* what) {
+        if (argc <= i || argv[i][0] == '-') return false;
+        for (std::string_view k : known)
+            if (argv[i] == k) return false;
+        const std::vector<std::string_view> all_but_last(known.begin(), known.end() - 1);
+        fmt::print(stderr, "tformer: error: {} '{}' (expected {} or {}); see tformer --help\n", what, argv[i],
+                   fmt::join(all_but_last, ", "), known.back());
+        return true;
+    };
+    if (unknown(1, {"train", "translate", "eval", "bench", "tutorial", "serve"}, "unknown command")) return true;
+    return argc > 1 && std::string_view(argv[1]) == "train" && unknown(2, {"copy", "translate"}, "train: unknown task");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -196,142 +351,16 @@ int main(int argc, char** argv) {
     add_train_options(*train_translate, translate_train_args, true);
 
     TranslateArgs tr;
-    CLI::App* translate = app.add_subcommand("translate", "translate English sentences (arguments, or lines on stdin)");
-    translate->add_option("--checkpoint", tr.checkpoint, "a checkpoint written by 'tformer train translate'")
-        ->required();
-    translate->add_option("sentences", tr.sentences, "sentences to translate; none: read lines from stdin");
-    translate->add_option("--beam", tr.beam, "beam size (1: greedy)")->capture_default_str()->check(int_range(1, 64));
-    translate->add_option("--length-penalty", tr.length_penalty, "beam scores are log p / length^alpha")
-        ->capture_default_str()
-        ->check(non_negative_finite);
-    translate->add_option("--show-attention", tr.show_attention, "write attention heatmaps into this directory");
-    translate->add_option("--plot-format", tr.plot_format, "heatmaps as png or svg")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"png", "svg"}));
-    translate->add_option("--threads", tr.threads, "threads (default: all cores)")->check(int_range(1, 1'000'000));
-    translate->add_flag("--exhaustive-beam", tr.exhaustive,
-                        "search each sentence until its K best continuations all end (default: stop once K "
-                        "hypotheses have ended and no live one scores better)");
-    translate->add_option("--n-best", tr.n_best, "print the n best translations of each line: LINE ||| text ||| score")
-        ->capture_default_str()
-        ->check(int_range(1, 64));
-    translate->add_option("--batch-tokens", tr.batch_tokens, "source tokens per batch of sentences decoded together")
-        ->capture_default_str()
-        ->check(int_range(1, 1'000'000'000));
-    translate
-        ->add_option("--chunk-lines", tr.chunk_lines,
-                     "lines of stdin read, sorted by length and translated together (output follows each chunk)")
-        ->capture_default_str()
-        ->check(int_range(1, 1'000'000'000));
-
+    CLI::App* translate = add_translate_command(app, tr);
     EvalArgs ev;
-    CLI::App* eval = app.add_subcommand("eval", "evaluate a checkpoint (copy: accuracy; translate: BLEU)");
-    eval->add_option("--checkpoint", ev.checkpoint, "the checkpoint")->required();
-    eval->add_option("--data", ev.data, "path of fra.txt for translation checkpoints");
-    eval->add_option("--max-sentences", ev.max_sentences, "evaluate on at most this many validation sentences (0: all)")
-        ->check(non_negative);
-    eval->add_option("--beam", ev.beam,
-                     "beam size for the validation BLEU of whole-corpus models (1: greedy; default 4)")
-        ->check(int_range(1, 64));
-    eval->add_option("--length-penalty", ev.length_penalty, "beam scores are log p / length^alpha (default 1)")
-        ->check(non_negative_finite);
-    eval->add_flag("--exhaustive-beam", ev.exhaustive,
-                   "search each sentence until its K best continuations all end (default: stop once K "
-                   "hypotheses have ended and no live one scores better)");
-    eval->add_option("--threads", ev.threads, "threads")->check(int_range(1, 1'000'000));
-
+    CLI::App* eval = add_eval_command(app, ev);
     tformer::tasks::BenchOptions bo;
-    CLI::App* bench =
-        app.add_subcommand("bench", "time a training step, a forward pass and greedy decoding (JSON lines)");
-    bench
-        ->add_option("--preset", bo.preset,
-                     "model and batch: d2l, copy, small, base or translate (the default "
-                     "translation model on real batches of the corpus); decode: translating validation sentences "
-                     "with a checkpoint")
-        ->capture_default_str();
-    bench->add_option("--threads", bo.threads, "threads for kernels and BLAS (default: all cores)")
-        ->check(int_range(1, 1'000'000));
-    bench->add_option("--repeats", bo.repeats, "timed runs per figure, reported as the median (default: the preset's)")
-        ->check(int_range(1, 100000));
-    bench->add_option("--checkpoint", bo.checkpoint, "--preset decode: the checkpoint")->capture_default_str();
-    bench->add_option("--sentences", bo.sentences, "--preset decode: how many validation sentences")
-        ->capture_default_str()
-        ->check(int_range(1, 1'000'000));
-    bench->add_option("--save-sentences", bo.save_sentences, "--preset decode: write the sentences to this file");
-    bench->add_option("--batch-tokens", bo.batch_tokens, "--preset decode: source tokens per batch")
-        ->capture_default_str()
-        ->check(int_range(1, 1'000'000'000));
-    bench->add_flag("--profile", bo.profile, "also print where a training step's time goes, op by op (stderr)");
-    bench->add_flag("--train-only", bo.train_only,
-                    "time training steps only (no forward pass, decoding or GFLOP/s figures)");
-    bench->add_option("--data", bo.data, "fra.txt for --preset translate (default: the bundled corpus)");
-    bench->add_option("--save-batches", bo.save_batches,
-                      "write the measured batches as JSON (bench/torch_bench.py --batches reads them)");
-    bench->add_option("--load-batches", bo.load_batches,
-                      "measure the batches of a --save-batches file (skips the tokenizer)");
-
+    CLI::App* bench = add_bench_command(app, bo);
     TutorialArgs tut;
-    CLI::App* tutorial = app.add_subcommand("tutorial", "list the tutorials, or run one");
-    tutorial->add_option("number", tut.which, "tutorial number or name, e.g. 5 or 05_attention_scoring");
-    tutorial->add_flag("--step", tut.step, "pause after each step until Enter");
-    tutorial->add_option("--out", tut.out, "directory for the tutorial's pictures");
-    tutorial->add_flag("--exercise", tut.exercise, "run the tutorial's exercise (edit its exercise.cpp to solve it)");
-    tutorial->add_flag("--literal", tut.literal, "run the document's recipe exactly as written (tutorials 12 and 13)");
-    tutorial->add_option("--plot-format", tut.plot_format, "pictures as png or svg")
-        ->capture_default_str()
-        ->check(CLI::IsMember({"png", "svg"}));
-    tutorial->add_option("--lang", tut.lang, "the language of the explanations, en or zh (default: from the locale)")
-        ->check(CLI::IsMember({"en", "zh"}));
-    tutorial->add_option("--from", tut.from, "start at that step (e.g. 3 or 2b); the steps before it run quietly");
-    tutorial->add_option("--only", tut.only, "that step alone, after the steps before it have run quietly");
-    tutorial->add_flag("--quiet-tensors", tut.quiet_tensors, "print a large tensor's shape and a few of its values");
-
+    CLI::App* tutorial = add_tutorial_command(app, tut);
     ServeArgs sv;
-    CLI::App* serve = app.add_subcommand(
-        "serve", "the studio: a web page (and a JSON API) to translate and look inside a model (docs/serve.md)");
-    serve->add_option("--checkpoint", sv.checkpoints, "a checkpoint to serve (repeatable; the page picks one)")
-        ->required();
-    serve->add_option("--run", sv.runs,
-                      "a training output folder whose loss the page draws, live while it trains "
-                      "(repeatable)");
-    serve
-        ->add_option("--host", sv.host,
-                     "address to listen on; other than loopback only when you mean it (the page "
-                     "has no authentication)")
-        ->capture_default_str();
-    serve->add_option("--port", sv.port, "port (0: any free one, printed)")
-        ->capture_default_str()
-        ->check(int_range(0, 65535));
-    serve
-        ->add_option("--max-concurrent", sv.max_concurrent,
-                     "requests using the model at once; the others wait up to --queue-timeout, then get 503")
-        ->capture_default_str()
-        ->check(int_range(1, 1024));
-    serve->add_option("--queue-timeout", sv.queue_timeout, "seconds a request waits for the model before a 503")
-        ->capture_default_str()
-        ->check(non_negative_finite);
-    serve
-        ->add_option("--batch-window", sv.batch_window,
-                     "milliseconds a batch waits for more requests to decode together")
-        ->capture_default_str()
-        ->check(number_check([](double x) { return x >= 0 && x <= 1000; }, "in [0, 1000]", "[0, 1000]"));
-    serve->add_option("--web", sv.web, "the page's folder (default: the installed one, else web/ of the sources)");
-    serve->add_option("--threads", sv.threads, "threads for kernels and BLAS (default: all cores)")
-        ->check(int_range(1, 1'000'000));
-
-    // CLI11 answers a mistyped command with "A subcommand is required"; name it instead
-    auto unknown = [&](int i, const std::vector<std::string_view>& known, const char* what) {
-        if (argc <= i || argv[i][0] == '-') return false;
-        for (std::string_view k : known)
-            if (argv[i] == k) return false;
-        const std::vector<std::string_view> all_but_last(known.begin(), known.end() - 1);
-        fmt::print(stderr, "tformer: error: {} '{}' (expected {} or {}); see tformer --help\n", what, argv[i],
-                   fmt::join(all_but_last, ", "), known.back());
-        return true;
-    };
-    if (unknown(1, {"train", "translate", "eval", "bench", "tutorial", "serve"}, "unknown command")) return 1;
-    if (argc > 1 && std::string_view(argv[1]) == "train" && unknown(2, {"copy", "translate"}, "train: unknown task"))
-        return 1;
+    CLI::App* serve = add_serve_command(app, sv);
+    if (mistyped_command(argc, argv)) return 1;
     CLI11_PARSE(app, argc, argv);
     // the flags as given, which the ranks of an mpirun job compare (run_train)
     for (auto [cmd, args] : {std::pair{train_copy, &copy_args}, std::pair{train_translate, &translate_train_args}})
