@@ -85,12 +85,14 @@ private:
 /// or "OP: FLAG 'PATH' is in use by another run (PID N); ...".
 class OutputDirectory {
 public:
+    /// Makes `path` (and its parents) if missing and locks it; `op` and
+    /// `flag` name the command and its flag in errors ("train", "--out").
     OutputDirectory(std::string path, std::string op, std::string flag);
     OutputDirectory(const OutputDirectory&) = delete;
     OutputDirectory& operator=(const OutputDirectory&) = delete;
     ~OutputDirectory();
 
-    const std::string& path() const { return path_; }
+    const std::string& path() const { return path_; }  ///< the folder, as given
     /// The PID a lock file left by an ended process named (it was taken over), or 0.
     long stale_owner() const { return stale_owner_; }
 

@@ -25,7 +25,7 @@ struct AttentionMaps {
 
 /// Teacher forcing of one pair: the encoder reads `src` (S ids, the first
 /// `src_valid` of them real, the rest padding as d2l pads them) and the
-/// decoder reads `dec_input` (T ids: <bos> and the tokens generated but the
+/// decoder reads `dec_input` (T ids: `<bos>` and the tokens generated but the
 /// last), as training does; the weights each attention kept are returned.
 /// Row t of the decoder's maps is the step that predicted generated token t.
 /// Eval mode, no graph.

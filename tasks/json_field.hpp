@@ -35,8 +35,8 @@ public:
     /// `value` must outlive the field.
     JsonField(const nlohmann::json& value, std::string source, std::string path = "");
 
-    const nlohmann::json& value() const { return *value_; }
-    const std::string& path() const { return path_; }
+    const nlohmann::json& value() const { return *value_; }  ///< the JSON value this field wraps
+    const std::string& path() const { return path_; }        ///< where it sits in the document
 
     /// True when this is an object with the member `key`.
     bool has(std::string_view key) const;
