@@ -24,6 +24,7 @@
 //   --data FILE         fra.txt (otherwise found from the program's folder upwards)
 // A minute alone; more on a busy machine:
 // tutorial-test: timeout=300
+// tutorial-languages: en zh
 #include "common/models.hpp"
 #include "common/prelude.hpp"
 #include "exercise.hpp"
@@ -80,12 +81,21 @@ OwnArgs take_own_args(int argc, char** argv) {
             a.data = std::string(arg.substr(7));
         } else {
             if (arg == "--help" || arg == "-h")
-                fmt::print(
-                    "Tutorial 13 also takes:\n"
-                    "  --checkpoint FILE   use a model written by `tformer train translate` instead of\n"
-                    "                      training a small one here\n"
-                    "  --data FILE         the corpus fra.txt (default: data/fra-eng/fra.txt, looked for\n"
-                    "                      from the program's folder and the working folder upwards)\n\n");
+                fmt::print("{}", tutorial::phrase(
+                                     {.en = "Tutorial 13 also takes:\n"
+                                            "  --checkpoint FILE   use a model written by `tformer train translate` "
+                                            "instead of\n"
+                                            "                      training a small one here\n"
+                                            "  --data FILE         the corpus fra.txt (default: data/fra-eng/fra.txt, "
+                                            "looked for\n"
+                                            "                      from the program's folder and the working folder "
+                                            "upwards)\n\n",
+                                      .zh = "教程 13 还接受：\n"
+                                            "  --checkpoint FILE   使用 `tformer train translate` 写出的模型，\n"
+                                            "                      而不是在这里训练一个小模型\n"
+                                            "  --data FILE         语料 fra.txt（默认：data/fra-eng/fra.txt，\n"
+                                            "                      从程序所在目录和工作目录向上查找）\n\n"})
+                                     .text);
             a.rest.push_back(argv[i]);
         }
     }
@@ -438,69 +448,82 @@ DecoderPanels decoder_panels(const WalkThrough& walk, int64_t H, int64_t V, int6
 
 // d2l's preprocess_nmt and tokenize on five raw lines of the corpus (1-based numbers 1, 6, 8, 48, 470).
 void preprocess_nmt_by_hand(Tutorial& t, const std::vector<std::string_view>& lines) {
-    note("\nThe file has {} lines. Five raw lines (1-based numbers), the invisible characters named:", lines.size());
-    std::string before;
-    for (int number : {1, 6, 8, 48, 470}) {
-        const std::string_view raw = lines.at(static_cast<size_t>(number - 1));
-        before += fmt::format("    {:>4}  {}\n", number, visible(raw));
-    }
-    note(before);
-    note(
-        "d2l's preprocess_nmt does three things: U+202F NARROW NO-BREAK SPACE and U+00A0 NO-BREAK SPACE "
-        "become ordinary spaces (French typography puts them before ! ? : ;), everything is lowercased, and "
-        "a space goes before every , . ! ? that follows a non-space, so punctuation becomes its own token. "
-        "tokenize then splits at single spaces (Python's split(' ')):");
-    std::string after;
+    note({.en = "\nThe file has {} lines. Five raw lines (1-based numbers), the invisible characters named:",
+          .zh = "\n文件共 {} 行。五行原始文本（行号从 1 开始），不可见字符标出名字："},
+         lines.size());
+    for (int number : {1, 6, 8, 48, 470})
+        line("      {:>4}  {}", number, visible(lines.at(static_cast<size_t>(number - 1))));
+    line();
+    note({.en = "d2l's preprocess_nmt does three things: U+202F NARROW NO-BREAK SPACE and U+00A0 NO-BREAK SPACE "
+                "become ordinary spaces (French typography puts them before ! ? : ;), everything is lowercased, and "
+                "a space goes before every , . ! ? that follows a non-space, so punctuation becomes its own token. "
+                "tokenize then splits at single spaces (Python's split(' ')):",
+          .zh = "d2l 的 preprocess_nmt 做三件事：U+202F NARROW NO-BREAK SPACE 和 U+00A0 NO-BREAK SPACE "
+                "变成普通空格（法语排版把它们放在 ! ? : ; 前面），全部转成小写，并在每个紧跟非空格字符的 , . ! ? "
+                "前加一个空格，让标点成为单独的词元。然后 tokenize 按单个空格切分（Python 的 split(' ')）："});
     for (int number : {1, 6, 8, 48, 470}) {
         const std::string processed = tasks::preprocess_nmt(lines.at(static_cast<size_t>(number - 1)));
         const size_t tab = processed.find('\t');
         const std::string english = "[" + join(tasks::tokenize(processed.substr(0, tab)), ", ") + "]";
         const std::string french = "[" + join(tasks::tokenize(processed.substr(tab + 1)), ", ") + "]";
-        after += fmt::format("    {:>4}  {:<18} | {}\n", number, english, french);
+        line("      {:>4}  {:<18} | {}", number, english, french);
     }
-    note(after);
+    line();
     t.check(tasks::preprocess_nmt(lines.at(5)) == "wow !\tça alors !",
-            "line 6 'Wow!<TAB>Ça alors<U+202F>!' becomes 'wow !<TAB>ça alors !' (Ç lowercased too)");
+            {.en = "line 6 'Wow!<TAB>Ça alors<U+202F>!' becomes 'wow !<TAB>ça alors !' (Ç lowercased too)",
+             .zh = "第 6 行 'Wow!<TAB>Ça alors<U+202F>!' 变成 'wow !<TAB>ça alors !'（Ç 也转成小写）"});
     t.check(tasks::preprocess_nmt(lines.at(469)) == "who fell ?\tqui est tombé ?",
-            "line 470's U+00A0 becomes a plain space");
+            {.en = "line 470's U+00A0 becomes a plain space", .zh = "第 470 行的 U+00A0 变成普通空格"});
 }
 
 // d2l.load_data_nmt's pipeline (tasks::load_fra_eng on 600 examples), its vocabularies and min_freq = 2.
 void load_data_nmt(Tutorial& t, Lesson& lesson) {
-    note(
-        "\nNow the whole pipeline: tasks::load_fra_eng with d2l's num_examples = 600, num_steps = 10 and "
-        "min_freq = 2. (d2l's tokenize_nmt stops AFTER line index 600, so it reads 601 lines; the library "
-        "keeps that off-by-one so the vocabularies match d2l's.)");
+    note({.en = "\nNow the whole pipeline: tasks::load_fra_eng with d2l's num_examples = 600, num_steps = 10 and "
+                "min_freq = 2. (d2l's tokenize_nmt stops AFTER line index 600, so it reads 601 lines; the library "
+                "keeps that off-by-one so the vocabularies match d2l's.)",
+          .zh = "\n现在是整条流水线：tasks::load_fra_eng，用 d2l 的 num_examples = 600、num_steps = 10 和 "
+                "min_freq = 2。（d2l 的 tokenize_nmt 在行下标 600 “之后”才停，所以读了 601 行；库保留了这个差一错误，"
+                "好让词表与 d2l 的一致。）"});
     lesson.data = tasks::load_fra_eng({.path = lesson.corpus, .num_examples = 600, .num_steps = 10, .min_freq = 2});
     const tasks::FraEngData& d = *lesson.data;
-    note("    {} pairs; vocabularies: {} English tokens, {} French tokens", d.report.train_pairs, d.src_vocab.size(),
-         d.tgt_vocab.size());
-    t.check(d.report.train_pairs == 601, "601 pairs, as d2l reads for num_examples = 600");
+    note({.en = "    {} pairs; vocabularies: {} English tokens, {} French tokens",
+          .zh = "    {} 个句子对；词表：英语 {} 个词元，法语 {} 个词元"},
+         d.report.train_pairs, d.src_vocab.size(), d.tgt_vocab.size());
+    t.check(d.report.train_pairs == 601, {.en = "601 pairs, as d2l reads for num_examples = 600",
+                                          .zh = "601 个句子对，与 d2l 在 num_examples = 600 时读到的一样"});
     t.check(d.src_vocab.size() == 184 && d.tgt_vocab.size() == 201,
-            "d2l's vocabulary sizes: len(src_vocab) = 184, len(tgt_vocab) = 201");
+            {.en = "d2l's vocabulary sizes: len(src_vocab) = 184, len(tgt_vocab) = 201",
+             .zh = "d2l 的词表大小：len(src_vocab) = 184，len(tgt_vocab) = 201"});
 
     std::vector<std::string> first;
     for (int64_t i = 0; i < 12; ++i) first.push_back(fmt::format("{}:{}", i, d.tgt_vocab.to_token(i)));
-    note(
-        "\nThe French vocabulary begins (index:token)\n    {}\n'<unk>' is always 0, then the reserved "
-        "'<pad>' (padding), '<bos>' (begin: the decoder's first input) and '<eos>' (end of sentence), then "
-        "every token that occurs at least min_freq = 2 times, most frequent first.",
-        join(first));
+    note({.en = "\nThe French vocabulary begins (index:token)\n    {}\n'<unk>' is always 0, then the reserved "
+                "'<pad>' (padding), '<bos>' (begin: the decoder's first input) and '<eos>' (end of sentence), then "
+                "every token that occurs at least min_freq = 2 times, most frequent first.",
+          .zh = "\n法语词表的开头（编号:词元）\n    {}\n'<unk>' 总是 0，然后是保留的 '<pad>'（填充）、"
+                "'<bos>'（开始：解码器的第一个输入）和 '<eos>'（句子结束），再往后是出现至少 min_freq = 2 次的"
+                "每个词元，越常见越靠前。"},
+         join(first));
     t.check(d.tgt_vocab.to_index("<unk>") == 0 && d.tgt_vocab.to_index("<pad>") == 1 &&
                 d.tgt_vocab.to_index("<bos>") == 2 && d.tgt_vocab.to_index("<eos>") == 3,
-            "<unk> <pad> <bos> <eos> are 0 1 2 3 in both vocabularies");
+            {.en = "<unk> <pad> <bos> <eos> are 0 1 2 3 in both vocabularies",
+             .zh = "两个词表里 <unk> <pad> <bos> <eos> 都是 0 1 2 3"});
 
     // min_freq by hand: count two French words in the training side
     std::map<std::string, int64_t> count;
     for (const auto& p : d.train.pairs)
         for (const std::string& w : tasks::tokenize(p.tgt)) ++count[w];
-    note(
-        "\nmin_freq = 2 by example: 'parti' occurs {} times in the French side, 'resté' {} time(s). So "
-        "'resté' is not in the vocabulary and maps to <unk> (index {}): a model trained on these 601 pairs "
-        "can never write 'je suis resté', although 'I stayed.' is in the data.",
-        count["parti"], count["resté"], d.tgt_vocab.to_index("resté"));
-    t.check(count["parti"] >= 2 && d.tgt_vocab.contains("parti"), "'parti' (2 or more times) has its own index");
-    t.check(count["resté"] == 1 && d.tgt_vocab.to_index("resté") == tasks::Vocab::kUnk, "'resté' (once) is <unk>");
+    note({.en = "\nmin_freq = 2 by example: 'parti' occurs {} times in the French side, 'resté' {} time(s). So "
+                "'resté' is not in the vocabulary and maps to <unk> (index {}): a model trained on these 601 pairs "
+                "can never write 'je suis resté', although 'I stayed.' is in the data.",
+          .zh = "\n用例子说明 min_freq = 2：'parti' 在法语一侧出现 {} 次，'resté' 出现 {} 次。所以 'resté' "
+                "不在词表里，映射为 <unk>（编号 {}）：在这 601 个句子对上训练的模型永远写不出 'je suis resté'，"
+                "尽管数据里有 'I stayed.'。"},
+         count["parti"], count["resté"], d.tgt_vocab.to_index("resté"));
+    t.check(count["parti"] >= 2 && d.tgt_vocab.contains("parti"),
+            {.en = "'parti' (2 or more times) has its own index", .zh = "'parti'（2 次或更多）有自己的编号"});
+    t.check(count["resté"] == 1 && d.tgt_vocab.to_index("resté") == tasks::Vocab::kUnk,
+            {.en = "'resté' (once) is <unk>", .zh = "'resté'（1 次）是 <unk>"});
 }
 
 // d2l's build_array_nmt: padding and valid lengths on the pair 'i left .', truncation on seed 003's sentence.
@@ -509,44 +532,51 @@ void padding_and_truncation(Tutorial& t, const tasks::FraEngData& d, const std::
     for (size_t i = 0; i < d.train.pairs.size(); ++i)
         if (d.train.pairs[i].src == "i left ." && row < 0) row = static_cast<int64_t>(i);
     const Tensor src_row = d.train.src.select(0, row), tgt_row = d.train.tgt.select(0, row);
-    note(
-        "\nbuild_array_nmt turns each sentence into its ids + <eos>, padded with <pad> (1) to num_steps = 10; "
-        "the valid length counts the ids that are not padding. Row {} of the arrays, the pair "
-        "'{}' → '{}':",
-        row, d.train.pairs[row].src, d.train.pairs[row].tgt);
+    note({.en = "\nbuild_array_nmt turns each sentence into its ids + <eos>, padded with <pad> (1) to num_steps = 10; "
+                "the valid length counts the ids that are not padding. Row {} of the arrays, the pair "
+                "'{}' → '{}':",
+          .zh = "\nbuild_array_nmt 把每个句子变成它的编号 + <eos>，用 <pad>（1）填充到 num_steps = 10；"
+                "有效长度只数不是填充的编号。数组的第 {} 行，句子对 '{}' → '{}'："},
+         row, d.train.pairs[row].src, d.train.pairs[row].tgt);
     show("src[row]", src_row);
-    note("    = [{}], valid length {}", join(d.src_vocab.to_tokens(src_row.to_vector<int64_t>()), ", "),
-         d.train.src_valid_len.at({row}));
+    note({.en = "    = [{}], valid length {}", .zh = "    = [{}]，有效长度 {}"},
+         join(d.src_vocab.to_tokens(src_row.to_vector<int64_t>()), ", "), d.train.src_valid_len.at({row}));
     show("tgt[row]", tgt_row);
-    note("    = [{}], valid length {}", join(d.tgt_vocab.to_tokens(tgt_row.to_vector<int64_t>()), ", "),
-         d.train.tgt_valid_len.at({row}));
+    note({.en = "    = [{}], valid length {}", .zh = "    = [{}]，有效长度 {}"},
+         join(d.tgt_vocab.to_tokens(tgt_row.to_vector<int64_t>()), ", "), d.train.tgt_valid_len.at({row}));
     t.check(d.train.src_valid_len.at({row}) == 4 && src_row.at({3}) == 3 && src_row.at({4}) == 1,
-            "'i left .' + <eos> = 4 valid ids, then <pad> = 1 up to 10");
+            {.en = "'i left .' + <eos> = 4 valid ids, then <pad> = 1 up to 10",
+             .zh = "'i left .' + <eos> = 4 个有效编号，然后用 <pad> = 1 填到 10 个"});
 
     size_t station = 0;  // seed 003's sentence, as the corpus has it
     while (station < lines.size() && !lines[station].starts_with("I arrived at the station.\t")) ++station;
-    note(
-        "\nA sentence longer than num_steps is cut: d2l's truncate_pad keeps the first 10 ids and the "
-        "<eos> is lost (valid length 10). Seed 003's sentence, as the corpus has it on line {}, with "
-        "num_steps = 5:",
-        station + 1);
+    note({.en = "\nA sentence longer than num_steps is cut: d2l's truncate_pad keeps the first 10 ids and the "
+                "<eos> is lost (valid length 10). Seed 003's sentence, as the corpus has it on line {}, with "
+                "num_steps = 5:",
+          .zh = "\n长于 num_steps 的句子会被截断：d2l 的 truncate_pad 保留前 10 个编号，<eos> 丢失（有效长度 10）。"
+                "种子文档 003 的句子，取语料第 {} 行的写法，num_steps = 5："},
+         station + 1);
     const std::string long_line = tasks::preprocess_nmt("I arrived at the station.");
     const tasks::NmtArray cut = tasks::build_array_nmt({tasks::tokenize(long_line)}, d.src_vocab, 5);
     show("build_array_nmt(['i arrived at the station .'], num_steps=5).tokens", cut.tokens);
-    note("    = [{}]  — 'arrived' and 'station' are not among the 184 words: <unk>",
+    note({.en = "    = [{}]  — 'arrived' and 'station' are not among the 184 words: <unk>",
+          .zh = "    = [{}]  —— 'arrived' 和 'station' 不在这 184 个词里：<unk>"},
          join(d.src_vocab.to_tokens(cut.tokens.to_vector<int64_t>()), ", "));
     t.check(cut.valid_lens.at({0}) == 5 && cut.tokens.at({0, 4}) != d.src_vocab.to_index("<eos>"),
-            "truncated to 5 ids, valid length 5, no <eos>");
+            {.en = "truncated to 5 ids, valid length 5, no <eos>", .zh = "截断为 5 个编号，有效长度 5，没有 <eos>"});
 }
 
 // seed 000 (000_7dfff3ea5ac0d0a3.txt) › 代码实现 › 训练 (d2l.load_data_nmt(batch_size, num_steps))
 void corpus_and_vocabularies(Tutorial& t, Lesson& lesson) {
-    note(
-        "Seed 000's training cell starts with d2l.load_data_nmt(batch_size, num_steps): read fra.txt "
-        "(one 'English<TAB>French' pair per line, from Tatoeba), preprocess, tokenise, build a vocabulary "
-        "per language, and turn every sentence into num_steps = 10 ids. tasks::load_fra_eng does the same; "
-        "here is each stage by hand first. Corpus: {}",
-        lesson.corpus);
+    note({.en = "Seed 000's training cell starts with d2l.load_data_nmt(batch_size, num_steps): read fra.txt "
+                "(one 'English<TAB>French' pair per line, from Tatoeba), preprocess, tokenise, build a vocabulary "
+                "per language, and turn every sentence into num_steps = 10 ids. tasks::load_fra_eng does the same; "
+                "here is each stage by hand first. Corpus: {}",
+          .zh = "种子文档 000 的训练单元以 d2l.load_data_nmt(batch_size, num_steps) 开始：读 fra.txt"
+                "（每行一个 '英语<TAB>法语' 句子对，来自 Tatoeba），预处理，分词，为每种语言建一个词表，"
+                "再把每个句子变成 num_steps = 10 个编号。tasks::load_fra_eng 做的是同样的事；"
+                "这里先把每一步手工做一遍。语料：{}"},
+         lesson.corpus);
     lesson.corpus_text = read_corpus(lesson.corpus);
     const std::vector<std::string_view> lines = lines_of(lesson.corpus_text);
     preprocess_nmt_by_hand(t, lines);
@@ -556,7 +586,9 @@ void corpus_and_vocabularies(Tutorial& t, Lesson& lesson) {
 
 // A model written by `tformer train translate`, with its own vocabularies (--checkpoint FILE).
 void load_the_checkpoint(Tutorial& t, Lesson& lesson) {
-    note("PATH TAKEN: loading the checkpoint given with --checkpoint:\n    {}", lesson.checkpoint);
+    note({.en = "PATH TAKEN: loading the checkpoint given with --checkpoint:\n    {}",
+          .zh = "所走的路径：加载 --checkpoint 给出的检查点：\n    {}"},
+         lesson.checkpoint);
     const tasks::CheckpointInfo info = tasks::read_checkpoint_info(lesson.checkpoint);
     if (info.config.task != "translate")
         fail<ValueError>("tutorial 13: '{}' is a {} checkpoint, not a translation model", lesson.checkpoint,
@@ -570,18 +602,22 @@ void load_the_checkpoint(Tutorial& t, Lesson& lesson) {
     const auto preset = info.extra.find("preset");
     const auto examples = info.extra.find("num_examples");
     lesson.model.on_d2l_pairs = examples != info.extra.end() && examples->second == "600";
-    lesson.model.how = fmt::format("loaded from {} ({} optimizer steps, preset '{}')", lesson.checkpoint, info.step,
-                                   preset == info.extra.end() ? "?" : preset->second);
+    lesson.model.how = phrase({.en = "loaded from {} ({} optimizer steps, preset '{}')",
+                               .zh = "从 {} 加载（优化器 {} 步，预设 '{}'）"},
+                              lesson.checkpoint, info.step, preset == info.extra.end() ? "?" : preset->second)
+                           .text;
     const nn::TransformerOptions& o = info.config.transformer;
-    note(
-        "{} optimizer steps, {} epochs; d = {}, FFN {}, {} heads, {} blocks; num_steps {}; "
-        "vocabularies {} / {}; {} parameters. Steps 3-6 use this model and ITS vocabularies (the "
-        "600-pair vocabularies of step 1 were only the example).",
-        info.step, info.epoch, o.num_hiddens, o.ffn_num_hiddens, o.num_heads, o.num_layers, lesson.model.num_steps,
-        lesson.model.src_vocab.size(), lesson.model.tgt_vocab.size(), lesson.model.net->num_parameters());
+    note({.en = "{} optimizer steps, {} epochs; d = {}, FFN {}, {} heads, {} blocks; num_steps {}; "
+                "vocabularies {} / {}; {} parameters. Steps 3-6 use this model and ITS vocabularies (the "
+                "600-pair vocabularies of step 1 were only the example).",
+          .zh = "优化器 {} 步，{} 个迭代周期；d = {}，前馈网络 {}，{} 个头，{} 个块；num_steps {}；"
+                "词表 {} / {}；{} 个参数。第 3-6 步用这个模型和“它自己的”词表（第 1 步 600 个句子对的词表只是示例）。"},
+         info.step, info.epoch, o.num_hiddens, o.ffn_num_hiddens, o.num_heads, o.num_layers, lesson.model.num_steps,
+         lesson.model.src_vocab.size(), lesson.model.tgt_vocab.size(), lesson.model.net->num_parameters());
     t.check(lesson.model.src_vocab.size() == info.config.src_vocab_size &&
                 lesson.model.tgt_vocab.size() == info.config.tgt_vocab_size,
-            "the checkpoint's vocabularies fit its embedding and output layers");
+            {.en = "the checkpoint's vocabularies fit its embedding and output layers",
+             .zh = "检查点的词表与它的嵌入层和输出层相符"});
 }
 
 // One batch in d2l's framing, then tasks::train with `run`, reporting the loss per epoch. Returns the seconds.
@@ -593,14 +629,15 @@ double train_and_report(Tutorial& t, Lesson& lesson, const tasks::FraEngData& d,
     const int64_t bos = d.tgt_vocab.to_index("<bos>");
     const tasks::BatchSource source = tasks::translation_source(d.train, o.batch_size, bos, o.seed);
     const tasks::Batch first = source.get(0, 0);
-    note(
-        "\nOne batch in d2l's framing (train_seq2seq): the decoder input is the target shifted right "
-        "behind <bos> (teacher forcing), the label is the target itself. Its first row:");
+    note({.en = "\nOne batch in d2l's framing (train_seq2seq): the decoder input is the target shifted right "
+                "behind <bos> (teacher forcing), the label is the target itself. Its first row:",
+          .zh = "\n按 d2l 的方式（train_seq2seq）组织的一个批量：解码器的输入是目标序列右移一位、前面接上 <bos>"
+                "（教师强制），标签就是目标序列本身。它的第一行："});
     show("enc_X[0]", first.enc_X.select(0, 0));
     show("dec_in[0]", first.dec_in.select(0, 0));
     show("label[0]", first.label.select(0, 0));
     t.check(first.dec_in.at({0, 0}) == static_cast<double>(bos) && first.dec_in.at({0, 1}) == first.label.at({0, 0}),
-            "dec_in = [<bos>, label[:-1]]");
+            both("dec_in = [<bos>, label[:-1]]"));
 
     const auto start = std::chrono::steady_clock::now();
     const tasks::TrainResult r = tasks::train(*lesson.model.net, gen, source, o,
@@ -612,33 +649,48 @@ double train_and_report(Tutorial& t, Lesson& lesson, const tasks::FraEngData& d,
                                                .rng = {},
                                                .extra = {}});
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::string curve;
+    const Text threads =
+        c::get_num_threads() == 1 ? Text{.en = "thread", .zh = "个线程"} : Text{.en = "threads", .zh = "个线程"};
+    const Text from = lesson.threads_given
+                          ? Text{.en = ", from OMP_NUM_THREADS", .zh = "，取自 OMP_NUM_THREADS"}
+                          : Text{.en = "; set OMP_NUM_THREADS for more", .zh = "；设置 OMP_NUM_THREADS 可用更多线程"};
+    note({.en = "\nTraining ({} steps, {} {}{}): d2l's loss per epoch, Σ masked cross-entropy / Σ valid "
+                "target tokens:",
+          .zh = "\n训练（{} 步，{} {}{}）：d2l 的每个迭代周期的损失，Σ 掩码交叉熵 / Σ 有效目标词元数："},
+         r.steps, c::get_num_threads(), phrase(threads), phrase(from));
     for (size_t e = 0; e < r.epoch_loss.size(); ++e)
         if (e == 0 || (e + 1) % (literal ? 20 : 5) == 0)
-            curve += fmt::format("    epoch {:>3}  loss {:.4f}\n", e + 1, r.epoch_loss[e]);
-    note(
-        "\nTraining ({} steps, {} thread{}{}): d2l's loss per epoch, Σ masked cross-entropy / Σ valid "
-        "target tokens:\n{}",
-        r.steps, c::get_num_threads(), c::get_num_threads() == 1 ? "" : "s",
-        lesson.threads_given ? ", from OMP_NUM_THREADS" : "; set OMP_NUM_THREADS for more", curve);
-    note(
-        "{:.1f} s for {} steps ({:.0f} target tokens/s). Written to {}: checkpoint.safetensors, "
-        "loss.csv, loss.png.",
-        seconds, r.steps, r.tokens_per_second, t.out_dir().string());
+            line({.en = "      epoch {:>3}  loss {:.4f}", .zh = "      第 {:>3} 个迭代周期  损失 {:.4f}"}, e + 1,
+                 r.epoch_loss[e]);
+    line();
+    // times differ from run to run: printed, but left out of --no-prose (a Phrase without values)
+    note(Phrase{phrase({.en = "{:.1f} s for {} steps ({:.0f} target tokens/s). Written to {}: checkpoint.safetensors, "
+                              "loss.csv, loss.png.",
+                        .zh = "{:.1f} 秒训练 {} 步（每秒 {:.0f} 个目标词元）。已写入 {}：checkpoint.safetensors、"
+                              "loss.csv、loss.png。"},
+                       seconds, r.steps, r.tokens_per_second, t.out_dir().string())
+                    .text,
+                {}});
     if (literal) {
-        note(
-            "d2l's train_seq2seq prints, for this cell, 'loss 0.033, ... tokens/sec'; here:\n    loss {:.3f}, "
-            "{:.1f} tokens/sec on cpu",
-            r.final_loss, r.tokens_per_second);
-        t.check(r.steps == 2000, "2,000 optimizer steps: 200 epochs of 10 batches");
+        note({.en = "d2l's book prints, for this cell (its section 10.7, run by d2l; seed 000 copies the code "
+                    "without its output), 'loss 0.033, ... tokens/sec'; here:",
+              .zh = "d2l 的书中这个单元打印的是 'loss 0.033, ... tokens/sec'（书的 10.7 节，由 d2l 运行；"
+                    "种子文档 000 只抄了代码，没有它的输出）；这里："});
+        note(both("    loss {:.3f}"), r.final_loss);
+        t.check(r.steps == 2000, {.en = "2,000 optimizer steps: 200 epochs of 10 batches",
+                                  .zh = "优化器 2,000 步：200 个迭代周期，每个 10 个批量"});
         t.check(r.final_loss < 0.06,
-                fmt::format("the final loss {:.4f} is near d2l's printed 0.033 (below 0.06)", r.final_loss));
+                {.en = "the final loss {:.4f} is near d2l's printed 0.033 (below 0.06)",
+                 .zh = "最终损失 {:.4f} 接近 d2l 书中打印的 0.033（低于 0.06）"},
+                r.final_loss);
     } else {
-        t.check(r.steps == 400, "400 optimizer steps: 40 epochs of 10 batches");
+        t.check(r.steps == 400, {.en = "400 optimizer steps: 40 epochs of 10 batches",
+                                 .zh = "优化器 400 步：40 个迭代周期，每个 10 个批量"});
         t.check(r.final_loss < 0.1 * r.epoch_loss.front(),
-                fmt::format("the loss fell more than tenfold ({:.3f} → {:.4f}); seed 000's 200-epoch run "
-                            "ends near 0.03",
-                            r.epoch_loss.front(), r.final_loss));
+                {.en = "the loss fell more than tenfold ({:.3f} → {:.4f}); the 200-epoch run d2l's book prints "
+                       "ends near 0.03",
+                 .zh = "损失下降了十倍以上（{:.3f} → {:.4f}）；d2l 书中打印的 200 个迭代周期的运行结束时约为 0.03"},
+                r.epoch_loss.front(), r.final_loss);
     }
     return seconds;
 }
@@ -662,30 +714,45 @@ void train_here(Tutorial& t, Lesson& lesson) {
     const uint64_t seed = 1;  // `tformer train translate --preset d2l`'s seed
     const tasks::TrainOptions o = train_options(literal, seed, t.out_dir().string());
     if (literal)
-        note(
-            "PATH TAKEN: --literal, seed 000's training cell exactly as written:\n"
-            "    num_hiddens, num_layers, dropout, batch_size, num_steps = 32, 2, 0.1, 64, 10\n"
-            "    lr, num_epochs = 0.005, 200;  ffn_num_hiddens, num_heads = 64, 4\n"
-            "    train_iter, src_vocab, tgt_vocab = d2l.load_data_nmt(batch_size, num_steps)\n"
-            "    d2l.train_seq2seq(net, train_iter, lr, num_epochs, tgt_vocab, device)\n"
-            "on the 601 pairs of step 1: Adam at a constant 0.005, gradient clipping at 1 and Xavier-uniform "
-            "weights as train_seq2seq does, 200 epochs of 10 batches = 2,000 steps, dropout 0.1 (the same "
-            "run as `tformer train translate --preset d2l`).");
+        note({.en = "PATH TAKEN: --literal, seed 000's training cell exactly as written:\n"
+                    "    num_hiddens, num_layers, dropout, batch_size, num_steps = 32, 2, 0.1, 64, 10\n"
+                    "    lr, num_epochs = 0.005, 200;  ffn_num_hiddens, num_heads = 64, 4\n"
+                    "    train_iter, src_vocab, tgt_vocab = d2l.load_data_nmt(batch_size, num_steps)\n"
+                    "    d2l.train_seq2seq(net, train_iter, lr, num_epochs, tgt_vocab, device)\n"
+                    "on the 601 pairs of step 1: Adam at a constant 0.005, gradient clipping at 1 and Xavier-uniform "
+                    "weights as train_seq2seq does, 200 epochs of 10 batches = 2,000 steps, dropout 0.1 (the same "
+                    "run as `tformer train translate --preset d2l`).",
+              .zh = "所走的路径：--literal，完全按种子文档 000 的训练单元原样运行：\n"
+                    "    num_hiddens, num_layers, dropout, batch_size, num_steps = 32, 2, 0.1, 64, 10\n"
+                    "    lr, num_epochs = 0.005, 200;  ffn_num_hiddens, num_heads = 64, 4\n"
+                    "    train_iter, src_vocab, tgt_vocab = d2l.load_data_nmt(batch_size, num_steps)\n"
+                    "    d2l.train_seq2seq(net, train_iter, lr, num_epochs, tgt_vocab, device)\n"
+                    "在第 1 步的 601 个句子对上：Adam 学习率恒为 0.005，像 train_seq2seq 那样梯度裁剪到 1、"
+                    "用 Xavier 均匀分布初始化权重，200 个迭代周期、每个 10 个批量 = 2,000 步，dropout 0.1"
+                    "（与 `tformer train translate --preset d2l` 是同一个运行）。"});
     else
-        note(
-            "PATH TAKEN: no --checkpoint given, so a small model is trained here, now.\n\n"
-            "Seed 000 trains num_hiddens 32, 2 blocks, 4 heads, FFN 64, dropout 0.1, batch 64, num_steps "
-            "10, Adam at lr 0.005 for 200 epochs on d2l's 601 pairs (2000 steps; `--literal` runs exactly "
-            "that). This run keeps the model and shortens the schedule to 40 epochs (400 steps): Adam with "
-            "a warm-up of 40 steps to lr 0.01 and a cosine decay, gradient clipping at 1 as d2l, dropout 0 "
-            "— the goal is to fit the pairs quickly, not to generalise. To the 601 pairs it adds the {} "
-            "short pairs of the corpus that start with 'I arrived' (the first is line 22,852; d2l's "
-            "prefix never reaches it), so that step 3 can follow seed 003's own sentence: {} pairs, "
-            "vocabularies {} / {}.",
-            added, d.report.train_pairs, d.src_vocab.size(), d.tgt_vocab.size());
+        note({.en = "PATH TAKEN: no --checkpoint given, so a small model is trained here, now.\n\n"
+                    "Seed 000 trains num_hiddens 32, 2 blocks, 4 heads, FFN 64, dropout 0.1, batch 64, num_steps "
+                    "10, Adam at lr 0.005 for 200 epochs on d2l's 601 pairs (2000 steps; `--literal` runs exactly "
+                    "that). This run keeps the model and shortens the schedule to 40 epochs (400 steps): Adam with "
+                    "a warm-up of 40 steps to lr 0.01 and a cosine decay, gradient clipping at 1 as d2l, dropout 0 "
+                    "— the goal is to fit the pairs quickly, not to generalise. To the 601 pairs it adds the {} "
+                    "short pairs of the corpus that start with 'I arrived' (the first is line 22,852; d2l's "
+                    "prefix never reaches it), so that step 3 can follow seed 003's own sentence: {} pairs, "
+                    "vocabularies {} / {}.",
+              .zh = "所走的路径：没有给出 --checkpoint，所以现在就在这里训练一个小模型。\n\n"
+                    "种子文档 000 训练的是 num_hiddens 32、2 个块、4 个头、前馈网络 64、dropout 0.1、批量 64、"
+                    "num_steps 10，在 d2l 的 601 个句子对上用 Adam、学习率 0.005 训练 200 个迭代周期（2000 步；"
+                    "`--literal` 正是这样运行）。这次运行保留模型，把训练缩短为 40 个迭代周期（400 步）："
+                    "Adam 先用 40 步预热到学习率 0.01，再按余弦衰减，像 d2l 一样梯度裁剪到 1，dropout 0 —— "
+                    "目标是快速拟合这些句子对，而不是泛化。在 601 个句子对之外，它还加入语料中以 'I arrived' "
+                    "开头的 {} 个短句子对（第一个在第 22,852 行；d2l 的前缀从来到不了那里），好让第 3 步能跟随种子文档 "
+                    "003 自己的句子：共 {} 个句子对，词表 {} / {}。"},
+             added, d.report.train_pairs, d.src_vocab.size(), d.tgt_vocab.size());
     c::Generator gen(seed);
     lesson.model.net = tasks::build_model(config, gen);
-    note("{} parameters. Batches: each epoch a fresh shuffle of the {} pairs in batches of 64.",
+    note({.en = "{} parameters. Batches: each epoch a fresh shuffle of the {} pairs in batches of 64.",
+          .zh = "{} 个参数。批量：每个迭代周期把 {} 个句子对重新打乱，每批 64 个。"},
          lesson.model.net->num_parameters(), d.report.train_pairs);
     const double seconds = train_and_report(t, lesson, d, {.config = config, .options = o}, gen);
     lesson.model.src_vocab = d.src_vocab;
@@ -693,10 +760,16 @@ void train_here(Tutorial& t, Lesson& lesson) {
     lesson.model.num_steps = config.num_steps;
     lesson.model.trained_here = true;
     lesson.model.on_d2l_pairs = true;
+    // (the seconds differ from run to run: Model::how is printed but left out of --no-prose)
     lesson.model.how =
-        literal
-            ? fmt::format("trained here with --literal: seed 000's recipe, 601 pairs, 2,000 steps in {:.1f} s", seconds)
-            : fmt::format("trained here: seed 000's model, 601 + {} pairs, 400 steps in {:.1f} s", added, seconds);
+        literal ? phrase({.en = "trained here with --literal: seed 000's recipe, 601 pairs, 2,000 steps in {:.1f} s",
+                          .zh = "在这里用 --literal 训练：种子文档 000 的配方，601 个句子对，2,000 步，用时 {:.1f} 秒"},
+                         seconds)
+                      .text
+                : phrase({.en = "trained here: seed 000's model, 601 + {} pairs, 400 steps in {:.1f} s",
+                          .zh = "在这里训练：种子文档 000 的模型，601 + {} 个句子对，400 步，用时 {:.1f} 秒"},
+                         added, seconds)
+                      .text;
 }
 
 // seed 000 (000_7dfff3ea5ac0d0a3.txt) › 代码实现 › 训练 (num_hiddens 32, 2 layers, 4 heads, lr 0.005, 200 epochs)
@@ -706,7 +779,7 @@ void the_model(Tutorial& t, Lesson& lesson) {
     else
         train_here(t, lesson);
     lesson.model.net->eval();  // dropout off from here on (seed 000 predicts with net.eval())
-    note("\nModel: {}", lesson.model.how);
+    note(Phrase{phrase({.en = "\nModel: {}", .zh = "\n模型：{}"}, lesson.model.how).text, {}});  // holds a time
 }
 
 // Where the corpus first has the seed's words (1-based line numbers), against d2l's 601 lines.
@@ -720,14 +793,18 @@ void where_the_corpus_has_arrived(Tutorial& t, const std::string& corpus_text) {
     };
     const int64_t arrived = line_of(" arrived"), i_arrived = line_of("\nI arrived"),
                   at_the = line_of("\nI arrived at the");
-    note(
-        "    first English sentence with 'arrived':          line {}\n"
-        "    first sentence starting 'I arrived':            line {}\n"
-        "    first sentence starting 'I arrived at the':     line {}\n"
-        "The file is sorted by length and d2l trains on its first 601 lines, whose vocabulary has no "
-        "'arrived' (step 1).",
-        arrived, i_arrived, at_the);
-    t.check(arrived > 601 && i_arrived > 601, "neither 'arrived' nor 'I arrived' occurs in d2l's 601 lines");
+    note({.en = "    first English sentence with 'arrived':          line {}\n"
+                "    first sentence starting 'I arrived':            line {}\n"
+                "    first sentence starting 'I arrived at the':     line {}\n"
+                "The file is sorted by length and d2l trains on its first 601 lines, whose vocabulary has no "
+                "'arrived' (step 1).",
+          .zh = "    第一个含 'arrived' 的英语句子：                 第 {} 行\n"
+                "    第一个以 'I arrived' 开头的句子：               第 {} 行\n"
+                "    第一个以 'I arrived at the' 开头的句子：        第 {} 行\n"
+                "文件按长度排序，d2l 只用前 601 行训练，它们的词表里没有 'arrived'（第 1 步）。"},
+         arrived, i_arrived, at_the);
+    t.check(arrived > 601 && i_arrived > 601, {.en = "neither 'arrived' nor 'I arrived' occurs in d2l's 601 lines",
+                                               .zh = "d2l 的 601 行里既没有 'arrived' 也没有 'I arrived'"});
 }
 
 // seed 003 (003_8fde783e4908788c.txt) › 1. 输入处理 › (1) Tokenization（分词）: the sentence as the encoder's ids
@@ -736,15 +813,20 @@ void tokenization(Tutorial& t, Lesson& lesson) {
     lesson.walk.source = encode_source(lesson.walk.sentence, sv, lesson.model.num_steps);
     const Source& s = lesson.walk.source;
     const int64_t S = lesson.model.num_steps;
-    note(
-        "\n(1) Tokenization. d2l splits at spaces after preprocess_nmt (seed 003 mentions BPE and "
-        "WordPiece: subword units, tutorial 15). '{}' → [{}] + <eos>, padded to num_steps = {}:",
-        lesson.walk.sentence, join(s.words, ", "), S);
+    note({.en = "\n(1) Tokenization. d2l splits at spaces after preprocess_nmt (seed 003 mentions BPE and "
+                "WordPiece: subword units, tutorial 15). '{}' → [{}] + <eos>, padded to num_steps = {}:",
+          .zh = "\n(1) 分词。d2l 在 preprocess_nmt 之后按空格切分（种子文档 003 提到 BPE 和 WordPiece："
+                "子词单元，见教程 15）。'{}' → [{}] + <eos>，填充到 num_steps = {}："},
+         lesson.walk.sentence, join(s.words, ", "), S);
     show("ids", s.src);
-    note("    = [{}], valid length {}", join(sv.to_tokens(s.ids), ", "), s.valid);
+    note({.en = "    = [{}], valid length {}", .zh = "    = [{}]，有效长度 {}"}, join(sv.to_tokens(s.ids), ", "),
+         s.valid);
     bool known = true;
     for (const std::string& w : s.words) known = known && sv.contains(w);
-    t.check(known, fmt::format("every word of '{}' is in the source vocabulary (no <unk>)", join(s.words)));
+    t.check(known,
+            {.en = "every word of '{}' is in the source vocabulary (no <unk>)",
+             .zh = "'{}' 的每个词都在源语言词表里（没有 <unk>）"},
+            join(s.words));
 }
 
 // seed 003 (003_8fde783e4908788c.txt) › (2) 词嵌入, (3) 位置编码: X = embedding × √d + P, (1, S, D)
@@ -757,22 +839,28 @@ Tensor embeddings_and_positions(Tutorial& t, const Lesson& lesson) {
     const Tensor scaled = c::mul(E, std::sqrt(static_cast<double>(D)));
     const Tensor P = lesson.model.net->encoder->pos_encoding->P.slice(1, 0, S);  // (1, S, D)
     const Tensor X = c::add(scaled, P);
-    note(
-        "\n(2) Word embeddings: row id of the learned table encoder.embedding.weight ({} × {}), "
-        "seed 003's 'Embeddings(I) → [0.1, 0.5, 0.8, ...]'. Seed 000's encoder multiplies them by √d = "
-        "√{} = {:.3f} (the positional encoding lies in [-1, 1] and should not drown them). First {} of {} "
-        "features, one row per token ({}, <eos>):",
-        sv.size(), D, D, std::sqrt(static_cast<double>(D)), show_n, D, join(s.words, ", "));
+    note({.en = "\n(2) Word embeddings: row id of the learned table encoder.embedding.weight ({} × {}), "
+                "seed 003's 'Embeddings(I) → [0.1, 0.5, 0.8, ...]'. Seed 000's encoder multiplies them by √d = "
+                "√{} = {:.3f} (the positional encoding lies in [-1, 1] and should not drown them). First {} of {} "
+                "features, one row per token ({}, <eos>):",
+          .zh = "\n(2) 词嵌入：学到的表 encoder.embedding.weight（{} × {}）中编号所在的那一行，即种子文档 003 的 "
+                "'Embeddings(I) → [0.1, 0.5, 0.8, ...]'。种子文档 000 的编码器把它们乘以 √d = √{} = {:.3f}"
+                "（位置编码在 [-1, 1] 之间，不应把词嵌入淹没）。{} 个特征中的前 {} 个，每个词元一行（{}, <eos>）："},
+         sv.size(), D, D, std::sqrt(static_cast<double>(D)), show_n, D, join(s.words, ", "));
     show("embedding × √d", scaled.select(0, 0).slice(0, 0, s.valid).slice(1, 0, show_n));
-    note(
-        "\n(3) Positional encoding: P[pos, 2j] = sin(pos / 10000^(2j/d)), P[pos, 2j+1] = cos(...). Row 0 is "
-        "[0, 1, 0, 1, ...]; seed 003's 'PositionalEncoding(0) = [0.0000, 0.8415, ...]' are sin 1, sin 2, "
-        "... one position off (tutorial 08).");
+    note({.en = "\n(3) Positional encoding: P[pos, 2j] = sin(pos / 10000^(2j/d)), P[pos, 2j+1] = cos(...). Row 0 is "
+                "[0, 1, 0, 1, ...]; seed 003's 'PositionalEncoding(0) = [0.0000, 0.8415, ...]' are sin 1, sin 2, "
+                "... one position off (tutorial 08).",
+          .zh = "\n(3) 位置编码：P[pos, 2j] = sin(pos / 10000^(2j/d))，P[pos, 2j+1] = cos(...)。第 0 行是 "
+                "[0, 1, 0, 1, ...]；种子文档 003 的 'PositionalEncoding(0) = [0.0000, 0.8415, ...]' 是 sin 1、"
+                "sin 2……错了一个位置（教程 08）。"});
     show("P[:4, :6]", P.select(0, 0).slice(0, 0, s.valid).slice(1, 0, show_n));
     show("X = embedding × √d + P", X.select(0, 0).slice(0, 0, s.valid).slice(1, 0, show_n));
     t.check_close(P.select(0, 0).select(0, 0).slice(0, 0, 4), c::from_vector(std::vector<float>{0, 1, 0, 1}, {4}), 0,
-                  "P[0] starts [0, 1, 0, 1]");
-    t.check_close(P.at({0, 1, 0}), std::sin(1.0), 1e-6, "P[1, 0] = sin 1 = 0.8415 (seed 003's number)");
+                  {.en = "P[0] starts [0, 1, 0, 1]", .zh = "P[0] 以 [0, 1, 0, 1] 开头"});
+    t.check_close(
+        P.at({0, 1, 0}), std::sin(1.0), 1e-6,
+        {.en = "P[1, 0] = sin 1 = 0.8415 (seed 003's number)", .zh = "P[1, 0] = sin 1 = 0.8415（种子文档 003 的数）"});
 
     return X;
 }
@@ -796,26 +884,31 @@ Tensor the_encoder(Tutorial& t, Lesson& lesson, const Tensor& X) {
     const Source& s = lesson.walk.source;
     const int64_t D = lesson.model.net->encoder->options.num_hiddens, H = lesson.model.net->encoder->options.num_heads;
     const int64_t show_n = std::min<int64_t>(6, D);
-    note(
-        "\n(4)-(5) The encoder: {} blocks of multi-head self-attention (every source token looks at every "
-        "valid source token) + AddNorm + FFN + AddNorm. Running the blocks by hand on X, then asking the "
-        "encoder itself:",
-        lesson.model.net->encoder->blks->size());
+    note({.en = "\n(4)-(5) The encoder: {} blocks of multi-head self-attention (every source token looks at every "
+                "valid source token) + AddNorm + FFN + AddNorm. Running the blocks by hand on X, then asking the "
+                "encoder itself:",
+          .zh = "\n(4)-(5) 编码器：{} 个块，每块是多头自注意力（每个源词元看所有有效的源词元）+ AddNorm + "
+                "前馈网络 + AddNorm。先在 X 上手工运行这些块，再问编码器本身："},
+         lesson.model.net->encoder->blks->size());
     Variable Hh(X);
     for (auto& blk : *lesson.model.net->encoder->blks) Hh = blk->forward(Hh, s.lens);
     const Tensor enc = lesson.model.net->encoder->forward(s.src, s.lens).value();  // (1, S, D)
     for (const Tensor& w : lesson.model.net->encoder->attention_weights())
         lesson.walk.encoder.push_back(w.clone());  // [block] (H, S, S)
     show("enc_outputs[0, :4, :6]", enc.select(0, 0).slice(0, 0, s.valid).slice(1, 0, show_n));
-    note("    enc_outputs: {}; encoder self-attention weights: {} blocks of {}", c::shape_str(enc.shape()),
-         lesson.walk.encoder.size(), c::shape_str(lesson.walk.encoder.front().shape()));
-    t.check_close(Hh.value(), enc, 1e-5, "embedding × √d + P, then the blocks == encoder.forward(src)");
+    note({.en = "    enc_outputs: {}; encoder self-attention weights: {} blocks of {}",
+          .zh = "    enc_outputs：{}；编码器自注意力权重：{} 个块，每块 {}"},
+         c::shape_str(enc.shape()), lesson.walk.encoder.size(), c::shape_str(lesson.walk.encoder.front().shape()));
+    t.check_close(Hh.value(), enc, 1e-5,
+                  {.en = "embedding × √d + P, then the blocks == encoder.forward(src)",
+                   .zh = "embedding × √d + P，再经过各块 == encoder.forward(src)"});
     const Tensor last_enc = lesson.walk.encoder.back();
-    std::string rows;
+    note({.en = "Where each token looks in the last encoder block (mean of the {} heads; the padded keys get 0):",
+          .zh = "最后一个编码器块里每个词元看向哪里（{} 个头的平均；填充的键得到 0）："},
+         H);
     for (int64_t q = 0; q < s.valid; ++q)
-        rows += fmt::format("    {:>6} →{}\n", sv.to_token(s.ids[q]), mean_over_heads(last_enc.select(1, q), s, sv));
-    note("Where each token looks in the last encoder block (mean of the {} heads; the padded keys get 0):\n{}", H,
-         rows);
+        line("      {:>6} →{}", sv.to_token(s.ids[q]), mean_over_heads(last_enc.select(1, q), s, sv));
+    line();
 
     return enc;
 }
@@ -835,15 +928,19 @@ Decoding decode_one_token_at_a_time(Lesson& lesson, const Tensor& enc) {
     const Source& s = lesson.walk.source;
     const int64_t H = lesson.model.net->encoder->options.num_heads;
     const int64_t bos = tv.to_index("<bos>"), eos = tv.to_index("<eos>");
-    note(
-        "(6)-(7) and 4. 生成翻译. The decoder starts from <bos> and produces one token per step. Each step "
-        "feeds ONLY the newest token: nn::DecoderState keeps, per block, the projected keys and values of "
-        "the tokens fed so far (masked self-attention over the prefix) and of the encoder outputs "
-        "(cross-attention: queries from the French side, keys and values from the English side, seed 000 "
-        "信息传递). The logits of the new position go through a softmax over the {} French tokens; greedy "
-        "search takes the largest. Printed per step: the three most likely next tokens, and the "
-        "cross-attention row of the last block (mean over heads) over the source tokens.",
-        tv.size());
+    note({.en = "(6)-(7) and 4. 生成翻译. The decoder starts from <bos> and produces one token per step. Each step "
+                "feeds ONLY the newest token: nn::DecoderState keeps, per block, the projected keys and values of "
+                "the tokens fed so far (masked self-attention over the prefix) and of the encoder outputs "
+                "(cross-attention: queries from the French side, keys and values from the English side, seed 000 "
+                "信息传递). The logits of the new position go through a softmax over the {} French tokens; greedy "
+                "search takes the largest. Printed per step: the three most likely next tokens, and the "
+                "cross-attention row of the last block (mean over heads) over the source tokens.",
+          .zh = "(6)-(7) 和 4. 生成翻译。解码器从 <bos> 出发，每个时间步生成一个词元。每一步“只”输入最新的词元："
+                "nn::DecoderState 为每个块保存已输入词元投影后的键和值（对前缀做有掩码的自注意力），以及编码器输出"
+                "投影后的键和值（交叉注意力：查询来自法语一侧，键和值来自英语一侧，种子文档 000 信息传递）。"
+                "新位置的 logits 经过对 {} 个法语词元的 softmax；贪心搜索取最大的那个。每一步打印：最可能的三个"
+                "下一个词元，以及最后一个块在源词元上的交叉注意力行（各头的平均）。"},
+         tv.size());
     nn::DecoderState state = lesson.model.net->decoder->init_state(Variable(enc), s.lens);
     const size_t blocks = lesson.model.net->decoder->blks->size();
     lesson.walk.self.assign(blocks, {});
@@ -868,26 +965,32 @@ Decoding decode_one_token_at_a_time(Lesson& lesson, const Tensor& enc) {
         const std::string cross_row = mean_over_heads(lesson.walk.cross.back().back(), s, sv);
         next = top.front().first;
         logp_total += std::log(top.front().second);
-        line(
-            "    step {}  fed {:<7} next: {:<9} {:.3f} | {:<9} {:.3f} | {:<9} {:.3f}  → {}\n"
-            "            cross-attention:{}",
-            step + 1, lesson.walk.fed.back(), tv.to_token(top[0].first), top[0].second, tv.to_token(top[1].first),
-            top[1].second, tv.to_token(top[2].first), top[2].second, tv.to_token(next), cross_row);
+        line({.en = "    step {}  fed {:<7} next: {:<9} {:.3f} | {:<9} {:.3f} | {:<9} {:.3f}  → {}\n"
+                    "            cross-attention:{}",
+              .zh = "    第 {} 步  输入 {:<7} 下一个：{:<9} {:.3f} | {:<9} {:.3f} | {:<9} {:.3f}  → {}\n"
+                    "            交叉注意力：{}"},
+             step + 1, lesson.walk.fed.back(), tv.to_token(top[0].first), top[0].second, tv.to_token(top[1].first),
+             top[1].second, tv.to_token(top[2].first), top[2].second, tv.to_token(next), cross_row);
         lesson.walk.produced.push_back(tv.to_token(next));
         if (next == eos) break;
         generated.push_back(next);
         lesson.walk.fed.push_back(tv.to_token(next));
     }
     const std::string translation = join(tv.to_tokens(generated));
-    note("\n    '{}' → '{}'   (log-probability {:.4f})", lesson.walk.sentence, translation, logp_total);
+    note({.en = "\n    '{}' → '{}'   (log-probability {:.4f})", .zh = "\n    '{}' → '{}'   （对数概率 {:.4f}）"},
+         lesson.walk.sentence, translation, logp_total);
 
-    note(
-        "\nSeed 003 writes P(Je | I) = 0.92, P(suis | arrived) = 0.87, P(arrivé | at) = 0.95, as if each "
-        "French word were predicted from one English word. The decoder's softmax is P(y_t | y_1 .. y_t-1, "
-        "whole source): every step sees every source token through the cross-attention above and every "
-        "earlier French token through its self-attention. Read the rows above as where the last block "
-        "looked, not as an alignment: a step may spread its attention over several source tokens, and "
-        "'suis' has no English word of its own.");
+    note({.en = "\nSeed 003 writes P(Je | I) = 0.92, P(suis | arrived) = 0.87, P(arrivé | at) = 0.95, as if each "
+                "French word were predicted from one English word. The decoder's softmax is P(y_t | y_1 .. y_t-1, "
+                "whole source): every step sees every source token through the cross-attention above and every "
+                "earlier French token through its self-attention. Read the rows above as where the last block "
+                "looked, not as an alignment: a step may spread its attention over several source tokens, and "
+                "'suis' has no English word of its own.",
+          .zh = "\n种子文档 003 写 P(Je | I) = 0.92、P(suis | arrived) = 0.87、P(arrivé | at) = 0.95，"
+                "好像每个法语词都由一个英语词预测出来。解码器的 softmax 是 P(y_t | y_1 .. y_t-1, 整个源句)："
+                "每一步都通过上面的交叉注意力看到每个源词元，通过自注意力看到之前的每个法语词元。上面那些行应当"
+                "读作最后一个块看向了哪里，而不是对齐关系：一步的注意力可能分散在好几个源词元上，而 'suis' "
+                "根本没有对应的英语词。"});
 
     return {.generated = generated,
             .tops = tops,
@@ -906,37 +1009,47 @@ void against_greedy_decode(Tutorial& t, const Lesson& lesson, const Decoding& de
     const std::string translation = join(tv.to_tokens(decoding.generated));
     const int64_t steps = static_cast<int64_t>(lesson.walk.produced.size());
     t.check(decoding.steps_done == steps && decoding.self_steps == steps && decoding.cross_steps == S,
-            fmt::format("after {} steps each block caches {} self keys and the {} encoder keys", steps, steps, S));
+            {.en = "after {} steps each block caches {} self keys and the {} encoder keys",
+             .zh = "{} 步之后，每个块缓存了 {} 个自注意力的键和 {} 个编码器的键"},
+            steps, steps, S);
     const tasks::Decoded greedy =
         tasks::greedy_decode(*lesson.model.net, s.src, s.lens,
                              {.bos = bos, .eos = eos, .max_steps = lesson.model.num_steps, .keep_attention = true})
             .front();
-    t.check(greedy.tokens == decoding.generated,
-            fmt::format("tasks::greedy_decode gives the same tokens: '{}'", join(tv.to_tokens(greedy.tokens))));
+    t.check(
+        greedy.tokens == decoding.generated,
+        {.en = "tasks::greedy_decode gives the same tokens: '{}'", .zh = "tasks::greedy_decode 给出相同的词元：'{}'"},
+        join(tv.to_tokens(greedy.tokens)));
     t.check_close(greedy.score, decoding.logp_total, 1e-4,
-                  "and the same log-probability (sum of the chosen tokens' log p)");
+                  {.en = "and the same log-probability (sum of the chosen tokens' log p)",
+                   .zh = "对数概率也相同（所选词元的 log p 之和）"});
     double worst = 0;
     for (int64_t i = 0; i < steps && i < static_cast<int64_t>(greedy.cross_attention.size()); ++i)
         worst = std::max(worst, c::max(c::abs(c::sub(greedy.cross_attention[i], lesson.walk.cross.back()[i]))).item());
     t.check(static_cast<int64_t>(greedy.cross_attention.size()) == steps && worst < 1e-6,
-            "and the same cross-attention rows at every step");
+            {.en = "and the same cross-attention rows at every step", .zh = "每一步的交叉注意力行也相同"});
     if (lesson.model.trained_here && lesson.walk.sentence == kSeedWalkSentence) {
         const std::string start3 = join(
             std::vector<std::string>(lesson.walk.produced.begin(),
                                      lesson.walk.produced.begin() + std::min<size_t>(3, lesson.walk.produced.size())));
         t.check(std::find(lesson.walk.references.begin(), lesson.walk.references.end(), start3) !=
                     lesson.walk.references.end(),
-                fmt::format("the translation starts with the seed's 'je suis arrivé' (or arrivée): '{}'", start3));
-        note(
-            "Seed 003 shows only these three words. Its sentence stops after 'the', a sentence the model never "
-            "saw in training, so after them the model has no good continuation and may wander (as printed "
-            "above) until it runs out of steps.");
+                {.en = "the translation starts with the seed's 'je suis arrivé' (or arrivée): '{}'",
+                 .zh = "译文以种子文档的 'je suis arrivé'（或 arrivée）开头：'{}'"},
+                start3);
+        note({.en = "Seed 003 shows only these three words. Its sentence stops after 'the', a sentence the model never "
+                    "saw in training, so after them the model has no good continuation and may wander (as printed "
+                    "above) until it runs out of steps.",
+              .zh = "种子文档 003 只给出这三个词。它的句子在 'the' 之后就停了，模型在训练中从没见过这样的句子，"
+                    "所以这三个词之后模型没有好的续写，可能会（如上所示）一直游荡到步数用完。"});
     } else if (lesson.model.trained_here) {
         t.check(std::find(lesson.walk.references.begin(), lesson.walk.references.end(), translation) !=
                     lesson.walk.references.end(),
-                "the trained model translates 'I left.' as the corpus does (parti or partie)");
+                {.en = "the trained model translates 'I left.' as the corpus does (parti or partie)",
+                 .zh = "训练好的模型像语料那样翻译 'I left.'（parti 或 partie）"});
     } else {
-        note("(With a loaded checkpoint the translation is reported, not checked.)");
+        note({.en = "(With a loaded checkpoint the translation is reported, not checked.)",
+              .zh = "（对于加载的检查点，只报告译文，不检查。）"});
     }
     const auto is_participle = [&](int64_t id) {
         const std::string w = tv.to_token(id);
@@ -945,10 +1058,11 @@ void against_greedy_decode(Tutorial& t, const Lesson& lesson, const Decoding& de
     if (decoding.tops.size() >= 3 && is_participle(decoding.tops[2][0].first) &&
         is_participle(decoding.tops[2][1].first)) {
         const auto& third = decoding.tops[2];
-        note(
-            "Look at step 3: after 'je suis' the choice is between the two genders of the participle, both in "
-            "the corpus; the model's split is {} {:.2f} / {} {:.2f}.",
-            tv.to_token(third[0].first), third[0].second, tv.to_token(third[1].first), third[1].second);
+        note({.en = "Look at step 3: after 'je suis' the choice is between the two genders of the participle, both in "
+                    "the corpus; the model's split is {} {:.2f} / {} {:.2f}.",
+              .zh = "看第 3 步：在 'je suis' 之后，要在分词的两种性别之间选择，两者语料里都有；模型的分配是 "
+                    "{} {:.2f} / {} {:.2f}。"},
+             tv.to_token(third[0].first), third[0].second, tv.to_token(third[1].first), third[1].second);
     }
 }
 
@@ -959,25 +1073,33 @@ void walk_through(Tutorial& t, Lesson& lesson) {
                                lesson.model.src_vocab.contains("the");
     lesson.walk.sentence = seed_sentence ? kSeedWalkSentence : kFallbackWalkSentence;
     lesson.walk.references = seed_sentence ? kSeedWalkReferences : kFallbackWalkReferences;
-    note(
-        "Seed 003 follows 'I arrived at the' → 'Je suis arrivé' through the Transformer: (1) tokenization, (2) "
-        "word embeddings, (3) positional encoding, the encoder's (4) self-attention and (5) feed-forward "
-        "network, the decoder's (6) masked self-attention and (7) cross-attention, and 4. 生成翻译, a "
-        "softmax over the French vocabulary.");
+    note({.en = "Seed 003 follows 'I arrived at the' → 'Je suis arrivé' through the Transformer: (1) tokenization, (2) "
+                "word embeddings, (3) positional encoding, the encoder's (4) self-attention and (5) feed-forward "
+                "network, the decoder's (6) masked self-attention and (7) cross-attention, and 4. 生成翻译, a "
+                "softmax over the French vocabulary.",
+          .zh = "种子文档 003 跟随 'I arrived at the' → 'Je suis arrivé' 走完 Transformer：(1) 分词，(2) 词嵌入，"
+                "(3) 位置编码，编码器的 (4) 自注意力和 (5) 前馈神经网络，解码器的 (6) 有掩码的自注意力和 (7) "
+                "交叉注意力，以及 4. 生成翻译，即在法语词表上的 softmax。"});
     if (!lesson.corpus_text.empty()) where_the_corpus_has_arrived(t, lesson.corpus_text);
     if (seed_sentence)
-        note(
-            "This model was trained with the corpus's short 'I arrived ...' pairs added (step 2), so it knows "
-            "the words: we follow the seed's own, unfinished sentence 'I arrived at the'. Seed 003 (7): "
-            "'注意性别和语法，使 arrivé 变为正确的 je suis arrivé': the English 'I arrived' becomes the French "
-            "passé composé with être, two French words for one English one, and the participle agrees with the "
-            "speaker's gender (arrivé / arrivée), which the English 'I' does not show.");
+        note({.en = "This model was trained with the corpus's short 'I arrived ...' pairs added (step 2), so it knows "
+                    "the words: we follow the seed's own, unfinished sentence 'I arrived at the'. Seed 003 (7): "
+                    "'注意性别和语法，使 arrivé 变为正确的 je suis arrivé': the English 'I arrived' becomes the French "
+                    "passé composé with être, two French words for one English one, and the participle agrees with the "
+                    "speaker's gender (arrivé / arrivée), which the English 'I' does not show.",
+              .zh = "这个模型训练时加入了语料中 'I arrived ...' 开头的短句子对（第 2 步），所以认识这些词："
+                    "我们跟随种子文档自己那个没写完的句子 'I arrived at the'。种子文档 003 的 (7)："
+                    "“注意性别和语法，使 arrivé 变为正确的 je suis arrivé”：英语的 'I arrived' 变成法语带 être "
+                    "的复合过去时，一个英语词对应两个法语词，而且过去分词要与说话人的性别一致（arrivé / arrivée），"
+                    "这一点英语的 'I' 看不出来。"});
     else
-        note(
-            "This model knows only d2l's 601 pairs (--literal, or a checkpoint trained on them), so it has no "
-            "'arrived'. We follow the closest sentence those pairs support, 'I left.' → 'Je suis parti.' / 'Je "
-            "suis partie.' (lines 48 and 49): the same construction, passé composé with être and a participle "
-            "that agrees with the speaker (parti / partie).");
+        note({.en = "This model knows only d2l's 601 pairs (--literal, or a checkpoint trained on them), so it has no "
+                    "'arrived'. We follow the closest sentence those pairs support, 'I left.' → 'Je suis parti.' / 'Je "
+                    "suis partie.' (lines 48 and 49): the same construction, passé composé with être and a participle "
+                    "that agrees with the speaker (parti / partie).",
+              .zh = "这个模型只认识 d2l 的 601 个句子对（--literal，或在它们上训练的检查点），所以没有 'arrived'。"
+                    "我们跟随这些句子对能支持的最接近的句子：'I left.' → 'Je suis parti.' / 'Je suis partie.'"
+                    "（第 48 和 49 行）：同样的结构，带 être 的复合过去时，过去分词与说话人一致（parti / partie）。"});
 
     tokenization(t, lesson);
     ag::NoGradGuard no_grad;
@@ -994,7 +1116,7 @@ void greedy_and_beam_on_five(Tutorial& t, const Lesson& lesson) {
     for (const auto& [eng, fra] : kSeedSentences) sentences.push_back(eng);
     bool beam1_same = true, score_same = true;
     double worst_recomputed = 0;
-    std::string table;
+    note({.en = "\nScores are log p / length (higher is better):", .zh = "\n得分是 log p / 长度（越高越好）："});
     for (const std::string& sentence : sentences) {
         const Source s = encode_source(sentence, lesson.model.src_vocab, lesson.model.num_steps);
         const tasks::DecodeOptions o{.bos = bos, .eos = eos, .max_steps = lesson.model.num_steps};
@@ -1013,17 +1135,22 @@ void greedy_and_beam_on_five(Tutorial& t, const Lesson& lesson) {
             sequence_logp(*lesson.model.net, s, beam4.tokens, bos, eos, ended(beam4, lesson.model.num_steps));
         worst_recomputed =
             std::max(worst_recomputed, std::abs(logp4 / scored_length(beam4, lesson.model.num_steps) - beam4.score));
-        table += fmt::format("    {:<12} greedy: {:<22} {:>7.3f}   beam 4: {:<22} {:>7.3f}\n", sentence,
-                             join(tv.to_tokens(greedy.tokens)), greedy.score / len1, join(tv.to_tokens(beam4.tokens)),
-                             beam4.score);
+        line({.en = "      {:<12} greedy: {:<22} {:>7.3f}   beam 4: {:<22} {:>7.3f}",
+              .zh = "      {:<12} 贪心：{:<22} {:>7.3f}   束宽 4：{:<22} {:>7.3f}"},
+             sentence, join(tv.to_tokens(greedy.tokens)), greedy.score / len1, join(tv.to_tokens(beam4.tokens)),
+             beam4.score);
     }
-    note("\nScores are log p / length (higher is better):\n{}", table);
-    t.check(beam1_same, "beam 1 gives exactly greedy's tokens for all five sentences");
-    t.check(score_same, "and greedy's log-probability (beam 1's score × length)");
+    line();
+    t.check(beam1_same, {.en = "beam 1 gives exactly greedy's tokens for all five sentences",
+                         .zh = "对全部五个句子，束宽 1 给出的词元与贪心搜索完全相同"});
+    t.check(score_same, {.en = "and greedy's log-probability (beam 1's score × length)",
+                         .zh = "对数概率也与贪心搜索相同（束宽 1 的得分 × 长度）"});
     t.check(worst_recomputed < 1e-4,
-            fmt::format("each beam-4 score equals log p / length recomputed by a teacher-forced pass of the full "
-                        "decoder, without the cache (largest difference {:.1e})",
-                        worst_recomputed));
+            {.en = "each beam-4 score equals log p / length recomputed by a teacher-forced pass of the full "
+                   "decoder, without the cache (largest difference {:.1e})",
+             .zh = "束宽 4 的每个得分都等于用教师强制、不带缓存地把整个解码器跑一遍重新算出的 log p / 长度"
+                   "（最大差 {:.1e}）"},
+            worst_recomputed);
 }
 
 // The walk-through sentence's two correct translations (the participle's two genders), scored by teacher forcing.
@@ -1032,17 +1159,16 @@ void the_two_genders(const Lesson& lesson) {
     const int64_t bos = tv.to_index("<bos>"), eos = tv.to_index("<eos>");
     const Source s = encode_source(lesson.walk.sentence.empty() ? kFallbackWalkSentence : lesson.walk.sentence,
                                    lesson.model.src_vocab, lesson.model.num_steps);
-    std::string both;
+    note({.en = "The two correct translations of the walk-through sentence, scored by teacher forcing:",
+          .zh = "示例句子的两个正确译文，用教师强制打分："});
     for (const std::string& ref : lesson.walk.sentence.empty() ? kFallbackWalkReferences : lesson.walk.references) {
         const std::vector<int64_t> ids = tv.to_indices(tasks::tokenize(ref));
         const double lp = sequence_logp(*lesson.model.net, s, ids, bos, eos);
-        both += fmt::format("    P('{}' | '{}') = exp({:.4f}) = {:.4f}\n", ref, join(s.words), lp, std::exp(lp));
+        line("      P('{}' | '{}') = exp({:.4f}) = {:.4f}", ref, join(s.words), lp, std::exp(lp));
     }
-    note(
-        "The two correct translations of the walk-through sentence, scored by teacher forcing:\n{}"
-        "A beam cannot help here: both share 'je suis' and differ in one token, so the search only "
-        "reads off which of the two the model prefers.",
-        both);
+    note({.en = "A beam cannot help here: both share 'je suis' and differ in one token, so the search only "
+                "reads off which of the two the model prefers.",
+          .zh = "束搜索在这里帮不上忙：两者共享 'je suis'，只差一个词元，所以搜索只是读出模型更偏爱哪一个。"});
 }
 
 // Greedy against beam 4 on every distinct English sentence of d2l's 601 pairs, with corpus BLEU-4.
@@ -1058,7 +1184,7 @@ void beam_on_the_601_pairs(Tutorial& t, const Lesson& lesson) {
     }
     std::vector<TokenLine> greedy_out, beam_out;
     std::vector<std::vector<TokenLine>> refs;
-    std::string changed;
+    std::vector<Phrase> changed;
     int64_t n_changed = 0, n_higher = 0;
     for (const std::string& sentence : english) {
         const Source s2 = encode_source(sentence, lesson.model.src_vocab, lesson.model.num_steps);
@@ -1073,35 +1199,48 @@ void beam_on_the_601_pairs(Tutorial& t, const Lesson& lesson) {
         ++n_changed;
         n_higher += beam.score > greedy_score;
         if (n_changed <= 4)
-            changed += fmt::format("    {:<16} greedy: {:<24} {:>7.3f}   beam 4: {:<24} {:>7.3f}\n", sentence,
-                                   join(greedy_out.back()), greedy_score, join(beam_out.back()), beam.score);
+            changed.push_back(phrase({.en = "      {:<16} greedy: {:<24} {:>7.3f}   beam 4: {:<24} {:>7.3f}",
+                                      .zh = "      {:<16} 贪心：{:<24} {:>7.3f}   束宽 4：{:<24} {:>7.3f}"},
+                                     sentence, join(greedy_out.back()), greedy_score, join(beam_out.back()),
+                                     beam.score));
     }
     const tasks::CorpusBleu greedy_bleu = tasks::corpus_bleu(greedy_out, refs, 4);
     const tasks::CorpusBleu beam_bleu = tasks::corpus_bleu(beam_out, refs, 4);
-    note(
-        "\nOn all {} distinct English sentences of d2l's 601 pairs, beam 4 changes {} translations "
-        "(the first ones below); its choice scores higher by log p / length in {} of them (beam search "
-        "prunes, so it is not guaranteed to beat greedy).\n{}"
-        "A higher score is what the model believes, not a better translation: a sequence that avoids one "
-        "unlikely token (an <unk>, say) can outscore the right words.\n"
-        "Corpus BLEU-4 against all the corpus's translations of each sentence{}: greedy {:.1f}, beam 4 "
-        "{:.1f}.",
-        english.size(), n_changed, n_higher, changed,
-        lesson.model.on_d2l_pairs ? " (the training data, so this measures how well the pairs were fitted)" : "",
-        100 * greedy_bleu.score, 100 * beam_bleu.score);
+    note({.en = "\nOn all {} distinct English sentences of d2l's 601 pairs, beam 4 changes {} translations "
+                "(the first ones below); its choice scores higher by log p / length in {} of them (beam search "
+                "prunes, so it is not guaranteed to beat greedy).",
+          .zh = "\n在 d2l 的 601 个句子对中全部 {} 个不同的英语句子上，束宽 4 改变了 {} 个译文（下面是前几个）；"
+                "其中 {} 个按 log p / 长度得分更高（束搜索会剪枝，所以不保证胜过贪心搜索）。"},
+         english.size(), n_changed, n_higher);
+    for (const Phrase& p : changed) line(p);
+    const Text fitted = lesson.model.on_d2l_pairs
+                            ? Text{.en = " (the training data, so this measures how well the pairs were fitted)",
+                                   .zh = "（这是训练数据，所以衡量的是这些句子对拟合得多好）"}
+                            : Text{.en = "", .zh = ""};
+    note({.en = "A higher score is what the model believes, not a better translation: a sequence that avoids one "
+                "unlikely token (an <unk>, say) can outscore the right words.\n"
+                "Corpus BLEU-4 against all the corpus's translations of each sentence{}: greedy {:.1f}, beam 4 "
+                "{:.1f}.",
+          .zh = "得分更高只说明模型更相信它，而不是译文更好：一个避开了某个不太可能的词元（比如 <unk>）的序列，"
+                "得分可能超过正确的词。\n以语料中每个句子的全部译文为参考的语料级 BLEU-4{}：贪心 {:.1f}，"
+                "束宽 4 {:.1f}。"},
+         fitted.en.empty() ? Phrase{} : phrase(fitted), 100 * greedy_bleu.score, 100 * beam_bleu.score);
     t.check(static_cast<int64_t>(greedy_out.size()) == static_cast<int64_t>(english.size()),
-            fmt::format("decoded all {} sentences both ways", english.size()));
+            {.en = "decoded all {} sentences both ways", .zh = "全部 {} 个句子都用两种方式解码了"}, english.size());
 }
 
 // seed 000 (000_7dfff3ea5ac0d0a3.txt) › 代码实现 › 预测 (predict_seq2seq), beside a beam search
 void beam_search(Tutorial& t, const Lesson& lesson) {
     if (!lesson.model.net) fail<ValueError>("tutorial 13: there is no model (step 2 failed)");
-    note(
-        "Greedy search commits to the best token at every step. Beam search keeps the K best partial "
-        "translations by total log-probability, extends each by every token, and keeps the K best again; "
-        "a hypothesis that ends with <eos> is scored log p / length^α (α = 1 here, the length counting "
-        "<eos>) so that short ones are not favoured just for having fewer factors below 1. With K = 1 it "
-        "is greedy search.");
+    note({.en = "Greedy search commits to the best token at every step. Beam search keeps the K best partial "
+                "translations by total log-probability, extends each by every token, and keeps the K best again; "
+                "a hypothesis that ends with <eos> is scored log p / length^α (α = 1 here, the length counting "
+                "<eos>) so that short ones are not favoured just for having fewer factors below 1. With K = 1 it "
+                "is greedy search.",
+          .zh = "贪心搜索在每个时间步都认定最好的那个词元。束搜索按总对数概率保留 K 个最好的部分译文，"
+                "把每个都用每个词元延长一步，再保留最好的 K 个；以 <eos> 结束的假设按 log p / length^α 打分"
+                "（这里 α = 1，长度把 <eos> 算在内），这样短的假设不会仅仅因为小于 1 的因子更少而占便宜。"
+                "K = 1 时它就是贪心搜索。"});
     greedy_and_beam_on_five(t, lesson);
     the_two_genders(lesson);
     if (lesson.data) beam_on_the_601_pairs(t, lesson);
@@ -1123,66 +1262,78 @@ void bleu_worked_by_hand(Tutorial& t, const std::vector<std::pair<TokenLine, Tok
         const auto& [pred, label] = results[*pick];
         const BleuWorking w = bleu_by_hand(pred, label, 2);
         std::string factors = fmt::format("{:.4f}", w.brevity);
-        std::string counts;
+        note({.en = "By hand for '{}' => '{}' (reference '{}'):\n"
+                    "    len_pred = {}, len_label = {}: brevity factor exp(min(0, 1 - {}/{})) = {:.4f}",
+              .zh = "手算 '{}' => '{}'（参考译文 '{}'）：\n"
+                    "    len_pred = {}，len_label = {}：长度惩罚因子 exp(min(0, 1 - {}/{})) = {:.4f}"},
+             kSeedSentences[*pick].first, join(pred), join(label), w.len_pred, w.len_label, w.len_label, w.len_pred,
+             w.brevity);
         for (int n = 1; n <= 2; ++n) {
             const double p_n = double(w.matches[n - 1]) / double(w.totals[n - 1]);
-            counts += fmt::format("    {}-grams matched {}/{}: p_{} = {:.4f}, weight 1/{}\n", n, w.matches[n - 1],
-                                  w.totals[n - 1], n, p_n, 1 << n);
+            note({.en = "    {}-grams matched {}/{}: p_{} = {:.4f}, weight 1/{}",
+                  .zh = "    {}-gram 匹配 {}/{}：p_{} = {:.4f}，权重 1/{}"},
+                 n, w.matches[n - 1], w.totals[n - 1], n, p_n, 1 << n);
             factors += fmt::format(" · {:.4f}^(1/{})", p_n, 1 << n);
         }
-        note(
-            "By hand for '{}' => '{}' (reference '{}'):\n"
-            "    len_pred = {}, len_label = {}: brevity factor exp(min(0, 1 - {}/{})) = {:.4f}\n{}"
-            "    bleu = {} = {:.4f}",
-            kSeedSentences[*pick].first, join(pred), join(label), w.len_pred, w.len_label, w.len_label, w.len_pred,
-            w.brevity, counts, factors, w.score);
-        t.check_close(tasks::bleu(pred, label, 2), w.score, 1e-12, "tasks::bleu gives the same number");
+        note(both("    bleu = {} = {:.4f}"), factors, w.score);
+        t.check_close(tasks::bleu(pred, label, 2), w.score, 1e-12,
+                      {.en = "tasks::bleu gives the same number", .zh = "tasks::bleu 给出相同的数"});
     } else {
-        note(
-            "No translation has two tokens, so there is no bigram to count; the examples below show the "
-            "computation instead.");
+        note({.en = "No translation has two tokens, so there is no bigram to count; the examples below show the "
+                    "computation instead.",
+              .zh = "没有哪个译文有两个词元，所以没有二元组可数；下面的例子展示了计算过程。"});
     }
 }
 
 // Two BLEU scores to check on paper: one wrong word, and a translation two words short.
 void bleu_on_paper(Tutorial& t) {
-    note("\nTwo more with numbers to check on paper:");
+    note({.en = "\nTwo more with numbers to check on paper:", .zh = "\n再来两个，数字可以在纸上验算："});
     const double wrong_word = tasks::bleu("il est riche .", "il est calme .", 2);
     const double too_short = tasks::bleu("je suis .", "je suis chez moi .", 2);
-    note(
-        "    'il est riche .' vs 'il est calme .': p_1 = 3/4, p_2 = 1/3 (only 'il est'), no brevity factor\n"
-        "        bleu = (3/4)^(1/2) · (1/3)^(1/4) = {:.4f}\n"
-        "    'je suis .' vs 'je suis chez moi .': p_1 = 3/3, p_2 = 1/2, brevity exp(1 - 5/3) = {:.4f}\n"
-        "        bleu = {:.4f} · 1 · (1/2)^(1/4) = {:.4f}",
-        wrong_word, std::exp(1.0 - 5.0 / 3.0), std::exp(1.0 - 5.0 / 3.0), too_short);
-    t.check_close(wrong_word, std::sqrt(0.75) * std::pow(1.0 / 3.0, 0.25), 1e-12, "one wrong word of four: 0.6580");
+    note({.en = "    'il est riche .' vs 'il est calme .': p_1 = 3/4, p_2 = 1/3 (only 'il est'), no brevity factor\n"
+                "        bleu = (3/4)^(1/2) · (1/3)^(1/4) = {:.4f}\n"
+                "    'je suis .' vs 'je suis chez moi .': p_1 = 3/3, p_2 = 1/2, brevity exp(1 - 5/3) = {:.4f}\n"
+                "        bleu = {:.4f} · 1 · (1/2)^(1/4) = {:.4f}",
+          .zh = "    'il est riche .' 对 'il est calme .'：p_1 = 3/4，p_2 = 1/3（只有 'il est'），没有长度惩罚\n"
+                "        bleu = (3/4)^(1/2) · (1/3)^(1/4) = {:.4f}\n"
+                "    'je suis .' 对 'je suis chez moi .'：p_1 = 3/3，p_2 = 1/2，长度惩罚 exp(1 - 5/3) = {:.4f}\n"
+                "        bleu = {:.4f} · 1 · (1/2)^(1/4) = {:.4f}"},
+         wrong_word, std::exp(1.0 - 5.0 / 3.0), std::exp(1.0 - 5.0 / 3.0), too_short);
+    t.check_close(wrong_word, std::sqrt(0.75) * std::pow(1.0 / 3.0, 0.25), 1e-12,
+                  {.en = "one wrong word of four: 0.6580", .zh = "四个词错一个：0.6580"});
     t.check_close(too_short, std::exp(1.0 - 5.0 / 3.0) * std::pow(0.5, 0.25), 1e-12,
-                  "every word right but two missing: the brevity factor makes it 0.4317");
+                  {.en = "every word right but two missing: the brevity factor makes it 0.4317",
+                   .zh = "每个词都对但少了两个：长度惩罚使它成为 0.4317"});
     t.check(tasks::bleu("je suis parti .", "je suis partie .", 2) == wrong_word,
-            "BLEU does not know that 'parti' and 'partie' are both right: against one reference, either "
-            "scores like a wrong word");
+            {.en = "BLEU does not know that 'parti' and 'partie' are both right: against one reference, either "
+                   "scores like a wrong word",
+             .zh = "BLEU 不知道 'parti' 和 'partie' 都对：只对照一个参考译文时，哪个都像错了一个词"});
 }
 
 // seed 000 (000_7dfff3ea5ac0d0a3.txt) › 代码实现 › 预测 (d2l.bleu with k = 2 on four sentences)
 void bleu(Tutorial& t, Lesson& lesson) {
     if (!lesson.model.net) fail<ValueError>("tutorial 13: there is no model (step 2 failed)");
-    note(
-        "Seed 000 ends with predict_seq2seq on four sentences and d2l.bleu(translation, reference, k=2):\n"
-        "    bleu = exp(min(0, 1 - len_label / len_pred)) · Π_{n=1..k} p_n^(1/2^n)\n"
-        "p_n: the share of the prediction's n-grams found in the reference (each reference n-gram used at "
-        "most as often as it occurs there). The first factor punishes a prediction shorter than the "
-        "reference; the weights 1/2, 1/4 make long n-grams count less. The same printout as seed 000:");
+    note({.en = "Seed 000 ends with predict_seq2seq on four sentences and d2l.bleu(translation, reference, k=2):\n"
+                "    bleu = exp(min(0, 1 - len_label / len_pred)) · Π_{n=1..k} p_n^(1/2^n)\n"
+                "p_n: the share of the prediction's n-grams found in the reference (each reference n-gram used at "
+                "most as often as it occurs there). The first factor punishes a prediction shorter than the "
+                "reference; the weights 1/2, 1/4 make long n-grams count less. Seed 000's printout, run here (the "
+                "seed shows the code, not its output):",
+          .zh = "种子文档 000 最后对四个句子运行 predict_seq2seq 和 d2l.bleu(translation, reference, k=2)：\n"
+                "    bleu = exp(min(0, 1 - len_label / len_pred)) · Π_{n=1..k} p_n^(1/2^n)\n"
+                "p_n：预测的 n-gram 中能在参考译文里找到的比例（参考译文的每个 n-gram 至多用它出现的次数）。"
+                "第一个因子惩罚比参考译文短的预测；权重 1/2、1/4 让长的 n-gram 算得少些。种子文档 000 的打印，"
+                "在这里运行（种子文档只给出代码，没有它的输出）："});
     std::vector<std::pair<TokenLine, TokenLine>> results;
-    std::string printout;
     for (const auto& [eng, fra] : kSeedSentences) {
         const tasks::Translation tr =
             tasks::translate(*lesson.model.net, lesson.model.src_vocab, lesson.model.tgt_vocab, eng,
                              lesson.model.num_steps, {.max_steps = lesson.model.num_steps});
         const double b = tasks::bleu(tr.text, fra, 2);
-        printout += fmt::format("    {} => {},  bleu {:.3f}\n", eng, tr.text, b);
+        line("      {} => {},  bleu {:.3f}", eng, tr.text, b);
         results.emplace_back(tasks::tokenize(tr.text), tasks::tokenize(fra));
     }
-    note(printout);
+    line();
     int perfect = 0;
     bool by_hand = true;
     for (size_t i = 0; i < results.size(); ++i) {
@@ -1191,22 +1342,30 @@ void bleu(Tutorial& t, Lesson& lesson) {
         if (!results[i].first.empty())
             by_hand = by_hand && std::abs(b - bleu_by_hand(results[i].first, results[i].second, 2).score) < 1e-12;
     }
-    t.check(by_hand, "each printed BLEU equals d2l's formula computed by hand (below) on that translation");
+    t.check(by_hand, {.en = "each printed BLEU equals d2l's formula computed by hand (below) on that translation",
+                      .zh = "打印出的每个 BLEU 都等于对那个译文手算 d2l 公式的结果（见下）"});
     if (t.literal() && lesson.model.trained_here)
-        t.check(perfect >= 3, fmt::format("--literal: {} of the 4 sentences at BLEU 1.000 (seed 000's printed run has "
-                                          "4; this recipe with seed 1 measured 4 of 4, other seeds 2-4)",
-                                          perfect));
+        t.check(perfect >= 3,
+                {.en = "--literal: {} of the 4 sentences at BLEU 1.000 (the run printed in d2l's book has 4; this "
+                       "recipe with seed 1 measured 4 of 4, other seeds 2-4)",
+                 .zh = "--literal：4 个句子中有 {} 个 BLEU 为 1.000（d2l 书中打印的运行是 4 个；这个配方用种子 1 "
+                       "测得 4 个中 4 个，其他种子 2-4 个）"},
+                perfect);
     else
-        note("{} of the 4 at BLEU 1.000 (checked with --literal, which trains seed 000's full recipe).", perfect);
+        note({.en = "{} of the 4 at BLEU 1.000 (checked with --literal, which trains seed 000's full recipe).",
+              .zh = "4 个中有 {} 个 BLEU 为 1.000（用 --literal 检查，它训练种子文档 000 的完整配方）。"},
+             perfect);
     if (lesson.data && lesson.model.on_d2l_pairs) {
         bool seen = false;
         for (const auto& p : lesson.data->train.pairs) seen = seen || p.src == "he's calm .";
         if (!seen)
-            note(
-                "'he's calm .' is not one of the 601 training pairs (they have 'i'm calm .' and 'be calm .'): "
-                "it tests whether the model combines 'he's' → 'il est' with 'calm' → 'calme'. Seed 000's "
-                "printed run (200 epochs, dropout 0.1) gets it right; a short fit without dropout often does "
-                "not.\n");
+            note({.en = "'he's calm .' is not one of the 601 training pairs (they have 'i'm calm .' and 'be calm .'): "
+                        "it tests whether the model combines 'he's' → 'il est' with 'calm' → 'calme'. The run d2l's "
+                        "book prints for this code (200 epochs, dropout 0.1) gets it right; a short fit without "
+                        "dropout often does not.\n",
+                  .zh = "'he's calm .' 不在 601 个训练句子对里（有的是 'i'm calm .' 和 'be calm .'）："
+                        "它检验模型能否把 'he's' → 'il est' 和 'calm' → 'calme' 组合起来。d2l 书中为这段代码打印的"
+                        "运行结果（200 个迭代周期，dropout 0.1）译对了；不带 dropout 的短训练常常译不对。\n"});
     }
     bleu_worked_by_hand(t, results);
     bleu_on_paper(t);
@@ -1214,28 +1373,31 @@ void bleu(Tutorial& t, Lesson& lesson) {
 
 // tasks::plot_attention, the pictures `tformer train translate` draws, for the walk-through sentence.
 void plot_attention_of_translate(Tutorial& t, const Lesson& lesson) {
-    note(
-        "\ntasks::plot_attention draws the same three pictures for a tasks::translate result (the "
-        "pictures `tformer train translate` writes; it draws the decoder's last block only):");
+    note({.en = "\ntasks::plot_attention draws the same three pictures for a tasks::translate result (the "
+                "pictures `tformer train translate` writes; it draws the decoder's last block only):",
+          .zh = "\ntasks::plot_attention 为 tasks::translate 的结果画同样的三张图（即 `tformer train translate` "
+                "写出的图；它只画解码器的最后一个块）："});
     const tasks::Translation tr =
         tasks::translate(*lesson.model.net, lesson.model.src_vocab, lesson.model.tgt_vocab, lesson.walk.sentence,
                          lesson.model.num_steps, {.max_steps = lesson.model.num_steps, .keep_attention = true});
     const std::vector<std::string> pictures =
         tasks::plot_attention(t.out_dir().string(), "plot_attention", *lesson.model.net, tr);
-    note("    {}", join(pictures, "\n    "));
+    for (const std::string& picture : pictures) line("      {}", picture);
     t.check(pictures.size() == 3 && tr.tokens == std::vector<std::string>(lesson.walk.produced.begin(),
                                                                           lesson.walk.produced.end() -
                                                                               (lesson.walk.produced.back() == "<eos>")),
-            "plot_attention drew three pictures of the same translation as step 3's");
+            {.en = "plot_attention drew three pictures of the same translation as step 3's",
+             .zh = "plot_attention 为与第 3 步相同的译文画了三张图"});
     double worst = 0;
     for (size_t i = 0; i < tr.decoded.cross_attention.size() && i < lesson.walk.cross.back().size(); ++i)
         worst =
             std::max(worst, c::max(c::abs(c::sub(tr.decoded.cross_attention[i], lesson.walk.cross.back()[i]))).item());
     t.check(tr.decoded.cross_attention.size() == lesson.walk.cross.back().size() && worst < 1e-6,
-            "and its cross-attention rows are step 3's, row for row");
-    note(
-        "Like decoder_self_attention.png above, its decoder self-attention picture labels the rows with "
-        "the tokens produced and the key columns with the tokens fed: <bos>, then the tokens so far.");
+            {.en = "and its cross-attention rows are step 3's, row for row", .zh = "它的交叉注意力逐行就是第 3 步的"});
+    note({.en = "Like decoder_self_attention.png above, its decoder self-attention picture labels the rows with "
+                "the tokens produced and the key columns with the tokens fed: <bos>, then the tokens so far.",
+          .zh = "和上面的 decoder_self_attention.png 一样，它的解码器自注意力图用生成的词元标注行，用输入的词元标注"
+                "键所在的列：<bos>，然后是到目前为止的词元。"});
 }
 
 // seed 000 (000_7dfff3ea5ac0d0a3.txt) › 代码实现 › 预测 (d2l's show_heatmaps of the attention weights)
@@ -1249,10 +1411,11 @@ void attention_heatmaps(Tutorial& t, Lesson& lesson) {
     std::vector<std::string> src_tokens =
         lesson.model.src_vocab.to_tokens(std::vector<int64_t>(s.ids.begin(), s.ids.begin() + V));
     const std::vector<std::string> head_titles = tutorial::head_titles(H);
-    note(
-        "d2l's show_heatmaps for the sentence of step 3, one panel per (block, head), rows = queries, "
-        "columns = keys; as in d2l only the {} valid source tokens are drawn.",
-        V);
+    note({.en = "d2l's show_heatmaps for the sentence of step 3, one panel per (block, head), rows = queries, "
+                "columns = keys; as in d2l only the {} valid source tokens are drawn.",
+          .zh = "对第 3 步的句子画 d2l 的 show_heatmaps，每个（块，头）一个面板，行 = 查询，列 = 键；"
+                "和 d2l 一样，只画 {} 个有效的源词元。"},
+         V);
     const Panels enc = encoder_panels(lesson.walk, H, V);
     const DecoderPanels dec = decoder_panels(lesson.walk, H, V, lesson.model.num_steps);
     // the tokens fed at the `steps` steps (a translation that ran out of steps without <eos>
@@ -1285,26 +1448,35 @@ void attention_heatmaps(Tutorial& t, Lesson& lesson) {
                                          .title = "encoder-decoder attention (rows: blocks)",
                                          .x_ticks = src_tokens,
                                          .y_ticks = lesson.walk.produced});
-    note(
-        "Wrote\n"
-        "    {}  {} × {} panels of {} × {}\n"
-        "    {}  {} × {} panels of {} × {}\n"
-        "    {}  {} × {} panels of {} × {}",
-        enc_png.string(), enc_layout.rows, enc_layout.cols, enc_layout.queries, enc_layout.keys, self_png.string(),
-        self_layout.rows, self_layout.cols, self_layout.queries, self_layout.keys, cross_png.string(),
-        cross_layout.rows, cross_layout.cols, cross_layout.queries, cross_layout.keys);
+    note({.en = "Wrote\n"
+                "    {}  {} × {} panels of {} × {}\n"
+                "    {}  {} × {} panels of {} × {}\n"
+                "    {}  {} × {} panels of {} × {}",
+          .zh = "已写出\n"
+                "    {}  {} × {} 个面板，每个 {} × {}\n"
+                "    {}  {} × {} 个面板，每个 {} × {}\n"
+                "    {}  {} × {} 个面板，每个 {} × {}"},
+         enc_png.string(), enc_layout.rows, enc_layout.cols, enc_layout.queries, enc_layout.keys, self_png.string(),
+         self_layout.rows, self_layout.cols, self_layout.queries, self_layout.keys, cross_png.string(),
+         cross_layout.rows, cross_layout.cols, cross_layout.queries, cross_layout.keys);
     t.check(enc_layout.rows == static_cast<int>(enc_blocks) && enc_layout.cols == H && enc_layout.queries == V &&
                 enc_layout.keys == V,
-            fmt::format("encoder: {} blocks × {} heads of {} × {}", enc_blocks, H, V, V));
+            {.en = "encoder: {} blocks × {} heads of {} × {}", .zh = "编码器：{} 个块 × {} 个头，每个 {} × {}"},
+            enc_blocks, H, V, V);
     t.check(self_layout.rows == static_cast<int>(dec_blocks) && self_layout.queries == steps &&
                 self_layout.keys == steps && cross_layout.queries == steps && cross_layout.keys == V,
-            fmt::format("decoder: {} blocks × {} heads; self {} × {} (one row per step), cross {} × {}", dec_blocks, H,
-                        steps, steps, steps, V));
+            {.en = "decoder: {} blocks × {} heads; self {} × {} (one row per step), cross {} × {}",
+             .zh = "解码器：{} 个块 × {} 个头；自注意力 {} × {}（每步一行），交叉注意力 {} × {}"},
+            dec_blocks, H, steps, steps, steps, V);
     t.check(enc.worst_sum < 1e-5 && enc.worst_pad == 0,
-            "encoder: every valid query's row sums to 1 over the valid tokens; the padded keys get exactly 0");
+            {.en = "encoder: every valid query's row sums to 1 over the valid tokens; the padded keys get exactly 0",
+             .zh = "编码器：每个有效查询的行在有效词元上之和为 1；填充的键恰好得到 0"});
     t.check(dec.cross.worst_sum < 1e-5 && dec.cross.worst_pad == 0,
-            "cross-attention: every row sums to 1 over the valid source tokens; the padding gets exactly 0");
-    t.check(dec.self.worst_sum < 1e-5, "decoder self-attention: step t's row sums to 1 over the t tokens fed so far");
+            {.en = "cross-attention: every row sums to 1 over the valid source tokens; the padding gets exactly 0",
+             .zh = "交叉注意力：每一行在有效的源词元上之和为 1；填充恰好得到 0"});
+    t.check(dec.self.worst_sum < 1e-5,
+            {.en = "decoder self-attention: step t's row sums to 1 over the t tokens fed so far",
+             .zh = "解码器自注意力：第 t 步的行在到目前为止输入的 t 个词元上之和为 1"});
     plot_attention_of_translate(t, lesson);
 }
 
@@ -1312,9 +1484,10 @@ void attention_heatmaps(Tutorial& t, Lesson& lesson) {
 
 // seed 000 (000_7dfff3ea5ac0d0a3.txt) › 代码实现 › 训练 (d2l's preprocess_nmt), written by the reader
 void exercise_preprocess_nmt(Tutorial& t, const Lesson& lesson) {
-    note(
-        "Write exercise::preprocess_nmt. The checks compare it with tasks::preprocess_nmt on hand-picked "
-        "lines and on the first 2,000 lines of the corpus.");
+    note({.en = "Write exercise::preprocess_nmt. The checks compare it with tasks::preprocess_nmt on hand-picked "
+                "lines and on the first 2,000 lines of the corpus.",
+          .zh = "写出 exercise::preprocess_nmt。检查在挑选出的几行和语料的前 2,000 行上把它与 tasks::preprocess_nmt "
+                "比较。"});
     const std::vector<std::string> cases = {"Go.\tVa !",
                                             "Wow!\tÇa alors\u202F!",
                                             "Who fell?\tQui est tombé\u00A0?",
@@ -1323,8 +1496,8 @@ void exercise_preprocess_nmt(Tutorial& t, const Lesson& lesson) {
                                             "Stop...\tArrête...",
                                             " ! ,"};
     for (const std::string& line : cases)
-        t.check(exercise::preprocess_nmt(line) == tasks::preprocess_nmt(line),
-                fmt::format("'{}' → '{}'", visible(line), visible(tasks::preprocess_nmt(line))));
+        t.check(exercise::preprocess_nmt(line) == tasks::preprocess_nmt(line), both("'{}' → '{}'"), visible(line),
+                visible(tasks::preprocess_nmt(line)));
     std::ifstream in(lesson.corpus);
     std::string line;
     int total = 0, same = 0;
@@ -1332,7 +1505,8 @@ void exercise_preprocess_nmt(Tutorial& t, const Lesson& lesson) {
         ++total;
         same += exercise::preprocess_nmt(line) == tasks::preprocess_nmt(line);
     }
-    t.check(total == 2000 && same == total, fmt::format("{} of the corpus's first {} lines agree", same, total));
+    t.check(total == 2000 && same == total,
+            {.en = "{} of the corpus's first {} lines agree", .zh = "语料的前 {1} 行中有 {0} 行一致"}, same, total);
 }
 
 }  // namespace
@@ -1340,14 +1514,21 @@ void exercise_preprocess_nmt(Tutorial& t, const Lesson& lesson) {
 int main(int argc, char** argv) {
     OwnArgs own = take_own_args(argc, argv);
     Tutorial t(static_cast<int>(own.rest.size()), own.rest.data(),
-               {.title = "tformer tutorial 13 · English→French: data, training, greedy and beam search, "
-                         "BLEU, heatmaps",
-                .follows = "seed 000 训练, 预测 (BLEU), 信息传递, 总结; seed 003 'I arrived at the' → 'Je "
-                           "suis arrivé' 的全过程 (1. 输入处理 … 4. 生成翻译)",
-                .exercise = "write d2l's preprocess_nmt (the no-break spaces, lowercasing, a space before "
-                            "punctuation) (tutorials/13_translation/exercise.cpp)",
-                .literal = "train seed 000's cell exactly as written (200 epochs of d2l's 601 pairs, "
-                           "dropout 0.1, lr 0.005, 2,000 steps) and check what its prediction cell prints"});
+               {.title = {.en = "tformer tutorial 13 · English→French: data, training, greedy and beam search, "
+                                "BLEU, heatmaps",
+                          .zh = "tformer 教程 13 · 英译法：数据、训练、贪心搜索与束搜索、BLEU、热力图"},
+                .follows = {.en = "seed 000 训练, 预测 (BLEU), 信息传递, 总结; seed 003 'I arrived at the' → 'Je "
+                                  "suis arrivé' 的全过程 (1. 输入处理 … 4. 生成翻译)",
+                            .zh = "种子文档 000 训练、预测（BLEU）、信息传递、总结；种子文档 003 'I arrived at the' → "
+                                  "'Je suis arrivé' 的全过程（1. 输入处理 … 4. 生成翻译）"},
+                .exercise = {.en = "write d2l's preprocess_nmt (the no-break spaces, lowercasing, a space before "
+                                   "punctuation) (tutorials/13_translation/exercise.cpp)",
+                             .zh = "写出 d2l 的 preprocess_nmt（不换行空格、转小写、标点前加空格）"
+                                   "（tutorials/13_translation/exercise.cpp）"},
+                .literal = {.en = "train seed 000's cell exactly as written (200 epochs of d2l's 601 pairs, "
+                                  "dropout 0.1, lr 0.005, 2,000 steps) and check what its prediction cell prints",
+                            .zh = "完全按种子文档 000 的训练单元原样训练（在 d2l 的 601 个句子对上 200 个迭代周期，"
+                                  "dropout 0.1，lr 0.005，2,000 步），并检查它的预测单元打印的结果"}});
     Lesson lesson;
     lesson.checkpoint = own.checkpoint;
     // One thread unless OMP_NUM_THREADS says otherwise: this model's tensors
@@ -1362,14 +1543,23 @@ int main(int argc, char** argv) {
         fmt::print(stderr, "tutorial 13: {}\n", e.what());
         return 2;
     }
-    t.step("1. The corpus, d2l's preprocessing, vocabularies and padding", [&] { corpus_and_vocabularies(t, lesson); });
-    t.step("2. The model: loaded or trained here", [&] { the_model(t, lesson); });
-    t.step("3. Seed 003's walk-through, one token at a time", [&] { walk_through(t, lesson); });
-    t.step("4. Beam search", [&] { beam_search(t, lesson); });
-    t.step("5. BLEU", [&] { bleu(t, lesson); });
-    t.step("6. Attention heatmaps", [&] { attention_heatmaps(t, lesson); });
-    t.exercise("Exercise. d2l's preprocess_nmt", [&] { exercise_preprocess_nmt(t, lesson); });
-    if (!t.exercise_mode())
-        note("\n{}", lesson.model.how.empty() ? "No model was available." : "Model used: " + lesson.model.how);
+    t.step({.en = "1. The corpus, d2l's preprocessing, vocabularies and padding",
+            .zh = "1. 语料、d2l 的预处理、词表与填充"},
+           [&] { corpus_and_vocabularies(t, lesson); });
+    t.step({.en = "2. The model: loaded or trained here", .zh = "2. 模型：加载，或在这里训练"},
+           [&] { the_model(t, lesson); });
+    t.step({.en = "3. Seed 003's walk-through, one token at a time", .zh = "3. 种子文档 003 的全过程，一次一个词元"},
+           [&] { walk_through(t, lesson); });
+    t.step({.en = "4. Beam search", .zh = "4. 束搜索"}, [&] { beam_search(t, lesson); });
+    t.step({.en = "5. BLEU", .zh = "5. BLEU"}, [&] { bleu(t, lesson); });
+    t.step({.en = "6. Attention heatmaps", .zh = "6. 注意力热力图"}, [&] { attention_heatmaps(t, lesson); });
+    t.exercise({.en = "Exercise. d2l's preprocess_nmt", .zh = "练习. d2l 的 preprocess_nmt"},
+               [&] { exercise_preprocess_nmt(t, lesson); });
+    if (!t.exercise_mode()) {
+        if (lesson.model.how.empty())
+            note({.en = "\nNo model was available.", .zh = "\n没有可用的模型。"});
+        else  // Model::how holds a time: printed, but left out of --no-prose
+            note(Phrase{phrase({.en = "\nModel used: {}", .zh = "\n所用的模型：{}"}, lesson.model.how).text, {}});
+    }
     return t.finish();
 }
