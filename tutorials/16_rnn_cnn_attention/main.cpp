@@ -772,7 +772,7 @@ void path_length_formula(Tutorial& t, const Lesson& lesson) {
 }
 
 // Step 7: the three layers trained on the three tasks; prints the table and checks what is certain.
-void trained_aspects(Tutorial& t, const Lesson& lesson) {
+void trained_aspects(Tutorial& t) {
     note({.en = "\n- 语义特征提取能力 (semantic features), 长距离特征捕获能力 (long-distance features) and "
                 "任务综合特征抽取能力 (task-level features) are about trained models. The comparison seed 001 "
                 "draws on (Zhang Junlin's) reports word-sense disambiguation, subject-verb agreement and "
@@ -865,7 +865,7 @@ void four_aspects(Tutorial& t, const Lesson& lesson) {
          lesson.chain_at_32[0], lesson.chain_at_32[1], lesson.chain_at_32[2], lesson.macs_6_8[0], lesson.macs_6_8[1],
          lesson.macs_6_8[2]);
     path_length_formula(t, lesson);
-    trained_aspects(t, lesson);
+    trained_aspects(t);
     note({.en = "What the small models show, each for a reason one can point to: a left-to-right RNN's word "
                 "representation knows only the words before it (which is why LSTMs are often run in both "
                 "directions); one convolution layer sees its window and nothing beyond, so agreement over "

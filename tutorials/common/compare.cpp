@@ -20,7 +20,8 @@ int matching_gradients(Tutorial& t, const nn::Module& module, const Reference& r
         const core::Tensor& theirs = ref["grad.param." + name];
         const bool ok = allclose_to(p.grad(), theirs, tol);
         matched += ok;
-        if (!ok) t.check_allclose(p.grad(), theirs, tol, "d/d " + name);
+        const std::string what = "d/d " + name;  // a parameter's name reads the same in both languages
+        if (!ok) t.check_allclose(p.grad(), theirs, tol, both(what));
     }
     return matched;
 }

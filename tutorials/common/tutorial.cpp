@@ -1,5 +1,4 @@
-// Both Tutorial constructors: for the translated tutorials and for the English-only ones.
-#define TFORMER_TUTORIAL_LIBRARY
+// The tutorial framework: steps, checks, notes in English and Chinese.
 #include "common/tutorial.hpp"
 
 #include "core/error.hpp"
@@ -381,18 +380,6 @@ std::string error_kind(const std::exception& e) {
 // ---- Tutorial ---------------------------------------------------------------------
 
 Tutorial::Tutorial(int argc, char** argv, Info info) : info_(info) { start(argc, argv); }
-
-#ifndef TFORMER_TUTORIAL_BILINGUAL
-Tutorial::Tutorial(int argc, char** argv, EnglishInfo info) {
-    const auto kept = std::make_shared<const EnglishInfo>(std::move(info));
-    owned_ = kept;
-    info_ = {.title = {kept->title, kept->title},
-             .follows = {kept->follows, kept->follows},
-             .exercise = {kept->exercise, kept->exercise},
-             .literal = {kept->literal, kept->literal}};
-    start(argc, argv);
-}
-#endif
 
 void Tutorial::start(int argc, char** argv) {
     const char* program = argc > 0 ? argv[0] : "tutorial";
@@ -880,10 +867,6 @@ void describe(std::string_view name, const core::Tensor& t) {
                elements)
             .text);
 }
-
-#ifndef TFORMER_TUTORIAL_BILINGUAL
-void note(std::string_view text) { note(Phrase{std::string(text), {}}); }
-#endif
 
 // ---- data ---------------------------------------------------------------------------------
 

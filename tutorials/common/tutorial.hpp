@@ -73,11 +73,9 @@
 // t.exercise(...) parts run, and finish() says what to edit and how to
 // rebuild while a check fails.
 //
-// Tutorials whose main.cpp carries the line `// tutorial-languages: en zh`
-// are compiled with TFORMER_TUTORIAL_BILINGUAL: the overloads below that
-// take a plain std::string_view for prose are then not declared, so a
-// sentence without its translation does not compile. The other tutorials
-// still use them and print the same English in both languages.
+// Every tutorial speaks English and Chinese: prose, step names and checks
+// are Text{.en, .zh} (or a Phrase), and no overload takes a plain string for
+// them, so a sentence without its translation does not compile.
 #pragma once
 
 #include "autograd/variable.hpp"
@@ -176,16 +174,6 @@ struct Info {
     Text literal{};
 };
 
-#ifndef TFORMER_TUTORIAL_BILINGUAL
-/// Info in English only, for the tutorials that are not translated yet.
-struct EnglishInfo {
-    std::string title;
-    std::string follows;
-    std::string exercise{};
-    std::string literal{};
-};
-#endif
-
 /// The name of a tformer error class ("ShapeError", ...) or "exception".
 std::string error_kind(const std::exception& e);
 
@@ -193,14 +181,7 @@ class Tutorial {
 public:
     /// Parses the command line above; --help prints the usage and exits.
     /// An unknown argument prints the usage to stderr and exits with status 2.
-    /// (A translated tutorial sees only the first, an English-only one only the
-    /// second: a braced Info would fit both. common/tutorial.cpp defines both.)
-#if defined(TFORMER_TUTORIAL_BILINGUAL) || defined(TFORMER_TUTORIAL_LIBRARY)
     Tutorial(int argc, char** argv, Info info);
-#endif
-#ifndef TFORMER_TUTORIAL_BILINGUAL
-    Tutorial(int argc, char** argv, EnglishInfo info);
-#endif
 
     /// Runs `body` under a banner with `name` ("3. ...", "2b. ...": the label
     /// before the first '.', the same in both languages, is what --from and
@@ -277,26 +258,6 @@ public:
         return check_throws<E>(phrase(what), std::forward<F>(body), contains);
     }
 
-#ifndef TFORMER_TUTORIAL_BILINGUAL
-    // English only: the same sentence in both languages.
-    void step(std::string_view name, const std::function<void()>& body) { step(Text{name, name}, body); }
-    void exercise(std::string_view name, const std::function<void()>& body) { exercise(Text{name, name}, body); }
-    bool check(bool condition, std::string_view what) { return check(condition, Phrase{std::string(what), {}}); }
-    bool check_close(double actual, double expected, double tol, std::string_view what) {
-        return check_close(actual, expected, tol, Phrase{std::string(what), {}});
-    }
-    bool check_close(const core::Tensor& actual, const core::Tensor& expected, double tol, std::string_view what) {
-        return check_close(actual, expected, tol, Phrase{std::string(what), {}});
-    }
-    bool check_allclose(const core::Tensor& actual, const core::Tensor& expected, double tol, std::string_view what) {
-        return check_allclose(actual, expected, tol, Phrase{std::string(what), {}});
-    }
-    template <class E, class F>
-    bool check_throws(std::string_view what, F&& body, std::string_view contains = {}) {
-        return check_throws<E>(Phrase{std::string(what), {}}, std::forward<F>(body), contains);
-    }
-#endif
-
     /// The folder given with --out (default "build/tutorial-out/<program name>").
     const std::filesystem::path& out_dir() const { return out_dir_; }
     /// out_dir() / file, creating out_dir() first. A picture's name ending in
@@ -326,8 +287,7 @@ private:
     void run_quietly(const Text& name, const std::function<void()>& body);
 
     Info info_;
-    std::shared_ptr<const void> owned_;  ///< keeps the strings of an EnglishInfo alive
-    std::string name_;                   ///< "01_tensors": the program name without "tutorial_"
+    std::string name_;  ///< "01_tensors": the program name without "tutorial_"
     std::filesystem::path out_dir_;
     std::string plot_format_ = "png";
     bool exercise_mode_ = false;
@@ -397,15 +357,6 @@ std::string tuple_str(const core::Dims& dims);
 /// and which storage buffer it views ("storage #2"), so that two tensors
 /// sharing memory are visibly the same buffer.
 void describe(std::string_view name, const core::Tensor& t);
-
-#ifndef TFORMER_TUTORIAL_BILINGUAL
-// English only: the same sentence in both languages.
-void note(std::string_view text);
-template <class... Args>
-requires(sizeof...(Args) > 0) void note(fmt::format_string<Args...> format, Args&&... args) {
-    note(std::string_view(fmt::format(format, std::forward<Args>(args)...)));
-}
-#endif
 
 // ---- data ---------------------------------------------------------------------------------
 
