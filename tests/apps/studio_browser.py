@@ -115,6 +115,7 @@ def check_page(d, url, out):
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException, TimeoutException
     from selenium.webdriver.support.ui import WebDriverWait
 
     wait = WebDriverWait(d, 60)
@@ -126,9 +127,20 @@ def check_page(d, url, out):
     text.clear()
     text.send_keys("i'm home .")
     text.send_keys(Keys.CONTROL, Keys.ENTER)
-    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#results .result .translation"))
-    source = d.find_element(By.CSS_SELECTOR, "#results .result .source").text
-    translation = d.find_element(By.CSS_SELECTOR, "#results .translation").text
+    # the page translated its own example on loading; wait for the answer to this sentence (the
+    # results are redrawn as answers arrive, so an element found may be replaced before it is read)
+    def shown(d):
+        try:
+            source = d.find_element(By.CSS_SELECTOR, "#results .result .source").text
+            translation = d.find_element(By.CSS_SELECTOR, "#results .translation").text
+        except (StaleElementReferenceException, NoSuchElementException):
+            return None
+        return (source, translation) if source == "i'm home ." else None
+
+    try:
+        source, translation = wait.until(shown)
+    except TimeoutException:
+        fail("the translation of \"i'm home .\" did not appear within 60 s")
     if source != "i'm home ." or not translation:
         fail(f"the translation box shows {source!r} -> {translation!r}")
     print(f"studio_browser: {source} -> {translation}")

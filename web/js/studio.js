@@ -207,12 +207,20 @@ async function translate() {
   const button = $("translate");
   button.disabled = true;
   button.textContent = "Translating…";
+  // the newest request wins: an answer to an older one (the page's first translation, still
+  // on its way when the reader asks for another) is dropped, not drawn over the newer one
+  const ticket = (state.translateTicket = (state.translateTicket || 0) + 1);
+  let answer;
   try {
-    state.translation = await api.translate(body);
+    answer = await api.translate(body);
   } finally {
-    button.disabled = false;
-    button.textContent = "Translate";
+    if (ticket === state.translateTicket) {
+      button.disabled = false;
+      button.textContent = "Translate";
+    }
   }
+  if (ticket !== state.translateTicket) return;
+  state.translation = answer;
   renderResults(state.translation);
   state.attention.sentence = 0;
   renderAttention();
