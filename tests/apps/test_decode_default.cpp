@@ -7,6 +7,9 @@
 // The model: TFORMER_DECODE_CHECKPOINT if set, else runs/translate's in the
 // source tree when it is a default-preset checkpoint, else one trained here
 // once by `tformer train translate` into the build tree (minutes) and reused.
+// The sanitizer run leaves it out (CMakePresets.json, the asan test preset):
+// there the training and 6,000 decodings would take hours; the small decode
+// tests run there.
 #include "apps/shell.hpp"
 #include "tasks/batch_translate.hpp"
 #include "tasks/corpus.hpp"
