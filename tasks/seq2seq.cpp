@@ -442,8 +442,9 @@ void check_weights(const nn::SafeTensors& st, const std::string& path, bool with
         if (!core::is_floating(t.dtype()) || !(weight || (with_optimizer && name.starts_with("optim.")))) continue;
         int64_t bad = 0;
         double largest = 0;
+        const int64_t n = t.numel();  // a structured binding cannot be captured (clang 14)
         auto scan = [&](const auto* x) {
-            for (int64_t i = 0; i < t.numel(); ++i) {
+            for (int64_t i = 0; i < n; ++i) {
                 const double v = x[i];
                 if (!std::isfinite(v))
                     ++bad;
