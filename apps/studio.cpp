@@ -61,10 +61,12 @@ public:
         }
         if (!doc_.is_object())
             throw ApiError(400, fmt::format("the body must be a JSON object, got {}", doc_.type_name()));
-        for (const auto& [key, value] : doc_.items())
+        for (const auto& item : doc_.items()) {
+            const std::string& key = item.key();  // a structured binding cannot be captured (clang 14)
             if (std::none_of(known.begin(), known.end(), [&](const char* k) { return key == k; }))
                 throw ApiError(400, fmt::format("unknown field '{}' (this endpoint takes: {})", key,
                                                 fmt::join(known.begin(), known.end(), ", ")));
+        }
     }
     bool has(const char* key) const { return doc_.contains(key); }
     std::string text(const char* key) const {
