@@ -70,7 +70,8 @@ std::optional<fs::path> static_file(const fs::path& root, const std::string& pat
 }
 
 std::string error_json(int status, const std::string& message) {
-    return fmt::format(R"({{"error":{{"status":{},"message":{}}}}})", status, nlohmann::json(message).dump());
+    return fmt::format(R"({{"error":{{"status":{},"message":{}}}}})", status,
+                       nlohmann::json(message).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 bool is_loopback(const std::string& host) { return host == "localhost" || host == "::1" || host.starts_with("127."); }

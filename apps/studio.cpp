@@ -36,7 +36,11 @@ struct ApiError : std::exception {
     const char* what() const noexcept override { return message.c_str(); }
 };
 
-ApiResponse json_response(const json& body, int status = 200) { return {.status = status, .body = body.dump()}; }
+// A byte that is not UTF-8 (a message quoting the request, a piece cut
+// inside a character) becomes U+FFFD instead of making dump() throw.
+ApiResponse json_response(const json& body, int status = 200) {
+    return {.status = status, .body = body.dump(-1, ' ', false, json::error_handler_t::replace)};
+}
 
 ApiResponse error_response(int status, const std::string& message, int retry_after = 0) {
     ApiResponse r = json_response({{"error", {{"status", status}, {"message", message}}}}, status);
