@@ -60,7 +60,7 @@ public:
             throw ApiError(400, "the request has no body; send a JSON object (docs/serve.md shows one per endpoint)");
         try {
             doc_ = json::parse(text);
-        } catch (const json::parse_error& e) {
+        } catch (const json::exception& e) {  // a syntax error, or a number beyond a double (1e309)
             throw ApiError(400, fmt::format("the body is not valid JSON: {}", e.what()));
         }
         if (!doc_.is_object())
