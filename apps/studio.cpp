@@ -116,7 +116,12 @@ public:
     }
 
 private:
-    const json& get(const char* key) const { return doc_.at(key); }
+    // a required field that is missing is the client's mistake: a 400 naming it
+    const json& get(const char* key) const {
+        const auto it = doc_.find(key);
+        if (it == doc_.end()) throw ApiError(400, fmt::format("the body has no '{}' field", key));
+        return *it;
+    }
     json doc_;
 };
 

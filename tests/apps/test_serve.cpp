@@ -327,6 +327,8 @@ TEST_CASE("serve: every client error is a status with a message in words", "[app
                    Catch::Contains("'search' must be \"beam\" or \"greedy\""));
         CHECK_THAT(message(s.post("/api/v1/inside", {{"text", "Go."}, {"layer", 2}}, 400)),
                    Catch::Contains("'layer' must be a whole number from 0 to 1"));
+        CHECK_THAT(message(s.post("/api/v1/tokenize", json::object(), 400)), Catch::Contains("no 'text' field"));
+        CHECK_THAT(message(s.post("/api/v1/inside", {{"layer", 0}}, 400)), Catch::Contains("no 'text' field"));
         r = s.client().Post("/api/v1/tokenize", "", "application/json");
         REQUIRE(r);
         CHECK(r->status == 400);
