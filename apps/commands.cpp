@@ -6,6 +6,7 @@
 #include "tasks/corpus.hpp"
 #include "tasks/distributed.hpp"
 #include "tasks/fra_eng.hpp"
+#include "tasks/run_plan.hpp"
 #include "tasks/seq2seq.hpp"
 #include "tasks/train.hpp"
 
@@ -39,128 +40,7 @@ using core::Tensor;
 
 namespace {
 
-// ---- presets ------------------------------------------------------------------------------
-// A preset is a complete set of hyperparameters; flags override single values.
-struct Preset {
-    int64_t epochs, batch_size, num_steps, num_hiddens, ffn_num_hiddens, num_heads, num_layers;
-    int64_t num_examples, sample_size, warmup, batches_per_epoch;
-    double lr, dropout, val_fraction, label_smoothing, clip;
-    std::string schedule;
-    uint64_t seed = 0;  ///< used when --seed is not given
-    /// used when --threads is not given; 0: all cores. The two small presets
-    /// run on one: a second thread gains nothing on them (docs/bench.md: d2l
-    /// 8.2 vs 8.4 ms per step on 2 idle cores), and on a busy machine OpenMP's
-    /// fork-join made the d2l preset 36 times slower (1,080 s instead of 30 s).
-    int threads = 0;
-    // The whole-corpus presets (corpus = true; tasks/corpus.hpp): num_steps is
-    // the longest sequence kept, batches come from length buckets of
-    // batch_tokens positions, validation is val_sentences drawn from the whole file.
-    bool corpus = false;
-    std::string tokenizer = "";  ///< sentencepiece | word
-    int64_t vocab_size = 0, batch_tokens = 0, val_sentences = 0, total_steps = 0, average = 0;
-    bool tie_embeddings = false;
-};
-
-// seed 000's training cell, exactly: num_hiddens 32, 2 layers, dropout 0.1,
-// batch 64, num_steps 10, lr 0.005, 200 epochs, ffn 64, 4 heads, the first
-// 600 examples, Adam, gradient clipping at norm 1 (d2l.train_seq2seq).
-const Preset kD2l{.epochs = 200,
-                  .batch_size = 64,
-                  .num_steps = 10,
-                  .num_hiddens = 32,
-                  .ffn_num_hiddens = 64,
-                  .num_heads = 4,
-                  .num_layers = 2,
-                  .num_examples = 600,
-                  .sample_size = 0,
-                  .warmup = 0,
-                  .batches_per_epoch = 0,
-                  .lr = 0.005,
-                  .dropout = 0.1,
-                  .val_fraction = 0.0,
-                  .label_smoothing = 0.0,
-                  .clip = 1.0,
-                  .schedule = "constant",
-                  // Seed 0 lands on "j’ai perdu ." (the corpus also has the typographic
-                  // apostrophe) and scores 2 of 4; seeds 1-3 score 4, 3 and 3 of 4 (README).
-                  .seed = 1,
-                  .threads = 1};
-
-// The default translation run: the whole corpus, a joint SentencePiece
-// vocabulary of 8,000 pieces, length buckets of 2,000 tokens, tied
-// embeddings, label smoothing 0.1, Adam at 0.003 with 200 warm-up steps and
-// cosine decay, no dropout (dropout cost 6 BLEU at this budget: one pass
-// over the data does not overfit). No checkpoint averaging: under cosine
-// decay the last snapshots barely differ, and averaging 5 of them moved BLEU
-// by less than a change of seed does (--average N turns it on).
-// 1,800 steps (1.06 epochs): about 4.5 minutes on 2 idle cores. Chosen by
-// validation BLEU on the whole-corpus sample (README: what each choice bought).
-const Preset kTranslate{.epochs = 1,
-                        .batch_size = 0,
-                        .num_steps = 64,
-                        .num_hiddens = 128,
-                        .ffn_num_hiddens = 512,
-                        .num_heads = 4,
-                        .num_layers = 2,
-                        .num_examples = 0,
-                        .sample_size = 0,
-                        .warmup = 200,
-                        .batches_per_epoch = 0,
-                        .lr = 0.003,
-                        .dropout = 0.0,
-                        .val_fraction = 0,
-                        .label_smoothing = 0.1,
-                        .clip = 1.0,
-                        .schedule = "cosine",
-                        .corpus = true,
-                        .tokenizer = "sentencepiece",
-                        .vocab_size = 8000,
-                        .batch_tokens = 2000,
-                        .val_sentences = 1500,
-                        .total_steps = 1800,
-                        .average = 0,
-                        .tie_embeddings = true};
-
-// --preset long: the same model and recipe for 5,400 steps (3.2 epochs, about
-// 12.5 minutes on 2 idle cores).
-const Preset kLong = [] {
-    Preset p = kTranslate;
-    p.total_steps = 5400;
-    return p;
-}();
-
-// Seed 004's copy task: vocabulary 11, sequences of 10 starting with 1.
-const Preset kCopy{.epochs = 80,
-                   .batch_size = 30,
-                   .num_steps = 10,
-                   .num_hiddens = 32,
-                   .ffn_num_hiddens = 64,
-                   .num_heads = 4,
-                   .num_layers = 2,
-                   .num_examples = 0,
-                   .sample_size = 0,
-                   .warmup = 100,
-                   .batches_per_epoch = 20,
-                   .lr = 0.005,
-                   .dropout = 0.0,
-                   .val_fraction = 0.0,
-                   .label_smoothing = 0.0,
-                   .clip = 1.0,
-                   .schedule = "noam",
-                   .threads = 1};
-
 constexpr int64_t kCopyVocab = 11;
-
-const Preset& find_preset(const std::string& task, const std::string& name) {
-    if (task == "copy") {
-        if (name.empty() || name == "copy") return kCopy;
-        fail<ValueError>("train copy: unknown preset '{}' (available: copy)", name);
-    }
-    if (name.empty() || name == "default") return kTranslate;
-    if (name == "long") return kLong;
-    if (name == "d2l") return kD2l;
-    fail<ValueError>("train translate: unknown preset '{}' (available: default, long, d2l)", name);
-}
 
 template <class T>
 T pick(const std::optional<T>& flag, T preset_value) {
@@ -386,28 +266,30 @@ double available_memory() {
 }
 
 // Refuses, before the model is built, a run whose estimate exceeds the memory there is (or --max-memory).
-void check_memory(const tasks::ModelConfig& config, const TrainArgs& a, double rows, double length) {
+void check_memory(const tasks::ModelConfig& config, const tasks::RunPlan& p, double rows, double length) {
     const tasks::MemoryEstimate m = tasks::estimate_training_memory(config, rows, length, length);
-    const double limit = a.max_memory ? *a.max_memory * 1e9 : available_memory();
+    const double limit = p.max_memory ? *p.max_memory * 1e9 : available_memory();
     if (limit <= 0 || m.total() <= limit) return;
     fail<ValueError>(
         "train {}: this model needs about {:.3g} GB to train ({:.3g} GB of weights, {:.3g} GB of gradients "
         "and Adam's state, {:.3g} GB for one batch of {:.0f} sequences of up to {:.0f} tokens), more than "
         "the {:.3g} GB {}. Use a smaller --num-hiddens, --ffn-num-hiddens, --num-layers or batch, or "
         "--max-memory GB to set the limit yourself",
-        a.task, m.total() / 1e9, m.parameters / 1e9, m.optimizer / 1e9, m.activations / 1e9, rows, length, limit / 1e9,
-        a.max_memory ? "that --max-memory allows" : "available on this machine");
+        p.task, m.total() / 1e9, m.parameters / 1e9, m.optimizer / 1e9, m.activations / 1e9, rows, length, limit / 1e9,
+        p.max_memory ? "that --max-memory allows" : "available on this machine");
 }
 
+// ---- the run plan: the preset's, with the flags given ----------------------------------------
+
 // Flags that belong to one kind of preset only, refused on the other with a pointer to the right one.
-void check_flags_fit(const TrainArgs& a, const Preset& p) {
+void check_flags_fit(const TrainArgs& a, const tasks::RunPlan& p) {
     if (a.task != "translate") return;
     auto refuse = [&](bool given, const char* flag, const char* hint) {
         if (given)
             fail<ValueError>("train translate: {} does not apply to the {} preset; {}", flag,
                              a.preset.empty() ? "default" : a.preset, hint);
     };
-    if (p.corpus) {
+    if (p.pipeline == tasks::Pipeline::corpus) {
         const char* hint = "it belongs to --preset d2l (d2l's fixed batches of a prefix of the file)";
         refuse(a.num_examples.has_value(), "--num-examples", hint);
         refuse(a.val_fraction.has_value(), "--val-fraction", "use --val-sentences");
@@ -428,110 +310,115 @@ void check_flags_fit(const TrainArgs& a, const Preset& p) {
     }
 }
 
-tasks::ModelConfig model_config(const TrainArgs& a, const Preset& p) {
-    tasks::ModelConfig config;
-    config.task = a.task;
-    config.num_steps = pick(a.num_steps, p.num_steps);
-    const int64_t d = pick(a.num_hiddens, p.num_hiddens);
-    config.transformer = {.key_size = d,
-                          .query_size = d,
-                          .value_size = d,
-                          .num_hiddens = d,
-                          .norm_shape = d,
-                          .ffn_num_input = d,
-                          .ffn_num_hiddens = pick(a.ffn_num_hiddens, p.ffn_num_hiddens),
-                          .num_heads = pick(a.num_heads, p.num_heads),
-                          .num_layers = pick(a.num_layers, p.num_layers),
-                          .dropout = pick(a.dropout, p.dropout)};
-    // tying needs one vocabulary for both languages: on by default with SentencePiece's joint one only
-    const bool joint = (a.tokenizer.empty() ? p.tokenizer : a.tokenizer) == "sentencepiece";
-    config.tie_embeddings = a.tie_embeddings == 0 ? p.tie_embeddings && joint : a.tie_embeddings > 0;
-    config.scaled_embedding_init = p.corpus;  // d2l and copy keep their documents' initialisation
-    config.transformer.fused = p.corpus;      // d2l and copy keep the composed ops they teach
-    tasks::ModelConfig sizes_known = config;  // the vocabulary sizes come later, from the data
-    sizes_known.src_vocab_size = sizes_known.tgt_vocab_size = 1;
-    tasks::check_config(sizes_known, "train");
-    return config;
+// How the data is read: the preset's way, with the flags given.
+void apply_data_flags(const TrainArgs& a, tasks::RunPlan& p) {
+    if (p.task == "translate") p.data = a.data.empty() ? default_data_path() : a.data;
+    p.sample_size = pick(a.sample_size, p.sample_size);
+    if (p.pipeline == tasks::Pipeline::d2l) {
+        if (a.num_examples && a.sample_size)
+            fail<ValueError>(
+                "train translate: give --num-examples (d2l's prefix of the file) or --sample-size (a random "
+                "sample of it), not both");
+        // a sample of the whole file instead of the preset's prefix
+        p.num_examples = a.sample_size ? 0 : pick(a.num_examples, p.num_examples);
+        p.val_fraction = pick(a.val_fraction, p.val_fraction);
+    }
+    if (p.pipeline == tasks::Pipeline::corpus) {
+        p.val_sentences = pick(a.val_sentences, p.val_sentences);
+        if (!a.tokenizer.empty()) p.tokenizer = a.tokenizer;
+        p.vocab_size = pick(a.vocab_size, p.vocab_size);
+        p.batch_tokens = pick(a.batch_tokens, p.batch_tokens);
+        p.buckets = a.batching.empty() || a.batching == "buckets";
+    }
 }
 
-tasks::TrainOptions train_options(const TrainArgs& a, const Preset& p, uint64_t seed, const std::string& out) {
-    tasks::TrainOptions o{.epochs = pick(a.epochs, p.epochs),
-                          .total_steps = p.total_steps,
-                          .batch_size = pick(a.batch_size, p.batch_size),
-                          .batches_per_epoch = pick(a.batches_per_epoch, p.batches_per_epoch),
-                          .lr = pick(a.lr, p.lr),
-                          .schedule = a.schedule.empty() ? p.schedule : a.schedule,
-                          .warmup = pick(a.warmup, p.warmup),
-                          .clip = pick(a.clip, p.clip),
-                          .label_smoothing = pick(a.label_smoothing, p.label_smoothing),
-                          .token_mean = p.corpus,
-                          .fused_loss = p.corpus,
-                          .seed = seed,
-                          .out_dir = out,
-                          .checkpoint_every = a.checkpoint_every,
-                          .resume = a.resume,
-                          .stop_after_steps = a.stop_after_steps,
-                          .average = pick(a.average, p.average),
-                          .quiet = a.quiet,
-                          .profile = a.profile,
-                          .detect_anomaly = a.detect_anomaly,
-                          .plot_format = tasks::parse_picture_format(a.plot_format, "train"),
-                          .extra = {}};
+// The model: the preset's sizes, with the flags given.
+void apply_model_flags(const TrainArgs& a, tasks::RunPlan& p) {
+    tasks::ModelConfig& m = p.model;
+    nn::TransformerOptions& t = m.transformer;
+    m.num_steps = pick(a.num_steps, m.num_steps);
+    // the key, query and value sizes, the FFN's input and the norm shape follow the width
+    t.key_size = t.query_size = t.value_size = t.num_hiddens = t.norm_shape = t.ffn_num_input =
+        pick(a.num_hiddens, t.num_hiddens);
+    t.ffn_num_hiddens = pick(a.ffn_num_hiddens, t.ffn_num_hiddens);
+    t.num_heads = pick(a.num_heads, t.num_heads);
+    t.num_layers = pick(a.num_layers, t.num_layers);
+    t.dropout = pick(a.dropout, t.dropout);
+    // tying needs one vocabulary for both languages: on by default with SentencePiece's joint one only
+    m.tie_embeddings =
+        a.tie_embeddings == 0 ? m.tie_embeddings && p.tokenizer == "sentencepiece" : a.tie_embeddings > 0;
+    tasks::ModelConfig sizes_known = m;  // the vocabulary sizes come later, from the data
+    sizes_known.src_vocab_size = sizes_known.tgt_vocab_size = 1;
+    tasks::check_config(sizes_known, "train");
+}
+
+// The training loop: the preset's schedule, with the flags given.
+void apply_train_flags(const TrainArgs& a, tasks::RunPlan& p) {
+    tasks::TrainOptions& o = p.train;
+    o.epochs = pick(a.epochs, o.epochs);
+    o.batch_size = pick(a.batch_size, o.batch_size);
+    o.batches_per_epoch = pick(a.batches_per_epoch, o.batches_per_epoch);
+    o.lr = pick(a.lr, o.lr);
+    if (!a.schedule.empty()) o.schedule = a.schedule;
+    o.warmup = pick(a.warmup, o.warmup);
+    o.clip = pick(a.clip, o.clip);
+    o.label_smoothing = pick(a.label_smoothing, o.label_smoothing);
+    o.average = pick(a.average, o.average);
+    o.seed = p.seed;
+    o.out_dir = a.out.empty() ? "runs/" + a.task : a.out;
+    o.checkpoint_every = a.checkpoint_every;
+    o.resume = a.resume;
+    o.stop_after_steps = a.stop_after_steps;
+    o.quiet = a.quiet;
+    o.profile = a.profile;
+    o.detect_anomaly = a.detect_anomaly;
+    o.plot_format = tasks::parse_picture_format(a.plot_format, "train");
     if (o.schedule != "constant" && o.schedule != "noam" && o.schedule != "cosine")
         fail<ValueError>("train: unknown --schedule '{}' (expected constant, noam or cosine)", o.schedule);
     if (a.warmup && o.schedule == "constant")
         fail<ValueError>("train: --warmup applies to --schedule noam or cosine, not constant");
-    if (!p.corpus) o.extra["batch_size"] = std::to_string(o.batch_size);  // a --resume must batch as the run did
-    if (a.task == "copy") o.extra["batches_per_epoch"] = std::to_string(o.batches_per_epoch);
+    if (a.epochs && a.steps) fail<ValueError>("train: give --epochs or --steps, not both");
     if (a.epochs) o.total_steps = 0;  // --epochs replaces a preset's step count
     if (a.steps) o.total_steps = *a.steps;
-    if (a.epochs && a.steps) fail<ValueError>("train: give --epochs or --steps, not both");
-    o.extra["preset"] = a.preset.empty() ? (a.task == "copy" ? "copy" : "default") : a.preset;
-    o.extra["seed"] = std::to_string(seed);
-    return o;
+    o.extra = tasks::plan_metadata(p);  // what the checkpoint keeps of the plan
 }
 
-// A run as its preset and flags define it, before any data is read.
-struct TrainSetup {
-    const Preset& preset;
-    uint64_t seed;
-    std::string out;              ///< the output directory
-    tasks::ModelConfig config;    ///< the vocabulary sizes come later, from the data
-    tasks::TrainOptions options;  ///< extra: the metadata the checkpoint keeps, filled as the data is read
-    /// --out, locked for the run (rank 0's; other ranks write nothing); empty
-    /// directories it made go when the run fails
-    std::shared_ptr<core::OutputDirectory> out_dir;
-};
-
-// Step 1 of `tformer train`: the preset and the flags, every one checked
-// before anything is made on disk; the threads set; --out made and locked
-// for this run (rank 0 alone writes into it); a checkpoint already there
-// kept unless --resume or --overwrite says what to do with it.
-TrainSetup parse_train_args(const TrainArgs& a) {
-    const Preset& p = find_preset(a.task, a.preset);
+// Step 1 of `tformer train`: the preset's plan with every flag given applied
+// and checked, and the threads set. Nothing is read or made yet; what
+// follows only reads the plan.
+tasks::RunPlan resolve_plan(const TrainArgs& a) {
+    tasks::RunPlan p = tasks::preset_plan(a.task, a.preset);
     check_flags_fit(a, p);
-    set_threads(a.threads != 0 ? a.threads : p.threads);
-    const uint64_t seed = a.seed ? static_cast<uint64_t>(*a.seed) : p.seed;
-    const std::string out = a.out.empty() ? "runs/" + a.task : a.out;
-    const fs::path existing = fs::path(out) / "checkpoint.safetensors";
+    if (a.threads != 0) p.threads = a.threads;
+    set_threads(p.threads);  // the only effect of this step: a --threads beyond the machine is said first
+    if (a.seed) p.seed = static_cast<uint64_t>(*a.seed);
+    p.max_memory = a.max_memory;
     if (a.resume && a.overwrite)
-        fail<ValueError>("train: --resume continues {}, --overwrite replaces it: give one", existing.string());
-    tasks::ModelConfig config = model_config(a, p);
-    tasks::TrainOptions options = train_options(a, p, seed, out);
-    std::shared_ptr<core::OutputDirectory> out_dir;
-    if (dist::is_root()) {
-        out_dir = std::make_shared<core::OutputDirectory>(out, "train", "--out");
-        if (out_dir->stale_owner() > 0)
-            fmt::print(stderr,
-                       "train: the run that locked --out '{}' (PID {}) ended without unlocking it; taking it over\n",
-                       out, out_dir->stale_owner());
-        if (!a.resume && !a.overwrite && fs::exists(existing))
-            fail<ValueError>(
-                "train: {} already holds a checkpoint; continue it with --resume, replace it with --overwrite, "
-                "or choose another --out",
-                out);
-    }
-    return {.preset = p, .seed = seed, .out = out, .config = config, .options = options, .out_dir = out_dir};
+        fail<ValueError>("train: --resume continues {}, --overwrite replaces it: give one",
+                         (fs::path(a.out.empty() ? "runs/" + a.task : a.out) / "checkpoint.safetensors").string());
+    apply_data_flags(a, p);
+    apply_model_flags(a, p);
+    apply_train_flags(a, p);
+    return p;
+}
+
+// Step 2: --out made and locked for this run (rank 0 alone
+// writes into it; empty directories it made go when the run fails); a
+// checkpoint already there kept unless --resume or --overwrite says what to do with it.
+std::shared_ptr<core::OutputDirectory> prepare_run(const tasks::RunPlan& p, bool overwrite) {
+    if (!dist::is_root()) return nullptr;
+    const std::string& out = p.train.out_dir;
+    auto out_dir = std::make_shared<core::OutputDirectory>(out, "train", "--out");
+    if (out_dir->stale_owner() > 0)
+        fmt::print(stderr,
+                   "train: the run that locked --out '{}' (PID {}) ended without unlocking it; taking it over\n", out,
+                   out_dir->stale_owner());
+    if (!p.train.resume && !overwrite && fs::exists(fs::path(out) / "checkpoint.safetensors"))
+        fail<ValueError>(
+            "train: {} already holds a checkpoint; continue it with --resume, replace it with --overwrite, "
+            "or choose another --out",
+            out);
+    return out_dir;
 }
 
 // The model of a run, built from its config (after the memory check) and announced.
@@ -554,9 +441,9 @@ int finish(const std::string& out, const std::string& summary) {
 
 // The report of a copy run: exact-sequence accuracy on fresh sequences, one
 // example copied, and its attention heatmaps.
-std::string copy_report(nn::EncoderDecoder& model, const TrainSetup& s, const tasks::TrainResult& r) {
-    const int64_t n = s.config.num_steps;
-    const double acc = copy_accuracy(model, 1000, n, s.seed + 12345);
+std::string copy_report(nn::EncoderDecoder& model, const tasks::RunPlan& p, const tasks::TrainResult& r) {
+    const int64_t n = p.model.num_steps;
+    const double acc = copy_accuracy(model, 1000, n, p.seed + 12345);
     std::vector<int64_t> example = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
     example.resize(n, 1);
     const Tensor src = core::from_vector(example, {1, n});
@@ -568,30 +455,31 @@ std::string copy_report(nn::EncoderDecoder& model, const TrainSetup& s, const ta
     for (int64_t id : example) t.src_tokens.push_back(std::to_string(id));
     for (int64_t id : d[0].tokens) t.tokens.push_back(std::to_string(id));
     t.decoded = d[0];
-    const tasks::PictureFormat format = s.options.plot_format;
-    const auto pictures = tasks::plot_attention(s.out, "attention", model, t, format);
+    const tasks::PictureFormat format = p.train.plot_format;
+    const auto pictures = tasks::plot_attention(p.train.out_dir, "attention", model, t, format);
     return fmt::format(
         "trained {} steps in {:.1f} s ({:.0f} tokens/s), final loss {:.4f}\n"
         "exact-sequence accuracy on 1000 fresh sequences: {:.1f}%\n"
         "example: {} -> {}\n"
         "checkpoint: {}\nloss curve: {}/loss.{}\nattention: {}\n",
         r.steps, r.seconds, r.tokens_per_second, r.final_loss, 100 * acc, join(example), join(copied), r.checkpoint,
-        s.out, tasks::picture_extension(format), fmt::join(pictures, ", "));
+        p.train.out_dir, tasks::picture_extension(format), fmt::join(pictures, ", "));
 }
 
-int train_copy(const TrainArgs& a, TrainSetup& s) {
-    s.config.src_vocab_size = s.config.tgt_vocab_size = kCopyVocab;
-    check_memory(s.config, a, static_cast<double>(s.options.batch_size), static_cast<double>(s.config.num_steps));
-    core::Generator gen(s.seed);
-    auto model = tasks::build_model(s.config, gen);
-    fmt::print("copy task (seed 004): vocabulary {}, sequences of {}, {} parameters\n", kCopyVocab, s.config.num_steps,
+int train_copy(const tasks::RunPlan& p) {
+    tasks::ModelConfig config = p.model;
+    config.src_vocab_size = config.tgt_vocab_size = kCopyVocab;
+    const int64_t n = config.num_steps;
+    check_memory(config, p, static_cast<double>(p.train.batch_size), static_cast<double>(n));
+    core::Generator gen(p.seed);
+    auto model = tasks::build_model(config, gen);
+    fmt::print("copy task (seed 004): vocabulary {}, sequences of {}, {} parameters\n", kCopyVocab, n,
                model->num_parameters());
-    const auto source =
-        tasks::copy_source(s.options.batch_size, s.config.num_steps, kCopyVocab, s.options.batches_per_epoch, s.seed);
-    const tasks::TrainResult r = tasks::train(*model, gen, source, s.options, {.config = s.config});
+    const auto source = tasks::copy_source(p.train.batch_size, n, kCopyVocab, p.train.batches_per_epoch, p.seed);
+    const tasks::TrainResult r = tasks::train(*model, gen, source, p.train, {.config = config});
     if (r.interrupted) return interrupted_exit(r);
     if (!dist::is_root()) return 0;  // rank 0 evaluates and reports
-    return finish(s.out, copy_report(*model, s, r));
+    return finish(p.train.out_dir, copy_report(*model, p, r));
 }
 
 // ---- train translate: both pipelines ----------------------------------------------------------
@@ -599,35 +487,28 @@ int train_copy(const TrainArgs& a, TrainSetup& s) {
 // The end of a translation run's report: the heatmaps of one sentence decoded
 // greedily and where everything is.
 std::string pictures_report(nn::EncoderDecoder& model, const tasks::TokenizerPair& tok, const std::string& sentence,
-                            tasks::TranslateOptions options, const tasks::TrainResult& r, const TrainSetup& s) {
+                            tasks::TranslateOptions options, const tasks::TrainResult& r, const tasks::RunPlan& p) {
     options.decode.keep_attention = true;
     const tasks::Translation t = tasks::translate(model, tok, sentence, options);
-    const tasks::PictureFormat format = s.options.plot_format;
-    const auto pictures = tasks::plot_attention(s.out, "attention", model, t, format);
+    const tasks::PictureFormat format = p.train.plot_format;
+    const std::string& out = p.train.out_dir;
+    const auto pictures = tasks::plot_attention(out, "attention", model, t, format);
     return fmt::format("checkpoint: {}\nloss curve: {}/loss.{} (values in {}/loss.csv)\nattention for \"{}\": {}\n",
-                       r.checkpoint, s.out, tasks::picture_extension(format), s.out, sentence,
-                       fmt::join(pictures, ", "));
+                       r.checkpoint, out, tasks::picture_extension(format), out, sentence, fmt::join(pictures, ", "));
 }
 
 // ---- train translate --preset d2l: seed 000's pipeline ------------------------------------------
 // A prefix (or sample) of the file, d2l's word vocabularies, fixed num_steps, fixed batches.
 
-// Reads the data as d2l does and records how in the checkpoint's metadata.
-tasks::FraEngData load_d2l_data(const TrainArgs& a, TrainSetup& s) {
-    const Preset& p = s.preset;
-    tasks::FraEngOptions data_opts{.path = a.data.empty() ? default_data_path() : a.data,
-                                   .num_examples = pick(a.num_examples, p.num_examples),
-                                   .sample_size = pick(a.sample_size, p.sample_size),
-                                   .seed = s.seed,
-                                   .val_fraction = pick(a.val_fraction, p.val_fraction),
-                                   .num_steps = s.config.num_steps,
-                                   .min_freq = 2};
-    if (a.num_examples && a.sample_size)
-        fail<ValueError>(
-            "train translate: give --num-examples (d2l's prefix of the file) or --sample-size (a random "
-            "sample of it), not both");
-    if (a.sample_size) data_opts.num_examples = 0;  // a sample of the whole file instead of the preset's prefix
-    tasks::FraEngData data = tasks::load_fra_eng(data_opts);
+// Reads the data as d2l does.
+tasks::FraEngData load_d2l_data(const tasks::RunPlan& p) {
+    tasks::FraEngData data = tasks::load_fra_eng({.path = p.data,
+                                                  .num_examples = p.num_examples,
+                                                  .sample_size = p.sample_size,
+                                                  .seed = p.seed,
+                                                  .val_fraction = p.val_fraction,
+                                                  .num_steps = p.model.num_steps,
+                                                  .min_freq = 2});
     const auto& rep = data.report;
     fmt::print(
         "fra-eng: {} pairs read, {} skipped (no single tab {}, empty side {}, invalid UTF-8 {}); "
@@ -635,13 +516,6 @@ tasks::FraEngData load_d2l_data(const TrainArgs& a, TrainSetup& s) {
         rep.lines_read, rep.skipped_columns + rep.skipped_empty + rep.skipped_utf8, rep.skipped_columns,
         rep.skipped_empty, rep.skipped_utf8, rep.train_pairs, rep.val_pairs, rep.val_sentences, data.src_vocab.size(),
         data.tgt_vocab.size());
-    auto& extra = s.options.extra;
-    extra["pipeline"] = "d2l";
-    extra["num_examples"] = std::to_string(data_opts.num_examples);
-    extra["sample_size"] = std::to_string(data_opts.sample_size);
-    extra["data_seed"] = std::to_string(data_opts.seed);
-    extra["val_fraction"] = fmt::format("{:.17g}", data_opts.val_fraction);
-    extra["num_steps"] = std::to_string(s.config.num_steps);
     return data;
 }
 
@@ -664,17 +538,17 @@ std::string d2l_report(nn::EncoderDecoder& model, const tasks::FraEngData& data,
     return summary;
 }
 
-int train_translate_d2l(const TrainArgs& a, TrainSetup& s) {
-    const tasks::FraEngData data = on_every_rank([&] { return load_d2l_data(a, s); });
-    tasks::ModelConfig& config = s.config;
+int train_translate_d2l(const tasks::RunPlan& p) {
+    const tasks::FraEngData data = on_every_rank([&] { return load_d2l_data(p); });
+    tasks::ModelConfig config = p.model;
     config.src_vocab_size = data.src_vocab.size();
     config.tgt_vocab_size = data.tgt_vocab.size();
-    check_memory(config, a, static_cast<double>(s.options.batch_size), static_cast<double>(config.num_steps));
-    core::Generator gen(s.seed);
+    check_memory(config, p, static_cast<double>(p.train.batch_size), static_cast<double>(config.num_steps));
+    core::Generator gen(p.seed);
     auto model = build_and_announce(config, gen);
-    const auto source = tasks::translation_source(data.train, s.options.batch_size, tasks::Tokenizer::kBos, s.seed);
+    const auto source = tasks::translation_source(data.train, p.train.batch_size, tasks::Tokenizer::kBos, p.seed);
     const tasks::TrainResult r = tasks::train(
-        *model, gen, source, s.options, {.config = config, .src_vocab = data.src_vocab, .tgt_vocab = data.tgt_vocab});
+        *model, gen, source, p.train, {.config = config, .src_vocab = data.src_vocab, .tgt_vocab = data.tgt_vocab});
     if (r.interrupted) return interrupted_exit(r);
     if (!dist::is_root()) return 0;  // rank 0 evaluates and reports
 
@@ -683,8 +557,8 @@ int train_translate_d2l(const TrainArgs& a, TrainSetup& s) {
     const tasks::TranslateOptions greedy{
         .max_len = config.num_steps, .pad_to = config.num_steps, .decode = {.max_steps = config.num_steps}};
     std::string summary = d2l_report(*model, data, tok, greedy, r);
-    summary += pictures_report(*model, tok, "i'm home .", greedy, r, s);
-    return finish(s.out, summary);
+    summary += pictures_report(*model, tok, "i'm home .", greedy, r, p);
+    return finish(p.train.out_dir, summary);
 }
 
 // ---- train translate (default, long): the whole corpus -------------------------------------------
@@ -742,18 +616,13 @@ struct CorpusData {
     tasks::Corpus corpus;  ///< the training pairs and the validation sentences with their references
     tasks::TokenizerPair tok;
     std::shared_ptr<const tasks::BucketBatcher> batcher;
-    bool buckets = true;  ///< batches from length buckets (else random batches)
-    int64_t batch_tokens = 0;
 };
 
 // Reads the corpus, learns the tokenizers from its training split (so
-// validation stays unseen), cuts the batches; records how in the metadata.
-CorpusData load_corpus_data(const TrainArgs& a, TrainSetup& s) {
-    const Preset& p = s.preset;
-    const tasks::CorpusOptions corpus_opts{.path = a.data.empty() ? default_data_path() : a.data,
-                                           .val_sentences = pick(a.val_sentences, p.val_sentences),
-                                           .seed = s.seed,
-                                           .sample_size = pick(a.sample_size, p.sample_size)};
+// validation stays unseen), cuts the batches.
+CorpusData load_corpus_data(const tasks::RunPlan& p) {
+    const tasks::CorpusOptions corpus_opts{
+        .path = p.data, .val_sentences = p.val_sentences, .seed = p.seed, .sample_size = p.sample_size};
     CorpusData d;
     d.corpus = on_every_rank([&] { return tasks::load_corpus(corpus_opts); });
     const auto& rep = d.corpus.report;
@@ -763,29 +632,17 @@ CorpusData load_corpus_data(const TrainArgs& a, TrainSetup& s) {
         rep.lines.lines_read, rep.lines.lines_read - rep.lines.valid_pairs, rep.val_sentences, rep.val_pairs,
         rep.train_pairs, rep.dropped_overlap);
 
-    const std::string kind = a.tokenizer.empty() ? p.tokenizer : a.tokenizer;
-    d.tok = shared_tokenizers(kind, d.corpus.train, pick(a.vocab_size, p.vocab_size), s.seed);
-    auto encoded =
-        std::make_shared<tasks::EncodedPairs>(tasks::encode_pairs(d.corpus.train, d.tok, s.config.num_steps));
-    d.batch_tokens = pick(a.batch_tokens, p.batch_tokens);
-    const std::string batching = a.batching.empty() ? "buckets" : a.batching;
-    if (batching != "buckets" && batching != "random")
-        fail<ValueError>("train translate: --batching must be buckets or random, got '{}'", batching);
-    d.buckets = batching == "buckets";
-    d.batcher = std::make_shared<const tasks::BucketBatcher>(encoded, d.batch_tokens, s.seed, d.buckets);
+    d.tok = shared_tokenizers(p.tokenizer, d.corpus.train, p.vocab_size, p.seed);
+    const int64_t n = p.model.num_steps;
+    auto encoded = std::make_shared<tasks::EncodedPairs>(tasks::encode_pairs(d.corpus.train, d.tok, n));
+    d.batcher = std::make_shared<const tasks::BucketBatcher>(encoded, p.batch_tokens, p.seed, p.buckets);
     fmt::print(
         "tokenizer: {}, vocabularies {} / {}; {} training pairs, {} longer than {} tokens left out; "
         "{} batches{} ({}-{} pairs, {:.1f}% padding)\n",
-        kind, d.tok.src->size(), d.tok.tgt->size(), encoded->size(), encoded->dropped, s.config.num_steps - 1,
+        p.tokenizer, d.tok.src->size(), d.tok.tgt->size(), encoded->size(), encoded->dropped, n - 1,
         d.batcher->batches_per_epoch(),
-        d.buckets ? fmt::format(" of up to {} tokens", d.batch_tokens) : std::string(" in random order"),
+        p.buckets ? fmt::format(" of up to {} tokens", p.batch_tokens) : std::string(" in random order"),
         d.batcher->min_batch(), d.batcher->max_batch(), 100 * d.batcher->padding_fraction());
-    auto& extra = s.options.extra;
-    extra["pipeline"] = "corpus";
-    extra["data_seed"] = std::to_string(s.seed);
-    extra["val_sentences"] = std::to_string(corpus_opts.val_sentences);
-    extra["sample_size"] = std::to_string(corpus_opts.sample_size);
-    extra["batch_tokens"] = std::to_string(d.batch_tokens);
     return d;
 }
 
@@ -803,14 +660,14 @@ tasks::CheckpointInfo corpus_checkpoint_info(const tasks::ModelConfig& config, c
 }
 
 // What the user gets: validation BLEU (beam and greedy), examples, seed 000's sentences.
-std::string corpus_report(nn::EncoderDecoder& model, const CorpusData& d, const TrainSetup& s,
+std::string corpus_report(nn::EncoderDecoder& model, const CorpusData& d, const tasks::RunPlan& p,
                           const tasks::TrainResult& r, double train_wall) {
-    const int64_t n = s.config.num_steps;
+    const int64_t n = p.model.num_steps;
     std::string summary = fmt::format(
         "trained {} steps in {:.1f} s ({:.0f} target tokens/s; {:.0f} s with data and tokenizer), final loss {:.4f} "
         "(cross-entropy per token{}){}\n",
         r.steps, r.seconds, r.tokens_per_second, train_wall, r.final_loss,
-        s.options.label_smoothing > 0 ? ", label smoothing included" : "",
+        p.train.label_smoothing > 0 ? ", label smoothing included" : "",
         r.averaged > 0 ? fmt::format("; final weights: the mean of the last {} snapshots", r.averaged) : "");
     const tasks::BleuOptions beam{.max_len = n, .decode = {.beam = 4, .length_penalty = 1.0}};
     const tasks::BleuOptions greedy{.max_len = n, .decode = {.beam = 1}};
@@ -829,10 +686,10 @@ std::string corpus_report(nn::EncoderDecoder& model, const CorpusData& d, const 
     return summary;
 }
 
-int train_translate_corpus(const TrainArgs& a, TrainSetup& s) {
+int train_translate_corpus(const tasks::RunPlan& p) {
     const auto start = std::chrono::steady_clock::now();
-    const CorpusData d = load_corpus_data(a, s);
-    tasks::ModelConfig& config = s.config;
+    const CorpusData d = load_corpus_data(p);
+    tasks::ModelConfig config = p.model;
     config.src_vocab_size = d.tok.src->size();
     config.tgt_vocab_size = d.tok.tgt->size();
     if (config.tie_embeddings && !d.tok.joint())
@@ -841,20 +698,20 @@ int train_translate_corpus(const TrainArgs& a, TrainSetup& s) {
             "(--tokenizer sentencepiece); use --no-tie-embeddings with --tokenizer word");
     // buckets: rows × length stays within the token budget, the longest rows being the worst case
     const double longest = static_cast<double>(config.num_steps);
-    check_memory(config, a,
-                 d.buckets ? std::max(1.0, static_cast<double>(d.batch_tokens) / (2 * longest))
+    check_memory(config, p,
+                 p.buckets ? std::max(1.0, static_cast<double>(p.batch_tokens) / (2 * longest))
                            : static_cast<double>(d.batcher->max_batch()),
                  longest);
-    core::Generator gen(s.seed);
+    core::Generator gen(p.seed);
     auto model = build_and_announce(config, gen);
-    const tasks::TrainResult r = tasks::train(*model, gen, tasks::BucketBatcher::source(d.batcher), s.options,
+    const tasks::TrainResult r = tasks::train(*model, gen, tasks::BucketBatcher::source(d.batcher), p.train,
                                               corpus_checkpoint_info(config, d.tok));
     if (r.interrupted) return interrupted_exit(r);
     if (!dist::is_root()) return 0;  // rank 0 evaluates and reports
     const double train_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::string summary = corpus_report(*model, d, s, r, train_wall);
-    summary += pictures_report(*model, d.tok, "I'm home.", {.max_len = config.num_steps, .decode = {}}, r, s);
-    return finish(s.out, summary);
+    std::string summary = corpus_report(*model, d, p, r, train_wall);
+    summary += pictures_report(*model, d.tok, "I'm home.", {.max_len = config.num_steps, .decode = {}}, r, p);
+    return finish(p.train.out_dir, summary);
 }
 }  // namespace
 
@@ -862,24 +719,19 @@ int train_translate_corpus(const TrainArgs& a, TrainSetup& s) {
 
 namespace {
 // What the ranks of a data-parallel job compare before they exchange
-// anything: the command, every flag given (those that change the data, the
-// vocabulary, the model or the run's length, which would otherwise make the
-// ranks call different exchanges and wait for each other forever), and the
-// data file's size and checksum. Not compared: what only one process uses
-// (--out and the checkpoint in it, which rank 0 alone reads and writes; the
-// data file's path, which may differ between machines) or how it runs
-// (threads, output, limits).
-std::vector<std::pair<std::string, std::string>> rank_settings(const TrainArgs& a) {
-    static const std::set<std::string> own = {"--out",     "--data",        "--threads",    "--quiet",
-                                              "--profile", "--plot-format", "--max-memory", "--mpi-timeout"};
-    std::vector<std::pair<std::string, std::string>> settings = {{"the command", "train " + a.task}};
-    for (const auto& flag : a.flags)
-        if (!own.count(flag.first)) settings.push_back(flag);
-    if (a.task == "translate") {
-        const std::string path = a.data.empty() ? default_data_path() : a.data;
+// anything of the run: the plan's settings (tasks::plan_settings: those that
+// change the data, the vocabulary, the model or the run's length, which would
+// otherwise make the ranks call different exchanges and wait for each other
+// forever), and the data file's size and checksum. Not compared: what only
+// one process uses (--out and the checkpoint in it, which rank 0 alone reads
+// and writes; the data file's path, which may differ between machines) or how
+// it runs (threads, output, limits).
+std::vector<std::pair<std::string, std::string>> rank_settings(const tasks::RunPlan& p) {
+    std::vector<std::pair<std::string, std::string>> settings = tasks::plan_settings(p);
+    if (p.task == "translate") {
         std::string described;
         try {
-            const std::string bytes = core::read_regular_file(path, "train", "a text file");
+            const std::string bytes = core::read_regular_file(p.data, "train", "a text file");
             described = fmt::format("{} bytes with checksum {:016x}", bytes.size(),
                                     dist::fingerprint(bytes.data(), bytes.size()));
         } catch (const IOError& e) {
@@ -890,15 +742,21 @@ std::vector<std::pair<std::string, std::string>> rank_settings(const TrainArgs& 
     return settings;
 }
 }  // namespace
-// parse the flags, read the data, build the model, train (tasks::train, which
-// also resumes), report
 
+// The flags resolve once into the run's plan (the same on every rank, or
+// the job stops); the rest reads the plan: --out prepared, the data read,
+// the model built and trained (tasks::train, which also resumes), the report.
 int run_train(const TrainArgs& a) {
     dist::set_timeout(a.mpi_timeout);
-    if (dist::size() > 1) dist::check_same_settings(rank_settings(a));  // before any other exchange
-    TrainSetup s = on_every_rank([&] { return parse_train_args(a); });  // a refusal ends every rank together
-    if (a.task == "copy") return train_copy(a, s);
-    return s.preset.corpus ? train_translate_corpus(a, s) : train_translate_d2l(a, s);
+    const tasks::RunPlan plan = on_every_rank([&] { return resolve_plan(a); });  // a refusal ends every rank together
+    if (dist::size() > 1) dist::check_same_settings(rank_settings(plan));
+    const auto out_dir = on_every_rank([&] { return prepare_run(plan, a.overwrite); });  // held until the run ends
+    switch (plan.pipeline) {
+        case tasks::Pipeline::copy: return train_copy(plan);
+        case tasks::Pipeline::d2l: return train_translate_d2l(plan);
+        case tasks::Pipeline::corpus: break;
+    }
+    return train_translate_corpus(plan);
 }
 
 // ---- translate ------------------------------------------------------------------------------------

@@ -37,9 +37,6 @@ struct TrainArgs {
     bool detect_anomaly = false;
     std::string plot_format = "png";  ///< png | svg: loss and attention pictures
     double mpi_timeout = 300;         ///< under mpirun: seconds a collective waits for the others (0: no limit)
-    /// Every flag of the command line as given (name, value), which the
-    /// ranks of an mpirun job compare before anything else
-    std::vector<std::pair<std::string, std::string>> flags = {};
 };
 
 struct TranslateArgs {

@@ -362,11 +362,6 @@ int main(int argc, char** argv) {
     CLI::App* serve = add_serve_command(app, sv);
     if (mistyped_command(argc, argv)) return 1;
     CLI11_PARSE(app, argc, argv);
-    // the flags as given, which the ranks of an mpirun job compare (run_train)
-    for (auto [cmd, args] : {std::pair{train_copy, &copy_args}, std::pair{train_translate, &translate_train_args}})
-        for (const CLI::Option* option : cmd->get_options())
-            if (option->count() > 0 && option->get_name() != "--help")
-                args->flags.emplace_back(option->get_name(), fmt::format("{}", fmt::join(option->results(), " ")));
     try {
         if (*train_copy) return run_train(copy_args);
         if (*train_translate) return run_train(translate_train_args);

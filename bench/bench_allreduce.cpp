@@ -17,6 +17,7 @@
 #include "core/core.hpp"
 #include "tasks/bench.hpp"
 #include "tasks/distributed.hpp"
+#include "tasks/run_plan.hpp"
 #include "tasks/seq2seq.hpp"
 
 #include <fmt/format.h>
@@ -33,24 +34,12 @@ using namespace tformer;
 namespace dist = tformer::tasks::dist;
 
 namespace {
-// The default translation preset's model (apps/commands.cpp: kTranslate):
-// SentencePiece's joint 8,000 pieces, d 128, FFN 512, 4 heads, 2 layers, tied embeddings.
+// The default translation preset's model (tasks/run_plan.hpp) over
+// SentencePiece's joint 8,000 pieces: d 128, FFN 512, 4 heads, 2 layers, tied embeddings.
 tasks::ModelConfig default_translation() {
-    tasks::ModelConfig c;
-    c.src_vocab_size = c.tgt_vocab_size = 8000;
-    c.num_steps = 64;
-    c.transformer = {.key_size = 128,
-                     .query_size = 128,
-                     .value_size = 128,
-                     .num_hiddens = 128,
-                     .norm_shape = 128,
-                     .ffn_num_input = 128,
-                     .ffn_num_hiddens = 512,
-                     .num_heads = 4,
-                     .num_layers = 2,
-                     .dropout = 0.0};
-    c.tie_embeddings = true;
-    c.scaled_embedding_init = true;
+    const tasks::RunPlan plan = tasks::preset_plan("translate", "default");
+    tasks::ModelConfig c = plan.model;
+    c.src_vocab_size = c.tgt_vocab_size = plan.vocab_size;
     return c;
 }
 

@@ -11,6 +11,7 @@
 #include "optim/clip.hpp"
 #include "tasks/corpus.hpp"
 #include "tasks/fra_eng.hpp"
+#include "tasks/run_plan.hpp"
 #include "tasks/tokenizer.hpp"
 
 #include <fmt/format.h>
@@ -84,12 +85,17 @@ BenchPreset bench_preset(const std::string& name) {
     if (name == "small") return make_preset(name, "translate", 8000, 8000, sizes(256, 1024, 8, 3, 0.1), 64, 32, 5, 1);
     if (name == "base") return make_preset(name, "translate", 8000, 8000, sizes(512, 2048, 8, 6, 0.1), 32, 32, 3, 1);
     if (name == "translate") {
-        // the default preset of `tformer train translate` (apps/commands.cpp), batch for batch;
+        // the default preset of `tformer train translate` (tasks/run_plan.hpp), batch for batch;
         // the vocabulary sizes are set when SentencePiece has been trained (bench_batches)
-        BenchPreset p = make_preset(name, "translate", 0, 0, sizes(128, 512, 4, 2, 0.0), 0, 64, 20, 3);
+        const RunPlan plan = preset_plan("translate", "default");
+        BenchPreset p = make_preset(name, "translate", 0, 0, plan.model.transformer, 0, plan.model.num_steps, 20, 3);
+        p.config = plan.model;
+        p.seed = plan.seed;
         p.corpus = true;
-        p.config.tie_embeddings = true;
-        p.config.scaled_embedding_init = true;
+        p.vocab_size = plan.vocab_size;
+        p.batch_tokens = plan.batch_tokens;
+        p.val_sentences = plan.val_sentences;
+        p.label_smoothing = plan.train.label_smoothing;
         return p;
     }
     fail<ValueError>("bench: unknown preset '{}' (available: {})", name, fmt::join(bench_preset_names(), ", "));
@@ -143,7 +149,7 @@ namespace {
 // pipeline (apps/commands.cpp: train_translate_corpus), with seed p.seed.
 std::vector<Batch> corpus_batches(BenchPreset& p, int64_t count, const std::string& data) {
     const Corpus corpus = load_corpus({.path = data.empty() ? default_fra_eng_path() : data,
-                                       .val_sentences = 1500,
+                                       .val_sentences = p.val_sentences,
                                        .seed = p.seed,
                                        .sample_size = p.sample_size});
     std::vector<std::string> sentences;  // the joint vocabulary learns from both sides

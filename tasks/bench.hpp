@@ -40,6 +40,7 @@ struct BenchPreset {
     bool corpus = false;
     int64_t vocab_size = 8000;     ///< SentencePiece pieces (corpus)
     int64_t batch_tokens = 2000;   ///< B · (S + T) per batch, padding included (corpus)
+    int64_t val_sentences = 1500;  ///< validation sentences kept out of the training split (corpus)
     double label_smoothing = 0.1;  ///< (corpus)
     int64_t sample_size = 0;       ///< > 0: a seeded sample of the corpus (tests; corpus)
 };

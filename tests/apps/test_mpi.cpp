@@ -443,9 +443,9 @@ TEST_CASE(
         {"--sample-size 1000", "--sample-size 900", "--sample-size is 900 on rank 1 but 1000 on rank 0"},  // data
         {"--lr 0.003", "--lr 0.002", "--lr is 0.002 on rank 1 but 0.003 on rank 0"},                       // a number
         {"--tokenizer sentencepiece", "--tokenizer word",
-         "--tokenizer is word on rank 1 but sentencepiece on rank 0"},                                  // a word
-        {"", "--no-tie-embeddings", "--tie-embeddings is false on rank 1 but (not given) on rank 0"},   // a switch
-        {"--label-smoothing 0.1", "", "--label-smoothing is (not given) on rank 1 but 0.1 on rank 0"},  // one only
+         "--tokenizer is word on rank 1 but sentencepiece on rank 0"},                          // a word
+        {"", "--no-tie-embeddings", "--tie-embeddings is false on rank 1 but true on rank 0"},  // a switch
+        {"--label-smoothing 0.2", "", "--label-smoothing is 0.1 on rank 1 but 0.2 on rank 0"},  // the preset's value
         {"--data '" + data + "'", "--data '" + dir + "/head.txt'",
          "the data file (--data) is "},  // the same flag, another file
     };
@@ -471,10 +471,11 @@ TEST_CASE(
                Catch::Contains("the data file (--data) is " + std::to_string(fs::file_size(dir + "/head.txt")) +
                                " bytes with checksum ") &&
                    Catch::Contains(" on rank 1 but " + std::to_string(fs::file_size(data)) + " bytes with checksum "));
-    // what only one process uses may differ: its threads, its output
+    // what only one process uses may differ (its threads, its output), and a flag giving the preset's own value
+    // is the same plan as no flag
     const Run fine = run(launcher + " -np 1 '" + kExe + "' " + same +
-                         "--sample-size 1000 --vocab-size 300 --plot-format svg : -np 1 '" + kExe + "' " + same +
-                         "--sample-size 1000 --vocab-size 300 --max-memory 100");
+                         "--sample-size 1000 --vocab-size 300 --plot-format svg --label-smoothing 0.1 : -np 1 '" +
+                         kExe + "' " + same + "--sample-size 1000 --vocab-size 300 --max-memory 100");
     INFO(fine.output);
     CHECK(fine.status == 0);
 }
