@@ -115,7 +115,8 @@ struct Preset {
 const std::vector<Preset>& presets() {
     static const std::vector<Preset> all = {
         {"translate", "default", [](RunPlan&) {}},
-        {"translate", "long", [](RunPlan& p) {
+        {"translate", "long",
+         [](RunPlan& p) {
              p.preset = "long";
              p.train.total_steps = 5400;  // the same model and recipe for 3.2 epochs
          }},

@@ -54,7 +54,8 @@ TEST_CASE("preset_plan: the default translation run, and each preset's differenc
     CHECK(preset_plan("translate", "").preset == "default");  // no name: the task's first preset
 
     SECTION("long: the same plan but for its length") {
-        std::map<std::string, std::string> base = settings_map(d), long_run = settings_map(preset_plan("translate", "long"));
+        std::map<std::string, std::string> base = settings_map(d),
+                                           long_run = settings_map(preset_plan("translate", "long"));
         CHECK(long_run["--steps"] == "5400");
         CHECK(long_run["--preset"] == "long");
         for (const char* differs : {"--steps", "--preset"}) {
@@ -143,8 +144,7 @@ TEST_CASE("plan_settings: each setting named by its flag, the pipeline's own fla
     CHECK(s["--num-examples"] == "600");
     CHECK(s.count("--vocab-size") == 0);
     // what only one process uses is not compared
-    for (const char* own : {"--out", "--threads", "--quiet", "--max-memory", "--plot-format"})
-        CHECK(s.count(own) == 0);
+    for (const char* own : {"--out", "--threads", "--quiet", "--max-memory", "--plot-format"}) CHECK(s.count(own) == 0);
 }
 
 TEST_CASE("bench_preset(translate) is the default training plan's model and batches", "[tasks][plan][bench]") {
