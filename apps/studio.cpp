@@ -342,6 +342,121 @@ std::vector<Scored> hypotheses(const tasks::Decoded& d) {
     return {{d.tokens, d.score}};
 }
 
+// ---- translate's steps ------------------------------------------------------------------------------
+
+using Model = Studio::Model;
+
+// What a translate request asks of the search.
+struct SearchRequest {
+    std::string kind;  ///< beam | greedy
+    int64_t beam = 4, n_best = 1;
+    double length_penalty = 1.0;
+    bool attention = false;  ///< every head's weights for each sentence
+};
+
+SearchRequest search_request(const Body& body) {
+    SearchRequest q;
+    q.kind = body.has("search") ? body.text("search") : "beam";
+    if (q.kind != "beam" && q.kind != "greedy")
+        throw ApiError(400, fmt::format("'search' must be \"beam\" or \"greedy\", got \"{}\"", q.kind));
+    q.beam = q.kind == "greedy" ? 1 : body.integer("beam", 4, 1, 16);
+    if (q.kind == "greedy" && body.has("beam")) throw ApiError(400, "'beam' applies to \"search\": \"beam\"");
+    q.n_best = body.integer("n_best", 1, 1, q.beam);
+    q.length_penalty = body.number("length_penalty", 1.0, 0.0, 5.0);
+    q.attention = body.flag("attention", false);
+    return q;
+}
+
+// Every sentence decoded by the model worker, together with the other
+// requests' sentences. A copy-task sequence is copied to its own length:
+// sequences of one length share a batch.
+std::vector<tasks::Decoded> decode_sources(ModelWorker& worker, const Model& m, const SearchKey& key,
+                                           const std::vector<Source>& sources) {
+    std::vector<tasks::Decoded> decoded;
+    if (m.copy) {
+        std::vector<std::future<std::vector<tasks::Decoded>>> copies;
+        for (const Source& s : sources) {
+            SearchKey k = key;
+            k.max_steps = static_cast<int64_t>(s.ids.size()) - 1;
+            copies.push_back(worker.decode(k, {s.ids}));
+        }
+        for (auto& c : copies) decoded.push_back(c.get().front());
+        return decoded;
+    }
+    std::vector<std::vector<int64_t>> ids;
+    for (const Source& s : sources) ids.push_back(s.ids);
+    return worker.decode(key, ids).get();
+}
+
+// What the decoder wrote for one sentence: the generated tokens and <eos>,
+// or, when the search ran out of steps, the tokens without an <eos>.
+std::vector<int64_t> decoder_output(const Model& m, const tasks::Decoded& d, int64_t max_steps) {
+    std::vector<int64_t> out = d.tokens;
+    if (m.eos() >= 0 && static_cast<int64_t>(d.tokens.size()) < max_steps) out.push_back(m.eos());
+    return out;
+}
+
+// What the decoder read to write it: <bos>, then all it wrote but the last.
+std::vector<int64_t> decoder_input(const Model& m, const tasks::Decoded& d, int64_t max_steps) {
+    std::vector<int64_t> in = decoder_output(m, d, max_steps);
+    in.insert(in.begin(), m.bos());
+    in.pop_back();
+    return in;
+}
+
+// Every head's attention for each sentence as it was translated, computed by the model worker.
+std::vector<tasks::AttentionMaps> attention_of(ModelWorker& worker, const Model& m, const std::vector<Source>& sources,
+                                               const std::vector<tasks::Decoded>& decoded, int64_t max_steps) {
+    std::vector<tasks::AttentionMaps> maps(sources.size());
+    worker
+        .run([&] {
+            for (size_t i = 0; i < sources.size(); ++i) {
+                std::vector<int64_t> src = sources[i].ids;
+                const auto valid = static_cast<int64_t>(src.size());
+                if (m.d2l) src.resize(static_cast<size_t>(m.max_len()), m.pad());
+                maps[i] = tasks::attention_maps(*m.model, src, valid, decoder_input(m, decoded[i], max_steps));
+            }
+        })
+        .get();
+    return maps;
+}
+
+// The hypotheses kept for one sentence, best first: text, score and pieces.
+json translations_json(const Model& m, const tasks::Decoded& d) {
+    json translations = json::array();
+    for (const Scored& h : hypotheses(d)) {
+        std::vector<std::string> pieces;
+        for (int64_t id : h.tokens) pieces.push_back(m.piece(id));
+        std::string text;
+        if (m.copy) {
+            text = "1";
+            for (const auto& p : pieces) text += " " + p;
+        } else {
+            text = m.tok.tgt->decode(h.tokens);
+        }
+        translations.push_back({{"text", text}, {"score", h.score}, {"pieces", pieces_json(h.tokens, pieces)}});
+    }
+    return translations;
+}
+
+// Every head of every layer for one sentence, with the pieces along the maps' axes.
+json attention_json(const Model& m, const Source& source, const tasks::AttentionMaps& maps, const tasks::Decoded& d,
+                    int64_t max_steps) {
+    const std::vector<int64_t> in = decoder_input(m, d, max_steps);
+    std::vector<std::string> target_in, target_out;
+    for (int64_t id : in) target_in.push_back(m.piece(id));
+    for (int64_t id : decoder_output(m, d, max_steps)) target_out.push_back(m.piece(id));
+    const auto S = static_cast<int64_t>(source.ids.size()), T = static_cast<int64_t>(in.size());
+    json layers = {{"encoder", json::array()}, {"decoder_self", json::array()}, {"decoder_cross", json::array()}};
+    for (const Tensor& w : maps.encoder) layers["encoder"].push_back(heads(w, S, S));
+    for (const Tensor& w : maps.decoder_self) layers["decoder_self"].push_back(heads(w, T, T));
+    for (const Tensor& w : maps.decoder_cross) layers["decoder_cross"].push_back(heads(w, T, S));
+    layers["source"] = source.pieces;
+    layers["target_in"] = target_in;
+    layers["target_out"] = target_out;
+    return layers;
+}
+
 }  // namespace
 
 // ---- the runs -------------------------------------------------------------------------------------
@@ -559,16 +674,13 @@ ApiResponse Studio::translate(const ApiRequest& r) {
     const Body body(r.body, {"model", "text", "sentences", "search", "beam", "n_best", "length_penalty", "attention"});
     Model& m = pick_model(models_, body);
     const std::vector<std::string> texts = sentences_of(body);
-    const std::string search = body.has("search") ? body.text("search") : "beam";
-    if (search != "beam" && search != "greedy")
-        throw ApiError(400, fmt::format("'search' must be \"beam\" or \"greedy\", got \"{}\"", search));
-    const int64_t beam = search == "greedy" ? 1 : body.integer("beam", 4, 1, 16);
-    if (search == "greedy" && body.has("beam")) throw ApiError(400, "'beam' applies to \"search\": \"beam\"");
-    const int64_t n_best = body.integer("n_best", 1, 1, beam);
-    const double length_penalty = body.number("length_penalty", 1.0, 0.0, 5.0);
-    const bool want_attention = body.flag("attention", false);
+    const SearchRequest q = search_request(body);
     std::vector<Source> sources;
-    for (size_t i = 0; i < texts.size(); ++i) sources.push_back(encode_source(m, texts[i], i + 1));
+    int64_t longest = 0;
+    for (size_t i = 0; i < texts.size(); ++i) {
+        sources.push_back(encode_source(m, texts[i], i + 1));
+        longest = std::max(longest, static_cast<int64_t>(sources.back().ids.size()));
+    }
 
     const auto start = std::chrono::steady_clock::now();
     const auto pass = admission_.enter(options_.queue_timeout);
@@ -578,103 +690,32 @@ ApiResponse Studio::translate(const ApiRequest& r) {
                                    "ms; try again in a moment",
                                    admission_.slots(), options_.queue_timeout.count()),
                        1);
-    std::vector<std::vector<int64_t>> ids;
-    int64_t longest = 0;
-    for (const Source& s : sources) {
-        ids.push_back(s.ids);
-        longest = std::max(longest, static_cast<int64_t>(s.ids.size()));
-    }
     // a translation may be as long as the model's limit; the copy task copies what follows the start symbol
     const SearchKey key{.model = &m,
-                        .beam = beam,
-                        .length_penalty = length_penalty,
-                        .n_best = n_best,
+                        .beam = q.beam,
+                        .length_penalty = q.length_penalty,
+                        .n_best = q.n_best,
                         .max_steps = m.copy ? longest - 1 : m.max_len()};
-    std::vector<tasks::Decoded> decoded;
-    if (m.copy) {  // each sequence is copied to its own length: sequences of one length share a batch
-        std::vector<std::future<std::vector<tasks::Decoded>>> copies;
-        for (const auto& s : ids) {
-            SearchKey k = key;
-            k.max_steps = static_cast<int64_t>(s.size()) - 1;
-            copies.push_back(worker_->decode(k, {s}));
-        }
-        for (auto& c : copies) decoded.push_back(c.get().front());
-    } else {
-        decoded = worker_->decode(key, ids).get();
-    }
-    std::vector<tasks::AttentionMaps> maps(sources.size());
-    // what the decoder read to write sentence i's translation, and what it wrote at each step: the
-    // generated tokens and <eos>, or, when the search ran out of steps, the tokens without an <eos>
-    auto ended = [&](size_t i) {
-        return m.eos() >= 0 && static_cast<int64_t>(decoded[i].tokens.size()) < key.max_steps;
-    };
-    auto decoder_output = [&](size_t i) {
-        std::vector<int64_t> out = decoded[i].tokens;
-        if (ended(i)) out.push_back(m.eos());
-        return out;
-    };
-    auto decoder_input = [&](size_t i) {
-        std::vector<int64_t> in = decoder_output(i);
-        in.insert(in.begin(), m.bos());
-        in.pop_back();
-        return in;
-    };
-    if (want_attention)
-        worker_
-            ->run([&] {
-                for (size_t i = 0; i < sources.size(); ++i) {
-                    std::vector<int64_t> src = sources[i].ids;
-                    const auto valid = static_cast<int64_t>(src.size());
-                    if (m.d2l) src.resize(static_cast<size_t>(m.max_len()), m.pad());
-                    maps[i] = tasks::attention_maps(*m.model, src, valid, decoder_input(i));
-                }
-            })
-            .get();
+    const std::vector<tasks::Decoded> decoded = decode_sources(*worker_, m, key, sources);
+    std::vector<tasks::AttentionMaps> maps;
+    if (q.attention) maps = attention_of(*worker_, m, sources, decoded, key.max_steps);
     const double ms = elapsed_ms(start);
 
     json out = json::array();
     for (size_t i = 0; i < sources.size(); ++i) {
-        json translations = json::array();
-        for (const Scored& h : hypotheses(decoded[i])) {
-            std::vector<std::string> pieces;
-            for (int64_t id : h.tokens) pieces.push_back(m.piece(id));
-            std::string text;
-            if (m.copy) {
-                text = "1";
-                for (const auto& p : pieces) text += " " + p;
-            } else {
-                text = m.tok.tgt->decode(h.tokens);
-            }
-            translations.push_back({{"text", text}, {"score", h.score}, {"pieces", pieces_json(h.tokens, pieces)}});
-        }
         json sentence = {{"text", texts[i]},
                          {"source", {{"pieces", pieces_json(sources[i].ids, sources[i].pieces)}}},
-                         {"translations", translations}};
-        if (want_attention) {
-            const std::vector<int64_t> in = decoder_input(i);
-            std::vector<std::string> target_in, target_out;
-            for (int64_t id : in) target_in.push_back(m.piece(id));
-            for (int64_t id : decoder_output(i)) target_out.push_back(m.piece(id));
-            const auto S = static_cast<int64_t>(sources[i].ids.size()), T = static_cast<int64_t>(in.size());
-            json layers = {
-                {"encoder", json::array()}, {"decoder_self", json::array()}, {"decoder_cross", json::array()}};
-            for (const Tensor& w : maps[i].encoder) layers["encoder"].push_back(heads(w, S, S));
-            for (const Tensor& w : maps[i].decoder_self) layers["decoder_self"].push_back(heads(w, T, T));
-            for (const Tensor& w : maps[i].decoder_cross) layers["decoder_cross"].push_back(heads(w, T, S));
-            layers["source"] = sources[i].pieces;
-            layers["target_in"] = target_in;
-            layers["target_out"] = target_out;
-            sentence["attention"] = layers;
-        }
+                         {"translations", translations_json(m, decoded[i])}};
+        if (q.attention) sentence["attention"] = attention_json(m, sources[i], maps[i], decoded[i], key.max_steps);
         out.push_back(sentence);
     }
     return json_response({{"model", m.id},
                           {"search",
-                           {{"kind", search},
-                            {"beam", beam},
-                            {"n_best", n_best},
-                            {"length_penalty", length_penalty},
-                            {"score", beam > 1 ? "log p / length^length_penalty" : "log p"}}},
+                           {{"kind", q.kind},
+                            {"beam", q.beam},
+                            {"n_best", q.n_best},
+                            {"length_penalty", q.length_penalty},
+                            {"score", q.beam > 1 ? "log p / length^length_penalty" : "log p"}}},
                           {"milliseconds", rounded(ms)},
                           {"sentences", out}});
 }
