@@ -70,19 +70,8 @@ constexpr int64_t kHuge = 1'000'000'000'000;  // more steps, pairs or seeds than
 const CLI::Validator positive = int_range(1, kHuge);
 const CLI::Validator non_negative = int_range(0, kHuge);
 
-void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
-    cmd.add_option("--preset", a.preset,
-                   translation
-                       ? "default (the whole corpus, subwords, about 3 minutes on 2 cores), long (about 9 minutes) "
-                         "or d2l (seed 000 exactly)"
-                       : "copy");
-    cmd.add_option("--out", a.out, "output directory (default runs/<task>)");
-    cmd.add_option("--epochs", a.epochs, "number of epochs")->check(int_range(1, 1'000'000));
-    cmd.add_option("--steps", a.steps, "train this many steps in all instead of whole epochs (the schedule spans them)")
-        ->check(positive);
-    cmd.add_option("--batch-size", a.batch_size,
-                   translation ? "sequences per batch (d2l preset)" : "sequences per batch")
-        ->check(positive);
+// train's model sizes
+void add_model_options(CLI::App& cmd, TrainArgs& a, bool translation) {
     cmd.add_option("--num-steps", a.num_steps,
                    translation ? "d2l: sequence length (padded/truncated); default and long: the longest sequence kept "
                                  "(tokens, <eos> included; longer pairs are left out and counted)"
@@ -93,16 +82,22 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
     cmd.add_option("--num-heads", a.num_heads, "attention heads")->check(positive);
     cmd.add_option("--num-layers", a.num_layers, "encoder and decoder blocks")->check(positive);
     cmd.add_option("--dropout", a.dropout, "dropout probability")->check(probability);
+}
+
+// train's loop: its length, batches, optimiser, seed and checkpoints
+void add_loop_options(CLI::App& cmd, TrainArgs& a, bool translation) {
+    cmd.add_option("--epochs", a.epochs, "number of epochs")->check(int_range(1, 1'000'000));
+    cmd.add_option("--steps", a.steps, "train this many steps in all instead of whole epochs (the schedule spans them)")
+        ->check(positive);
+    cmd.add_option("--batch-size", a.batch_size,
+                   translation ? "sequences per batch (d2l preset)" : "sequences per batch")
+        ->check(positive);
     cmd.add_option("--lr", a.lr, "(peak) learning rate of Adam")->check(positive_finite);
     cmd.add_option("--schedule", a.schedule, "learning-rate schedule: constant, noam or cosine");
     cmd.add_option("--warmup", a.warmup, "warm-up steps for noam / cosine")->check(non_negative);
     cmd.add_option("--clip", a.clip, "gradient-norm clipping threshold (0: off)")->check(non_negative_finite);
     cmd.add_option("--label-smoothing", a.label_smoothing, "label smoothing epsilon")->check(probability);
     cmd.add_option("--seed", a.seed, "seed of every random choice (weights, dropout, data)")->check(non_negative);
-    cmd.add_option("--threads", a.threads,
-                   "threads for kernels and BLAS (default: all cores, shared among the ranks on a machine under "
-                   "mpirun; 1 for the small d2l and copy presets)")
-        ->check(int_range(1, 1'000'000));
     cmd.add_option("--checkpoint-every", a.checkpoint_every, "also save a checkpoint every N steps")
         ->check(non_negative);
     cmd.add_flag("--resume", a.resume, "continue from <out>/checkpoint.safetensors exactly where it stopped");
@@ -110,6 +105,15 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
                  "replace the checkpoint already in <out> (without it, a new run refuses to)");
     cmd.add_option("--stop-after-steps", a.stop_after_steps, "stop after this many steps in total (to test --resume)")
         ->check(non_negative);
+}
+
+// how train runs and what it shows: output, threads, limits, diagnostics
+void add_run_options(CLI::App& cmd, TrainArgs& a) {
+    cmd.add_option("--out", a.out, "output directory (default runs/<task>)");
+    cmd.add_option("--threads", a.threads,
+                   "threads for kernels and BLAS (default: all cores, shared among the ranks on a machine under "
+                   "mpirun; 1 for the small d2l and copy presets)")
+        ->check(int_range(1, 1'000'000));
     cmd.add_flag("--quiet", a.quiet, "no progress line");
     cmd.add_option("--plot-format", a.plot_format, "pictures as png or svg")
         ->capture_default_str()
@@ -126,6 +130,10 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
         ->check(non_negative_finite);
     cmd.add_flag("--profile", a.profile,
                  "print where the time went, op by op (also TFORMER_PROFILE=1); written to <out>/profile.txt");
+}
+
+// the data: the translation presets' corpus, or the copy task's batches
+void add_data_options(CLI::App& cmd, TrainArgs& a, bool translation) {
     if (translation) {
         cmd.add_option("--data", a.data, "path of fra.txt (default: data/fra-eng/fra.txt of this repository)");
         cmd.add_option("--num-examples", a.num_examples,
@@ -159,6 +167,18 @@ void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
     } else {
         cmd.add_option("--batches-per-epoch", a.batches_per_epoch, "fresh random batches per epoch")->check(positive);
     }
+}
+
+void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
+    cmd.add_option("--preset", a.preset,
+                   translation
+                       ? "default (the whole corpus, subwords, about 3 minutes on 2 cores), long (about 9 minutes) "
+                         "or d2l (seed 000 exactly)"
+                       : "copy");
+    add_model_options(cmd, a, translation);
+    add_loop_options(cmd, a, translation);
+    add_data_options(cmd, a, translation);
+    add_run_options(cmd, a);
 }
 // `tformer translate` and its options, into tr
 CLI::App* add_translate_command(CLI::App& app, TranslateArgs& tr) {
