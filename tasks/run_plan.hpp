@@ -38,11 +38,11 @@ enum class Pipeline {
 
 /// Every setting of one training run (see the file's comment).
 struct RunPlan {
-    std::string task = "translate";  ///< copy | translate
-    std::string preset = "default";  ///< default | long | d2l | copy
-    Pipeline pipeline = Pipeline::corpus;
-    uint64_t seed = 0;  ///< weights, batches, dropout, the validation draw and the tokenizer
-    int threads = 0;    ///< 0: every core
+    std::string task = "translate";        ///< copy | translate
+    std::string preset = "default";        ///< default | long | d2l | copy
+    Pipeline pipeline = Pipeline::corpus;  ///< how the data is read and batched
+    uint64_t seed = 0;                     ///< weights, batches, dropout, the validation draw and the tokenizer
+    int threads = 0;                       ///< 0: every core
 
     /// @name The data
     /// @{
