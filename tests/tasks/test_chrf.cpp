@@ -64,6 +64,5 @@ TEST_CASE("chrF: identical text scores 100 whatever its spacing, and bad input i
     CHECK_THROWS_WITH(tasks::chrf_stats("a", {}), Catch::Contains("at least one reference"));
     CHECK_THROWS_WITH(tasks::chrf_stats("a", {"a"}, 0), Catch::Contains("order must be at least 1; got 0"));
     CHECK_THROWS_WITH(tasks::chrf_stats("a\xff", {"a"}), Catch::Contains("chrF: invalid UTF-8 at byte 1 (0xFF)"));
-    CHECK_THROWS_WITH(tasks::corpus_chrf({"a", "b"}, {{"a"}}),
-                      Catch::Contains("2 hypotheses but 1 reference lists"));
+    CHECK_THROWS_WITH(tasks::corpus_chrf({"a", "b"}, {{"a"}}), Catch::Contains("2 hypotheses but 1 reference lists"));
 }
