@@ -329,8 +329,12 @@ std::optional<Language> language_asked(int argc, char** argv) {
     return asked;
 }
 
-// Refuses an empty value ("--out ''"), which would name no folder, step or fault.
+// Refuses an empty value ("--out ''"), which would name no folder, step or
+// fault, and (as a_value) one that starts with '-': in "--from --lang zh"
+// the step is missing, --from does not name a step "--lang".
 const CLI::Validator non_empty([](std::string& value) { return value.empty() ? std::string("empty") : ""; }, "");
+const CLI::Validator a_value(
+    [](std::string& value) { return value.empty() || value[0] == '-' ? std::string("missing") : ""; }, "");
 
 // The refusal of a command line CLI11 could not parse: for an option that
 // takes a value, what it needs after it (the value was missing or not one of
@@ -450,12 +454,12 @@ bool Tutorial::parse_arguments(int argc, char** argv) {
     app.add_flag("--quiet-tensors", quiet_tensors);
     app.add_flag("--no-prose", no_prose);
     app.add_option("--lang")->check(CLI::IsMember({"en", "zh"}));  // read above
-    app.add_option("--inject-fault", fault_)->check(non_empty);
+    app.add_option("--inject-fault", fault_)->check(a_value);
     app.add_option("--out", out)->check(non_empty);
-    app.add_option("--from", from)->check(non_empty);
-    app.add_option("--only", only)->check(non_empty);
+    app.add_option("--from", from)->check(a_value);
+    app.add_option("--only", only)->check(a_value);
     app.add_option("--plot-format", plot_format_)->check(CLI::IsMember({"png", "svg"}));
-    for (const Option& o : info_.options) app.add_option(o.name, options_[o.name])->check(non_empty);
+    for (const Option& o : info_.options) app.add_option(o.name, options_[o.name])->check(a_value);
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp&) {
