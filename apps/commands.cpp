@@ -220,10 +220,21 @@ double copy_accuracy(nn::EncoderDecoder& model, int64_t n, int64_t length, uint6
 
 std::string join(const std::vector<int64_t>& ids) { return fmt::format("{}", fmt::join(ids, " ")); }
 
+// The corpus BLEU line, then chrF and BLEU by source length on indented lines.
 std::string bleu_line(const std::string& what, const tasks::BleuReport& r) {
-    return fmt::format("{}: {:.2f} on {} sentences (precisions {:.3f}, brevity penalty {:.3f}){}\n", what,
-                       100 * r.bleu.score, r.sentences, fmt::join(r.bleu.precisions, "/"), r.bleu.brevity_penalty,
-                       r.truncated ? fmt::format(", {} sources cut at the model's limit", r.truncated) : "");
+    std::string out =
+        fmt::format("{}: {:.2f} on {} sentences (precisions {:.3f}, brevity penalty {:.3f}){}\n", what,
+                    100 * r.bleu.score, r.sentences, fmt::join(r.bleu.precisions, "/"), r.bleu.brevity_penalty,
+                    r.truncated ? fmt::format(", {} sources cut at the model's limit", r.truncated) : "");
+    out += fmt::format("  chrF2 {:.2f}; BLEU-4 by source length:", r.chrf);
+    for (const tasks::LengthBucket& b : r.by_length) {
+        const std::string words =
+            b.max_words > 0 ? fmt::format("{}-{}", b.min_words, b.max_words) : fmt::format("{}+", b.min_words);
+        out += b.sentences > 0 ? fmt::format(" {} words {:.2f} ({})", words, 100 * b.bleu.score, b.sentences)
+                               : fmt::format(" {} words - (0)", words);
+        out += &b == &r.by_length.back() ? "\n" : ",";
+    }
+    return out;
 }
 
 // After Ctrl-C or SIGTERM: the checkpoint is saved, the evaluation is skipped; 128 + signal, as shells report it.

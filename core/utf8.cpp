@@ -193,4 +193,25 @@ size_t utf8_prefix_length(std::string_view text, size_t limit) {
     return n;
 }
 
+std::u32string utf8_code_points(std::string_view text, std::string_view what) {
+    std::u32string out;
+    out.reserve(text.size());
+    for (size_t pos = 0; pos < text.size();) {
+        const CodePoint c = decode_at(text, pos);
+        if (c.length <= 0)
+            fail<ValueError>("{}: invalid UTF-8 at byte {} (0x{:02X})", what, pos,
+                             static_cast<unsigned char>(text[pos]));
+        out += static_cast<char32_t>(c.value);
+        pos += static_cast<size_t>(c.length);
+    }
+    return out;
+}
+
+bool is_unicode_space(char32_t cp) {
+    if (cp > 0x10FFFF) return false;
+    const utf8proc_property_t* p = utf8proc_get_property(static_cast<utf8proc_int32_t>(cp));
+    return p->category == UTF8PROC_CATEGORY_ZS || p->bidi_class == UTF8PROC_BIDI_CLASS_WS ||
+           p->bidi_class == UTF8PROC_BIDI_CLASS_B || p->bidi_class == UTF8PROC_BIDI_CLASS_S;
+}
+
 }  // namespace tformer::core

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tformer::core {
 
@@ -48,5 +49,15 @@ int utf8_display_width(std::string_view text);
 /// `text` with each byte that does not begin a well-formed sequence replaced
 /// by U+FFFD (�): what a picture shows for bytes that are not text.
 std::string utf8_replace_invalid(std::string_view text);
+
+/// The code points of `text`, in order. Throws ValueError naming `what` and
+/// the byte on invalid UTF-8.
+std::u32string utf8_code_points(std::string_view text, std::string_view what);
+
+/// True for the code points Python 3's str.isspace() calls whitespace:
+/// general category Zs or bidirectional class WS, B or S. Besides ASCII's
+/// space, tab and line ends, that is U+00A0 and U+202F, the no-break spaces
+/// French text puts before ? and !.
+bool is_unicode_space(char32_t cp);
 
 }  // namespace tformer::core

@@ -2,6 +2,7 @@
 #include "tasks/corpus.hpp"
 
 #include "tasks/batch_translate.hpp"
+#include "tasks/chrf.hpp"
 
 #include "core/core.hpp"
 
@@ -273,6 +274,44 @@ TokenLine bleu_tokens(std::string_view text) {
     return words;
 }
 
+int64_t count_words(std::string_view text) {
+    int64_t words = 0;
+    bool in_word = false;
+    for (const char32_t cp : core::utf8_code_points(text, "count_words")) {
+        const bool space = core::is_unicode_space(cp);
+        words += !space && !in_word ? 1 : 0;
+        in_word = !space;
+    }
+    return words;
+}
+
+std::vector<LengthBucket> bleu_by_length(const std::vector<std::string>& sources, const std::vector<TokenLine>& preds,
+                                         const std::vector<std::vector<TokenLine>>& refs) {
+    if (sources.size() != preds.size() || preds.size() != refs.size())
+        fail<ValueError>("bleu_by_length: {} sources, {} predictions and {} reference lists; need as many of each",
+                         sources.size(), preds.size(), refs.size());
+    std::vector<LengthBucket> buckets(4);
+    for (size_t b = 0; b < buckets.size(); ++b) {
+        const int64_t bounds[][2] = {{1, 5}, {6, 10}, {11, 20}, {21, 0}};  // max 0: no limit
+        buckets[b].min_words = bounds[b][0];
+        buckets[b].max_words = bounds[b][1];
+    }
+    std::vector<std::vector<TokenLine>> p(buckets.size());
+    std::vector<std::vector<std::vector<TokenLine>>> r(buckets.size());
+    for (size_t i = 0; i < sources.size(); ++i) {
+        const int64_t words = count_words(sources[i]);
+        size_t b = 0;  // the last bucket that starts at or below `words` (an empty source goes in the first)
+        while (b + 1 < buckets.size() && words >= buckets[b + 1].min_words) ++b;
+        p[b].push_back(preds[i]);
+        r[b].push_back(refs[i]);
+    }
+    for (size_t b = 0; b < buckets.size(); ++b) {
+        buckets[b].sentences = static_cast<int64_t>(p[b].size());
+        if (!p[b].empty()) buckets[b].bleu = corpus_bleu(p[b], r[b], 4);
+    }
+    return buckets;
+}
+
 BleuReport evaluate_bleu(nn::EncoderDecoder& model, const TokenizerPair& tok, const std::vector<ValSentence>& val,
                          const BleuOptions& o) {
     if (o.max_len < 2 || o.batch_tokens < 1 || o.max_sentences < 0 || o.threads < 0)
@@ -296,12 +335,21 @@ BleuReport evaluate_bleu(nn::EncoderDecoder& model, const TokenizerPair& tok, co
     }
     std::vector<TokenLine> preds;
     std::vector<std::vector<TokenLine>> refs;
+    std::vector<std::string> lower_hyps;
+    std::vector<std::vector<std::string>> lower_refs;
     for (int64_t i = 0; i < n; ++i) {
         preds.push_back(bleu_tokens(report.hypotheses[i]));
+        lower_hyps.push_back(core::utf8_lower(report.hypotheses[i]));
         refs.emplace_back();
-        for (const std::string& r : val[i].refs) refs.back().push_back(bleu_tokens(r));
+        lower_refs.emplace_back();
+        for (const std::string& r : val[i].refs) {
+            refs.back().push_back(bleu_tokens(r));
+            lower_refs.back().push_back(core::utf8_lower(r));
+        }
     }
     report.bleu = corpus_bleu(preds, refs, 4);
+    report.chrf = corpus_chrf(lower_hyps, lower_refs);
+    report.by_length = bleu_by_length(sources, preds, refs);
     return report;
 }
 

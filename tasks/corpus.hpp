@@ -141,9 +141,19 @@ struct BleuOptions {
     int threads = 0;             ///< batches decoded at once; 0: core::get_num_threads()
 };
 
+/// Corpus BLEU-4 of the validation sentences whose source has a given number of words.
+struct LengthBucket {
+    int64_t min_words = 0;  ///< the fewest source words (whitespace-separated) in this bucket
+    int64_t max_words = 0;  ///< the most; 0: no upper limit
+    int64_t sentences = 0;  ///< how many validation sentences fall in it
+    CorpusBleu bleu;        ///< their corpus BLEU-4 (score 0 when there are none)
+};
+
 /// The result of evaluate_bleu.
 struct BleuReport {
     CorpusBleu bleu;                      ///< corpus BLEU-4 and its parts
+    double chrf = 0.0;                    ///< corpus chrF2 (tasks/chrf.hpp) in [0, 100], on lowercased text as BLEU
+    std::vector<LengthBucket> by_length;  ///< BLEU-4 of sources of 1-5, 6-10, 11-20 and 21+ words
     int64_t sentences = 0;                ///< sentences translated
     int64_t truncated = 0;                ///< sources cut at max_len
     std::vector<std::string> hypotheses;  ///< the translations, in the order of the sentences
@@ -153,8 +163,19 @@ struct BleuReport {
 /// , . ! ?) and a split at spaces, so figures stay comparable with seed 000's.
 TokenLine bleu_tokens(std::string_view text);
 
+/// Words of `text`: runs of code points that are not whitespace
+/// (core::is_unicode_space). Throws ValueError on invalid UTF-8.
+int64_t count_words(std::string_view text);
+
+/// Corpus BLEU-4 of the sentences whose source has 1-5, 6-10, 11-20 and 21+
+/// words (count_words; an empty source counts in the first), so that the
+/// quality on long sentences shows beside the corpus figure. sources[i],
+/// preds[i] and refs[i] belong together; sizes that differ throw ValueError.
+std::vector<LengthBucket> bleu_by_length(const std::vector<std::string>& sources, const std::vector<TokenLine>& preds,
+                                         const std::vector<std::vector<TokenLine>>& refs);
+
 /// Corpus BLEU-4 of the model's translations of `val` against all their
-/// references. Sentences are decoded in batches of similar length
+/// references, with corpus chrF2 and BLEU-4 by source length. Sentences are decoded in batches of similar length
 /// (tasks::translate_batches), on copies of the model when threads > 1.
 BleuReport evaluate_bleu(nn::EncoderDecoder& model, const TokenizerPair& tokenizers,
                          const std::vector<ValSentence>& val, const BleuOptions& options);

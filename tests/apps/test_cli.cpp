@@ -135,6 +135,11 @@ TEST_CASE(
     CHECK_THAT(r.output, Catch::Contains("tokenizer: sentencepiece, vocabularies 300 / 300"));
     CHECK_THAT(r.output, Catch::Contains("% padding"));
     CHECK_THAT(r.output, Catch::Contains("validation corpus BLEU-4, beam 4"));
+    CHECK_THAT(
+        r.output,
+        Catch::Matches(
+            R"((.|\n)*  chrF2 [0-9]+\.[0-9]{2}; BLEU-4 by source length: 1-5 words [0-9.]+ \([0-9]+\),(.|\n)*)"));
+    CHECK_THAT(r.output, Catch::Contains("21+ words"));
     CHECK_THAT(r.output, Catch::Contains("the mean of the last 3 snapshots"));
 
     // a run that diverges stops with a message and leaves the good checkpoint as it was

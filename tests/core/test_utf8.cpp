@@ -194,6 +194,22 @@ TEST_CASE("utf8_display_width(text): terminal columns, 2 for wide characters, 0 
     CHECK(utf8_display_width("\uac00") == 2);              // Hangul 가
     CHECK(utf8_display_width("e\u0301") == 1);             // e + combining acute: one column
     CHECK(utf8_display_width("\u2500\u00b7\u2192") == 3);  // ─·→ take one column each
-    CHECK(utf8_display_width("a\x80"
-                             "b") == 3);  // the invalid byte counts one
+    CHECK(utf8_display_width("a\x80z") == 3);              // the invalid byte counts one
+}
+
+TEST_CASE("utf8_code_points(text), is_unicode_space(cp): code points, and Python's str.isspace() on all of them",
+          "[core][utf8]") {
+    CHECK(utf8_code_points("a\u00e0\u202f\u732b", "test") == std::u32string{U'a', U'\u00e0', U'\u202f', U'\u732b'});
+    CHECK(utf8_code_points("", "test").empty());
+    CHECK_THROWS_WITH(utf8_code_points("ab\xc3", "reading x"), Catch::Contains("reading x: invalid UTF-8 at byte 2"));
+    // [c for c in range(0x110000) if chr(c).isspace()], Python 3.11
+    const std::vector<char32_t> python = {0x9,    0xa,    0xb,    0xc,    0xd,    0x1c,   0x1d,   0x1e,
+                                          0x1f,   0x20,   0x85,   0xa0,   0x1680, 0x2000, 0x2001, 0x2002,
+                                          0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200a,
+                                          0x2028, 0x2029, 0x202f, 0x205f, 0x3000};
+    std::vector<char32_t> ours;
+    for (char32_t cp = 0; cp < 0x110000; ++cp)
+        if (is_unicode_space(cp)) ours.push_back(cp);
+    CHECK(ours == python);
+    CHECK_FALSE(is_unicode_space(0x110000));
 }

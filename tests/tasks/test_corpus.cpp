@@ -180,3 +180,37 @@ TEST_CASE("BucketBatcher on the bundled corpus: padding under 15% of tokens", "[
         CHECK(batcher.max_batch() * 4 <= budget);  // the shortest pairs have at least 2 + 2 positions
     }
 }
+
+TEST_CASE("count_words, bleu_by_length: sentences go to the 1-5, 6-10, 11-20 or 21+ word bucket of their source",
+          "[tasks][corpus][bleu]") {
+    CHECK(count_words("") == 0);
+    CHECK(count_words("  Go.  ") == 1);
+    CHECK(count_words("Who is\u00a0there ?\tme") == 5);  // a no-break space and a tab separate words too
+    auto words = [](int n) {
+        std::string s;
+        for (int i = 0; i < n; ++i) s += (i ? " w" : "w") + std::to_string(i);
+        return s;
+    };
+    const std::vector<std::string> sources = {words(1),  words(5),  words(6),  words(10), words(11),
+                                              words(20), words(21), words(40), ""};
+    // the 6-10 bucket translated perfectly, the others with one wrong word of four
+    const TokenLine right = {"a", "b", "c", "d"}, wrong = {"a", "b", "c", "x"};
+    std::vector<TokenLine> preds;
+    std::vector<std::vector<TokenLine>> refs;
+    for (size_t i = 0; i < sources.size(); ++i) {
+        preds.push_back(i == 2 || i == 3 ? right : wrong);
+        refs.push_back({right});
+    }
+    const std::vector<LengthBucket> b = bleu_by_length(sources, preds, refs);
+    REQUIRE(b.size() == 4);
+    CHECK((b[0].min_words == 1 && b[0].max_words == 5 && b[3].min_words == 21 && b[3].max_words == 0));
+    CHECK(b[0].sentences == 3);  // 1, 5 and the empty source
+    CHECK(b[1].sentences == 2);
+    CHECK(b[2].sentences == 2);
+    CHECK(b[3].sentences == 2);
+    CHECK(b[1].bleu.score == Approx(1.0));
+    CHECK(b[0].bleu.score == 0);  // no 4-gram matches
+    CHECK(b[0].bleu.precisions[0] == Approx(0.75));
+    CHECK(bleu_by_length({}, {}, {})[2].sentences == 0);
+    CHECK_THROWS_WITH(bleu_by_length({"a"}, {}, {}), Catch::Contains("1 sources, 0 predictions and 0 reference"));
+}
