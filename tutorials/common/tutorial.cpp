@@ -330,9 +330,8 @@ std::optional<Language> language_asked(int argc, char** argv) {
 }
 
 // Refuses an empty value ("--out ''"), which would name no folder, step or
-// fault, and (as a_value) one that starts with '-': in "--from --lang zh"
-// the step is missing, --from does not name a step "--lang".
-const CLI::Validator non_empty([](std::string& value) { return value.empty() ? std::string("empty") : ""; }, "");
+// fault, and one that starts with '-': in "--from --lang zh" the step is
+// missing, --from does not name a step "--lang".
 const CLI::Validator a_value(
     [](std::string& value) { return value.empty() || value[0] == '-' ? std::string("missing") : ""; }, "");
 
@@ -455,7 +454,7 @@ bool Tutorial::parse_arguments(int argc, char** argv) {
     app.add_flag("--no-prose", no_prose);
     app.add_option("--lang")->check(CLI::IsMember({"en", "zh"}));  // read above
     app.add_option("--inject-fault", fault_)->check(a_value);
-    app.add_option("--out", out)->check(non_empty);
+    app.add_option("--out", out)->check(a_value);
     app.add_option("--from", from)->check(a_value);
     app.add_option("--only", only)->check(a_value);
     app.add_option("--plot-format", plot_format_)->check(CLI::IsMember({"png", "svg"}));
