@@ -348,9 +348,7 @@ void apply_model_flags(const TrainArgs& a, tasks::RunPlan& p) {
     tasks::ModelConfig& m = p.model;
     nn::TransformerOptions& t = m.transformer;
     m.num_steps = pick(a.num_steps, m.num_steps);
-    // the key, query and value sizes, the FFN's input and the norm shape follow the width
-    t.key_size = t.query_size = t.value_size = t.num_hiddens = t.norm_shape = t.ffn_num_input =
-        pick(a.num_hiddens, t.num_hiddens);
+    t = t.with_width(pick(a.num_hiddens, t.num_hiddens));
     t.ffn_num_hiddens = pick(a.ffn_num_hiddens, t.ffn_num_hiddens);
     t.num_heads = pick(a.num_heads, t.num_heads);
     t.num_layers = pick(a.num_layers, t.num_layers);
@@ -376,7 +374,6 @@ void apply_train_flags(const TrainArgs& a, tasks::RunPlan& p) {
     o.label_smoothing = pick(a.label_smoothing, o.label_smoothing);
     o.average = pick(a.average, o.average);
     o.seed = p.seed;
-    o.out_dir = a.out.empty() ? "runs/" + a.task : a.out;
     o.checkpoint_every = a.checkpoint_every;
     o.resume = a.resume;
     o.stop_after_steps = a.stop_after_steps;
@@ -404,9 +401,10 @@ tasks::RunPlan resolve_plan(const TrainArgs& a) {
     set_threads(p.threads);  // the only effect of this step: a --threads beyond the machine is said first
     if (a.seed) p.seed = static_cast<uint64_t>(*a.seed);
     p.max_memory = a.max_memory;
+    p.train.out_dir = a.out.empty() ? "runs/" + a.task : a.out;
     if (a.resume && a.overwrite)
         fail<ValueError>("train: --resume continues {}, --overwrite replaces it: give one",
-                         (fs::path(a.out.empty() ? "runs/" + a.task : a.out) / "checkpoint.safetensors").string());
+                         (fs::path(p.train.out_dir) / "checkpoint.safetensors").string());
     apply_data_flags(a, p);
     apply_model_flags(a, p);
     apply_train_flags(a, p);

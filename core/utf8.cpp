@@ -167,6 +167,25 @@ std::string utf8_replace_invalid(std::string_view text) {
     return out;
 }
 
+size_t utf8_char_length(std::string_view text, size_t pos) {
+    const CodePoint c = decode_at(text, pos);
+    return c.length > 0 ? static_cast<size_t>(c.length) : 1;
+}
+
+int utf8_display_width(std::string_view text) {
+    int width = 0;
+    for (size_t pos = 0; pos < text.size();) {
+        const CodePoint c = decode_at(text, pos);
+        if (c.length <= 0) {
+            ++width, ++pos;
+            continue;
+        }
+        width += utf8proc_charwidth(c.value);
+        pos += static_cast<size_t>(c.length);
+    }
+    return width;
+}
+
 size_t utf8_prefix_length(std::string_view text, size_t limit) {
     if (text.size() <= limit) return text.size();
     size_t n = limit;

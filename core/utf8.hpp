@@ -34,6 +34,18 @@ std::string utf8_lower(std::string_view text);
 /// long name); the whole length when it is within `limit`.
 size_t utf8_prefix_length(std::string_view text, size_t limit);
 
+/// The length in bytes of the character that starts at text[pos] (1 to 4),
+/// or 1 when the byte there does not begin a well-formed sequence: stepping
+/// by it visits every character and never stops inside one. `pos` must be
+/// below text.size().
+size_t utf8_char_length(std::string_view text, size_t pos);
+
+/// The columns `text` takes on a terminal: utf8proc_charwidth of each
+/// character (2 for East Asian wide and full-width characters, 0 for
+/// combining marks, 1 for the rest), and 1 for each byte that does not begin
+/// a well-formed sequence.
+int utf8_display_width(std::string_view text);
+
 /// `text` with each byte that does not begin a well-formed sequence replaced
 /// by U+FFFD (�): what a picture shows for bytes that are not text.
 std::string utf8_replace_invalid(std::string_view text);

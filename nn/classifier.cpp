@@ -11,18 +11,13 @@ namespace ag = tformer::autograd;
 
 namespace {
 TransformerOptions encoder_options(const TransformerClassifier::Options& o) {
-    return {.key_size = o.num_hiddens,
-            .query_size = o.num_hiddens,
-            .value_size = o.num_hiddens,
-            .num_hiddens = o.num_hiddens,
-            .norm_shape = o.num_hiddens,
-            .ffn_num_input = o.num_hiddens,
-            .ffn_num_hiddens = o.ffn_num_hiddens,
-            .num_heads = o.num_heads,
-            .num_layers = o.num_layers,
-            .dropout = o.dropout,
-            .use_bias = o.use_bias,
-            .scale_embedding = false};  // seed 001: embedded_words + embedded_position
+    return TransformerOptions{.ffn_num_hiddens = o.ffn_num_hiddens,
+                              .num_heads = o.num_heads,
+                              .num_layers = o.num_layers,
+                              .dropout = o.dropout,
+                              .use_bias = o.use_bias,
+                              .scale_embedding = false}  // seed 001: embedded_words + embedded_position
+        .with_width(o.num_hiddens);
 }
 
 void check_options(const TransformerClassifier::Options& o) {

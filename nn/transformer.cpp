@@ -129,6 +129,14 @@ Variable AddNorm::forward(const Variable& X, const Variable& Y) {
     return (*ln)(ag::add((*dropout)(Y), X));  // ln(dropout(Y) + X)
 }
 
+// ---- TransformerOptions ---------------------------------------------------------------------
+
+TransformerOptions TransformerOptions::with_width(int64_t d) const {
+    TransformerOptions o = *this;
+    o.key_size = o.query_size = o.value_size = o.num_hiddens = o.norm_shape = o.ffn_num_input = d;
+    return o;
+}
+
 // ---- EncoderBlock ---------------------------------------------------------------------------
 
 EncoderBlock::EncoderBlock(const TransformerOptions& o, core::Generator& gen) : Module("EncoderBlock") {

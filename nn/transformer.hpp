@@ -96,6 +96,11 @@ struct TransformerOptions {
     /// encoding (these three bit for bit). Fewer graph nodes and passes over
     /// memory; the composed ops stay the default, as the tutorials teach them.
     bool fused = false;
+
+    /// A copy with the width D set to `d` and every size that follows it
+    /// (the key, query and value sizes, the norm shape and the FFN's input),
+    /// as seed 000 sets them all from num_hiddens.
+    TransformerOptions with_width(int64_t d) const;
 };
 
 /// Seed 000 "编码器块": self-attention + AddNorm, then FFN + AddNorm.

@@ -41,18 +41,13 @@ namespace {
 // Seed 000's sizes: key/query/value sizes, the FFN input and the norm shape all follow D.
 // Every preset runs the fused layers: the bench measures tformer's fast path.
 nn::TransformerOptions sizes(int64_t D, int64_t ffn, int64_t heads, int64_t layers, double dropout) {
-    return {.key_size = D,
-            .query_size = D,
-            .value_size = D,
-            .num_hiddens = D,
-            .norm_shape = D,
-            .ffn_num_input = D,
-            .ffn_num_hiddens = ffn,
-            .num_heads = heads,
-            .num_layers = layers,
-            .dropout = dropout,
-            .use_bias = false,
-            .fused = true};
+    return nn::TransformerOptions{.ffn_num_hiddens = ffn,
+                                  .num_heads = heads,
+                                  .num_layers = layers,
+                                  .dropout = dropout,
+                                  .use_bias = false,
+                                  .fused = true}
+        .with_width(D);
 }
 
 BenchPreset make_preset(std::string name, std::string task, int64_t src_vocab, int64_t tgt_vocab,

@@ -23,10 +23,11 @@ const FontMetrics& metrics() {
 // The text box's height (ascent + descent) and the capitals' height, in whole pixels.
 int text_height() { return static_cast<int>(std::ceil(metrics().height())); }
 int cap_height() { return static_cast<int>(std::lround(metrics().cap_height)); }
-constexpr int kMargin = 14;     // around the whole picture
-constexpr int kTickLength = 5;  // tick marks point outwards from the frame
-constexpr int kTickGap = 5;     // between a tick mark and its label
-constexpr int kLabelGap = 10;   // between tick labels and the axis label
+constexpr int kMargin = 14;            // around the whole picture
+constexpr int kTickLength = 5;         // tick marks point outwards from the frame
+constexpr int kTickGap = 5;            // between a tick mark and its label
+constexpr int kLabelGap = 10;          // between tick labels and the axis label
+constexpr int kMaxHeatmapSide = 2400;  // the cells of a larger grid of heatmaps shrink
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -40,16 +41,76 @@ double baseline_below(double top) { return top + metrics().ascent; }
 double caps_centred_on(double y) { return y + 0.5 + metrics().cap_height / 2; }
 TextStyle aligned(Align halign) { return {.halign = halign}; }
 
+// ---- the parts both kinds of picture draw ----
+
+// The margin from the picture's edge to the frame on a side with an axis:
+// the picture's margin, the axis label (if any), the tick labels, the ticks.
+int margin_to_frame(std::string_view axis_label, int tick_labels) {
+    return kMargin + (axis_label.empty() ? 0 : text_height() + kLabelGap) + tick_labels + kTickGap + kTickLength + 1;
+}
+
+// The one-pixel axis-coloured frame just around `area`.
+void frame(Canvas& canvas, const Rect& area) {
+    canvas.stroke_rect({area.x - 1, area.y - 1, area.width + 2, area.height + 2}, colors::axis);
+}
+
+// A tick mark pointing down from the frame row `frame_y` at column x, and
+// its label centred under it (or, vertical, reading upwards and ending there).
+void x_tick(Canvas& canvas, int x, int frame_y, std::string_view label, bool vertical = false) {
+    canvas.fill_rect({x, frame_y + 1, 1, kTickLength}, colors::axis);
+    const int label_y = frame_y + 1 + kTickLength + kTickGap;
+    if (vertical)  // capitals centred on the tick
+        canvas.text(x + 0.5 + metrics().cap_height / 2, label_y, label, {.vertical = true, .halign = Align::end});
+    else
+        canvas.text(x + 0.5, baseline_below(label_y), label, aligned(Align::center));
+}
+
+// A tick mark pointing out from the frame column `frame_x` at row y, to the
+// left (the label right-aligned before it) or to the right (the label after it).
+void y_tick(Canvas& canvas, int y, int frame_x, std::string_view label, bool left = true) {
+    const int mark_x = left ? frame_x - kTickLength : frame_x + 1;
+    canvas.fill_rect({mark_x, y, kTickLength, 1}, colors::axis);
+    if (left)
+        canvas.text(mark_x - kTickGap, caps_centred_on(y), label, aligned(Align::end));
+    else
+        canvas.text(mark_x + kTickLength + kTickGap, caps_centred_on(y), label, kLabel);
+}
+
+// The x axis label (if any) centred on column x, under the band of tick
+// labels `band` pixels deep below the frame row frame_y.
+void x_axis_label(Canvas& canvas, double x, int frame_y, int band, std::string_view label) {
+    if (label.empty()) return;
+    canvas.text(x, baseline_below(frame_y + 1 + kTickLength + kTickGap + band + kLabelGap), label,
+                aligned(Align::center));
+}
+
+// The y axis label (if any) along the left margin, reading upwards, centred on row y.
+void y_axis_label(Canvas& canvas, double y, std::string_view label) {
+    if (!label.empty()) canvas.text(kMargin + metrics().ascent, y, label, {.vertical = true, .halign = Align::center});
+}
+
+// The picture's title in bold, centred on column x at the top margin.
+void title_at(Canvas& canvas, double x, std::string_view title) {
+    TextStyle style = kTitle;
+    style.halign = Align::center;
+    canvas.text(x, baseline_below(kMargin), title, style);
+}
+
 // One tick: where (in data units) and what it says.
 struct Tick {
     double value;
     std::string label;
 };
 
-int widest_label(const std::vector<Tick>& ticks) {
+// The widest of `texts` in pixels, each taken through `text_of`.
+template <class Range, class Get>
+int widest(const Range& texts, Get text_of) {
     int w = 0;
-    for (const Tick& t : ticks) w = std::max(w, text_width(t.label));
+    for (const auto& t : texts) w = std::max(w, text_width(text_of(t)));
     return w;
+}
+int widest_label(const std::vector<Tick>& ticks) {
+    return widest(ticks, [](const Tick& t) -> const std::string& { return t.label; });
 }
 
 std::vector<Tick> linear_ticks(double lo, double hi, int max_ticks) {
@@ -66,16 +127,11 @@ std::vector<Tick> linear_ticks(double lo, double hi, int max_ticks) {
 std::vector<Tick> log_ticks(double lo_exp, double hi_exp, int max_ticks) {
     std::vector<Tick> ticks;
     const auto add = [&](double v) { ticks.push_back({v, format_tick(v, v)}); };
-    // Whole decades, every 1, 2, 5, 10, ... decades so that at most max_ticks show.
+    // Whole decades, every 1, 2, 5, 10, ... decades so that at most max_ticks
+    // show (no more asked for than there are decades: the step stays whole).
     const double first = std::ceil(lo_exp - 1e-9), last = std::floor(hi_exp + 1e-9);
     if (last - first >= 1) {
-        const std::vector<double> decades = nice_ticks(first, last, max_ticks);
-        const double step = decades.size() > 1 ? decades[1] - decades[0] : 0.0;
-        if (decades.size() >= 2 && step >= 1 && step == std::round(step)) {
-            for (double k : decades) add(std::pow(10.0, k));
-            return ticks;
-        }
-        for (double k = first; k <= last; k += std::ceil((last - first) / std::max(1, max_ticks - 1)))
+        for (double k : nice_ticks(first, last, static_cast<int>(std::min<double>(max_ticks, last - first + 1))))
             add(std::pow(10.0, k));
         return ticks;
     }
@@ -88,39 +144,35 @@ std::vector<Tick> log_ticks(double lo_exp, double hi_exp, int max_ticks) {
     return linear_ticks(std::pow(10.0, lo_exp), std::pow(10.0, hi_exp), max_ticks);
 }
 
+// A y value in plotting coordinates: log10 of it on a log axis (NaN, not
+// drawn, for y <= 0), itself on a linear one.
+double on_axis(bool log, double y) { return log ? (y > 0 ? std::log10(y) : kNaN) : y; }
+
 // An axis: limits in plotting coordinates (log10 of the data for a log axis).
 struct AxisRange {
     double lo = 0;
     double hi = 1;
 };
 
-// The data limits of `values` (finite ones only), or nothing.
-std::optional<AxisRange> finite_range(const std::vector<double>& values) {
-    std::optional<AxisRange> range;
-    for (double v : values) {
-        if (!std::isfinite(v)) continue;
-        if (!range)
-            range = AxisRange{v, v};
-        else
-            range = AxisRange{std::min(range->lo, v), std::max(range->hi, v)};
-    }
+// The limits of `range` widened to the finite ones of `values`; nothing when
+// neither holds a finite value.
+std::optional<AxisRange> finite_range(const std::vector<double>& values, std::optional<AxisRange> range = {}) {
+    for (double v : values)
+        if (std::isfinite(v))
+            range = range ? AxisRange{std::min(range->lo, v), std::max(range->hi, v)} : AxisRange{v, v};
     return range;
 }
 
 // Data limits padded by `pad` of the span on each side; a single value gets
-// a unit-sized window around it.
-AxisRange padded(std::optional<AxisRange> data, double pad, double fallback_lo, double fallback_hi) {
-    if (!data) return {fallback_lo, fallback_hi};
+// a unit-sized window around it, no data the range [0, 1].
+AxisRange padded(std::optional<AxisRange> data, double pad) {
+    if (!data) return {};
     if (data->lo == data->hi) {
         const double half = std::max(0.5, std::abs(data->lo) * 0.05);
         return {data->lo - half, data->hi + half};
     }
     const double span = data->hi - data->lo;
     return {data->lo - pad * span, data->hi + pad * span};
-}
-
-void check_limit(const std::optional<double>& limit, const char* name, const char* op) {
-    if (limit && !std::isfinite(*limit)) fail<ValueError>("{}: {} must be finite, got {}", op, name, *limit);
 }
 
 }  // namespace
@@ -166,17 +218,9 @@ std::string format_tick(double value, double step) {
     if (value != 0 && (step >= 1e5 || magnitude >= 1e15 || (step < 1e-4 && magnitude < 1e-3))) {
         // As many significant digits as the step resolves, written compactly: 2.5e6, 1e-5.
         const int digits = static_cast<int>(std::floor(std::log10(magnitude)) - std::floor(std::log10(step))) + 1;
-        std::string text = fmt::format("{:.{}g}", value, std::clamp(digits, 1, 15));
-        const size_t e = text.find('e');
-        if (e == std::string::npos) return text;
-        size_t digits_from = e + 1;
-        std::string exponent_sign;
-        if (text[digits_from] == '+' || text[digits_from] == '-') {
-            if (text[digits_from] == '-') exponent_sign = "-";
-            ++digits_from;
-        }
-        const size_t first_digit = std::min(text.find_first_not_of('0', digits_from), text.size() - 1);
-        return text.substr(0, e + 1) + exponent_sign + text.substr(first_digit);
+        const std::string text = fmt::format("{:.{}g}", value, std::clamp(digits, 1, 15));
+        const size_t e = text.find('e');  // "2.5e+06" becomes "2.5e6", "1e-05" "1e-5"
+        return e == std::string::npos ? text : text.substr(0, e + 1) + std::to_string(std::stoi(text.substr(e + 1)));
     }
     // Fixed form with the fewest decimals that write the step exactly.
     int decimals = 0;
@@ -185,15 +229,6 @@ std::string format_tick(double value, double step) {
     std::string text = fmt::format("{:.{}f}", value, decimals);
     if (text.front() == '-' && text.find_first_not_of("-0.") == std::string::npos) text.erase(0, 1);
     return text;
-}
-
-Rgb palette_color(size_t index) {
-    // The familiar matplotlib / d2l cycle, so the curves look as in the book.
-    static constexpr Rgb kPalette[] = {
-        {31, 119, 180}, {255, 127, 14},  {44, 160, 44},   {214, 39, 40},  {148, 103, 189},
-        {140, 86, 75},  {227, 119, 194}, {127, 127, 127}, {188, 189, 34}, {23, 190, 207},
-    };
-    return kPalette[index % std::size(kPalette)];
 }
 
 Rgb colormap_color(Colormap map, double t) {
@@ -218,8 +253,7 @@ Rgb colormap_color(Colormap map, double t) {
 
 PointF LinePlotLayout::to_pixel(double x, double y) const {
     // x_lo / x_hi sit on the centres of the left / right frame columns.
-    const double ty = log_y ? (y > 0 ? std::log10(y) : kNaN) : y;
-    const double ty_lo = log_y ? std::log10(y_lo) : y_lo, ty_hi = log_y ? std::log10(y_hi) : y_hi;
+    const double ty = on_axis(log_y, y), ty_lo = on_axis(log_y, y_lo), ty_hi = on_axis(log_y, y_hi);
     return {area.x - 0.5 + (x - x_lo) / (x_hi - x_lo) * (area.width + 1),
             area.bottom() + 0.5 - (ty - ty_lo) / (ty_hi - ty_lo) * (area.height + 1)};
 }
@@ -276,6 +310,15 @@ int points_under(const Rect& box, const std::vector<SeriesPixels>& all) {
     return count;
 }
 
+Rgb palette_color(size_t index) {
+    // The familiar matplotlib / d2l cycle, so the curves look as in the book.
+    static constexpr Rgb kPalette[] = {
+        {31, 119, 180}, {255, 127, 14},  {44, 160, 44},   {214, 39, 40},  {148, 103, 189},
+        {140, 86, 75},  {227, 119, 194}, {127, 127, 127}, {188, 189, 34}, {23, 190, 207},
+    };
+    return kPalette[index % std::size(kPalette)];
+}
+
 Rgb series_color(const Series& s, size_t index) { return s.color.value_or(palette_color(index)); }
 
 void validate(const LinePlot& plot, const char* op) {
@@ -312,16 +355,17 @@ void set_limits(const LinePlot& plot, LinePlotLayout& layout, const char* op) {
         scatter = scatter || s.style != SeriesStyle::line;
         for (size_t i = 0; i < s.y.size(); ++i) {
             const double x = s.x.empty() ? static_cast<double>(i) : s.x[i];
-            const double y = plot.log_y ? (s.y[i] > 0 ? std::log10(s.y[i]) : kNaN) : s.y[i];
+            const double y = on_axis(plot.log_y, s.y[i]);
             all_x.push_back(x);
             if (std::isfinite(x) && std::isfinite(y)) xs.push_back(x), ys.push_back(y);
         }
     }
     // Lines run edge to edge as in d2l; markers get a little room so the
     // outermost ones are not cut in half. y always gets 5% each side.
-    const AxisRange x_data = padded(xs.empty() ? finite_range(all_x) : finite_range(xs), scatter ? 0.03 : 0.0, 0, 1);
-    AxisRange y_data = padded(finite_range(ys), 0.05, 0, 1);
-    if (plot.log_y && ys.size() > 0 && finite_range(ys)->lo == finite_range(ys)->hi)
+    const AxisRange x_data = padded(finite_range(xs.empty() ? all_x : xs), scatter ? 0.03 : 0.0);
+    const std::optional<AxisRange> y_range = finite_range(ys);
+    AxisRange y_data = padded(y_range, 0.05);
+    if (plot.log_y && y_range && y_range->lo == y_range->hi)
         y_data = {ys[0] - 0.5, ys[0] + 0.5};  // half a decade either side of a constant
     layout.width = plot.width;
     layout.height = plot.height;
@@ -334,8 +378,7 @@ void set_limits(const LinePlot& plot, LinePlotLayout& layout, const char* op) {
         fail<ValueError>("{}: x axis limits [{}, {}] are empty", op, layout.x_lo, layout.x_hi);
     if (!(layout.y_lo < layout.y_hi))
         fail<ValueError>("{}: y axis limits [{}, {}] are empty", op, layout.y_lo, layout.y_hi);
-    const double ty_lo = plot.log_y ? std::log10(layout.y_lo) : layout.y_lo;
-    const double ty_hi = plot.log_y ? std::log10(layout.y_hi) : layout.y_hi;
+    const double ty_lo = on_axis(plot.log_y, layout.y_lo), ty_hi = on_axis(plot.log_y, layout.y_hi);
     // Ranges wider than the largest double (e.g. -1e308 .. 1e308) cannot be scaled.
     if (!std::isfinite(layout.x_hi - layout.x_lo) || !std::isfinite(ty_hi - ty_lo))
         fail<ValueError>("{}: axis limits x [{}, {}], y [{}, {}] span too wide a range to draw", op, layout.x_lo,
@@ -346,19 +389,16 @@ void set_limits(const LinePlot& plot, LinePlotLayout& layout, const char* op) {
 // on the room left, the left margin on the y tick labels.
 void set_area_and_ticks(const LinePlot& plot, LinePlan& plan, const char* op) {
     LinePlotLayout& layout = plan.layout;
-    const double ty_lo = plot.log_y ? std::log10(layout.y_lo) : layout.y_lo;
-    const double ty_hi = plot.log_y ? std::log10(layout.y_hi) : layout.y_hi;
+    const double ty_lo = on_axis(plot.log_y, layout.y_lo), ty_hi = on_axis(plot.log_y, layout.y_hi);
     const int top = kMargin + (plot.title.empty() ? 0 : text_height() + 10) + 1;
-    const int bottom =
-        kMargin + (plot.xlabel.empty() ? 0 : text_height() + kLabelGap) + text_height() + kTickGap + kTickLength + 1;
+    const int bottom = margin_to_frame(plot.xlabel, text_height());
     const int area_h = plot.height - top - bottom;
     if (area_h < 40)
         fail<ValueError>("{}: a {}x{} image is too small for the plot and its labels", op, plot.width, plot.height);
     // About one y tick per 45 pixels.
     plan.y_ticks =
         plot.log_y ? log_ticks(ty_lo, ty_hi, std::max(2, area_h / 45)) : linear_ticks(ty_lo, ty_hi, area_h / 45);
-    const int left = kMargin + (plot.ylabel.empty() ? 0 : text_height() + kLabelGap) + widest_label(plan.y_ticks) +
-                     kTickGap + kTickLength + 1;
+    const int left = margin_to_frame(plot.ylabel, widest_label(plan.y_ticks));
     // x ticks: as many as fit with 20 pixels between labels; the right margin
     // leaves room for half of the last label, which is centred on its tick.
     int right = kMargin + 1, area_w = 0;
@@ -387,8 +427,7 @@ void place_legend(const LinePlot& plot, LinePlan& plan) {
     for (size_t i = 0; i < plot.series.size(); ++i)
         if (!plot.series[i].name.empty()) plan.named.push_back(i);
     if (plan.named.empty()) return;
-    int name_w = 0;
-    for (size_t i : plan.named) name_w = std::max(name_w, text_width(plot.series[i].name));
+    const int name_w = widest(plan.named, [&](size_t i) -> const std::string& { return plot.series[i].name; });
     const int w = kLegendPad + kLegendSample + 8 + name_w + kLegendPad;
     const int h = kLegendPad + static_cast<int>(plan.named.size()) * legend_row() - 6 + kLegendPad;
     const Rect& area = plan.layout.area;
@@ -464,29 +503,13 @@ void draw_series(Canvas& canvas, const LinePlot& plot, const LinePlan& plan) {
 void draw_axes(Canvas& canvas, const LinePlot& plot, const LinePlan& plan) {
     const LinePlotLayout& layout = plan.layout;
     const Rect& area = layout.area;
-    canvas.stroke_rect({area.x - 1, area.y - 1, area.width + 2, area.height + 2}, colors::axis);
-    const int x_labels_top = area.bottom() + 1 + kTickLength + kTickGap;
-    for (const Tick& t : plan.x_ticks) {
-        const int col = column_of(layout, t.value);
-        canvas.fill_rect({col, area.bottom() + 1, 1, kTickLength}, colors::axis);
-        canvas.text(col + 0.5, baseline_below(x_labels_top), t.label, aligned(Align::center));
-    }
-    for (const Tick& t : plan.y_ticks) {
-        const int row = row_of(layout, t.value);
-        canvas.fill_rect({area.x - 1 - kTickLength, row, kTickLength, 1}, colors::axis);
-        canvas.text(area.x - 1 - kTickLength - kTickGap, caps_centred_on(row), t.label, aligned(Align::end));
-    }
-    const double centre_x = area.x + area.width / 2.0, centre_y = area.y + area.height / 2.0;
-    if (!plot.xlabel.empty())
-        canvas.text(centre_x, baseline_below(x_labels_top + text_height() + kLabelGap), plot.xlabel,
-                    aligned(Align::center));
-    if (!plot.ylabel.empty())  // reads upwards, the tops of its letters towards the left edge
-        canvas.text(kMargin + metrics().ascent, centre_y, plot.ylabel, {.vertical = true, .halign = Align::center});
-    if (!plot.title.empty()) {
-        TextStyle title = kTitle;
-        title.halign = Align::center;
-        canvas.text(centre_x, baseline_below(kMargin), plot.title, title);
-    }
+    frame(canvas, area);
+    for (const Tick& t : plan.x_ticks) x_tick(canvas, column_of(layout, t.value), area.bottom(), t.label);
+    for (const Tick& t : plan.y_ticks) y_tick(canvas, row_of(layout, t.value), area.x - 1, t.label);
+    const double centre_x = area.x + area.width / 2.0;
+    x_axis_label(canvas, centre_x, area.bottom(), text_height(), plot.xlabel);
+    y_axis_label(canvas, area.y + area.height / 2.0, plot.ylabel);
+    if (!plot.title.empty()) title_at(canvas, centre_x, plot.title);
 }
 
 // The legend: a sample of each named series' line or marker, then its name.
@@ -555,6 +578,84 @@ std::vector<std::vector<core::Tensor>> heatmap_grid(const core::Tensor& weights)
 
 namespace {
 
+// The matrices of a grid, checked and read (any strides), with the panel titles spelt out.
+struct HeatmapData {
+    int rows = 0, cols = 0;
+    int64_t queries = 0, keys = 0;
+    std::vector<std::vector<double>> values;  // per panel in row-major order, each (Q, K) row-major
+    std::vector<std::string> titles;          // one per panel, or none
+    double vmin = 0, vmax = 1;                // the colour scale
+};
+
+// The colour scale: the finite values' range unless given; a constant is centred on it.
+void set_color_scale(const Heatmaps& maps, HeatmapData& d, const char* op) {
+    for (const auto& [limit, name] : {std::pair{maps.vmin, "vmin"}, std::pair{maps.vmax, "vmax"}})
+        if (limit && !std::isfinite(*limit)) fail<ValueError>("{}: {} must be finite, got {}", op, name, *limit);
+    std::optional<AxisRange> range;
+    for (const std::vector<double>& panel : d.values) range = finite_range(panel, range);
+    const AxisRange data = range.value_or(AxisRange{0, 1});  // nothing finite: every cell is grey anyway
+    double vmin = maps.vmin.value_or(data.lo), vmax = maps.vmax.value_or(data.hi);
+    if (maps.vmin && maps.vmax && !(vmin < vmax)) fail<ValueError>("{}: vmin {} must be below vmax {}", op, vmin, vmax);
+    if (!std::isfinite(vmax - vmin))
+        fail<ValueError>("{}: the colour scale [{}, {}] spans too wide a range to draw", op, vmin, vmax);
+    if (!(vmin < vmax)) {
+        const double half = std::max(0.5, std::abs(vmin) * 0.05);
+        if (maps.vmin && !maps.vmax)
+            vmax = vmin + 2 * half;
+        else if (maps.vmax && !maps.vmin)
+            vmin = vmax - 2 * half;
+        else
+            vmin -= half, vmax += half;
+    }
+    d.vmin = vmin, d.vmax = vmax;
+}
+
+// The matrices checked and read, the titles spelt out, the colour scale set.
+HeatmapData read_heatmaps(const Heatmaps& maps, const char* op) {
+    if (maps.matrices.empty() || maps.matrices[0].empty()) fail<ValueError>("{}: no matrices to plot", op);
+    HeatmapData d;
+    d.rows = static_cast<int>(maps.matrices.size());
+    d.cols = static_cast<int>(maps.matrices[0].size());
+    for (int r = 0; r < d.rows; ++r) {
+        if (static_cast<int>(maps.matrices[r].size()) != d.cols)
+            fail<ValueError>("{}: row {} of the grid has {} matrices but row 0 has {}", op, r, maps.matrices[r].size(),
+                             d.cols);
+        for (int c = 0; c < d.cols; ++c) {
+            const core::Tensor& m = maps.matrices[r][c];
+            if (!m.defined()) fail<ValueError>("{}: matrix [{}][{}] is undefined", op, r, c);
+            if (!core::is_floating(m.dtype()))
+                fail<ValueError>("{}: matrix [{}][{}] has dtype {}, expected float32 or float64", op, r, c,
+                                 core::dtype_name(m.dtype()));
+            if (m.dim() != 2)
+                fail<ShapeError>("{}: matrix [{}][{}] must be 2-D (queries, keys), got shape {}", op, r, c,
+                                 shape_str(m.shape()));
+            if (m.numel() == 0) fail<ValueError>("{}: matrix [{}][{}] is empty {}", op, r, c, shape_str(m.shape()));
+            if (r == 0 && c == 0) d.queries = m.size(0), d.keys = m.size(1);
+            if (m.size(0) != d.queries || m.size(1) != d.keys)
+                fail<ShapeError>("{}: matrix [{}][{}] has shape {} but matrix [0][0] has shape {}", op, r, c,
+                                 shape_str(m.shape()), shape_str(maps.matrices[0][0].shape()));
+            d.values.push_back(m.to_vector<double>());  // follows any strides
+        }
+    }
+    if (!maps.x_ticks.empty() && static_cast<int64_t>(maps.x_ticks.size()) != d.keys)
+        fail<ValueError>("{}: {} x tick labels for {} keys", op, maps.x_ticks.size(), d.keys);
+    if (!maps.y_ticks.empty() && static_cast<int64_t>(maps.y_ticks.size()) != d.queries)
+        fail<ValueError>("{}: {} y tick labels for {} queries", op, maps.y_ticks.size(), d.queries);
+    // Titles: one per column (repeated on every row, as d2l does) or one per panel.
+    if (!maps.titles.empty()) {
+        if (static_cast<int>(maps.titles.size()) == d.cols) {
+            for (int r = 0; r < d.rows; ++r) d.titles.insert(d.titles.end(), maps.titles.begin(), maps.titles.end());
+        } else if (static_cast<int>(maps.titles.size()) == d.rows * d.cols) {
+            d.titles = maps.titles;
+        } else {
+            fail<ValueError>("{}: {} titles for a {}x{} grid (give {} or {})", op, maps.titles.size(), d.rows, d.cols,
+                             d.cols, d.rows * d.cols);
+        }
+    }
+    set_color_scale(maps, d, op);
+    return d;
+}
+
 // A row or column of tick labels: which cells are labelled and with what.
 struct TickLabels {
     std::vector<std::pair<int64_t, std::string>> shown;  // (cell index, label)
@@ -600,20 +701,22 @@ struct HeatmapPlan {
     std::vector<Tick> bar_ticks;
     bool xlabel_per_panel = true, ylabel_per_panel = true;
     int title_band = 0;  // height reserved above each panel row for panel titles
+    int x_band = 0;      // depth of the x tick labels (their width when vertical)
 };
 
-HeatmapPlan plan_heatmaps(const Heatmaps& maps, int rows, int cols, int64_t queries, int64_t keys, int cell,
-                          const std::vector<std::string>& titles, double vmin, double vmax) {
+HeatmapPlan plan_heatmaps(const Heatmaps& maps, const HeatmapData& d, int cell) {
     HeatmapPlan plan;
     HeatmapLayout& L = plan.layout;
-    L.rows = rows, L.cols = cols, L.queries = queries, L.keys = keys, L.cell = cell, L.vmin = vmin, L.vmax = vmax;
+    L.rows = d.rows, L.cols = d.cols, L.queries = d.queries, L.keys = d.keys, L.cell = cell;
+    L.vmin = d.vmin, L.vmax = d.vmax;
+    const int rows = d.rows, cols = d.cols;
+    const int64_t queries = d.queries, keys = d.keys;
     plan.x_labels = tick_labels(maps.x_ticks, keys, cell, true);
     plan.y_labels = tick_labels(maps.y_ticks, queries, cell, false);
     const int64_t panel_w = keys * cell, panel_h = queries * cell;
 
-    int title_w = 0;
-    for (const std::string& t : titles) title_w = std::max(title_w, text_width(t));
-    plan.title_band = titles.empty() ? 0 : text_height() + 8;
+    const int title_w = widest(d.titles, [](const std::string& t) -> const std::string& { return t; });
+    plan.title_band = d.titles.empty() ? 0 : text_height() + 8;
     // Panels sit 1 pixel inside their frames; gaps leave room for titles.
     const int64_t col_gap = std::max<int64_t>(20, title_w + 16 - panel_w);
     const int64_t row_gap = 20 + plan.title_band;
@@ -623,18 +726,16 @@ HeatmapPlan plan_heatmaps(const Heatmaps& maps, int rows, int cols, int64_t quer
     plan.xlabel_per_panel = cols == 1 || text_width(maps.xlabel) + 12 <= panel_w + col_gap;
     plan.ylabel_per_panel = rows == 1 || text_width(maps.ylabel) + 12 <= panel_h + row_gap;
 
-    const int x_band = plan.x_labels.vertical ? plan.x_labels.width : text_height();
-    const int64_t left = kMargin + (maps.ylabel.empty() ? 0 : text_height() + kLabelGap) + plan.y_labels.width +
-                         kTickGap + kTickLength + 1;
+    plan.x_band = plan.x_labels.vertical ? plan.x_labels.width : text_height();
+    const int64_t left = margin_to_frame(maps.ylabel, plan.y_labels.width);
     const int64_t top = kMargin + (maps.title.empty() ? 0 : text_height() + 12) + plan.title_band + 1;
-    const int64_t bottom =
-        1 + kTickLength + kTickGap + x_band + (maps.xlabel.empty() ? 0 : kLabelGap + text_height()) + kMargin;
+    const int64_t bottom = margin_to_frame(maps.xlabel, plan.x_band);
 
     // The colour bar spans the grid's height, with about one tick per 40 pixels.
-    plan.bar_ticks = linear_ticks(vmin, vmax, static_cast<int>(std::max<int64_t>(2, grid_h / 40)));
+    plan.bar_ticks = linear_ticks(d.vmin, d.vmax, static_cast<int>(std::max<int64_t>(2, grid_h / 40)));
     if (plan.bar_ticks.size() < 2) {
-        const double step = vmax - vmin;
-        plan.bar_ticks = {{vmin, format_tick(vmin, step)}, {vmax, format_tick(vmax, step)}};
+        const double step = d.vmax - d.vmin;
+        plan.bar_ticks = {{d.vmin, format_tick(d.vmin, step)}, {d.vmax, format_tick(d.vmax, step)}};
     }
     constexpr int kBarGap = 24, kBarWidth = 16;
     const int64_t width = std::max<int64_t>(
@@ -643,7 +744,7 @@ HeatmapPlan plan_heatmaps(const Heatmaps& maps, int rows, int cols, int64_t quer
     const int64_t height = top + grid_h + bottom;
     L.width = static_cast<int>(std::min<int64_t>(width, std::numeric_limits<int>::max()));
     L.height = static_cast<int>(std::min<int64_t>(height, std::numeric_limits<int>::max()));
-    if (width > maps.max_width || height > maps.max_height) return plan;  // caller shrinks the cells
+    if (width > kMaxHeatmapSide || height > kMaxHeatmapSide) return plan;  // caller shrinks the cells
 
     for (int r = 0; r < rows; ++r)
         for (int c = 0; c < cols; ++c)
@@ -655,103 +756,20 @@ HeatmapPlan plan_heatmaps(const Heatmaps& maps, int rows, int cols, int64_t quer
     return plan;
 }
 
-}  // namespace
-
-namespace {
-
-// The matrices of a grid, checked and read (any strides), with the panel titles spelt out.
-struct HeatmapData {
-    int rows = 0, cols = 0;
-    int64_t queries = 0, keys = 0;
-    std::vector<std::vector<double>> values;  // per panel in row-major order, each (Q, K) row-major
-    std::vector<std::string> titles;          // one per panel, or none
-    double vmin = 0, vmax = 1;                // the colour scale
-};
-
-HeatmapData read_heatmaps(const Heatmaps& maps, const char* op) {
-    if (maps.matrices.empty() || maps.matrices[0].empty()) fail<ValueError>("{}: no matrices to plot", op);
-    HeatmapData d;
-    d.rows = static_cast<int>(maps.matrices.size());
-    d.cols = static_cast<int>(maps.matrices[0].size());
-    for (int r = 0; r < d.rows; ++r) {
-        if (static_cast<int>(maps.matrices[r].size()) != d.cols)
-            fail<ValueError>("{}: row {} of the grid has {} matrices but row 0 has {}", op, r, maps.matrices[r].size(),
-                             d.cols);
-        for (int c = 0; c < d.cols; ++c) {
-            const core::Tensor& m = maps.matrices[r][c];
-            if (!m.defined()) fail<ValueError>("{}: matrix [{}][{}] is undefined", op, r, c);
-            if (!core::is_floating(m.dtype()))
-                fail<ValueError>("{}: matrix [{}][{}] has dtype {}, expected float32 or float64", op, r, c,
-                                 core::dtype_name(m.dtype()));
-            if (m.dim() != 2)
-                fail<ShapeError>("{}: matrix [{}][{}] must be 2-D (queries, keys), got shape {}", op, r, c,
-                                 shape_str(m.shape()));
-            if (m.numel() == 0) fail<ValueError>("{}: matrix [{}][{}] is empty {}", op, r, c, shape_str(m.shape()));
-            if (r == 0 && c == 0) d.queries = m.size(0), d.keys = m.size(1);
-            if (m.size(0) != d.queries || m.size(1) != d.keys)
-                fail<ShapeError>("{}: matrix [{}][{}] has shape {} but matrix [0][0] has shape {}", op, r, c,
-                                 shape_str(m.shape()), shape_str(maps.matrices[0][0].shape()));
-            d.values.push_back(m.to_vector<double>());  // follows any strides
-        }
-    }
-    if (!maps.x_ticks.empty() && static_cast<int64_t>(maps.x_ticks.size()) != d.keys)
-        fail<ValueError>("{}: {} x tick labels for {} keys", op, maps.x_ticks.size(), d.keys);
-    if (!maps.y_ticks.empty() && static_cast<int64_t>(maps.y_ticks.size()) != d.queries)
-        fail<ValueError>("{}: {} y tick labels for {} queries", op, maps.y_ticks.size(), d.queries);
-    // Titles: one per column (repeated on every row, as d2l does) or one per panel.
-    if (!maps.titles.empty()) {
-        if (static_cast<int>(maps.titles.size()) == d.cols) {
-            for (int r = 0; r < d.rows; ++r) d.titles.insert(d.titles.end(), maps.titles.begin(), maps.titles.end());
-        } else if (static_cast<int>(maps.titles.size()) == d.rows * d.cols) {
-            d.titles = maps.titles;
-        } else {
-            fail<ValueError>("{}: {} titles for a {}x{} grid (give {} or {})", op, maps.titles.size(), d.rows, d.cols,
-                             d.cols, d.rows * d.cols);
-        }
-    }
-    return d;
-}
-
-// The colour scale: the finite values' range unless given; a constant is centred on it.
-void set_color_scale(const Heatmaps& maps, HeatmapData& d, const char* op) {
-    check_limit(maps.vmin, "vmin", op);
-    check_limit(maps.vmax, "vmax", op);
-    double lo = std::numeric_limits<double>::infinity(), hi = -lo;
-    for (const std::vector<double>& panel : d.values)
-        for (double v : panel)
-            if (std::isfinite(v)) lo = std::min(lo, v), hi = std::max(hi, v);
-    if (lo > hi) lo = 0, hi = 1;  // nothing finite: every cell is grey anyway
-    double vmin = maps.vmin.value_or(lo), vmax = maps.vmax.value_or(hi);
-    if (maps.vmin && maps.vmax && !(vmin < vmax)) fail<ValueError>("{}: vmin {} must be below vmax {}", op, vmin, vmax);
-    if (!std::isfinite(vmax - vmin))
-        fail<ValueError>("{}: the colour scale [{}, {}] spans too wide a range to draw", op, vmin, vmax);
-    if (!(vmin < vmax)) {
-        const double half = std::max(0.5, std::abs(vmin) * 0.05);
-        if (maps.vmin && !maps.vmax)
-            vmax = vmin + 2 * half;
-        else if (maps.vmax && !maps.vmin)
-            vmin = vmax - 2 * half;
-        else
-            vmin -= half, vmax += half;
-    }
-    d.vmin = vmin, d.vmax = vmax;
-}
-
 // The plan with the largest cell size (up to the requested one) that fits the size cap.
 HeatmapPlan fit_heatmaps(const Heatmaps& maps, const HeatmapData& d, const char* op) {
     if (maps.cell_size < 0 || maps.cell_size > 200)
         fail<ValueError>("{}: cell_size {} is outside 0..200", op, maps.cell_size);
     const int64_t longest = std::max(d.queries, d.keys);
     int cell = maps.cell_size > 0 ? maps.cell_size : static_cast<int>(std::clamp<int64_t>(260 / longest, 4, 32));
-    HeatmapPlan plan = plan_heatmaps(maps, d.rows, d.cols, d.queries, d.keys, cell, d.titles, d.vmin, d.vmax);
-    while (plan.layout.panels.empty() && cell > 1)
-        plan = plan_heatmaps(maps, d.rows, d.cols, d.queries, d.keys, --cell, d.titles, d.vmin, d.vmax);
+    HeatmapPlan plan = plan_heatmaps(maps, d, cell);
+    while (plan.layout.panels.empty() && cell > 1) plan = plan_heatmaps(maps, d, --cell);
     if (plan.layout.panels.empty())
         fail<ValueError>(
             "{}: a {}x{} grid of ({}x{}) matrices needs {}x{} pixels even at 1 pixel per cell, over "
             "the cap of {}x{}",
-            op, d.rows, d.cols, d.queries, d.keys, plan.layout.width, plan.layout.height, maps.max_width,
-            maps.max_height);
+            op, d.rows, d.cols, d.queries, d.keys, plan.layout.width, plan.layout.height, kMaxHeatmapSide,
+            kMaxHeatmapSide);
     return plan;
 }
 
@@ -768,7 +786,7 @@ void draw_panels(Canvas& canvas, const Heatmaps& maps, const HeatmapData& d, con
                 canvas.fill_rect(
                     {p.x + static_cast<int>(k) * L.cell, p.y + static_cast<int>(q) * L.cell, L.cell, L.cell},
                     color_of(d.values[index][q * d.keys + k]));
-        canvas.stroke_rect({p.x - 1, p.y - 1, p.width + 2, p.height + 2}, colors::axis);
+        frame(canvas, p);
         if (!d.titles.empty())
             canvas.text(p.x + p.width / 2.0, baseline_below(p.y - text_height() - 5), d.titles[index],
                         aligned(Align::center));
@@ -779,48 +797,27 @@ void draw_panels(Canvas& canvas, const Heatmaps& maps, const HeatmapData& d, con
 // axes), the axis labels per panel or once for the grid, the figure's title.
 void draw_heatmap_axes(Canvas& canvas, const Heatmaps& maps, const HeatmapPlan& plan) {
     const HeatmapLayout& L = plan.layout;
-    const int x_band = plan.x_labels.vertical ? plan.x_labels.width : text_height();
     for (int c = 0; c < L.cols; ++c) {
         const Rect& p = L.panels[static_cast<size_t>(L.rows - 1) * L.cols + c];
-        const int label_y = p.bottom() + 1 + kTickLength + kTickGap;
-        for (const auto& [k, text] : plan.x_labels.shown) {
-            const int x = p.x + static_cast<int>(k) * L.cell + L.cell / 2;
-            canvas.fill_rect({x, p.bottom() + 1, 1, kTickLength}, colors::axis);
-            if (plan.x_labels.vertical)  // reads upwards, its end at the axis; capitals centred on the tick
-                canvas.text(x + 0.5 + metrics().cap_height / 2, label_y, text,
-                            {.vertical = true, .halign = Align::end});
-            else
-                canvas.text(x + 0.5, baseline_below(label_y), text, aligned(Align::center));
-        }
-        if (!maps.xlabel.empty() && plan.xlabel_per_panel)
-            canvas.text(p.x + p.width / 2.0, baseline_below(label_y + x_band + kLabelGap), maps.xlabel,
-                        aligned(Align::center));
+        for (const auto& [k, text] : plan.x_labels.shown)
+            x_tick(canvas, p.x + static_cast<int>(k) * L.cell + L.cell / 2, p.bottom(), text, plan.x_labels.vertical);
+        if (plan.xlabel_per_panel) x_axis_label(canvas, p.x + p.width / 2.0, p.bottom(), plan.x_band, maps.xlabel);
     }
-    const TextStyle vertical{.vertical = true, .halign = Align::center};
     for (int r = 0; r < L.rows; ++r) {
         const Rect& p = L.panels[static_cast<size_t>(r) * L.cols];
-        for (const auto& [q, text] : plan.y_labels.shown) {
-            const int y = p.y + static_cast<int>(q) * L.cell + L.cell / 2;
-            canvas.fill_rect({p.x - 1 - kTickLength, y, kTickLength, 1}, colors::axis);
-            canvas.text(p.x - 1 - kTickLength - kTickGap, caps_centred_on(y), text, aligned(Align::end));
-        }
-        if (!maps.ylabel.empty() && plan.ylabel_per_panel)
-            canvas.text(kMargin + metrics().ascent, p.y + p.height / 2.0, maps.ylabel, vertical);
+        for (const auto& [q, text] : plan.y_labels.shown)
+            y_tick(canvas, p.y + static_cast<int>(q) * L.cell + L.cell / 2, p.x - 1, text);
+        if (plan.ylabel_per_panel) y_axis_label(canvas, p.y + p.height / 2.0, maps.ylabel);
     }
     const Rect& first = L.panels.front();
     const Rect& last = L.panels.back();
-    if (!maps.xlabel.empty() && !plan.xlabel_per_panel)
-        canvas.text((first.x + last.right()) / 2.0,
-                    baseline_below(last.bottom() + 1 + kTickLength + kTickGap + x_band + kLabelGap), maps.xlabel,
-                    aligned(Align::center));
-    if (!maps.ylabel.empty() && !plan.ylabel_per_panel)
-        canvas.text(kMargin + metrics().ascent, (first.y + last.bottom()) / 2.0, maps.ylabel, vertical);
+    if (!plan.xlabel_per_panel)
+        x_axis_label(canvas, (first.x + last.right()) / 2.0, last.bottom(), plan.x_band, maps.xlabel);
+    if (!plan.ylabel_per_panel) y_axis_label(canvas, (first.y + last.bottom()) / 2.0, maps.ylabel);
     if (!maps.title.empty()) {  // centred over the panels, but kept inside the picture
         const int half = (title_width(maps.title) + 1) / 2;
-        const int centre = std::clamp((first.x + last.right()) / 2, kMargin + half, L.width - kMargin - half);
-        TextStyle title = kTitle;
-        title.halign = Align::center;
-        canvas.text(centre, baseline_below(kMargin), maps.title, title);
+        title_at(canvas, std::clamp((first.x + last.right()) / 2, kMargin + half, L.width - kMargin - half),
+                 maps.title);
     }
 }
 
@@ -832,27 +829,24 @@ void draw_colorbar(Canvas& canvas, const Heatmaps& maps, const HeatmapPlan& plan
         const double t = 1.0 - (y + 0.5) / bar.height;
         canvas.fill_rect({bar.x, bar.y + y, bar.width, 1}, colormap_color(maps.cmap, t));
     }
-    canvas.stroke_rect({bar.x - 1, bar.y - 1, bar.width + 2, bar.height + 2}, colors::axis);
+    frame(canvas, bar);
     for (const Tick& t : plan.bar_ticks) {
         const double f = (t.value - L.vmin) / (L.vmax - L.vmin);
         const int y = std::clamp(static_cast<int>(std::floor(bar.bottom() - f * bar.height)), bar.y, bar.bottom() - 1);
-        canvas.fill_rect({bar.right() + 1, y, kTickLength, 1}, colors::axis);
-        canvas.text(bar.right() + 1 + kTickLength + kTickGap, caps_centred_on(y), t.label, kLabel);
+        y_tick(canvas, y, bar.right(), t.label, false);
     }
 }
 
 }  // namespace
 
 HeatmapLayout layout_heatmaps(const Heatmaps& maps) {
-    HeatmapData d = read_heatmaps(maps, "layout_heatmaps");
-    set_color_scale(maps, d, "layout_heatmaps");
+    const HeatmapData d = read_heatmaps(maps, "layout_heatmaps");
     return fit_heatmaps(maps, d, "layout_heatmaps").layout;
 }
 
 HeatmapLayout plot_heatmaps(const std::filesystem::path& path, const Heatmaps& maps) {
     const PictureFormat format = picture_format(path, "plot_heatmaps");
-    HeatmapData d = read_heatmaps(maps, "plot_heatmaps");
-    set_color_scale(maps, d, "plot_heatmaps");
+    const HeatmapData d = read_heatmaps(maps, "plot_heatmaps");
     const HeatmapPlan plan = fit_heatmaps(maps, d, "plot_heatmaps");
     Canvas canvas(plan.layout.width, plan.layout.height, format, "plot_heatmaps");
     draw_panels(canvas, maps, d, plan);

@@ -48,9 +48,6 @@ std::vector<double> nice_ticks(double lo, double hi, int max_ticks);
 /// values, use a compact exponent form ("2.5e6", "1e-5"); -0 prints as "0".
 std::string format_tick(double value, double step);
 
-/// The default series colours, in order (blue, orange, green, red, purple, ...).
-Rgb palette_color(size_t index);
-
 // ============================================================================
 // Line plots
 // ============================================================================
@@ -69,7 +66,7 @@ struct Series {
     std::vector<double> y{};                ///< one value per point
     SeriesStyle style = SeriesStyle::line;  ///< line, points or both
     Dash dash = Dash::solid;                ///< like d2l's fmts '-', '--', ':', '-.'
-    std::optional<Rgb> color{};             ///< default: palette_color(index of the series)
+    std::optional<Rgb> color{};             ///< default: matplotlib's cycle (blue, orange, green, ...) by index
     double line_width = 2.0;                ///< pixels
     double marker_radius = 3.5;             ///< pixels, for points
 };
@@ -150,10 +147,8 @@ struct Heatmaps {
     std::optional<double> vmin{};
     std::optional<double> vmax{};  ///< see vmin
     /// Pixels per cell side; 0 picks one (26 for a 10x10 matrix), shrunk as
-    /// needed to stay within max_width x max_height.
+    /// needed to keep the picture within 2400 x 2400 pixels.
     int cell_size = 0;
-    int max_width = 2400;   ///< the largest image width in pixels
-    int max_height = 2400;  ///< the largest image height in pixels
 };
 
 /// Where plot_heatmaps put things.

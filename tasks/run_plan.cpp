@@ -14,8 +14,7 @@ namespace {
 // Seed 000's sizes: the key, query and value sizes, the FFN's input and the
 // norm shape all follow the model width D.
 void set_sizes(ModelConfig& m, int64_t d, int64_t ffn, int64_t heads, int64_t layers, double dropout) {
-    m.transformer.key_size = m.transformer.query_size = m.transformer.value_size = d;
-    m.transformer.num_hiddens = m.transformer.norm_shape = m.transformer.ffn_num_input = d;
+    m.transformer = m.transformer.with_width(d);
     m.transformer.ffn_num_hiddens = ffn;
     m.transformer.num_heads = heads;
     m.transformer.num_layers = layers;

@@ -175,6 +175,28 @@ TEST_CASE("utf8_prefix_length(text, limit): at most limit bytes, never inside a 
     CHECK(utf8_prefix_length("\u20ac", 2) == 0);
 }
 
+TEST_CASE("utf8_char_length(text, pos): one character's bytes, 1 for a byte that begins none", "[core][utf8]") {
+    const std::string text = "a\u00e9\u4e2d\U0001F600";  // 1, 2, 3 and 4 bytes
+    CHECK(utf8_char_length(text, 0) == 1);
+    CHECK(utf8_char_length(text, 1) == 2);
+    CHECK(utf8_char_length(text, 3) == 3);
+    CHECK(utf8_char_length(text, 6) == 4);
+    CHECK(utf8_char_length("\x80z", 0) == 1);     // a stray continuation byte
+    CHECK(utf8_char_length("\xE4\xB8", 0) == 1);  // a sequence cut short
+    CHECK(utf8_char_length("\xC0\xAF", 0) == 1);  // an overlong '/'
+}
+
+TEST_CASE("utf8_display_width(text): terminal columns, 2 for wide characters, 0 for combining marks", "[core][utf8]") {
+    CHECK(utf8_display_width("") == 0);
+    CHECK(utf8_display_width("abc") == 3);
+    CHECK(utf8_display_width("\u4e2d\u6587") == 4);        // 中文
+    CHECK(utf8_display_width("\uff0c\u3002") == 4);        // full-width ，。
+    CHECK(utf8_display_width("\uac00") == 2);              // Hangul 가
+    CHECK(utf8_display_width("e\u0301") == 1);             // e + combining acute: one column
+    CHECK(utf8_display_width("\u2500\u00b7\u2192") == 3);  // ─·→ take one column each
+    CHECK(utf8_display_width("a\x80z") == 3);              // the invalid byte counts one
+}
+
 TEST_CASE("utf8_code_points(text), is_unicode_space(cp): code points, and Python's str.isspace() on all of them",
           "[core][utf8]") {
     CHECK(utf8_code_points("a\u00e0\u202f\u732b", "test") == std::u32string{U'a', U'\u00e0', U'\u202f', U'\u732b'});

@@ -37,6 +37,20 @@ std::shared_ptr<EncoderDecoder> tiny_model(int64_t src_vocab, int64_t tgt_vocab,
 }
 }  // namespace
 
+TEST_CASE("TransformerOptions::with_width(d): every size that follows D, nothing else", "[nn][transformer]") {
+    const TransformerOptions base{
+        .ffn_num_hiddens = 96, .num_heads = 3, .num_layers = 5, .dropout = 0.25, .fused = true};
+    const TransformerOptions o = base.with_width(48);
+    for (int64_t size : {o.key_size, o.query_size, o.value_size, o.num_hiddens, o.norm_shape, o.ffn_num_input})
+        CHECK(size == 48);
+    CHECK(o.ffn_num_hiddens == 96);
+    CHECK(o.num_heads == 3);
+    CHECK(o.num_layers == 5);
+    CHECK(o.dropout == 0.25);
+    CHECK(o.fused);
+    CHECK(base.num_hiddens == 32);  // a copy: the options it came from are unchanged
+}
+
 TEST_CASE("EncoderDecoder: parameter names follow seed 000", "[nn][transformer]") {
     auto net = tiny_model(11, 13, 1);
     std::vector<std::string> names;

@@ -418,12 +418,12 @@ TEST_CASE("layout_heatmaps(maps): a 2x2 grid of (4x3) views with titles and toke
 
 TEST_CASE("layout_heatmaps(maps): the size cap shrinks the cells", "[tasks][plot]") {
     const core::Tensor m = core::rand({10, 10}, core::default_generator());
-    Heatmaps maps{.matrices = heatmap_grid(m.unsqueeze(0).expand({2, 4, 10, 10}))};
-    CHECK(layout_heatmaps(maps).cell == 26);
-    maps.max_width = 800;
-    const HeatmapLayout small = layout_heatmaps(maps);
+    CHECK(layout_heatmaps({.matrices = heatmap_grid(m.unsqueeze(0).expand({2, 4, 10, 10}))}).cell == 26);
+    // twelve 26-pixel panels of 10 cells side by side would be over 3,000 pixels wide
+    const HeatmapLayout small = layout_heatmaps({.matrices = heatmap_grid(m.unsqueeze(0).expand({12, 10, 10}))});
     CHECK(small.cell < 26);
-    CHECK(small.width <= 800);
+    CHECK(small.cell >= 15);
+    CHECK(small.width <= 2400);
 }
 
 TEST_CASE("plot_heatmaps(path, maps): bad input throws errors naming plot_heatmaps", "[tasks][plot]") {
@@ -446,7 +446,7 @@ TEST_CASE("plot_heatmaps(path, maps): bad input throws errors naming plot_heatma
         {"y ticks", {.matrices = {{m}}, .y_ticks = {"a"}}, "plot_heatmaps: 1 y tick labels for 2 queries"},
         {"titles", {.matrices = {{m, m}}, .titles = {"a", "b", "c"}}, "plot_heatmaps: 3 titles for a 1x2 grid"},
         {"limits", {.matrices = {{m}}, .vmin = 1, .vmax = 1}, "plot_heatmaps: vmin 1 must be below vmax 1"},
-        {"cap", {.matrices = {{core::zeros({300, 300})}}, .max_width = 200, .max_height = 200}, "over the cap"},
+        {"cap", {.matrices = {std::vector<core::Tensor>(100, core::zeros({30, 30}))}}, "over the cap of 2400x2400"},
     };
     for (const Row& row : value_errors) {
         INFO(row.what);

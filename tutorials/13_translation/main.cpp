@@ -59,49 +59,6 @@ using tasks::TokenLine;
 
 namespace {
 
-// ---- the program's own options ------------------------------------------------------------
-
-struct OwnArgs {
-    std::string checkpoint;   // --checkpoint FILE
-    std::string data;         // --data FILE
-    std::vector<char*> rest;  // everything else, for tutorial::Tutorial
-};
-
-// Takes --checkpoint and --data out of argv; the common options stay for the framework.
-OwnArgs take_own_args(int argc, char** argv) {
-    OwnArgs a;
-    for (int i = 0; i < argc; ++i) {
-        const std::string_view arg = argv[i];
-        std::string* target = arg == "--checkpoint" ? &a.checkpoint : arg == "--data" ? &a.data : nullptr;
-        if (target != nullptr && i + 1 < argc) {
-            *target = argv[++i];
-        } else if (arg.starts_with("--checkpoint=")) {
-            a.checkpoint = std::string(arg.substr(13));
-        } else if (arg.starts_with("--data=")) {
-            a.data = std::string(arg.substr(7));
-        } else {
-            if (arg == "--help" || arg == "-h")
-                fmt::print("{}", tutorial::phrase(
-                                     {.en = "Tutorial 13 also takes:\n"
-                                            "  --checkpoint FILE   use a model written by `tformer train translate` "
-                                            "instead of\n"
-                                            "                      training a small one here\n"
-                                            "  --data FILE         the corpus fra.txt (default: data/fra-eng/fra.txt, "
-                                            "looked for\n"
-                                            "                      from the program's folder and the working folder "
-                                            "upwards)\n\n",
-                                      .zh = "教程 13 还接受：\n"
-                                            "  --checkpoint FILE   使用 `tformer train translate` 写出的模型，\n"
-                                            "                      而不是在这里训练一个小模型\n"
-                                            "  --data FILE         语料 fra.txt（默认：data/fra-eng/fra.txt，\n"
-                                            "                      从程序所在目录和工作目录向上查找）\n\n"})
-                                     .text);
-            a.rest.push_back(argv[i]);
-        }
-    }
-    return a;
-}
-
 // ---- small helpers -------------------------------------------------------------------------
 
 std::string join(const std::vector<std::string>& words, std::string_view sep = " ") {
@@ -1512,8 +1469,7 @@ void exercise_preprocess_nmt(Tutorial& t, const Lesson& lesson) {
 }  // namespace
 
 int main(int argc, char** argv) {
-    OwnArgs own = take_own_args(argc, argv);
-    Tutorial t(static_cast<int>(own.rest.size()), own.rest.data(),
+    Tutorial t(argc, argv,
                {.title = {.en = "tformer tutorial 13 · English→French: data, training, greedy and beam search, "
                                 "BLEU, heatmaps",
                           .zh = "tformer 教程 13 · 英译法：数据、训练、贪心搜索与束搜索、BLEU、热力图"},
@@ -1528,9 +1484,20 @@ int main(int argc, char** argv) {
                 .literal = {.en = "train seed 000's cell exactly as written (200 epochs of d2l's 601 pairs, "
                                   "dropout 0.1, lr 0.005, 2,000 steps) and check what its prediction cell prints",
                             .zh = "完全按种子文档 000 的训练单元原样训练（在 d2l 的 601 个句子对上 200 个迭代周期，"
-                                  "dropout 0.1，lr 0.005，2,000 步），并检查它的预测单元打印的结果"}});
+                                  "dropout 0.1，lr 0.005，2,000 步），并检查它的预测单元打印的结果"},
+                .options = {
+                    {.name = "--checkpoint",
+                     .value = "FILE",
+                     .help = {.en = "use a model written by `tformer train translate` instead of training a "
+                                    "small one here",
+                              .zh = "使用 `tformer train translate` 写出的模型，而不是在这里训练一个小模型"}},
+                    {.name = "--data",
+                     .value = "FILE",
+                     .help = {.en = "the corpus fra.txt (default: data/fra-eng/fra.txt, looked for from the "
+                                    "program's folder and the working folder upwards)",
+                              .zh = "语料 fra.txt（默认：data/fra-eng/fra.txt，从程序所在目录和工作目录向上查找）"}}}});
     Lesson lesson;
-    lesson.checkpoint = own.checkpoint;
+    lesson.checkpoint = t.option("--checkpoint");
     // One thread unless OMP_NUM_THREADS says otherwise: this model's tensors
     // (batches of 64 × 10 × 32) are too small for a second thread to pay for
     // itself, and on a shared machine OpenMP's spinning threads make the run
@@ -1538,7 +1505,7 @@ int main(int argc, char** argv) {
     lesson.threads_given = std::getenv("OMP_NUM_THREADS") != nullptr;
     if (!lesson.threads_given) c::set_num_threads(1);
     try {
-        lesson.corpus = tutorial::find_corpus(own.data).string();
+        lesson.corpus = tutorial::find_corpus(t.option("--data")).string();
     } catch (const std::exception& e) {
         fmt::print(stderr, "tutorial 13: {}\n", e.what());
         return 2;

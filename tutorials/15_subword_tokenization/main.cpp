@@ -16,6 +16,7 @@
 // tutorial-fault: layout-without-reserved | the document's ids 101, 138 and 102
 // tutorial-fault: wordpiece-by-frequency | every merge is the pair with the largest count(ab)
 #include "common/prelude.hpp"
+#include "core/utf8.hpp"
 #include "exercise.hpp"
 #include "nn/layers.hpp"
 #include "tasks/fra_eng.hpp"
@@ -71,12 +72,8 @@ std::string plain_spaces(std::string_view s) {
 // The characters (UTF-8 code points) of a text.
 std::vector<std::string> characters_of(std::string_view text) {
     std::vector<std::string> out;
-    for (size_t i = 0; i < text.size();) {
-        const auto lead = static_cast<unsigned char>(text[i]);
-        const size_t n = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
-        out.emplace_back(text.substr(i, n));
-        i += n;
-    }
+    for (size_t i = 0; i < text.size(); i += out.back().size())
+        out.emplace_back(text.substr(i, core::utf8_char_length(text, i)));
     return out;
 }
 

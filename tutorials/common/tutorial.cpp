@@ -4,8 +4,10 @@
 #include "core/error.hpp"
 #include "core/parallel.hpp"
 #include "core/print.hpp"
+#include "core/utf8.hpp"
 
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -14,8 +16,10 @@
 #include <iostream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace tformer::tutorial {
@@ -131,31 +135,8 @@ Parsed parse_fields(std::string_view s, const Text& text) {
 
 // ---- wrapping ----------------------------------------------------------------------------
 
-// The code point at s[i] and its length in bytes (UTF-8).
-std::pair<char32_t, int> code_point(std::string_view s, size_t i) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const int len = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-    char32_t cp = len == 1 ? c : c & (0xFF >> (len + 1));
-    for (int k = 1; k < len && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-    return {cp, len};
-}
-
-// Whether a code point takes two columns on a terminal (CJK, full-width forms).
-bool wide(char32_t cp) {
-    return (cp >= 0x2E80 && cp <= 0x9FFF) || (cp >= 0xAC00 && cp <= 0xD7A3) || (cp >= 0xF900 && cp <= 0xFAFF) ||
-           (cp >= 0xFF00 && cp <= 0xFF60) || (cp >= 0xFFE0 && cp <= 0xFFE6);
-}
-
-// Columns a UTF-8 string takes on a terminal: one per code point, two for the wide ones.
-int display_width(std::string_view s) {
-    int width = 0;
-    for (size_t i = 0; i < s.size();) {
-        const auto [cp, len] = code_point(s, i);
-        width += wide(cp) ? 2 : 1;
-        i += len;
-    }
-    return width;
-}
+// Columns a UTF-8 string takes on a terminal (two for CJK and full-width characters).
+int display_width(std::string_view s) { return core::utf8_display_width(s); }
 
 // Chinese punctuation that must not start a line, and that must not end one.
 bool closes(std::string_view atom) {
@@ -168,6 +149,10 @@ bool opens(std::string_view atom) {
     static const std::vector<std::string_view> marks = {"（", "「", "『", "《", "〈", "“", "‘"};
     return std::find(marks.begin(), marks.end(), atom) != marks.end();
 }
+
+// Whether the character `ch` is a piece of its own for line breaking: a wide
+// character, or a Chinese opening or closing mark.
+bool stands_alone(std::string_view ch) { return display_width(ch) == 2 || opens(ch) || (ch.size() > 1 && closes(ch)); }
 
 // A line cut into the pieces a line break may fall between: runs of
 // non-space narrow characters (words), and single wide characters, each
@@ -186,16 +171,16 @@ std::vector<Atom> atoms_of(std::string_view line) {
             ++i;
             continue;
         }
-        const auto [cp, len] = code_point(line, i);
-        if (wide(cp) || opens(line.substr(i, len)) || (len > 1 && closes(line.substr(i, len)))) {
-            atoms.push_back({line.substr(i, len), space, true});
-            i += len;
+        const std::string_view ch = line.substr(i, core::utf8_char_length(line, i));
+        if (stands_alone(ch)) {
+            atoms.push_back({ch, space, true});
+            i += ch.size();
         } else {
             size_t j = i;
             while (j < line.size() && line[j] != ' ') {
-                const auto [cq, lq] = code_point(line, j);
-                if (wide(cq) || opens(line.substr(j, lq)) || (lq > 1 && closes(line.substr(j, lq)))) break;
-                j += lq;
+                const std::string_view next = line.substr(j, core::utf8_char_length(line, j));
+                if (stands_alone(next)) break;
+                j += next.size();
             }
             atoms.push_back({line.substr(i, j - i), space, false});
             i = j;
@@ -287,13 +272,15 @@ int storage_number(const core::Tensor& t) {
 
 void usage(std::FILE* to, const char* program, const Info& info) {
     const bool has_exercise = !info.exercise.en.empty(), has_literal = !info.literal.en.empty();
+    std::string own_options;
+    for (const Option& o : info.options) own_options += fmt::format(" [{} {}]", o.name, o.value);
     fmt::print(to, "{}\n{}{}\n\n", in_language(info.title), in_language({.en = "Follows: ", .zh = "对应文档："}),
                in_language(info.follows));
     fmt::print(to,
                "{} {} [--step] [--from STEP | --only STEP] [--lang en|zh] [--quiet-tensors] [--no-prose]\n"
-               "       [--out DIR] [--plot-format png|svg]{}{} [--help]\n",
+               "       [--out DIR] [--plot-format png|svg]{}{}{} [--help]\n",
                in_language({.en = "usage:", .zh = "用法："}), program, has_exercise ? " [--exercise]" : "",
-               has_literal ? " [--literal]" : "");
+               has_literal ? " [--literal]" : "", own_options);
     const Text options[] = {
         {.en = "  --step          pause after each step until Enter is pressed (q + Enter quits)",
          .zh = "  --step          每一步之后暂停，按回车继续（输入 q 再回车则结束）"},
@@ -318,7 +305,57 @@ void usage(std::FILE* to, const char* program, const Info& info) {
                    in_language({.en = "the exercise instead of the steps:", .zh = "做练习而不是运行各步："}),
                    in_language(info.exercise));
     if (has_literal) fmt::print(to, "  --literal       {}\n", in_language(info.literal));
+    for (const Option& o : info.options) {  // aligned with the options above, as --plot-format's help is when longer
+        const std::string head = o.name + " " + o.value;
+        fmt::print(to, "  {}{:{}}{}\n", head, "", head.size() < 16 ? 16 - head.size() : 3, in_language(o.help));
+    }
     fmt::print(to, "  --help          {}\n", in_language({.en = "this text", .zh = "显示本说明"}));
+}
+
+// ---- the command line -------------------------------------------------------------------
+
+// The language a --lang en or --lang zh on the command line asks for (the
+// last one), read before the rest so that every message about the command
+// line, the refusals included, is in that language.
+std::optional<Language> language_asked(int argc, char** argv) {
+    std::optional<Language> asked;
+    for (int i = 1; i < argc; ++i) {
+        const std::string_view arg = argv[i];
+        const std::string_view value = arg == "--lang" && i + 1 < argc ? std::string_view(argv[i + 1])
+                                       : arg.starts_with("--lang=")    ? arg.substr(7)
+                                                                       : std::string_view();
+        if (value == "en" || value == "zh") asked = value == "zh" ? Language::zh : Language::en;
+    }
+    return asked;
+}
+
+// Refuses an empty value ("--out ''"), which would name no folder, step or
+// fault, and one that starts with '-': in "--from --lang zh" the step is
+// missing, --from does not name a step "--lang".
+const CLI::Validator a_value(
+    [](std::string& value) { return value.empty() || value[0] == '-' ? std::string("missing") : ""; }, "");
+
+// The refusal of a command line CLI11 could not parse: for an option that
+// takes a value, what it needs after it (the value was missing or not one of
+// its choices, or for one of the tutorial's `own` options, missing);
+// otherwise CLI11's own words.
+Phrase refusal(const CLI::ParseError& e, const std::vector<Option>& own) {
+    const Text step{.en = "{0} needs a step after it, e.g. {0} 3 or {0} 2b",
+                    .zh = "{0} 后面要跟一个步骤，例如 {0} 3 或 {0} 2b"};
+    const std::map<std::string, Text, std::less<>> needs = {
+        {"--out", {.en = "{} needs a folder after it", .zh = "{} 后面要跟一个目录"}},
+        {"--from", step},
+        {"--only", step},
+        {"--lang", {.en = "{} needs en or zh after it", .zh = "{} 后面要跟 en 或 zh"}},
+        {"--plot-format", {.en = "{} needs png or svg after it", .zh = "{} 后面要跟 png 或 svg"}},
+        {"--inject-fault", {.en = "{} needs a fault's name after it", .zh = "{} 后面要跟一个故障名"}},
+    };
+    const std::string what = e.what();
+    const std::string option = what.substr(0, what.find(':'));  // CLI11 starts with the option's name
+    if (const auto it = needs.find(option); it != needs.end()) return phrase(it->second, option);
+    for (const Option& o : own)
+        if (o.name == option) return phrase({.en = "{} needs {} after it", .zh = "{} 后面要跟 {}"}, option, o.value);
+    return phrase({.en = "{}", .zh = "命令行有误：{}"}, what);
 }
 
 }  // namespace
@@ -398,77 +435,62 @@ void Tutorial::start(int argc, char** argv) {
 
 bool Tutorial::parse_arguments(int argc, char** argv) {
     const char* program = argc > 0 ? argv[0] : "tutorial";
-    // --lang first, so that every message below is in that language
-    for (int i = 1; i + 1 < argc; ++i)
-        if (std::string_view(argv[i]) == "--lang" &&
-            (std::string_view(argv[i + 1]) == "en" || std::string_view(argv[i + 1]) == "zh"))
-            chosen = std::string_view(argv[i + 1]) == "zh" ? Language::zh : Language::en;
+    if (const auto asked = language_asked(argc, argv)) chosen = *asked;  // every message below in that language
     // Says what is wrong with the command line, then the usage, and exits with status 2.
     auto refuse = [&](const Phrase& why) {
         fmt::print(stderr, "{}: {}\n\n", program, why.text);
         usage(stderr, program, info_);
         std::exit(2);
     };
-    bool out_given = false;
-    for (int i = 1; i < argc; ++i) {
-        const std::string_view arg = argv[i];
-        const bool has_value = i + 1 < argc && argv[i + 1][0] != '\0' && argv[i + 1][0] != '-';
-        if (arg == "--help" || arg == "-h") {
-            usage(stdout, program, info_);
-            std::exit(0);
-        } else if (arg == "--step") {
-            stepping_ = true;
-        } else if (arg == "--exercise" && !info_.exercise.en.empty()) {
-            exercise_mode_ = true;
-        } else if (arg == "--literal" && !info_.literal.en.empty()) {
-            literal_ = true;
-        } else if (arg == "--quiet-tensors") {
-            quiet_tensors = true;
-        } else if (arg == "--no-prose") {
-            no_prose = true;
-        } else if (arg == "--lang" && has_value &&
-                   (std::string_view(argv[i + 1]) == "en" || std::string_view(argv[i + 1]) == "zh")) {
-            ++i;  // read above
-        } else if (arg == "--inject-fault" && has_value) {
-            fault_ = argv[++i];
-        } else if (arg == "--out" && i + 1 < argc) {
-            out_dir_ = argv[++i];
-            out_given = true;
-        } else if (arg.starts_with("--out=")) {
-            out_dir_ = std::string(arg.substr(6));
-            out_given = true;
-        } else if ((arg == "--from" || arg == "--only") && has_value) {
-            if (!jump_to_.empty())
-                refuse(phrase({.en = "give one --from or --only, not several", .zh = "--from 和 --only 只能给一个"}));
-            only_ = arg == "--only";
-            jump_to_ = argv[++i];
-        } else if (arg == "--plot-format" && i + 1 < argc &&
-                   (std::string_view(argv[i + 1]) == "png" || std::string_view(argv[i + 1]) == "svg")) {
-            plot_format_ = argv[++i];
-        } else if (arg == "--out") {
-            refuse(phrase({.en = "--out needs a folder after it", .zh = "--out 后面要跟一个目录"}));
-        } else if (arg == "--from" || arg == "--only") {
-            refuse(phrase({.en = "{0} needs a step after it, e.g. {0} 3 or {0} 2b",
-                           .zh = "{0} 后面要跟一个步骤，例如 {0} 3 或 {0} 2b"},
-                          arg));
-        } else if (arg == "--lang") {
-            refuse(phrase({.en = "--lang needs en or zh after it", .zh = "--lang 后面要跟 en 或 zh"}));
-        } else if (arg == "--plot-format") {
-            refuse(
-                phrase({.en = "--plot-format needs png or svg after it", .zh = "--plot-format 后面要跟 png 或 svg"}));
-        } else if (arg == "--inject-fault") {
-            refuse(phrase(
-                {.en = "--inject-fault needs a fault's name after it", .zh = "--inject-fault 后面要跟一个故障名"}));
-        } else if (arg == "--exercise" || arg == "--literal") {
-            refuse(phrase({.en = "this tutorial has no {} mode", .zh = "这个教程没有 {} 模式"}, arg.substr(2)));
-        } else {
-            refuse(phrase({.en = "unknown argument '{}'", .zh = "未知参数 '{}'"}, arg));
-        }
+    CLI::App app;
+    app.allow_extras();  // refused below, in the chosen language
+    app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    bool exercise = false, literal = false;
+    std::string out, from, only;
+    app.add_flag("--step", stepping_);
+    app.add_flag("--exercise", exercise);
+    app.add_flag("--literal", literal);
+    app.add_flag("--quiet-tensors", quiet_tensors);
+    app.add_flag("--no-prose", no_prose);
+    app.add_option("--lang")->check(CLI::IsMember({"en", "zh"}));  // read above
+    app.add_option("--inject-fault", fault_)->check(a_value);
+    app.add_option("--out", out)->check(a_value);
+    app.add_option("--from", from)->check(a_value);
+    app.add_option("--only", only)->check(a_value);
+    app.add_option("--plot-format", plot_format_)->check(CLI::IsMember({"png", "svg"}));
+    for (const Option& o : info_.options) app.add_option(o.name, options_[o.name])->check(a_value);
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp&) {
+        usage(stdout, program, info_);
+        std::exit(0);
+    } catch (const CLI::ParseError& e) {
+        refuse(refusal(e, info_.options));
     }
+    if (!app.remaining().empty())
+        refuse(phrase({.en = "unknown argument '{}'", .zh = "未知参数 '{}'"}, app.remaining().front()));
+    for (const auto& [given, offered, mode] : {std::tuple{exercise, !info_.exercise.en.empty(), "exercise"},
+                                               std::tuple{literal, !info_.literal.en.empty(), "literal"}})
+        if (given && !offered)
+            refuse(phrase({.en = "this tutorial has no {} mode", .zh = "这个教程没有 {} 模式"}, std::string(mode)));
+    if (app.count("--from") + app.count("--only") > 1)
+        refuse(phrase({.en = "give one --from or --only, not several", .zh = "--from 和 --only 只能给一个"}));
+    exercise_mode_ = exercise;
+    literal_ = literal;
+    only_ = !only.empty();
+    jump_to_ = only_ ? only : from;
     if (exercise_mode_ && !jump_to_.empty())
         refuse(phrase({.en = "--from and --only choose among the steps; --exercise runs the exercise instead",
                        .zh = "--from 和 --only 在各步之间选择；--exercise 则改为做练习"}));
-    return out_given;
+    if (!out.empty()) out_dir_ = out;
+    return !out.empty();
+}
+
+std::string Tutorial::option(std::string_view name) const {
+    const auto it = options_.find(name);
+    if (it == options_.end())
+        throw std::logic_error(fmt::format("Tutorial::option: '{}' is not in Info::options", name));
+    return it->second;
 }
 
 void Tutorial::print_banner() const {

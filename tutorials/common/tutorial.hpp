@@ -60,7 +60,8 @@
 //   --exercise      run the tutorial's exercise instead of its steps
 //   --literal       (tutorials that offer it) run the document's recipe exactly as written
 //   --help          the usage and what the tutorial follows
-// and one option that --help does not list, for the tests:
+// and the tutorial's own options that take a value (Info::options, read with
+// Tutorial::option: tutorial 13's --checkpoint FILE and --data FILE), and one option that --help does not list, for the tests:
 //   --inject-fault NAME   t.injected(NAME) returns true: the step swaps a
 //                   computation for a deliberately wrong one, and the test
 //                   tutorial:NN_topic:fault:NAME expects a named check to fail
@@ -86,6 +87,7 @@
 #include <exception>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -164,6 +166,14 @@ namespace tformer::tutorial {
 
 // ---- the program ---------------------------------------------------------------------------
 
+/// A command-line option of one tutorial alone, taking a value, e.g.
+/// {.name = "--data", .value = "FILE", .help = {...}}.
+struct Option {
+    std::string name;   ///< the option, "--data"
+    std::string value;  ///< what its value is, for the usage: "FILE"
+    Text help;          ///< what it does, one line
+};
+
 /// What a tutorial says about itself at the top of its output and in --help.
 struct Info {
     Text title;    ///< e.g. "tformer tutorial 01 · Tensors, shapes and strides"
@@ -172,6 +182,8 @@ struct Info {
     Text exercise{};
     /// What --literal runs (empty when the tutorial has no literal mode: --literal is then refused).
     Text literal{};
+    /// The tutorial's own options, listed in --help after the common ones.
+    std::vector<Option> options{};
 };
 
 /// The name of a tformer error class ("ShapeError", ...) or "exception".
@@ -198,6 +210,8 @@ public:
     bool exercise_mode() const { return exercise_mode_; }
     /// Whether --literal was given (only accepted when Info::literal says what it does).
     bool literal() const { return literal_; }
+    /// The value given to `name`, one of Info::options; empty when it was not given.
+    std::string option(std::string_view name) const;
     /// Whether --inject-fault names `fault`. A step asks right where it
     /// computes what a check then tests, and computes it wrongly on purpose:
     ///   if (t.injected("additive-ignores-keys")) out = faults::ignoring_keys(...);
@@ -290,6 +304,7 @@ private:
     std::string name_;  ///< "01_tensors": the program name without "tutorial_"
     std::filesystem::path out_dir_;
     std::string plot_format_ = "png";
+    std::map<std::string, std::string, std::less<>> options_;  ///< Info::options' values, by name
     bool exercise_mode_ = false;
     bool literal_ = false;
     bool stepping_ = false;
