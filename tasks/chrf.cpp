@@ -89,9 +89,8 @@ double corpus_chrf(const std::vector<std::string>& hypotheses, const std::vector
                    int order, double beta) {
     if (hypotheses.size() != references.size())
         fail<ValueError>("corpus chrF: {} hypotheses but {} reference lists", hypotheses.size(), references.size());
-    ChrfStats sum{.hyp = std::vector<int64_t>(static_cast<size_t>(std::max(order, 1))),
-                  .ref = std::vector<int64_t>(static_cast<size_t>(std::max(order, 1))),
-                  .match = std::vector<int64_t>(static_cast<size_t>(std::max(order, 1)))};
+    const std::vector<int64_t> zeros(static_cast<size_t>(std::max(order, 1)));
+    ChrfStats sum{.hyp = zeros, .ref = zeros, .match = zeros};
     for (size_t i = 0; i < hypotheses.size(); ++i) {
         const ChrfStats s = chrf_stats(hypotheses[i], references[i], order);
         for (size_t n = 0; n < s.hyp.size(); ++n) {

@@ -7,6 +7,7 @@
 #include "core/core.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <numeric>
 #include <unordered_map>
 #include <unordered_set>
@@ -290,9 +291,9 @@ std::vector<LengthBucket> bleu_by_length(const std::vector<std::string>& sources
     if (sources.size() != preds.size() || preds.size() != refs.size())
         fail<ValueError>("bleu_by_length: {} sources, {} predictions and {} reference lists; need as many of each",
                          sources.size(), preds.size(), refs.size());
-    std::vector<LengthBucket> buckets(4);
+    const int64_t bounds[][2] = {{1, 5}, {6, 10}, {11, 20}, {21, 0}};  // max 0: no limit
+    std::vector<LengthBucket> buckets(std::size(bounds));
     for (size_t b = 0; b < buckets.size(); ++b) {
-        const int64_t bounds[][2] = {{1, 5}, {6, 10}, {11, 20}, {21, 0}};  // max 0: no limit
         buckets[b].min_words = bounds[b][0];
         buckets[b].max_words = bounds[b][1];
     }
