@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Takes the README's picture of the studio, docs/studio.png: tformer serve on
+"""Takes a picture of the studio, build/studio.png: tformer serve on
 the main job's checkpoint, "We are friends." translated with beam 4 (3 best),
 the encoder-decoder attention of layer 2, head 3.
 
-    /usr/bin/python3 scripts/studio_screenshot.py [--checkpoint CK] [--out docs/studio.png]
+    /usr/bin/python3 scripts/studio_screenshot.py [--checkpoint CK] [--out build/studio.png]
 
 Needs what tests/apps/studio_browser.py needs (install-deps.sh --browser) and
 Pillow, which keeps the picture small (64 colours)."""
@@ -20,7 +20,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--tformer", default="build/release/apps/tformer")
     p.add_argument("--checkpoint", default="runs/translate/checkpoint.safetensors")
-    p.add_argument("--out", default="docs/studio.png")
+    p.add_argument("--out", default="build/studio.png")
     a = p.parse_args()
     from PIL import Image
     from selenium.webdriver.common.by import By
