@@ -1,12 +1,14 @@
-// Batched decoding on the default translation model: on the first 1,000
+// Batched decoding on a whole-corpus translation model: on the first 1,000
 // validation sentences, batches of sorted sentences give what one sentence
 // at a time gives, but for near-ties that the products' last bits decide
 // (their bits may change with the number of rows); and the thread count
 // changes no translation.
 //
 // The model: TFORMER_DECODE_CHECKPOINT if set, else runs/translate's in the
-// source tree when it is a default-preset checkpoint, else one trained here
-// once by `tformer train translate` into the build tree (minutes) and reused.
+// source tree when it is a default-preset checkpoint, else the default preset
+// trained here for 600 of its 1,800 steps (BLEU about 17: a weaker model
+// decodes longer and more repetitive outputs, a harder case for batching) by
+// `tformer train translate` into the build tree (a minute or two) and reused.
 // The sanitizer run leaves it out (CMakePresets.json, the asan test preset):
 // there the training and 6,000 decodings would take hours; the small decode
 // tests run there.
@@ -17,6 +19,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -38,20 +41,27 @@ std::string default_checkpoint() {
     if (const char* env = std::getenv("TFORMER_DECODE_CHECKPOINT")) return env;
     const std::string source = std::string(TFORMER_SOURCE_DIR) + "/runs/translate/checkpoint.safetensors";
     if (default_preset(source)) return source;
-    const std::string dir = std::string(TFORMER_BINARY_DIR) + "/test-models/translate-default";
+    const std::string dir = std::string(TFORMER_BINARY_DIR) + "/test-models/translate-600-steps";
     const std::string built = dir + "/checkpoint.safetensors";
     if (default_preset(built)) return built;
     const auto trained = testing::run_shell(
         "TFORMER_DATA_DIR='" + std::string(TFORMER_SOURCE_DIR) + "/data' '" + std::string(TFORMER_BINARY_DIR) +
-        "/apps/tformer' train translate --quiet --overwrite --out '" + dir + "' 2>&1");
+        "/apps/tformer' train translate --steps 600 --quiet --overwrite --out '" + dir + "' 2>&1");
     INFO(trained.output);
     REQUIRE(trained.status == 0);
     return built;
 }
+
+// Two scores of one translation agree to `relative` of the larger (at least
+// 10): a score sums one float32 log-probability per token, so its rounding
+// grows with the length of the output.
+bool near(double a, double b, double relative) {
+    return std::abs(a - b) <= relative * std::max({10.0, std::abs(a), std::abs(b)});
+}
 }  // namespace
 
 TEST_CASE(
-    "default model, 1,000 validation sentences: batched equals one at a time on at least 995 lines, the others "
+    "whole-corpus model, 1,000 validation sentences: batched equals one at a time on at least 995 lines, the others "
     "near-ties, and any thread count gives the same translations",
     "[apps][decode][slow]") {
     const std::string path = default_checkpoint();
@@ -75,17 +85,17 @@ TEST_CASE(
             // the thread count changes no translation; a score's last bits may move, as one batch at a
             // time runs its kernels on every thread, and OpenBLAS's bits depend on its thread count
             CHECK(batched[i].text == batched1[i].text);
-            CHECK(std::abs(batched[i].decoded.score - batched1[i].decoded.score) < 1e-5);
+            CHECK(near(batched[i].decoded.score, batched1[i].decoded.score, 1e-6));
             if (batched[i].text == alone[i].text) {
                 ++same;
-                CHECK(std::abs(batched[i].decoded.score - alone[i].decoded.score) < 1e-4);
+                CHECK(near(batched[i].decoded.score, alone[i].decoded.score, 1e-5));
                 continue;
             }
             const double margin = std::abs(batched[i].decoded.score - alone[i].decoded.score);
             std::cout << "beam " << beam << ", line " << i + 1 << ": margin " << margin
                       << "\n  one at a time: " << alone[i].text << " (" << alone[i].decoded.score
                       << ")\n  batched:       " << batched[i].text << " (" << batched[i].decoded.score << ")\n";
-            CHECK(margin < 1e-4);
+            CHECK(near(batched[i].decoded.score, alone[i].decoded.score, 1e-5));
         }
         std::cout << "beam " << beam << ": batched equals one at a time on " << same << " of 1000 lines\n";
         CHECK(same >= 995);
