@@ -169,7 +169,9 @@ double elapsed_ms(std::chrono::steady_clock::time_point since) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
 }
 
-// the figures a training run printed last (summary.txt beside the checkpoint), when it is this checkpoint's
+// the figures a training run printed last (summary.txt beside the checkpoint), when it is this checkpoint's:
+// validation BLEU per decoding ("beam 4", "greedy"), each with its chrF2 and BLEU by source length from the
+// line after it, or the copy task's accuracy
 json training_figures(const std::string& checkpoint) {
     json figures = json::object();
     const fs::path summary = fs::path(checkpoint).parent_path() / "summary.txt";
@@ -178,11 +180,24 @@ json training_figures(const std::string& checkpoint) {
         return figures;  // none, or older than the checkpoint (a later run wrote it since)
     std::ifstream in(summary);
     static const std::regex bleu(R"(^validation corpus BLEU-4(?:, ([a-z0-9 ]+))?(?: \(greedy\))?: ([0-9.]+) on)");
+    static const std::regex chrf(R"(^  chrF2 ([0-9.]+); BLEU-4 by source length: (.*)$)");
+    static const std::regex bucket(R"(([0-9]+(?:-[0-9]+|\+) words) ([0-9.]+) \(([0-9]+)\))");
     static const std::regex copy(R"(^exact-sequence accuracy on [0-9]+ fresh sequences: ([0-9.]+)%)");
+    std::string decoding;  // the decoding of the last BLEU line, which the chrF2 line after it belongs to
     for (std::string line; std::getline(in, line);) {
         std::smatch m;
         if (std::regex_search(line, m, bleu)) {
-            figures["validation_bleu"][m[1].matched ? m[1].str() : "greedy"] = std::stod(m[2].str());
+            decoding = m[1].matched ? m[1].str() : "greedy";
+            figures["validation_bleu"][decoding] = std::stod(m[2].str());
+        } else if (!decoding.empty() && std::regex_search(line, m, chrf)) {
+            figures["validation_chrf2"][decoding] = std::stod(m[1].str());
+            json buckets = json::array();
+            const std::string rest = m[2].str();
+            for (std::sregex_iterator b(rest.begin(), rest.end(), bucket), end; b != end; ++b)
+                buckets.push_back({{"source_words", (*b)[1].str()},
+                                   {"bleu", std::stod((*b)[2].str())},
+                                   {"sentences", std::stoll((*b)[3].str())}});
+            figures["validation_bleu_by_length"][decoding] = buckets;
         } else if (std::regex_search(line, m, copy)) {
             figures["exact_sequence_accuracy_percent"] = std::stod(m[1].str());
         }

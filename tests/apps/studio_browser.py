@@ -7,7 +7,9 @@ sentence, translates it, waits for the translation and the attention grid,
 hovers a token and checks the highlighted row, switches to "Inside one
 layer" with the keyboard and walks through it, makes the server refuse a
 sentence too long for the model, whose message must read in plain words,
-and watches the loss of a training run that starts while the page is open.
+watches the loss of a training run that starts while the page is open, and
+reads a small whole-corpus translator's validation figures (BLEU, chrF2, BLEU
+by source length) on the Model tab.
 Screenshots go to --out (studio.png: the translation and the attention grid).
 
 Where Chromium, its driver or Selenium cannot start, the test fails: it is
@@ -66,9 +68,23 @@ def train(tformer, out):
     return os.path.join(out, "checkpoint.safetensors")
 
 
-def serve(tformer, checkpoint, run_dirs, log):
+def train_pieces(tformer, out):
+    """A tiny whole-corpus translator (SentencePiece, a validation split): seconds."""
+    run = subprocess.run([tformer, "train", "translate", "--sample-size", "2000", "--steps", "30", "--warmup", "5",
+                          "--num-hiddens", "16", "--ffn-num-hiddens", "32", "--num-heads", "2", "--vocab-size", "200",
+                          "--val-sentences", "20", "--threads", "1", "--quiet", "--overwrite", "--out", out],
+                         capture_output=True, text=True, timeout=600)
+    if run.returncode != 0:
+        fail(f"tformer train failed:\n{run.stdout}{run.stderr}")
+    return os.path.join(out, "checkpoint.safetensors")
+
+
+def serve(tformer, checkpoints, run_dirs, log):
+    """`tformer serve` on a free port with one checkpoint (a path) or several (a list)."""
+    models = [flag for c in ([checkpoints] if isinstance(checkpoints, str) else checkpoints)
+              for flag in ("--checkpoint", c)]
     runs = [flag for d in run_dirs for flag in ("--run", d)]
-    server = subprocess.Popen([tformer, "serve", "--checkpoint", checkpoint, *runs, "--port", "0"],
+    server = subprocess.Popen([tformer, "serve", *models, *runs, "--port", "0"],
                               stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -91,16 +107,18 @@ def main():
     a = parser.parse_args()
     os.makedirs(a.out, exist_ok=True)
     checkpoint = train(a.tformer, os.path.join(a.out, "model"))
+    pieces = train_pieces(a.tformer, os.path.join(a.out, "pieces"))
     log = open(os.path.join(a.out, "serve.log"), "w")
     live = os.path.join(a.out, "live")  # a run that starts while the page watches it
     shutil.rmtree(live, ignore_errors=True)
     os.makedirs(live)
-    server, url = serve(a.tformer, checkpoint, [os.path.join(a.out, "model"), live], log)
+    server, url = serve(a.tformer, [checkpoint, pieces], [os.path.join(a.out, "model"), live], log)
     driver = None
     try:
         driver = start_browser()
         check_page(driver, url, a.out)
         check_training(driver, a.tformer, live, a.out)
+        check_model_figures(driver, a.out)
     finally:
         if driver is not None:
             driver.quit()
@@ -239,6 +257,29 @@ def check_training(d, tformer, live, out):
         d.save_screenshot(os.path.join(out, "studio-training.png"))
     finally:
         trainer.wait(timeout=300)
+
+
+def check_model_figures(d, out):
+    """The second model's Model tab: the validation figures its summary.txt gives, per decoding."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    Select(d.find_element(By.ID, "model")).select_by_value("1")
+    WebDriverWait(d, 30).until(lambda d: "Translator" in d.find_element(By.ID, "model-summary").text
+                               and "d 16" in d.find_element(By.ID, "model-summary").text)
+    d.find_element(By.ID, "tab-model").click()
+    info = d.find_element(By.ID, "model-info").text
+    for decoding in ("beam 4", "greedy"):
+        for figure in ("validation BLEU", "validation chrF2"):
+            if not re.search(rf"{figure}, {decoding} [0-9]+\.[0-9][0-9]", info):
+                fail(f"the Model tab does not give the {figure}, {decoding}:\n{info}")
+        m = re.search(rf"BLEU by source length, {decoding} (.*)", info)
+        if not m or not re.search(r"(1-5|6-10|11-20|21\+) words: [0-9]+\.[0-9][0-9] \([0-9]+ sentences\)", m.group(1)):
+            fail(f"the Model tab does not give BLEU by source length, {decoding}:\n{info}")
+    training = [h for h in d.find_elements(By.CSS_SELECTOR, "#model-info h3") if h.text == "Training"]
+    if training:
+        d.execute_script("arguments[0].scrollIntoView()", training[0])
+    d.save_screenshot(os.path.join(out, "studio-model.png"))
 
 
 if __name__ == "__main__":

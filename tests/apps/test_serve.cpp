@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -190,6 +191,29 @@ TEST_CASE("serve: models, model, tokenize, translate and inside for each checkpo
         CHECK(info["training"]["steps"] == ref.info.step);
         CHECK(info["max_tokens"] == ref.info.config.num_steps);
         CHECK(info["training"].contains("validation_bleu") == (id == 0));  // the d2l run had no validation split
+        if (id == 0) {  // the figures of summary.txt: BLEU, chrF2 and BLEU by source length per decoding
+            const json& t = info["training"];
+            for (const char* decoding : {"beam 4", "greedy"}) {
+                INFO(decoding << ": " << t.dump());
+                CHECK(t["validation_bleu"][decoding].is_number());
+                const double chrf = t["validation_chrf2"][decoding].get<double>();
+                CHECK((chrf >= 0 && chrf <= 100));
+                const json& buckets = t["validation_bleu_by_length"][decoding];
+                REQUIRE(!buckets.empty());  // the buckets with a sentence in them, shortest first
+                const std::vector<std::string> names = {"1-5 words", "6-10 words", "11-20 words", "21+ words"};
+                int64_t sentences = 0;
+                size_t next = 0;
+                for (const json& b : buckets) {
+                    const auto at = std::find(names.begin() + static_cast<std::ptrdiff_t>(next), names.end(),
+                                              b["source_words"].get<std::string>());
+                    CHECK(at != names.end());
+                    next = static_cast<size_t>(at - names.begin()) + 1;
+                    CHECK(b["bleu"].is_number());
+                    sentences += b["sentences"].get<int64_t>();
+                }
+                CHECK(sentences == 10);  // --val-sentences 10
+            }
+        }
 
         // tokenize: the tokenizer's own ids
         const std::string sentence = id == 0 ? "I'm home." : "i'm home .";

@@ -140,7 +140,15 @@ function renderModelInfo(info) {
   const tt = html("table", { class: "kv" }, left);
   const facts = { steps: number(t.steps), epochs: t.epochs, "final epoch loss": t.final_loss === null ? "— (no epoch finished)" : t.final_loss.toFixed(4) };
   if (t.preset) facts.preset = t.preset;
-  for (const [k, v] of Object.entries(t.validation_bleu || {})) facts[`validation BLEU, ${k}`] = v.toFixed(2);
+  for (const [k, v] of Object.entries(t.validation_bleu || {})) {
+    facts[`validation BLEU, ${k}`] = v.toFixed(2);
+    const chrf = (t.validation_chrf2 || {})[k];
+    if (chrf !== undefined) facts[`validation chrF2, ${k}`] = chrf.toFixed(2);
+    const buckets = (t.validation_bleu_by_length || {})[k];
+    if (buckets) {
+      facts[`BLEU by source length, ${k}`] = buckets.map((b) => `${b.source_words}: ${b.bleu.toFixed(2)} (${number(b.sentences)} sentences)`).join("; ");
+    }
+  }
   if (t.exact_sequence_accuracy_percent !== undefined) facts["exact copies"] = `${t.exact_sequence_accuracy_percent}%`;
   for (const [k, v] of Object.entries(facts)) {
     const tr = html("tr", {}, tt);
