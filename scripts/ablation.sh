@@ -1,24 +1,37 @@
 #!/usr/bin/env bash
-# What each choice of the default translation preset buys: trains the default
-# preset once as it is and once per row with one thing changed, all for the
-# same number of steps (but one, which gets the default's time), and prints
-# one table row per run (validation BLEU-4 with beam 4 and greedily, training
-# seconds, padding). docs/training.md's table "What each choice bought" comes from it.
+# Reruns the tables of docs/training.md: trains one run per row and prints
+# one table row per run (validation BLEU-4 with beam 4 and greedily, chrF2,
+# BLEU-4 on sources of 11-20 words, training seconds).
 #
-#   bash scripts/ablation.sh [JOBS] [extra flags for every run]
+#   bash scripts/ablation.sh [TABLE] [JOBS] [extra flags for every run]
+#
+# TABLE default (the default): what each choice of the default translation
+#   preset buys. The default preset once as it is and once per row with one
+#   thing changed, all for the same number of steps (but one, which gets the
+#   default's time). The seed rows show how much BLEU moves between runs that
+#   differ only in their random choices. Runs go to runs/ablation/<row>/.
+# TABLE recipe: the search for `--preset long`, models and schedules that
+#   train in about 15 minutes on two threads of the 2-core machine of the
+#   docs. Each row's step count fills that budget at the row's own speed
+#   (TABLE rates measures it). Runs go to runs/recipe/<row>/.
+# TABLE rates: each recipe row's seconds per training step on two threads
+#   (steps 50-200 of a short run alone on the machine), from which the recipe
+#   rows' step counts come: measure on an idle machine.
 #
 # JOBS runs go side by side, each on one thread (default 2: one per core), so
 # the times are the seconds of one core. BLEU does not depend on them.
-# Everything goes to runs/ablation/<row>/. The seed rows show how much BLEU
-# moves between runs that differ only in their random choices.
+# ONLY="seed-2 seed-3" runs just those rows (the table still lists every row
+# that has a summary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+table=default
+case "${1:-}" in default | recipe | rates) table=$1 && shift ;; esac
 jobs=${1:-2}
 shift || true
 tf=build/release/apps/tformer
 [ -x "$tf" ] || { cmake --preset release >/dev/null && cmake --build --preset release -j"$(nproc)" --target tformer; }
 
-rows=(
+default_rows=(
   "default|"
   "word|--tokenizer word"
   "random-batches|--batching random"
@@ -30,14 +43,42 @@ rows=(
   "seed-2|--seed 2"
   "seed-3|--seed 3"
 )
-# ONLY="seed-2 seed-3" runs just those rows (the table still lists every row that has a summary)
+# the same 15 minutes for each: steps = 900 s / the row's seconds per step (TABLE rates)
+recipe_rows=(
+  "long|--preset long"
+  "base-9000|--steps 9000"
+  "d256-3800|--steps 3800 --num-hiddens 256 --ffn-num-hiddens 1024"
+  "d192-l3-4150|--steps 4150 --num-hiddens 192 --ffn-num-hiddens 768 --num-layers 3"
+  "d128-l4-6000|--steps 6000 --num-layers 4"
+)
+
+if [ "$table" = rates ]; then
+  mkdir -p runs/recipe/rates
+  printf '| run | flags | s per step, 2 threads | steps in 900 s |\n|---|---|---:|---:|\n'
+  for row in "${recipe_rows[@]}"; do
+    name=${row%%|*}
+    # the row's model, but a schedule of 9,000 steps stopped after 200 (--steps, --preset: the last one counts)
+    # shellcheck disable=SC2086
+    "$tf" train translate --quiet --overwrite --out "runs/recipe/rates/$name" ${row#*|} --steps 9000 \
+      --stop-after-steps 200 "$@" > "runs/recipe/rates/$name.log" 2>&1 || {
+      echo "ablation: $name failed (runs/recipe/rates/$name.log)" >&2
+      continue
+    }
+    awk -F, -v name="$name" -v flags="${row#*|}" '$1 == 50 {a = $4} $1 == 200 {b = $4}
+      END {s = (b - a) / 150; printf "| %s | `%s` | %.4f | %d |\n", name, flags, s, 900 / s}' \
+      "runs/recipe/rates/$name/progress.csv"
+  done
+  exit 0
+fi
+
+if [ "$table" = recipe ]; then rows=("${recipe_rows[@]}") dir=runs/recipe; else rows=("${default_rows[@]}") dir=runs/ablation; fi
 only=" ${ONLY:-} "
-mkdir -p runs/ablation
+mkdir -p "$dir"
 run_row() {
   local name=$1 flags=$2
   # shellcheck disable=SC2086
-  "$tf" train translate --threads 1 --quiet --overwrite --out "runs/ablation/$name" $flags "${@:3}" \
-    > "runs/ablation/$name.log" 2>&1 || echo "ablation: $name failed (runs/ablation/$name.log)" >&2
+  "$tf" train translate --threads 1 --quiet --overwrite --out "$dir/$name" $flags "${@:3}" \
+    > "$dir/$name.log" 2>&1 || echo "ablation: $name failed ($dir/$name.log)" >&2
 }
 running=0
 for row in "${rows[@]}"; do
@@ -48,12 +89,15 @@ for row in "${rows[@]}"; do
 done
 wait
 
-printf '| run | flags | BLEU-4 beam 4 | greedy | training (1 core) | padding |\n|---|---|---:|---:|---:|---:|\n'
+printf '| run | flags | BLEU-4 beam 4 | greedy | chrF2 beam 4 | 11-20 words, beam 4 | training (1 core) |\n'
+printf '|---|---|---:|---:|---:|---:|---:|\n'
 for row in "${rows[@]}"; do
-  name=${row%%|*}; flags=${row#*|}; s=runs/ablation/$name/summary.txt; log=runs/ablation/$name.log
+  name=${row%%|*}; flags=${row#*|}; s=$dir/$name/summary.txt
   beam=$(grep -oP 'BLEU-4, beam 4: \K[0-9.]+' "$s" 2>/dev/null || echo '?')
   greedy=$(grep -oP 'BLEU-4, greedy: \K[0-9.]+' "$s" 2>/dev/null || echo '?')
+  chrf=$(grep -oP 'chrF2 \K[0-9.]+' "$s" 2>/dev/null | head -1 || echo '?')
+  mid=$(grep -oP '11-20 words \K[0-9.]+' "$s" 2>/dev/null | head -1 || echo '?')
   secs=$(grep -oP 'steps in \K[0-9.]+ s' "$s" 2>/dev/null || echo '?')
-  pad=$(grep -oP '[0-9.]+% padding' "$log" 2>/dev/null | head -1 || echo '?')
-  printf '| %s | `%s` | %s | %s | %s | %s |\n' "$name" "${flags:-(none)}" "$beam" "$greedy" "$secs" "$pad"
+  # shellcheck disable=SC2016
+  printf '| %s | `%s` | %s | %s | %s | %s | %s |\n' "$name" "${flags:-(none)}" "$beam" "$greedy" "$chrf" "$mid" "$secs"
 done
