@@ -172,7 +172,7 @@ void add_data_options(CLI::App& cmd, TrainArgs& a, bool translation) {
 void add_train_options(CLI::App& cmd, TrainArgs& a, bool translation) {
     cmd.add_option("--preset", a.preset,
                    translation
-                       ? "default (the whole corpus, subwords, about 3 minutes on 2 cores), long (about 9 minutes) "
+                       ? "default (the whole corpus, subwords, about 3 minutes on 2 cores), long (about 15 minutes) "
                          "or d2l (seed 000 exactly)"
                        : "copy");
     add_model_options(cmd, a, translation);

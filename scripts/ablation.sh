@@ -43,13 +43,14 @@ default_rows=(
   "seed-2|--seed 2"
   "seed-3|--seed 3"
 )
-# the same 15 minutes for each: steps = 900 s / the row's seconds per step (TABLE rates)
+# the same 15 minutes for each: steps = 900 s / the row's seconds per step (TABLE rates);
+# 5400-steps is the same model for 9 minutes
 recipe_rows=(
-  "long|--preset long"
+  "5400-steps|--steps 5400"
   "base-9000|--steps 9000"
-  "d256-3800|--steps 3800 --num-hiddens 256 --ffn-num-hiddens 1024"
-  "d192-l3-4150|--steps 4150 --num-hiddens 192 --ffn-num-hiddens 768 --num-layers 3"
-  "d128-l4-6000|--steps 6000 --num-layers 4"
+  "d256-3800-lr0.0015|--steps 3800 --num-hiddens 256 --ffn-num-hiddens 1024 --lr 0.0015 --warmup 400"
+  "d128-l3-7200|--steps 7200 --num-layers 3"
+  "v4000-11500|--steps 11500 --vocab-size 4000"
 )
 
 if [ "$table" = rates ]; then

@@ -56,7 +56,7 @@ TEST_CASE("preset_plan: the default translation run, and each preset's differenc
     SECTION("long: the same plan but for its length") {
         std::map<std::string, std::string> base = settings_map(d),
                                            long_run = settings_map(preset_plan("translate", "long"));
-        CHECK(long_run["--steps"] == "5400");
+        CHECK(long_run["--steps"] == "9000");
         CHECK(long_run["--preset"] == "long");
         for (const char* differs : {"--steps", "--preset"}) {
             base.erase(differs);
