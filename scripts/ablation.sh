@@ -58,9 +58,10 @@ if [ "$table" = rates ]; then
   printf '| run | flags | s per step, 2 threads | steps in 900 s |\n|---|---|---:|---:|\n'
   for row in "${recipe_rows[@]}"; do
     name=${row%%|*}
-    # the row's model, but a schedule of 9,000 steps stopped after 200 (--steps, --preset: the last one counts)
+    [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $name "* ]] || continue
+    # the row's run stopped after 200 steps (the step time does not depend on the schedule)
     # shellcheck disable=SC2086
-    "$tf" train translate --quiet --overwrite --out "runs/recipe/rates/$name" ${row#*|} --steps 9000 \
+    "$tf" train translate --quiet --overwrite --out "runs/recipe/rates/$name" ${row#*|} \
       --stop-after-steps 200 "$@" > "runs/recipe/rates/$name.log" 2>&1 || {
       echo "ablation: $name failed (runs/recipe/rates/$name.log)" >&2
       continue
