@@ -11,6 +11,7 @@
 #include "tasks/train.hpp"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -37,6 +38,7 @@ namespace tformer::apps {
 namespace fs = std::filesystem;
 namespace dist = tasks::dist;
 using core::Tensor;
+using json = nlohmann::json;
 
 namespace {
 
@@ -221,6 +223,12 @@ double copy_accuracy(nn::EncoderDecoder& model, int64_t n, int64_t length, uint6
 std::string join(const std::vector<int64_t>& ids) { return fmt::format("{}", fmt::join(ids, " ")); }
 
 // The corpus BLEU line, then chrF and BLEU by source length on indented lines.
+// A bucket's name as summary.txt and figures.json give it: "1-5 words", "21+ words".
+std::string bucket_name(const tasks::LengthBucket& b) {
+    return b.max_words > 0 ? fmt::format("{}-{} words", b.min_words, b.max_words)
+                           : fmt::format("{}+ words", b.min_words);
+}
+
 std::string bleu_line(const std::string& what, const tasks::BleuReport& r) {
     std::string out =
         fmt::format("{}: {:.2f} on {} sentences (precisions {:.3f}, brevity penalty {:.3f}){}\n", what,
@@ -228,13 +236,31 @@ std::string bleu_line(const std::string& what, const tasks::BleuReport& r) {
                     r.truncated ? fmt::format(", {} sources cut at the model's limit", r.truncated) : "");
     out += fmt::format("  chrF2 {:.2f}; BLEU-4 by source length:", r.chrf);
     for (const tasks::LengthBucket& b : r.by_length) {
-        const std::string words =
-            b.max_words > 0 ? fmt::format("{}-{}", b.min_words, b.max_words) : fmt::format("{}+", b.min_words);
-        out += b.sentences > 0 ? fmt::format(" {} words {:.2f} ({})", words, 100 * b.bleu.score, b.sentences)
-                               : fmt::format(" {} words - (0)", words);
+        out += b.sentences > 0 ? fmt::format(" {} {:.2f} ({})", bucket_name(b), 100 * b.bleu.score, b.sentences)
+                               : fmt::format(" {} - (0)", bucket_name(b));
         out += &b == &r.by_length.back() ? "\n" : ",";
     }
     return out;
+}
+
+// A figure as summary.txt prints it: rounded to `decimals` places.
+double rounded(double value, int decimals) {
+    const double scale = std::pow(10.0, decimals);
+    return std::round(value * scale) / scale;
+}
+
+// One decoding's evaluation in figures.json, under `decoding` ("beam 4", "greedy"): its BLEU, chrF2 and
+// BLEU by source length (the buckets with a sentence in them, shortest first), as summary.txt rounds them.
+void add_bleu_figures(json& figures, const std::string& decoding, const tasks::BleuReport& r) {
+    figures["validation_bleu"][decoding] = rounded(100 * r.bleu.score, 2);
+    figures["validation_chrf2"][decoding] = rounded(r.chrf, 2);
+    json buckets = json::array();
+    for (const tasks::LengthBucket& b : r.by_length)
+        if (b.sentences > 0)
+            buckets.push_back({{"source_words", bucket_name(b)},
+                               {"bleu", rounded(100 * b.bleu.score, 2)},
+                               {"sentences", b.sentences}});
+    figures["validation_bleu_by_length"][decoding] = std::move(buckets);
 }
 
 // After Ctrl-C or SIGTERM: the checkpoint is saved, the evaluation is skipped; 128 + signal, as shells report it.
@@ -250,8 +276,19 @@ int interrupted_exit(const tasks::TrainResult& r) {
     return 128 + r.interrupted;
 }
 
-void write_summary(const std::string& out, const std::string& summary) {
-    core::write_file_atomic((fs::path(out) / "summary.txt").string(), summary, "train");
+// What the end of a training run reports: the text printed and kept in
+// summary.txt, and its figures as JSON in figures.json, for programs (the
+// studio's Model tab) to read without parsing the text.
+struct Report {
+    std::string text;
+    json figures = json::object();
+};
+
+void write_report(const std::string& out, const Report& report) {
+    core::write_file_atomic((fs::path(out) / "summary.txt").string(), report.text, "train");
+    json figures = {{"format", "tformer-figures"}, {"version", 1}};
+    figures.update(report.figures);
+    core::write_file_atomic((fs::path(out) / "figures.json").string(), figures.dump(2) + "\n", "train");
 }
 
 // ---- train: the pieces ----------------------------------------------------------------------
@@ -439,10 +476,10 @@ std::shared_ptr<nn::EncoderDecoder> build_and_announce(const tasks::ModelConfig&
     return model;
 }
 
-// The end of a training run: the summary printed and saved as summary.txt.
-int finish(const std::string& out, const std::string& summary) {
-    fmt::print("{}", summary);
-    write_summary(out, summary);
+// The end of a training run: the report printed and saved as summary.txt and figures.json.
+int finish(const std::string& out, const Report& report) {
+    fmt::print("{}", report.text);
+    write_report(out, report);
     return 0;
 }
 
@@ -450,7 +487,7 @@ int finish(const std::string& out, const std::string& summary) {
 
 // The report of a copy run: exact-sequence accuracy on fresh sequences, one
 // example copied, and its attention heatmaps.
-std::string copy_report(nn::EncoderDecoder& model, const tasks::RunPlan& p, const tasks::TrainResult& r) {
+Report copy_report(nn::EncoderDecoder& model, const tasks::RunPlan& p, const tasks::TrainResult& r) {
     const int64_t n = p.model.num_steps;
     const double acc = copy_accuracy(model, 1000, n, p.seed + 12345);
     std::vector<int64_t> example = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
@@ -466,13 +503,16 @@ std::string copy_report(nn::EncoderDecoder& model, const tasks::RunPlan& p, cons
     t.decoded = d[0];
     const tasks::PictureFormat format = p.train.plot_format;
     const auto pictures = tasks::plot_attention(p.train.out_dir, "attention", model, t, format);
-    return fmt::format(
+    Report report;
+    report.figures["exact_sequence_accuracy_percent"] = rounded(100 * acc, 1);
+    report.text = fmt::format(
         "trained {} steps in {:.1f} s ({:.0f} tokens/s), final loss {:.4f}\n"
         "exact-sequence accuracy on 1000 fresh sequences: {:.1f}%\n"
         "example: {} -> {}\n"
         "checkpoint: {}\nloss curve: {}/loss.{}\nattention: {}\n",
         r.steps, r.seconds, r.tokens_per_second, r.final_loss, 100 * acc, join(example), join(copied), r.checkpoint,
         p.train.out_dir, tasks::picture_extension(format), fmt::join(pictures, ", "));
+    return report;
 }
 
 int train_copy(const tasks::RunPlan& p) {
@@ -529,22 +569,23 @@ tasks::FraEngData load_d2l_data(const tasks::RunPlan& p) {
 }
 
 // seed 000's four sentences and, with a validation split, its BLEU (greedy).
-std::string d2l_report(nn::EncoderDecoder& model, const tasks::FraEngData& data, const tasks::TokenizerPair& tok,
-                       const tasks::TranslateOptions& greedy, const tasks::TrainResult& r) {
+Report d2l_report(nn::EncoderDecoder& model, const tasks::FraEngData& data, const tasks::TokenizerPair& tok,
+                  const tasks::TranslateOptions& greedy, const tasks::TrainResult& r) {
     int perfect = 0;
-    std::string summary =
-        fmt::format("trained {} steps in {:.1f} s ({:.0f} tokens/s), final loss {:.4f} (d2l's measure)\n", r.steps,
-                    r.seconds, r.tokens_per_second, r.final_loss);
-    summary += "seed 000's sentences (greedy):\n" + seed_sentences_report(model, tok, greedy, &perfect);
-    summary += fmt::format("  {} of 4 at BLEU 1.000\n", perfect);
+    Report report;
+    report.text = fmt::format("trained {} steps in {:.1f} s ({:.0f} tokens/s), final loss {:.4f} (d2l's measure)\n",
+                              r.steps, r.seconds, r.tokens_per_second, r.final_loss);
+    report.text += "seed 000's sentences (greedy):\n" + seed_sentences_report(model, tok, greedy, &perfect);
+    report.text += fmt::format("  {} of 4 at BLEU 1.000\n", perfect);
     if (data.val.src.size(0) > 0) {
         int64_t n = 0;
         const tasks::CorpusBleu b = validation_bleu(model, data.val, data.tgt_vocab, 0, &n);
-        summary += fmt::format(
+        report.text += fmt::format(
             "validation corpus BLEU-4: {:.2f} on {} sentences (precisions {:.3f}, brevity penalty {:.3f})\n",
             100 * b.score, n, fmt::join(b.precisions, "/"), b.brevity_penalty);
+        report.figures["validation_bleu"]["greedy"] = rounded(100 * b.score, 2);
     }
-    return summary;
+    return report;
 }
 
 int train_translate_d2l(const tasks::RunPlan& p) {
@@ -565,9 +606,9 @@ int train_translate_d2l(const tasks::RunPlan& p) {
                                    std::make_shared<tasks::WordTokenizer>(data.tgt_vocab)};
     const tasks::TranslateOptions greedy{
         .max_len = config.num_steps, .pad_to = config.num_steps, .decode = {.max_steps = config.num_steps}};
-    std::string summary = d2l_report(*model, data, tok, greedy, r);
-    summary += pictures_report(*model, tok, "i'm home .", greedy, r, p);
-    return finish(p.train.out_dir, summary);
+    Report report = d2l_report(*model, data, tok, greedy, r);
+    report.text += pictures_report(*model, tok, "i'm home .", greedy, r, p);
+    return finish(p.train.out_dir, report);
 }
 
 // ---- train translate (default, long): the whole corpus -------------------------------------------
@@ -669,10 +710,12 @@ tasks::CheckpointInfo corpus_checkpoint_info(const tasks::ModelConfig& config, c
 }
 
 // What the user gets: validation BLEU (beam and greedy), examples, seed 000's sentences.
-std::string corpus_report(nn::EncoderDecoder& model, const CorpusData& d, const tasks::RunPlan& p,
-                          const tasks::TrainResult& r, double train_wall) {
+Report corpus_report(nn::EncoderDecoder& model, const CorpusData& d, const tasks::RunPlan& p,
+                     const tasks::TrainResult& r, double train_wall) {
     const int64_t n = p.model.num_steps;
-    std::string summary = fmt::format(
+    Report report;
+    std::string& summary = report.text;
+    summary = fmt::format(
         "trained {} steps in {:.1f} s ({:.0f} target tokens/s; {:.0f} s with data and tokenizer), final loss {:.4f} "
         "(cross-entropy per token{}){}\n",
         r.steps, r.seconds, r.tokens_per_second, train_wall, r.final_loss,
@@ -684,6 +727,8 @@ std::string corpus_report(nn::EncoderDecoder& model, const CorpusData& d, const 
     const tasks::BleuReport b_greedy = tasks::evaluate_bleu(model, d.tok, d.corpus.val, greedy);
     summary += bleu_line("validation corpus BLEU-4, beam 4", b_beam);
     summary += bleu_line("validation corpus BLEU-4, greedy", b_greedy);
+    add_bleu_figures(report.figures, "beam 4", b_beam);
+    add_bleu_figures(report.figures, "greedy", b_greedy);
     summary += "validation examples (beam 4):\n";
     const auto& val = d.corpus.val;
     for (size_t i = 0; i < std::min<size_t>(5, val.size()); ++i)
@@ -692,7 +737,7 @@ std::string corpus_report(nn::EncoderDecoder& model, const CorpusData& d, const 
     summary += "seed 000's sentences (greedy, d2l's BLEU with k = 2):\n" +
                seed_sentences_report(model, d.tok, {.max_len = n, .decode = {}}, &perfect);
     summary += fmt::format("  {} of 4 at BLEU 1.000\n", perfect);
-    return summary;
+    return report;
 }
 
 int train_translate_corpus(const tasks::RunPlan& p) {
@@ -718,9 +763,9 @@ int train_translate_corpus(const tasks::RunPlan& p) {
     if (r.interrupted) return interrupted_exit(r);
     if (!dist::is_root()) return 0;  // rank 0 evaluates and reports
     const double train_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::string summary = corpus_report(*model, d, p, r, train_wall);
-    summary += pictures_report(*model, d.tok, "I'm home.", {.max_len = config.num_steps, .decode = {}}, r, p);
-    return finish(p.train.out_dir, summary);
+    Report report = corpus_report(*model, d, p, r, train_wall);
+    report.text += pictures_report(*model, d.tok, "I'm home.", {.max_len = config.num_steps, .decode = {}}, r, p);
+    return finish(p.train.out_dir, report);
 }
 }  // namespace
 

@@ -13,7 +13,6 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -169,39 +168,55 @@ double elapsed_ms(std::chrono::steady_clock::time_point since) {
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since).count();
 }
 
-// the figures a training run printed last (summary.txt beside the checkpoint), when it is this checkpoint's:
-// validation BLEU per decoding ("beam 4", "greedy"), each with its chrF2 and BLEU by source length from the
-// line after it, or the copy task's accuracy
+// figures.json's per-decoding numbers ({"beam 4": 48.1, ...}), only the well-formed entries.
+json per_decoding_numbers(const json& given) {
+    json out = json::object();
+    if (!given.is_object()) return out;
+    for (const auto& [decoding, value] : given.items())
+        if (value.is_number()) out[decoding] = value;
+    return out;
+}
+
+// figures.json's BLEU by source length per decoding, only the well-formed buckets.
+json per_decoding_buckets(const json& given) {
+    json out = json::object();
+    if (!given.is_object()) return out;
+    for (const auto& [decoding, buckets] : given.items()) {
+        if (!buckets.is_array()) continue;
+        json kept = json::array();
+        for (const json& b : buckets)
+            if (b.is_object() && b.contains("source_words") && b["source_words"].is_string() && b.contains("bleu") &&
+                b["bleu"].is_number() && b.contains("sentences") && b["sentences"].is_number_integer())
+                kept.push_back(
+                    {{"source_words", b["source_words"]}, {"bleu", b["bleu"]}, {"sentences", b["sentences"]}});
+        out[decoding] = std::move(kept);
+    }
+    return out;
+}
+
+// The figures a training run wrote last (figures.json beside the checkpoint, as `tformer train` writes it
+// with summary.txt), when they are this checkpoint's: validation BLEU per decoding ("beam 4", "greedy"), with
+// chrF2 and BLEU by source length, or the copy task's accuracy. Entries of the wrong type are left out; a file
+// that is not a figures file gives none, and a line on stderr.
 json training_figures(const std::string& checkpoint) {
     json figures = json::object();
-    const fs::path summary = fs::path(checkpoint).parent_path() / "summary.txt";
+    const fs::path path = fs::path(checkpoint).parent_path() / "figures.json";
     std::error_code ec;
-    if (!fs::exists(summary, ec) || fs::last_write_time(summary, ec) < fs::last_write_time(checkpoint, ec))
+    if (!fs::exists(path, ec) || fs::last_write_time(path, ec) < fs::last_write_time(checkpoint, ec))
         return figures;  // none, or older than the checkpoint (a later run wrote it since)
-    std::ifstream in(summary);
-    static const std::regex bleu(R"(^validation corpus BLEU-4(?:, ([a-z0-9 ]+))?(?: \(greedy\))?: ([0-9.]+) on)");
-    static const std::regex chrf(R"(^  chrF2 ([0-9.]+); BLEU-4 by source length: (.*)$)");
-    static const std::regex bucket(R"(([0-9]+(?:-[0-9]+|\+) words) ([0-9.]+) \(([0-9]+)\))");
-    static const std::regex copy(R"(^exact-sequence accuracy on [0-9]+ fresh sequences: ([0-9.]+)%)");
-    std::string decoding;  // the decoding of the last BLEU line, which the chrF2 line after it belongs to
-    for (std::string line; std::getline(in, line);) {
-        std::smatch m;
-        if (std::regex_search(line, m, bleu)) {
-            decoding = m[1].matched ? m[1].str() : "greedy";
-            figures["validation_bleu"][decoding] = std::stod(m[2].str());
-        } else if (!decoding.empty() && std::regex_search(line, m, chrf)) {
-            figures["validation_chrf2"][decoding] = std::stod(m[1].str());
-            json buckets = json::array();
-            const std::string rest = m[2].str();
-            for (std::sregex_iterator b(rest.begin(), rest.end(), bucket), end; b != end; ++b)
-                buckets.push_back({{"source_words", (*b)[1].str()},
-                                   {"bleu", std::stod((*b)[2].str())},
-                                   {"sentences", std::stoll((*b)[3].str())}});
-            figures["validation_bleu_by_length"][decoding] = buckets;
-        } else if (std::regex_search(line, m, copy)) {
-            figures["exact_sequence_accuracy_percent"] = std::stod(m[1].str());
-        }
+    std::ifstream in(path);
+    const json given = json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (!given.is_object() || given.value("format", json()) != "tformer-figures" || given.value("version", 0) != 1) {
+        fmt::print(stderr, "studio: {} is not a figures file of version 1; its figures are left out\n", path.string());
+        return figures;
     }
+    if (given.contains("validation_bleu")) figures["validation_bleu"] = per_decoding_numbers(given["validation_bleu"]);
+    if (given.contains("validation_chrf2"))
+        figures["validation_chrf2"] = per_decoding_numbers(given["validation_chrf2"]);
+    if (given.contains("validation_bleu_by_length"))
+        figures["validation_bleu_by_length"] = per_decoding_buckets(given["validation_bleu_by_length"]);
+    if (given.contains("exact_sequence_accuracy_percent") && given["exact_sequence_accuracy_percent"].is_number())
+        figures["exact_sequence_accuracy_percent"] = given["exact_sequence_accuracy_percent"];
     return figures;
 }
 
@@ -221,7 +236,7 @@ struct Studio::Model {
     tasks::TokenizerPair tok;  ///< translators
     bool copy = false;         ///< the copy task of seed 004
     bool d2l = false;          ///< d2l's pipeline: sources padded to num_steps, as predict_seq2seq does
-    json figures;              ///< validation BLEU or copy accuracy, when its summary.txt was found
+    json figures;              ///< validation BLEU or copy accuracy, when its figures.json was found
 
     int64_t max_len() const { return info.config.num_steps; }  ///< source tokens at most, <eos> included
     int64_t bos() const { return copy ? 1 : tasks::Tokenizer::kBos; }
