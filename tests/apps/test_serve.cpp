@@ -169,7 +169,61 @@ std::vector<std::string> pieces_of(const json& list) {
 }
 }  // namespace
 
-TEST_CASE("serve: models, model, tokenize, translate and inside for each checkpoint kind", "[apps][serve][slow]") {
+// A run's figures.json (the Model tab's figures): what `tformer train` wrote agrees with summary.txt, and a
+// file of any kind of wrong gives only its well-formed entries. Run inside the test case above, which has
+// trained the models already (each test case is a process of its own).
+void check_figures_files() {
+    // what `tformer train` wrote: the same BLEU as the text beside it
+    const fs::path run = fs::path(checkpoints().pieces).parent_path();
+    std::ifstream figures_in(run / "figures.json");
+    const json written = json::parse(figures_in);
+    CHECK(written["format"] == "tformer-figures");
+    CHECK(written["version"] == 1);
+    std::ifstream summary_in(run / "summary.txt");
+    const std::string summary((std::istreambuf_iterator<char>(summary_in)), std::istreambuf_iterator<char>());
+    for (const char* decoding : {"beam 4", "greedy"})
+        CHECK_THAT(summary, Catch::Contains(fmt::format("validation corpus BLEU-4, {}: {:.2f} on", decoding,
+                                                        written["validation_bleu"][decoding].get<double>())));
+
+    // a copy of the copy-task checkpoint with figures.json files of every kind of wrong beside it
+    const std::string dir = temp_dir("figures");
+    const std::string checkpoint = dir + "/checkpoint.safetensors";
+    fs::copy_file(checkpoints().copy, checkpoint);
+    const auto training_with = [&](const std::string& figures) {
+        std::ofstream(dir + "/figures.json") << figures;
+        Served s({.checkpoints = {checkpoint}});
+        return s.get("/api/v1/model?model=0")["training"];
+    };
+    // not JSON, or not a figures file: no figures, the model still served
+    for (const std::string bad : {"{\"validation_bleu\": {\"greedy\": 1", "[1, 2]", "{\"validation_bleu\": {}}",
+                                  R"({"format": "tformer-figures", "version": 2, "validation_bleu": {"greedy": 1}})"}) {
+        INFO(bad);
+        const json t = training_with(bad);
+        CHECK(!t.contains("validation_bleu"));
+        CHECK(t["steps"].get<int64_t>() > 0);
+    }
+    // entries of the wrong type are left out, the others kept
+    const json t = training_with(R"({"format": "tformer-figures", "version": 1,
+        "validation_bleu": {"beam 4": 40.5, "greedy": "high"}, "validation_chrf2": [1, 2],
+        "validation_bleu_by_length": {"beam 4": [{"source_words": "1-5 words", "bleu": 1.5, "sentences": 3},
+                                                 {"source_words": "6-10 words", "bleu": "x", "sentences": 2}, 7]},
+        "exact_sequence_accuracy_percent": "100"})");
+    CHECK(t["validation_bleu"] == json({{"beam 4", 40.5}}));
+    CHECK(t["validation_chrf2"] == json::object());
+    CHECK(t["validation_bleu_by_length"]["beam 4"] ==
+          json::parse(R"([{"source_words": "1-5 words", "bleu": 1.5, "sentences": 3}])"));
+    CHECK(!t.contains("exact_sequence_accuracy_percent"));
+    // older than the checkpoint (a later run wrote the checkpoint): not this checkpoint's figures
+    const std::string valid = R"({"format": "tformer-figures", "version": 1, "exact_sequence_accuracy_percent": 99.5})";
+    CHECK(training_with(valid)["exact_sequence_accuracy_percent"] == 99.5);
+    std::ofstream(dir + "/figures.json") << valid;
+    fs::last_write_time(dir + "/figures.json", fs::last_write_time(checkpoint) - std::chrono::hours(1));
+    Served s({.checkpoints = {checkpoint}});
+    CHECK(!s.get("/api/v1/model?model=0")["training"].contains("exact_sequence_accuracy_percent"));
+}
+
+TEST_CASE("serve: models, model (with the run's figures.json), tokenize, translate and inside for each checkpoint kind",
+          "[apps][serve][slow]") {
     Served s(all_kinds());
     const json models = s.get("/api/v1/models")["models"];
     REQUIRE(models.size() == 3);
@@ -323,60 +377,8 @@ TEST_CASE("serve: models, model, tokenize, translate and inside for each checkpo
     const json walk = s.post("/api/v1/inside", {{"model", 2}, {"text", "1 2 3"}});
     CHECK(walk["steps"].size() == 11);
     CHECK(s.post("/api/v1/tokenize", {{"model", 2}, {"text", "1, 2, 3"}})["tokens"] == 3);
-}
 
-TEST_CASE("serve: a run's figures.json: the numbers summary.txt prints, and only well-formed entries",
-          "[apps][serve][slow]") {
-    // what `tformer train` wrote: the same BLEU as the text beside it
-    const fs::path run = fs::path(checkpoints().pieces).parent_path();
-    std::ifstream figures_in(run / "figures.json");
-    const json written = json::parse(figures_in);
-    CHECK(written["format"] == "tformer-figures");
-    CHECK(written["version"] == 1);
-    std::ifstream summary_in(run / "summary.txt");
-    const std::string summary((std::istreambuf_iterator<char>(summary_in)), std::istreambuf_iterator<char>());
-    for (const char* decoding : {"beam 4", "greedy"})
-        CHECK_THAT(summary, Catch::Contains(fmt::format("validation corpus BLEU-4, {}: {:.2f} on", decoding,
-                                                        written["validation_bleu"][decoding].get<double>())));
-
-    // a copy of the copy-task checkpoint with figures.json files of every kind of wrong beside it
-    const std::string dir = temp_dir("figures");
-    const std::string checkpoint = dir + "/checkpoint.safetensors";
-    fs::copy_file(checkpoints().copy, checkpoint);
-    const auto training_with = [&](const std::string& figures) {
-        std::ofstream(dir + "/figures.json") << figures;
-        Served s({.checkpoints = {checkpoint}});
-        return s.get("/api/v1/model?model=0")["training"];
-    };
-    SECTION("not JSON, or not a figures file: no figures, the model still served") {
-        for (const std::string bad :
-             {"{\"validation_bleu\": {\"greedy\": 1", "[1, 2]", "{\"validation_bleu\": {}}",
-              R"({"format": "tformer-figures", "version": 2, "validation_bleu": {"greedy": 1}})"}) {
-            INFO(bad);
-            const json t = training_with(bad);
-            CHECK(!t.contains("validation_bleu"));
-            CHECK(t["steps"].get<int64_t>() > 0);
-        }
-    }
-    SECTION("entries of the wrong type are left out, the others kept") {
-        const json t = training_with(R"({"format": "tformer-figures", "version": 1,
-            "validation_bleu": {"beam 4": 40.5, "greedy": "high"}, "validation_chrf2": [1, 2],
-            "validation_bleu_by_length": {"beam 4": [{"source_words": "1-5 words", "bleu": 1.5, "sentences": 3},
-                                                     {"source_words": "6-10 words", "bleu": "x", "sentences": 2}, 7]},
-            "exact_sequence_accuracy_percent": "100"})");
-        CHECK(t["validation_bleu"] == json({{"beam 4", 40.5}}));
-        CHECK(t["validation_chrf2"] == json::object());
-        CHECK(t["validation_bleu_by_length"]["beam 4"] ==
-              json::parse(R"([{"source_words": "1-5 words", "bleu": 1.5, "sentences": 3}])"));
-        CHECK(!t.contains("exact_sequence_accuracy_percent"));
-    }
-    SECTION("older than the checkpoint (a later run wrote the checkpoint): not this checkpoint's figures") {
-        std::ofstream(dir + "/figures.json") << R"({"format": "tformer-figures", "version": 1,
-            "exact_sequence_accuracy_percent": 99.5})";
-        fs::last_write_time(dir + "/figures.json", fs::last_write_time(checkpoint) - std::chrono::hours(1));
-        Served s({.checkpoints = {checkpoint}});
-        CHECK(!s.get("/api/v1/model?model=0")["training"].contains("exact_sequence_accuracy_percent"));
-    }
+    check_figures_files();
 }
 
 TEST_CASE("serve: every client error is a status with a message in words", "[apps][serve][slow]") {
