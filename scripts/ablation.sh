@@ -51,6 +51,10 @@ recipe_rows=(
   "d256-3800-lr0.0015|--steps 3800 --num-hiddens 256 --ffn-num-hiddens 1024 --lr 0.0015 --warmup 400"
   "d128-l3-7200|--steps 7200 --num-layers 3"
   "v4000-11500|--steps 11500 --vocab-size 4000"
+  "d128-l3-7200-lr0.0015|--steps 7200 --num-layers 3 --lr 0.0015 --warmup 400"
+  "batch4000-4750|--steps 4750 --batch-tokens 4000"
+  "ffn1024-7350|--steps 7350 --ffn-num-hiddens 1024"
+  "heads8-9000|--steps 9000 --num-heads 8"
 )
 
 if [ "$table" = rates ]; then
