@@ -55,6 +55,7 @@ recipe_rows=(
   "batch4000-4750|--steps 4750 --batch-tokens 4000"
   "ffn1024-7350|--steps 7350 --ffn-num-hiddens 1024"
   "heads8-9000|--steps 9000 --num-heads 8"
+  "lr0.002-9000|--steps 9000 --lr 0.002"
 )
 
 if [ "$table" = rates ]; then
