@@ -222,13 +222,13 @@ double copy_accuracy(nn::EncoderDecoder& model, int64_t n, int64_t length, uint6
 
 std::string join(const std::vector<int64_t>& ids) { return fmt::format("{}", fmt::join(ids, " ")); }
 
-// The corpus BLEU line, then chrF and BLEU by source length on indented lines.
 // A bucket's name as summary.txt and figures.json give it: "1-5 words", "21+ words".
 std::string bucket_name(const tasks::LengthBucket& b) {
     return b.max_words > 0 ? fmt::format("{}-{} words", b.min_words, b.max_words)
                            : fmt::format("{}+ words", b.min_words);
 }
 
+// The corpus BLEU line, then chrF and BLEU by source length on indented lines.
 std::string bleu_line(const std::string& what, const tasks::BleuReport& r) {
     std::string out =
         fmt::format("{}: {:.2f} on {} sentences (precisions {:.3f}, brevity penalty {:.3f}){}\n", what,
