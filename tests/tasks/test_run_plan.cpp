@@ -53,12 +53,13 @@ TEST_CASE("preset_plan: the default translation run, and each preset's differenc
     CHECK((d.train.token_mean && d.train.fused_loss));
     CHECK(preset_plan("translate", "").preset == "default");  // no name: the task's first preset
 
-    SECTION("long: the same plan but for its length") {
+    SECTION("long: the same plan but for its length and peak rate") {
         std::map<std::string, std::string> base = settings_map(d),
                                            long_run = settings_map(preset_plan("translate", "long"));
         CHECK(long_run["--steps"] == "9000");
+        CHECK(long_run["--lr"] == "0.002");
         CHECK(long_run["--preset"] == "long");
-        for (const char* differs : {"--steps", "--preset"}) {
+        for (const char* differs : {"--steps", "--lr", "--preset"}) {
             base.erase(differs);
             long_run.erase(differs);
         }
