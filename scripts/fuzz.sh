@@ -2,7 +2,8 @@
 # Runs a libFuzzer target of fuzz/ (fuzz/README.md).
 #
 #   scripts/fuzz.sh TARGET SECONDS [libFuzzer flags...]
-#       TARGET: safetensors | checkpoint | corpus | translate | serve | all (each in turn)
+#       TARGET: safetensors | checkpoint | corpus | translate | serve | all (every target, as many
+#               at once as there are cores: FUZZ_PARALLEL=N sets how many)
 #       SECONDS: how long to fuzz each target (0: no time limit, e.g. with -runs=N)
 #   scripts/fuzz.sh seeds      rewrites the committed seeds fuzz/corpus/<target>/seed-*
 #
@@ -126,9 +127,25 @@ run() {
 }
 
 if [ "$target" = all ]; then
+    # FUZZ_PARALLEL targets at a time (default: one per core; each fuzzer is one process on one thread),
+    # each target's output kept in build/fuzz/logs/TARGET.out and printed when it ends
+    parallel=${FUZZ_PARALLEL:-$(nproc)}
+    case "$parallel" in '' | *[!0-9]* | 0) echo "fuzz.sh: FUZZ_PARALLEL must be a positive number" >&2 && exit 2 ;; esac
     status=0
-    for t in "${targets[@]}"; do
-        run "$t" "$@" || status=$?
+    for ((first = 0; first < ${#targets[@]}; first += parallel)); do
+        group=("${targets[@]:first:parallel}")
+        pids=()
+        for t in "${group[@]}"; do
+            mkdir -p build/fuzz/logs
+            run "$t" "$@" >build/fuzz/logs/"$t".out 2>&1 &
+            pids+=($!)
+        done
+        for i in "${!group[@]}"; do
+            code=0
+            wait "${pids[$i]}" || code=$?
+            cat build/fuzz/logs/"${group[$i]}".out
+            [ "$code" = 0 ] || status=$code
+        done
     done
     exit $status
 fi
