@@ -132,11 +132,11 @@ if [ "$target" = all ]; then
     parallel=${FUZZ_PARALLEL:-$(nproc)}
     case "$parallel" in '' | *[!0-9]* | 0) echo "fuzz.sh: FUZZ_PARALLEL must be a positive number" >&2 && exit 2 ;; esac
     status=0
+    mkdir -p build/fuzz/logs
     for ((first = 0; first < ${#targets[@]}; first += parallel)); do
         group=("${targets[@]:first:parallel}")
         pids=()
         for t in "${group[@]}"; do
-            mkdir -p build/fuzz/logs
             run "$t" "$@" >build/fuzz/logs/"$t".out 2>&1 &
             pids+=($!)
         done
