@@ -7,7 +7,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config   # compiler and build system
+  build-essential cmake ninja-build pkg-config   # compiler and build system (Ninja: keeps both cores busy across targets)
   libopenblas-openmp-dev             # BLAS, OpenMP build: one thread pool shared with our loops
   libxsmm-dev                        # small float products with kernels made for the CPU (AVX-512 where there is one)
   libfmt-dev                         # printing and error messages

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
-cmake --preset release >/dev/null
+bash scripts/configure.sh release
 cmake --build --preset release -j"$(nproc)" --target tformer
 out=${1:-runs/translate}
 ./build/release/apps/tformer train translate --out "$out" --overwrite

@@ -3,6 +3,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh --browser
-cmake --preset release >/dev/null
+bash scripts/configure.sh release
 cmake --build --preset release -j"$(nproc)"
 ctest --preset release -j"$(nproc)" "$@"
