@@ -405,6 +405,7 @@ void apply_train_flags(const TrainArgs& a, tasks::RunPlan& p) {
     o.batch_size = pick(a.batch_size, o.batch_size);
     o.batches_per_epoch = pick(a.batches_per_epoch, o.batches_per_epoch);
     o.lr = pick(a.lr, o.lr);
+    o.adam_beta2 = pick(a.adam_beta2, o.adam_beta2);
     if (!a.schedule.empty()) o.schedule = a.schedule;
     o.warmup = pick(a.warmup, o.warmup);
     o.clip = pick(a.clip, o.clip);

@@ -93,6 +93,10 @@ void add_loop_options(CLI::App& cmd, TrainArgs& a, bool translation) {
                    translation ? "sequences per batch (d2l preset)" : "sequences per batch")
         ->check(positive);
     cmd.add_option("--lr", a.lr, "(peak) learning rate of Adam")->check(positive_finite);
+    cmd.add_option("--adam-beta2", a.adam_beta2,
+                   "Adam's beta2, the decay rate of its squared-gradient average (the default translation preset: "
+                   "0.98; the others: 0.999)")
+        ->check(probability);
     cmd.add_option("--schedule", a.schedule, "learning-rate schedule: constant, noam or cosine");
     cmd.add_option("--warmup", a.warmup, "warm-up steps for noam / cosine")->check(non_negative);
     cmd.add_option("--clip", a.clip, "gradient-norm clipping threshold (0: off)")->check(non_negative_finite);

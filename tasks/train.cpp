@@ -429,7 +429,7 @@ public:
           o_(o),
           info_(std::move(info)),
           plan_(plan),
-          optimizer_(model.named_parameters(), {.lr = o.lr}),
+          optimizer_(model.named_parameters(), {.lr = o.lr, .betas = {0.9, o.adam_beta2}}),
           schedule_(make_schedule(o, plan.total_steps, info_.config.transformer.num_hiddens)),
           watch_(info_.config.tgt_vocab_size),
           anomaly_hint_(o.detect_anomaly ? "" : " (--detect-anomaly names the op that produced it)") {

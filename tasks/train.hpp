@@ -65,6 +65,8 @@ struct TrainOptions {
     int64_t batches_per_epoch = 0;  ///< copy task: fresh batches per epoch (translation: the data decides)
     /// The learning rate (the peak rate with a schedule).
     double lr = 0.005;
+    /// Adam's β2, the decay rate of its average of squared gradients (β1 stays 0.9).
+    double adam_beta2 = 0.999;
     std::string schedule = "constant";  ///< constant | noam | cosine
     int64_t warmup = 0;                 ///< warm-up steps (noam, cosine)
     double clip = 1.0;                  ///< gradient-norm clip (d2l: 1); 0 turns it off

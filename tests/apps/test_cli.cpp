@@ -301,6 +301,8 @@ TEST_CASE("tformer: every numeric flag is checked against its range as it is par
         {"train translate --lr -1", "--lr: must be a finite number > 0, got -1"},
         {"train translate --lr -inf", "--lr: must be a finite number > 0, got -inf"},
         {"train translate --lr nan", "--lr: must be a finite number > 0, got nan"},
+        {"train translate --adam-beta2 1", "--adam-beta2: must be in [0, 1), got 1"},
+        {"train translate --adam-beta2 nan", "--adam-beta2: must be in [0, 1), got nan"},
         {"train translate --clip -3", "--clip: must be a finite number >= 0, got -3"},
         {"train translate --seed -7", "--seed: must be a whole number from 0"},
         {"train translate --val-sentences -1", "--val-sentences: must be a whole number from 0"},

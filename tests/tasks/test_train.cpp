@@ -307,6 +307,27 @@ TEST_CASE("train(): the fused output loss gives the losses of dense + masked cro
     CHECK_THROWS_WITH(train(*model, gen, padded, bad, info_for(c)), Catch::Contains("set token_mean too"));
 }
 
+TEST_CASE("train(): adam_beta2 is Adam's beta2", "[tasks][train]") {
+    // Adam's first update is lr * sign(g) whatever beta2 is (bias correction makes m and v g and g^2), so two
+    // runs that differ only in beta2 have the same losses at steps 1 and 2 and part from step 3 on
+    const ModelConfig c = copy_config(0.0);
+    std::vector<std::vector<double>> losses;
+    for (double beta2 : {0.999, 0.98}) {
+        core::Generator gen(3);
+        auto model = build_model(c, gen);
+        TrainOptions o;
+        o.epochs = 1;
+        o.lr = 0.003;
+        o.adam_beta2 = beta2;
+        o.quiet = true;
+        losses.push_back(train(*model, gen, copy_source(8, 10, 11, 4, 7), o, info_for(c)).step_loss);
+    }
+    REQUIRE(losses[0].size() == 4);
+    CHECK(losses[1][0] == losses[0][0]);
+    CHECK(losses[1][1] == Approx(losses[0][1]).epsilon(1e-6));
+    CHECK(losses[1][3] != Approx(losses[0][3]).epsilon(1e-6));
+}
+
 TEST_CASE("attention_heatmaps(model, t): encoder blocks x heads, the decoder's last block per head, one row per token",
           "[tasks][train]") {
     const ModelConfig c = copy_config(0.0);
