@@ -94,8 +94,7 @@ void add_loop_options(CLI::App& cmd, TrainArgs& a, bool translation) {
         ->check(positive);
     cmd.add_option("--lr", a.lr, "(peak) learning rate of Adam")->check(positive_finite);
     cmd.add_option("--adam-beta2", a.adam_beta2,
-                   "Adam's beta2, the decay rate of its squared-gradient average (the default translation preset: "
-                   "0.98; the others: 0.999)")
+                   "Adam's beta2, the decay rate of its average of squared gradients (default 0.999)")
         ->check(probability);
     cmd.add_option("--schedule", a.schedule, "learning-rate schedule: constant, noam or cosine");
     cmd.add_option("--warmup", a.warmup, "warm-up steps for noam / cosine")->check(non_negative);
