@@ -76,6 +76,7 @@ short_rows=(
   "v4000-2300-heads8|--vocab-size 4000 --steps 2300 --num-heads 8"
   "beta2-0.98|--adam-beta2 0.98"
   "v4000-2300-lr0.0025-beta2-0.98|--vocab-size 4000 --steps 2300 --lr 0.0025 --adam-beta2 0.98"
+  "v4000-2750-lr0.0025-beta2-0.98|--vocab-size 4000 --steps 2750 --lr 0.0025 --adam-beta2 0.98"
 )
 
 if [ "$table" = rates ]; then
