@@ -325,6 +325,7 @@ TEST_CASE("train(): adam_beta2 is Adam's beta2", "[tasks][train]") {
     REQUIRE(losses[0].size() == 4);
     CHECK(losses[1][0] == losses[0][0]);
     CHECK(losses[1][1] == Approx(losses[0][1]).epsilon(1e-6));
+    CHECK(losses[1][2] != Approx(losses[0][2]).epsilon(1e-6));
     CHECK(losses[1][3] != Approx(losses[0][3]).epsilon(1e-6));
 }
 
