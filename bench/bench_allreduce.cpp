@@ -35,7 +35,7 @@ namespace dist = tformer::tasks::dist;
 
 namespace {
 // The default translation preset's model (tasks/run_plan.hpp) over
-// SentencePiece's joint 8,000 pieces: d 128, FFN 512, 4 heads, 2 layers, tied embeddings.
+// SentencePiece's joint 4,000 pieces: d 128, FFN 512, 4 heads, 2 layers, tied embeddings.
 tasks::ModelConfig default_translation() {
     const tasks::RunPlan plan = tasks::preset_plan("translate", "default");
     tasks::ModelConfig c = plan.model;

@@ -28,7 +28,7 @@ TEST_CASE("preset_plan: the default translation run, and each preset's differenc
     CHECK(d.seed == 0);
     CHECK(d.threads == 0);
     CHECK(d.tokenizer == "sentencepiece");
-    CHECK(d.vocab_size == 8000);
+    CHECK(d.vocab_size == 4000);
     CHECK(d.batch_tokens == 2000);
     CHECK(d.val_sentences == 1500);
     CHECK(d.buckets);
@@ -45,22 +45,24 @@ TEST_CASE("preset_plan: the default translation run, and each preset's differenc
     CHECK(t.fused);
     CHECK(d.model.tie_embeddings);
     CHECK(d.model.scaled_embedding_init);
-    CHECK(d.train.total_steps == 1800);
-    CHECK(d.train.lr == 0.003);
-    CHECK(d.train.adam_beta2 == 0.999);
+    CHECK(d.train.total_steps == 2750);
+    CHECK(d.train.lr == 0.0025);
+    CHECK(d.train.adam_beta2 == 0.98);
     CHECK(d.train.schedule == "cosine");
     CHECK(d.train.warmup == 200);
     CHECK(d.train.label_smoothing == 0.1);
     CHECK((d.train.token_mean && d.train.fused_loss));
     CHECK(preset_plan("translate", "").preset == "default");  // no name: the task's first preset
 
-    SECTION("long: the same plan but for its length and peak rate") {
+    SECTION("long: the same plan but for its vocabulary, length, peak rate and Adam's beta2") {
         std::map<std::string, std::string> base = settings_map(d),
                                            long_run = settings_map(preset_plan("translate", "long"));
+        CHECK(long_run["--vocab-size"] == "8000");
         CHECK(long_run["--steps"] == "9000");
         CHECK(long_run["--lr"] == "0.002");
+        CHECK(long_run["--adam-beta2"] == "0.999");
         CHECK(long_run["--preset"] == "long");
-        for (const char* differs : {"--steps", "--lr", "--preset"}) {
+        for (const char* differs : {"--vocab-size", "--steps", "--lr", "--adam-beta2", "--preset"}) {
             base.erase(differs);
             long_run.erase(differs);
         }
@@ -100,6 +102,7 @@ TEST_CASE("preset_plan: the default translation run, and each preset's differenc
         CHECK(p.train.batches_per_epoch == 20);
         CHECK(p.train.warmup == 100);
         CHECK(p.train.schedule == "noam");
+        CHECK(p.train.adam_beta2 == 0.999);  // torch.optim.Adam's default, as seed 004 uses it
     }
 }
 
@@ -137,9 +140,9 @@ TEST_CASE("plan_settings: each setting named by its flag, the pipeline's own fla
     RunPlan p = preset_plan("translate", "default");
     std::map<std::string, std::string> s = settings_map(p);
     CHECK(s["the command"] == "train translate");
-    CHECK(s["--vocab-size"] == "8000");
-    CHECK(s["--lr"] == "0.003");
-    CHECK(s["--adam-beta2"] == "0.999");
+    CHECK(s["--vocab-size"] == "4000");
+    CHECK(s["--lr"] == "0.0025");
+    CHECK(s["--adam-beta2"] == "0.98");
     CHECK(s["--tie-embeddings"] == "true");
     CHECK(s.count("--batch-size") == 0);  // the corpus batches by tokens
     p.vocab_size = 300;

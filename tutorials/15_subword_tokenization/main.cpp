@@ -788,16 +788,17 @@ void wordpiece_and_the_translator() {
                 "（“##ing”），而不是用“▁”标出词首；合并的选择依据是它能让文本的似然提高多少（count(ab) / "
                 "(count(a) count(b))），而不是原始频次。它的输出是同一类东西：input ids，每个子词一个，"
                 "再在 BERT 需要的地方加上 [CLS] 和 [SEP]（这里的 SentencePiece 什么也不加；翻译器自己加 <eos>）。"});
-    note({.en = "`tformer train translate` trains a joint English-French SentencePiece BPE of 8,000 pieces on its "
+    note({.en = "`tformer train translate` trains a joint English-French SentencePiece BPE of 4,000 pieces on its "
                 "training split only, so validation stays unseen, and stores the model inside the checkpoint: the "
                 "checkpoint alone translates. One vocabulary for both languages lets the encoder's embedding, the "
                 "decoder's embedding and the output layer be one matrix. Against d2l's words on the whole corpus "
-                "it removes every <unk>, keeps case and punctuation in the output, and (README, \"What each choice "
+                "it removes every <unk>, keeps case and punctuation in the output, and (docs/training.md, \"What each "
+                "choice "
                 "bought\") scores higher in the same training time.",
-          .zh = "`tformer train translate` 只在训练集上训练一个英法共用的 SentencePiece BPE，8,000 个子词，"
+          .zh = "`tformer train translate` 只在训练集上训练一个英法共用的 SentencePiece BPE，4,000 个子词，"
                 "所以验证集始终没见过；模型存放在检查点里面：只凭检查点就能翻译。两种语言共用一个词表，"
                 "编码器的词嵌入、解码器的词嵌入和输出层就可以是同一个矩阵。与在整个语料上用 d2l 的按词分词相比，"
-                "它消除了所有 <unk>，输出保留大小写和标点，并且（README 的 “What each choice bought”）"
+                "它消除了所有 <unk>，输出保留大小写和标点，并且（docs/training.md 的 “What each choice bought”）"
                 "在相同的训练时间内得分更高。"});
 }
 
