@@ -22,6 +22,7 @@
 #include <chrono>
 #include <csignal>
 #include <fstream>
+#include <map>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -100,6 +101,7 @@ struct Figures {
     int64_t requests = 0, errors = 0;
     double seconds = 0;
     std::vector<double> latencies_ms;
+    std::map<std::string, int64_t> error_kinds;  ///< what failed: the HTTP status or httplib's error, and how often
 };
 
 Figures run_clients(int port, int clients, const Options& o) {
@@ -121,7 +123,10 @@ Figures run_clients(int port, int clients, const Options& o) {
                 auto r = client.Post("/api/v1/translate", body, "application/json");
                 f.latencies_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
                 ++f.requests;
-                if (!r || r->status != 200) ++f.errors;
+                if (r && r->status == 200) continue;
+                ++f.errors;
+                ++f.error_kinds[r ? fmt::format("HTTP {}: {}", r->status, r->body.substr(0, 200))
+                                  : fmt::format("no answer: {}", httplib::to_string(r.error()))];
             }
         });
     for (auto& t : threads) t.join();
@@ -131,6 +136,7 @@ Figures run_clients(int port, int clients, const Options& o) {
         all.requests += f.requests;
         all.errors += f.errors;
         all.latencies_ms.insert(all.latencies_ms.end(), f.latencies_ms.begin(), f.latencies_ms.end());
+        for (const auto& [kind, n] : f.error_kinds) all.error_kinds[kind] += n;
     }
     std::sort(all.latencies_ms.begin(), all.latencies_ms.end());
     return all;
@@ -186,6 +192,7 @@ int main(int argc, char** argv) {
             fmt::print("{:>8} {:>9} {:>10.1f} {:>9.1f} {:>9.1f} {:>7}{}\n", k, f.requests, rate,
                        percentile(f.latencies_ms, 0.5), percentile(f.latencies_ms, 0.99), f.errors,
                        single > 0 && k > 1 ? fmt::format("   ({:.1f}x one client)", rate / single) : "");
+            for (const auto& [kind, n] : f.error_kinds) fmt::print("{:>8} failed: {}\n", n, kind);
         }
         fmt::print("server peak RSS: {:.0f} MB\n", peak_rss_mb(server.pid));
         kill(server.pid, SIGTERM);
