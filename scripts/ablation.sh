@@ -77,6 +77,7 @@ recipe_rows=(
   "ffn1024-7350|--steps 7350 --ffn-num-hiddens 1024"
   "heads8-9000|--steps 9000 --num-heads 8"
   "lr0.002-9000|--steps 9000 --lr 0.002"
+  "lr0.002-9000-beta2-0.98|--steps 9000 --lr 0.002 --adam-beta2 0.98"
 )
 # the default's time for each: steps = 1,800 x 0.100 s / the row's seconds per step
 short_rows=(
