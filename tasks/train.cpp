@@ -22,6 +22,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <sstream>
@@ -143,11 +144,30 @@ std::unique_ptr<optim::LRSchedule> make_schedule(const TrainOptions& o, int64_t 
     fail<ValueError>("train: unknown learning-rate schedule '{}' (expected constant, noam or cosine)", o.schedule);
 }
 
-// A resumed run must be the run that stopped: the same model, and the same
-// data in the same order (the step count says where in the data it was), so
-// a config or a data setting (batch size, sample, seed, ...) that differs is
-// refused instead of silently training on other batches.
-void check_resume(const CheckpointInfo& saved, const CheckpointInfo& now, const TrainOptions& o,
+// The settings that decide each update, as the checkpoint's metadata keeps
+// them: the peak rate and its schedule, Adam's β2, the clip and the
+// objective. The run's length only where the schedule depends on it
+// (cosine): under a constant or Noam rate more epochs continue the same run.
+std::map<std::string, std::string> update_settings(const TrainOptions& o, int64_t total_steps) {
+    // fmt's "{}" is the shortest text that reads back as the same double
+    std::map<std::string, std::string> s = {{"lr", fmt::format("{}", o.lr)},
+                                            {"adam_beta2", fmt::format("{}", o.adam_beta2)},
+                                            {"schedule", o.schedule},
+                                            {"warmup", std::to_string(o.warmup)},
+                                            {"clip", fmt::format("{}", o.clip)},
+                                            {"label_smoothing", fmt::format("{}", o.label_smoothing)},
+                                            {"token_mean", o.token_mean ? "true" : "false"}};
+    if (o.schedule == "cosine") s["total_steps"] = std::to_string(total_steps);
+    return s;
+}
+
+// A resumed run must be the run that stopped: the same model, the same data
+// in the same order (the step count says where in the data it was) and the
+// same updates, so a config, a data setting (batch size, sample, seed, ...)
+// or an update setting (rate, schedule, β2, ...) that differs is refused
+// instead of silently training another run. A checkpoint written before a
+// setting was kept is not checked for it.
+void check_resume(const CheckpointInfo& saved, const CheckpointInfo& now, const TrainOptions& o, int64_t total_steps,
                   const std::string& path) {
     std::vector<std::string> differences;
     const nlohmann::json before = nlohmann::json::parse(config_to_json(saved.config));
@@ -156,7 +176,9 @@ void check_resume(const CheckpointInfo& saved, const CheckpointInfo& now, const 
         if (!before.contains(key) || before[key] != value)
             differences.push_back(fmt::format("{} {} (the checkpoint's: {})", key, value.dump(),
                                               before.contains(key) ? before[key].dump() : "none"));
-    for (const auto& [key, value] : o.extra)
+    std::map<std::string, std::string> settings = o.extra;
+    settings.merge(update_settings(o, total_steps));
+    for (const auto& [key, value] : settings)
         if (auto it = saved.extra.find(key); it != saved.extra.end() && it->second != value)
             differences.push_back(fmt::format("{} {} (the checkpoint's: {})", key, value, it->second));
     if (!differences.empty())
@@ -456,7 +478,7 @@ public:
             const std::string& ckpt = plan_.checkpoint;
             if (ckpt.empty() || !fs::exists(ckpt)) fail<IOError>("train: --resume needs a checkpoint at '{}'", ckpt);
             const nn::SafeTensors file = nn::load_safetensors(ckpt);  // read once
-            check_resume(read_checkpoint_info(file, ckpt), info_, o_, ckpt);
+            check_resume(read_checkpoint_info(file, ckpt), info_, o_, plan_.total_steps, ckpt);
             const CheckpointInfo saved = load_checkpoint(file, ckpt, model_, &optimizer_);
             step_ = saved.step;
             gen_.set_state(saved.rng);
@@ -620,6 +642,7 @@ public:
         info_.epoch = step_ / plan_.batches_per_epoch;
         info_.rng = gen_.state();
         for (const auto& [k, v] : o_.extra) info_.extra[k] = v;
+        for (const auto& [k, v] : update_settings(o_, plan_.total_steps)) info_.extra[k] = v;
         info_.losses = {.epochs = losses_.epoch_loss,
                         .epoch_loss_sum = losses_.epoch_loss_sum,
                         .epoch_tokens = losses_.epoch_tokens,

@@ -195,6 +195,31 @@ TEST_CASE(
                         Catch::Contains("this run differs: dropout 0.1 (the checkpoint's: 0.0)"));
     CHECK(train(*model, gen, source, again, info_for(c)).steps == 4);  // the same run continues
 
+    // another rate, β2, clip or objective would train another run from the saved step
+    TrainOptions other_updates = again;
+    other_updates.epochs = 3;
+    other_updates.lr = 0.002;
+    other_updates.adam_beta2 = 0.98;
+    REQUIRE_THROWS_WITH(train(*model, gen, source, other_updates, info_for(c)),
+                        Catch::Contains("this run differs: adam_beta2 0.98 (the checkpoint's: 0.999), lr 0.002 "
+                                        "(the checkpoint's: 0.003)"));
+    other_updates = again;
+    other_updates.epochs = 3;
+    other_updates.schedule = "noam";
+    REQUIRE_THROWS_WITH(train(*model, gen, source, other_updates, info_for(c)),
+                        Catch::Contains("this run differs: schedule noam (the checkpoint's: constant)"));
+
+    // under cosine decay the run's length sets every rate, so it may not change either
+    TrainOptions decaying = o;
+    decaying.out_dir = fresh_dir("resume-cosine");
+    decaying.schedule = "cosine";
+    decaying.warmup = 1;
+    train(*model, gen, source, decaying, info_for(c));
+    decaying.resume = true;
+    decaying.epochs = 2;
+    REQUIRE_THROWS_WITH(train(*model, gen, source, decaying, info_for(c)),
+                        Catch::Contains("this run differs: total_steps 4 (the checkpoint's: 2)"));
+
     TrainOptions cosine = o;
     cosine.out_dir = fresh_dir("warmup");
     cosine.schedule = "cosine";
