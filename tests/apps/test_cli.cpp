@@ -142,19 +142,28 @@ TEST_CASE(
     CHECK_THAT(r.output, Catch::Contains("21+ words"));
     CHECK_THAT(r.output, Catch::Contains("the mean of the last 3 snapshots"));
 
-    // a run that diverges stops with a message and leaves the good checkpoint as it was
+    // a run that diverges stops with a message and leaves the good checkpoint as it was (a new run over it:
+    // --resume with another rate is refused before it trains)
     auto bytes = [](const std::string& path) {
         std::ifstream in(path, std::ios::binary);
         return std::string(std::istreambuf_iterator<char>(in), {});
     };
     const std::string before = bytes(dir + "/checkpoint.safetensors");
     Run bad = run_cli(
-        "train translate --sample-size 3000 --epochs 2 --num-hiddens 32 --ffn-num-hiddens 64 --num-layers 1 "
-        "--vocab-size 300 --val-sentences 20 --warmup 5 --average 3 --threads 1 --quiet --resume --lr 1e20 "
+        "train translate --sample-size 3000 --epochs 1 --num-hiddens 32 --ffn-num-hiddens 64 --num-layers 1 "
+        "--vocab-size 300 --val-sentences 20 --warmup 5 --average 3 --threads 1 --quiet --overwrite --lr 1e20 "
         "--out " +
         dir);
     CHECK(bad.status == 1);
     CHECK_THAT(bad.output, Catch::Contains("training diverged"));
+    CHECK(bytes(dir + "/checkpoint.safetensors") == before);
+    Run other_rate = run_cli(
+        "train translate --sample-size 3000 --epochs 1 --num-hiddens 32 --ffn-num-hiddens 64 --num-layers 1 "
+        "--vocab-size 300 --val-sentences 20 --warmup 5 --average 3 --threads 1 --quiet --resume --lr 1e20 "
+        "--out " +
+        dir);
+    CHECK(other_rate.status == 1);
+    CHECK_THAT(other_rate.output, Catch::Contains("this run differs: lr 1e+20 (the checkpoint's: 0.0025)"));
     CHECK(bytes(dir + "/checkpoint.safetensors") == before);
 
     // only the checkpoint, in a directory of its own, run from there
