@@ -126,10 +126,11 @@ TEST_CASE(
     "[apps][cli][slow]") {
     const std::string dir = temp_dir("subword");
     // a tiny model on a sample, just to have a real checkpoint quickly
-    Run r = run_cli(
+    const std::string tiny =
         "train translate --sample-size 3000 --epochs 1 --num-hiddens 32 --ffn-num-hiddens 64 --num-layers 1 "
         "--vocab-size 300 --val-sentences 20 --warmup 5 --average 3 --threads 1 --quiet --out " +
-        dir);
+        dir;
+    Run r = run_cli(tiny);
     INFO(r.output);
     REQUIRE(r.status == 0);
     CHECK_THAT(r.output, Catch::Contains("tokenizer: sentencepiece, vocabularies 300 / 300"));
@@ -149,19 +150,11 @@ TEST_CASE(
         return std::string(std::istreambuf_iterator<char>(in), {});
     };
     const std::string before = bytes(dir + "/checkpoint.safetensors");
-    Run bad = run_cli(
-        "train translate --sample-size 3000 --epochs 1 --num-hiddens 32 --ffn-num-hiddens 64 --num-layers 1 "
-        "--vocab-size 300 --val-sentences 20 --warmup 5 --average 3 --threads 1 --quiet --overwrite --lr 1e20 "
-        "--out " +
-        dir);
+    Run bad = run_cli(tiny + " --overwrite --lr 1e20");
     CHECK(bad.status == 1);
     CHECK_THAT(bad.output, Catch::Contains("training diverged"));
     CHECK(bytes(dir + "/checkpoint.safetensors") == before);
-    Run other_rate = run_cli(
-        "train translate --sample-size 3000 --epochs 1 --num-hiddens 32 --ffn-num-hiddens 64 --num-layers 1 "
-        "--vocab-size 300 --val-sentences 20 --warmup 5 --average 3 --threads 1 --quiet --resume --lr 1e20 "
-        "--out " +
-        dir);
+    Run other_rate = run_cli(tiny + " --resume --lr 1e20");
     CHECK(other_rate.status == 1);
     CHECK_THAT(other_rate.output, Catch::Contains("this run differs: lr 1e+20 (the checkpoint's: 0.0025)"));
     CHECK(bytes(dir + "/checkpoint.safetensors") == before);
