@@ -25,10 +25,10 @@ void set_sizes(ModelConfig& m, int64_t d, int64_t ffn, int64_t heads, int64_t la
 // joint SentencePiece vocabulary of 4,000 pieces, length buckets of 2,000
 // tokens, tied embeddings, label smoothing 0.1, Adam at 0.0025 with β2 0.98
 // (Vaswani et al.'s), 200 warm-up steps and cosine decay, no dropout
-// (dropout cost 8 BLEU at this budget: one pass over the data does not
-// overfit). No checkpoint averaging: under cosine decay the last snapshots
-// barely differ, and averaging 5 of them moved BLEU by less than a change of
-// seed does (--average N turns it on). 2,750 steps (about 1.4 epochs): a
+// (dropout cost 8 BLEU over one epoch: so short a run does not overfit). No
+// checkpoint averaging: under cosine decay the last snapshots barely differ,
+// and averaging 5 of them moved BLEU by less than a change of seed does
+// (--average N turns it on). 2,750 steps (1.5 epochs of 1,807 batches): a
 // step over 4,000 pieces costs two thirds of one over 8,000 (the output layer
 // and its loss are half the step), so these take the time 1,800 steps of the
 // 8,000-piece model took, and scored 3 BLEU more with beam and 2.3 more
