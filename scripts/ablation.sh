@@ -78,6 +78,8 @@ recipe_rows=(
   "heads8-9000|--steps 9000 --num-heads 8"
   "lr0.002-9000|--steps 9000 --lr 0.002"
   "lr0.002-9000-beta2-0.98|--steps 9000 --lr 0.002 --adam-beta2 0.98"
+  "lr0.002-9000-average5|--steps 9000 --lr 0.002 --average 5"
+  "v16000-5800-lr0.002|--steps 5800 --vocab-size 16000 --lr 0.002"
 )
 # the default's time for each: steps = 1,800 x 0.100 s / the row's seconds per step
 short_rows=(
