@@ -144,20 +144,22 @@ std::unique_ptr<optim::LRSchedule> make_schedule(const TrainOptions& o, int64_t 
     fail<ValueError>("train: unknown learning-rate schedule '{}' (expected constant, noam or cosine)", o.schedule);
 }
 
-// The settings that decide each update, as the checkpoint's metadata keeps
-// them: the peak rate and its schedule, Adam's β2, the clip and the
+// What the checkpoint's metadata keeps of the run, and a resume compares:
+// the caller's o.extra (the data settings) and the settings that decide each
+// update, the peak rate and its schedule, Adam's β2, the clip and the
 // objective. The run's length only where the schedule depends on it
 // (cosine): under a constant or Noam rate more epochs continue the same run.
-std::map<std::string, std::string> update_settings(const TrainOptions& o, int64_t total_steps) {
+std::map<std::string, std::string> saved_settings(const TrainOptions& o, int64_t total_steps) {
     // fmt's "{}" is the shortest text that reads back as the same double
-    std::map<std::string, std::string> s = {{"lr", fmt::format("{}", o.lr)},
-                                            {"adam_beta2", fmt::format("{}", o.adam_beta2)},
-                                            {"schedule", o.schedule},
-                                            {"warmup", std::to_string(o.warmup)},
-                                            {"clip", fmt::format("{}", o.clip)},
-                                            {"label_smoothing", fmt::format("{}", o.label_smoothing)},
-                                            {"token_mean", o.token_mean ? "true" : "false"}};
-    if (o.schedule == "cosine") s["total_steps"] = std::to_string(total_steps);
+    std::map<std::string, std::string> s = o.extra;
+    s.merge(std::map<std::string, std::string>{{"lr", fmt::format("{}", o.lr)},
+                                               {"adam_beta2", fmt::format("{}", o.adam_beta2)},
+                                               {"schedule", o.schedule},
+                                               {"warmup", std::to_string(o.warmup)},
+                                               {"clip", fmt::format("{}", o.clip)},
+                                               {"label_smoothing", fmt::format("{}", o.label_smoothing)},
+                                               {"token_mean", o.token_mean ? "true" : "false"}});
+    if (o.schedule == "cosine") s.try_emplace("total_steps", std::to_string(total_steps));
     return s;
 }
 
@@ -176,9 +178,7 @@ void check_resume(const CheckpointInfo& saved, const CheckpointInfo& now, const 
         if (!before.contains(key) || before[key] != value)
             differences.push_back(fmt::format("{} {} (the checkpoint's: {})", key, value.dump(),
                                               before.contains(key) ? before[key].dump() : "none"));
-    std::map<std::string, std::string> settings = o.extra;
-    settings.merge(update_settings(o, total_steps));
-    for (const auto& [key, value] : settings)
+    for (const auto& [key, value] : saved_settings(o, total_steps))
         if (auto it = saved.extra.find(key); it != saved.extra.end() && it->second != value)
             differences.push_back(fmt::format("{} {} (the checkpoint's: {})", key, value, it->second));
     if (!differences.empty())
@@ -641,8 +641,7 @@ public:
         info_.step = step_;
         info_.epoch = step_ / plan_.batches_per_epoch;
         info_.rng = gen_.state();
-        for (const auto& [k, v] : o_.extra) info_.extra[k] = v;
-        for (const auto& [k, v] : update_settings(o_, plan_.total_steps)) info_.extra[k] = v;
+        for (const auto& [k, v] : saved_settings(o_, plan_.total_steps)) info_.extra[k] = v;
         info_.losses = {.epochs = losses_.epoch_loss,
                         .epoch_loss_sum = losses_.epoch_loss_sum,
                         .epoch_tokens = losses_.epoch_tokens,

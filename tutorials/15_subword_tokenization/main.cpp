@@ -792,9 +792,8 @@ void wordpiece_and_the_translator() {
                 "training split only, so validation stays unseen, and stores the model inside the checkpoint: the "
                 "checkpoint alone translates. One vocabulary for both languages lets the encoder's embedding, the "
                 "decoder's embedding and the output layer be one matrix. Against d2l's words on the whole corpus "
-                "it removes every <unk>, keeps case and punctuation in the output, and (docs/training.md, \"What each "
-                "choice "
-                "bought\") scores higher in the same training time.",
+                "it removes every <unk>, keeps case and punctuation in the output, and (docs/training.md, "
+                "\"What each choice bought\") scores higher in the same training time.",
           .zh = "`tformer train translate` 只在训练集上训练一个英法共用的 SentencePiece BPE，4,000 个子词，"
                 "所以验证集始终没见过；模型存放在检查点里面：只凭检查点就能翻译。两种语言共用一个词表，"
                 "编码器的词嵌入、解码器的词嵌入和输出层就可以是同一个矩阵。与在整个语料上用 d2l 的按词分词相比，"
