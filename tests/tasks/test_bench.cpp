@@ -58,7 +58,7 @@ TEST_CASE("bench_preset(name): the sizes of each preset", "[tasks][bench]") {
     CHECK(t.config.transformer.dropout == 0.0);
     CHECK(t.config.tie_embeddings);
     CHECK(t.vocab_size == 4000);
-    CHECK(t.batch_tokens == 2000);
+    CHECK(t.batch_tokens == 1500);
     CHECK(t.num_steps == 64);
 }
 

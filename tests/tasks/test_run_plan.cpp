@@ -29,7 +29,7 @@ TEST_CASE("preset_plan: the default translation run, and each preset's differenc
     CHECK(d.threads == 0);
     CHECK(d.tokenizer == "sentencepiece");
     CHECK(d.vocab_size == 4000);
-    CHECK(d.batch_tokens == 2000);
+    CHECK(d.batch_tokens == 1500);
     CHECK(d.val_sentences == 1500);
     CHECK(d.buckets);
     CHECK(d.model.num_steps == 64);
@@ -45,7 +45,7 @@ TEST_CASE("preset_plan: the default translation run, and each preset's differenc
     CHECK(t.fused);
     CHECK(d.model.tie_embeddings);
     CHECK(d.model.scaled_embedding_init);
-    CHECK(d.train.total_steps == 2750);
+    CHECK(d.train.total_steps == 3600);
     CHECK(d.train.lr == 0.0025);
     CHECK(d.train.adam_beta2 == 0.98);
     CHECK(d.train.schedule == "cosine");
@@ -54,15 +54,16 @@ TEST_CASE("preset_plan: the default translation run, and each preset's differenc
     CHECK((d.train.token_mean && d.train.fused_loss));
     CHECK(preset_plan("translate", "").preset == "default");  // no name: the task's first preset
 
-    SECTION("long: the same plan but for its vocabulary, length, peak rate and Adam's beta2") {
+    SECTION("long: the same plan but for its vocabulary, batches, length, peak rate and Adam's beta2") {
         std::map<std::string, std::string> base = settings_map(d),
                                            long_run = settings_map(preset_plan("translate", "long"));
         CHECK(long_run["--vocab-size"] == "8000");
+        CHECK(long_run["--batch-tokens"] == "2000");
         CHECK(long_run["--steps"] == "9000");
         CHECK(long_run["--lr"] == "0.002");
         CHECK(long_run["--adam-beta2"] == "0.999");
         CHECK(long_run["--preset"] == "long");
-        for (const char* differs : {"--vocab-size", "--steps", "--lr", "--adam-beta2", "--preset"}) {
+        for (const char* differs : {"--vocab-size", "--batch-tokens", "--steps", "--lr", "--adam-beta2", "--preset"}) {
             base.erase(differs);
             long_run.erase(differs);
         }
@@ -122,7 +123,7 @@ TEST_CASE("plan_metadata: what a checkpoint keeps to read the data as the run di
                                                                      {"data_seed", "0"},
                                                                      {"val_sentences", "1500"},
                                                                      {"sample_size", "0"},
-                                                                     {"batch_tokens", "2000"}});
+                                                                     {"batch_tokens", "1500"}});
     CHECK(plan_metadata(preset_plan("translate", "d2l")) == Meta{{"preset", "d2l"},
                                                                  {"seed", "1"},
                                                                  {"batch_size", "64"},
