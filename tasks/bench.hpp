@@ -59,7 +59,7 @@ const std::vector<std::string>& bench_preset_names();
 ///   translate  the default `tformer train translate` model on its real batches:
 ///          D 128, FFN 512, 4 heads, 2 layers, no dropout, tied embeddings over
 ///          the joint SentencePiece vocabulary of 4,000 pieces, batches of up
-///          to 2,000 tokens from the length buckets (up to 64 steps)
+///          to 1,500 tokens from the length buckets (up to 64 steps)
 /// ```
 BenchPreset bench_preset(const std::string& name);
 
