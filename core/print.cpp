@@ -147,7 +147,8 @@ private:
             }
         } else {
             // outer: one sub-block per line, with (dims below - 1) blank lines between blocks
-            const std::string separator = "," + std::string(static_cast<size_t>(t_.dim() - d - 1), '\n') + margin;
+            const size_t blank_lines = static_cast<size_t>(t_.dim() - d - 1);  // d < dim here
+            const std::string separator = std::string(",").append(blank_lines, '\n').append(margin);
             for (size_t k = 0; k < items.size(); ++k) {
                 if (k > 0) out += separator;
                 out += items[k];
