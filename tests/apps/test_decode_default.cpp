@@ -6,7 +6,7 @@
 //
 // The model: TFORMER_DECODE_CHECKPOINT if set, else runs/translate's in the
 // source tree when it is a default-preset checkpoint, else the default preset
-// shortened here to 600 steps (BLEU about 17: a weaker model
+// shortened here to 600 steps (BLEU about 13: a weaker model
 // decodes longer and more repetitive outputs, a harder case for batching) by
 // `tformer train translate` into the build tree (a minute or two) and reused.
 // The sanitizer run leaves it out (CMakePresets.json, the asan test preset):

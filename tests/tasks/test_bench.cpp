@@ -54,7 +54,7 @@ TEST_CASE("bench_preset(name): the sizes of each preset", "[tasks][bench]") {
     CHECK(t.config.transformer.num_hiddens == 128);
     CHECK(t.config.transformer.ffn_num_hiddens == 512);
     CHECK(t.config.transformer.num_heads == 4);
-    CHECK(t.config.transformer.num_layers == 2);
+    CHECK(t.config.transformer.num_layers == 1);
     CHECK(t.config.transformer.dropout == 0.0);
     CHECK(t.config.tie_embeddings);
     CHECK(t.vocab_size == 4000);

@@ -40,12 +40,12 @@ TEST_CASE("preset_plan: the default translation run, and each preset's differenc
            t.ffn_num_input == 128));
     CHECK(t.ffn_num_hiddens == 512);
     CHECK(t.num_heads == 4);
-    CHECK(t.num_layers == 2);
+    CHECK(t.num_layers == 1);
     CHECK(t.dropout == 0.0);
     CHECK(t.fused);
     CHECK(d.model.tie_embeddings);
     CHECK(d.model.scaled_embedding_init);
-    CHECK(d.train.total_steps == 3600);
+    CHECK(d.train.total_steps == 5150);
     CHECK(d.train.lr == 0.0025);
     CHECK(d.train.adam_beta2 == 0.98);
     CHECK(d.train.schedule == "cosine");
@@ -54,16 +54,18 @@ TEST_CASE("preset_plan: the default translation run, and each preset's differenc
     CHECK((d.train.token_mean && d.train.fused_loss));
     CHECK(preset_plan("translate", "").preset == "default");  // no name: the task's first preset
 
-    SECTION("long: the same plan but for its vocabulary, batches, length, peak rate and Adam's beta2") {
+    SECTION("long: the same plan but for its depth, vocabulary, batches, length, peak rate and Adam's beta2") {
         std::map<std::string, std::string> base = settings_map(d),
                                            long_run = settings_map(preset_plan("translate", "long"));
+        CHECK(long_run["--num-layers"] == "2");
         CHECK(long_run["--vocab-size"] == "8000");
         CHECK(long_run["--batch-tokens"] == "2000");
         CHECK(long_run["--steps"] == "9000");
         CHECK(long_run["--lr"] == "0.002");
         CHECK(long_run["--adam-beta2"] == "0.999");
         CHECK(long_run["--preset"] == "long");
-        for (const char* differs : {"--vocab-size", "--batch-tokens", "--steps", "--lr", "--adam-beta2", "--preset"}) {
+        for (const char* differs :
+             {"--num-layers", "--vocab-size", "--batch-tokens", "--steps", "--lr", "--adam-beta2", "--preset"}) {
             base.erase(differs);
             long_run.erase(differs);
         }
