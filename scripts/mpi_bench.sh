@@ -137,7 +137,7 @@ for model in ("default", "base"):
             print(f"| {model} | {n} | {net} | {t * 1000:.1f} | {c * 1000:.0f} | {c / (c + t):.1%} |")
 EOF
 
-# The BLEU check: the whole default preset (3,600 steps), one process against two ranks, the same global batch.
+# The BLEU check: the whole default preset, one process against two ranks, the same global batch.
 bleu1=("$tf" train translate --threads 1 --overwrite --out "$out/bleu-1")
 bleu2=("${mpi2[@]}" "$tf" train translate --threads 1 --overwrite --out "$out/bleu-2")
 echo "== the BLEU check (the whole default preset; roughly 6 minutes for one process and 4 for two ranks on 2 idle cores)"

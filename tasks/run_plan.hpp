@@ -9,10 +9,10 @@
 /// differences:
 /// ```
 ///   default   the whole corpus, joint SentencePiece vocabulary of 4,000 pieces,
-///             D 128, FFN 512, 4 heads, 2 layers, tied embeddings, batches of
-///             1,500 tokens, 3,600 steps at lr 0.0025, Adam's beta2 0.98
-///   long      default over 8,000 pieces, batches of 2,000 tokens, 9,000 steps
-///             at lr 0.002, beta2 0.999
+///             D 128, FFN 512, 4 heads, 1 layer, tied embeddings, batches of
+///             1,500 tokens, 5,150 steps at lr 0.0025, Adam's beta2 0.98
+///   long      default with 2 layers over 8,000 pieces, batches of 2,000
+///             tokens, 9,000 steps at lr 0.002, beta2 0.999
 ///   d2l       seed 000's training cell: d2l's 600 pairs and word vocabularies,
 ///             D 32, FFN 64, dropout 0.1, batch 64, 200 epochs at lr 0.005
 ///   copy      seed 004's copy task: d2l's model sizes, batches of 30, 80 epochs, noam schedule
