@@ -83,6 +83,7 @@ recipe_rows=(
   "v16000-5800-lr0.002|--steps 5800 --vocab-size 16000 --lr 0.002"
   "default-recipe-12500|--steps 12500 --vocab-size 4000 --lr 0.0025 --adam-beta2 0.98"
   "batch1500-11600-lr0.002|--steps 11600 --batch-tokens 1500 --lr 0.002"
+  "l1-11700-lr0.002|--steps 11700 --num-layers 1 --lr 0.002"
 )
 # the default's time for each: steps = 1,800 x 0.100 s / the row's seconds per step
 short_rows=(
