@@ -471,9 +471,10 @@ std::shared_ptr<core::OutputDirectory> prepare_run(const tasks::RunPlan& p, bool
 // The model of a run, built from its config (after the memory check) and announced.
 std::shared_ptr<nn::EncoderDecoder> build_and_announce(const tasks::ModelConfig& config, core::Generator& gen) {
     auto model = tasks::build_model(config, gen);
-    fmt::print("model: {} parameters (d {}, ffn {}, {} heads, {} layers{})\n", model->num_parameters(),
-               config.transformer.num_hiddens, config.transformer.ffn_num_hiddens, config.transformer.num_heads,
-               config.transformer.num_layers, config.tie_embeddings ? ", tied embeddings" : "");
+    const int64_t layers = config.transformer.num_layers;
+    fmt::print("model: {} parameters (d {}, ffn {}, {} heads, {} layer{}{})\n", model->num_parameters(),
+               config.transformer.num_hiddens, config.transformer.ffn_num_hiddens, config.transformer.num_heads, layers,
+               layers == 1 ? "" : "s", config.tie_embeddings ? ", tied embeddings" : "");
     return model;
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Takes a picture of the studio, build/studio.png: tformer serve on
 the main job's checkpoint, "We are friends." translated with beam 4 (3 best),
-the encoder-decoder attention of layer 2, head 3.
+the encoder-decoder attention of the last layer, head 3.
 
     /usr/bin/python3 scripts/studio_screenshot.py [--checkpoint CK] [--out build/studio.png]
 
@@ -41,12 +41,13 @@ def main():
         text.send_keys("We are friends.")
         text.send_keys(Keys.CONTROL, Keys.ENTER)
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#results .result .translation"))
-        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#attention-grid .thumb")) == 2 * 5)
+        # the grid: a row per layer, each its 4 heads and their average
+        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#attention-grid .thumb")) >= 5)
         cross = d.find_element(By.CSS_SELECTOR, "input[type=radio][value=decoder_cross]")
         d.execute_script("arguments[0].click()", cross)
         time.sleep(0.5)
         thumbs = d.find_elements(By.CSS_SELECTOR, "#attention-grid .thumb")
-        d.execute_script("arguments[0].click()", thumbs[5 + 2])  # layer 2, head 3
+        d.execute_script("arguments[0].click()", thumbs[len(thumbs) - 5 + 2])  # the last layer, head 3
         d.execute_script("window.scrollTo(0, 0)")
         time.sleep(0.5)
         full = "build/studio-screenshot.png"

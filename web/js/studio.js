@@ -95,7 +95,7 @@ async function selectModel(id) {
       : "";
   $("model-summary").textContent =
     `${copy ? "Copy task" : "Translator"}: ${number(info.parameters.total)} parameters, ` +
-    `d ${info.config.num_hiddens}, ${info.config.num_heads} heads, ${info.config.num_layers} layers; ` +
+    `d ${info.config.num_hiddens}, ${info.config.num_heads} heads, ${info.config.num_layers} layer${info.config.num_layers === 1 ? "" : "s"}; ` +
     `trained ${number(t.steps)} steps` + (bleu ? `; ${bleu}` : "");
   $("text-label").textContent = copy ? "Sequences of the symbols 1–10, one per line" : "Sentences, one per line";
   if (copy && !/^[\d\s,]+$/.test($("text").value)) $("text").value = "1 2 3 4 5 6 7 8 9 10\n1 7 7 3 9";
