@@ -54,6 +54,7 @@ fi
 
 # A test name holding ';' is cut there by catch_discover_tests, and the cut
 # name then matches no test: CTest reports "No tests ran" as a failure.
+# shellcheck disable=SC2016 # perl's own variables, single-quoted on purpose
 semicolons=$(find tests -name '*.cpp' -print0 |
   xargs -0 perl -0777 -ne 'while (/TEST_CASE\(\s*((?:"(?:[^"\\]|\\.)*"\s*)+)/g) {
       my $n = $1; print "$ARGV: $n\n" if $n =~ /;/ }' || true)

@@ -80,7 +80,8 @@ echo "== all-reduce times (bench/bench_allreduce, 2 ranks)"
 "${mpi2[@]}" "$ar" --models default,base --repeats "$([ "$quick" = 1 ] && echo 3 || echo 20)" < /dev/null | tee "$out/allreduce.jsonl"
 
 echo "== one training step on every core: the default model on its real batches, and the base model (tformer bench)"
-"$tf" bench --preset translate --threads "$cores" --train-only $([ "$quick" = 1 ] && echo --repeats 1) | tee "$out/steps.jsonl"
+repeats=(); [ "$quick" = 1 ] && repeats=(--repeats 1)
+"$tf" bench --preset translate --threads "$cores" --train-only "${repeats[@]}" | tee "$out/steps.jsonl"
 "$tf" bench --preset base --threads "$cores" --train-only --repeats "$([ "$quick" = 1 ] && echo 1 || echo 5)" | tee -a "$out/steps.jsonl"
 
 echo "== the figures for docs/distributed.md (also in $out/report.md)"

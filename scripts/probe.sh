@@ -20,7 +20,7 @@
 # after Ctrl-C / SIGTERM, which are the expected outcomes of group 8's cases;
 # any other status above 128 is a death by signal.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 root=$PWD
 TF=${1:-build/release/apps/tformer}
 TF=$(realpath "$TF")
@@ -28,7 +28,7 @@ TF=$(realpath "$TF")
 W=$root/build/probe
 rm -rf "$W"
 mkdir -p "$W/out"
-cd "$W"
+cd "$W" || exit 2
 PY=$(command -v python3) || { echo "probe: python3 is needed to craft checkpoints" >&2; exit 2; }
 
 total=0 good=0 flagged=0
@@ -147,11 +147,13 @@ head -300 "$root/data/fra-eng/fra.txt" >tiny.txt
 printf 'hello world\nno tabs on this line\nnor on this one\n' >notabs.txt
 mkdir -p adir
 tiny=(--num-hiddens 8 --ffn-num-hiddens 16 --num-heads 2 --num-layers 1 --threads 1 --quiet)
-"$TF" train copy --epochs 1 --batches-per-epoch 2 --threads 1 --quiet --out copy >/dev/null 2>&1 &&
+if ! { "$TF" train copy --epochs 1 --batches-per-epoch 2 --threads 1 --quiet --out copy >/dev/null 2>&1 &&
     "$TF" train translate --preset d2l --data tiny.txt --num-examples 0 --epochs 1 "${tiny[@]}" --out d2l >/dev/null 2>&1 &&
     "$TF" train translate --data tiny.txt --steps 2 --vocab-size 120 --val-sentences 5 --warmup 1 "${tiny[@]}" \
-        --out sp >/dev/null 2>&1 ||
-    { echo "probe: could not train the small checkpoints the cases need" >&2; exit 2; }
+        --out sp >/dev/null 2>&1; }; then
+    echo "probe: could not train the small checkpoints the cases need" >&2
+    exit 2
+fi
 craft bomb d2l/checkpoint.safetensors bomb.safetensors
 craft nan copy/checkpoint.safetensors nan.safetensors
 head -c 3000 sp/checkpoint.safetensors >truncated.safetensors
@@ -382,7 +384,7 @@ if command -v mpirun >/dev/null; then
     timeout -k 5 120 mpirun --oversubscribe --bind-to none -np 1 "$TF" "${mpi[@]}" --vocab-size 120 : \
         -np 1 "$TF" "${mpi[@]}" --vocab-size 100 </dev/null >out/mpi-settings.stdout 2>out/mpi-settings.stderr
     RC=$?
-    LAST=mpi-settings
+    LAST="mpi-settings"
     report mpi-settings error "$RC" "$(stderr_has "vocab-size is 100 on rank 1 but 120 on rank 0" && echo 1 || echo 0)"
 fi
 
