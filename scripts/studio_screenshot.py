@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Takes a picture of the studio, build/studio.png: tformer serve on
 the main job's checkpoint, "We are friends." translated with beam 4 (3 best),
-the encoder-decoder attention of the last layer, head 3.
+the encoder-decoder attention of the last layer, head 3 (or its last head).
 
     /usr/bin/python3 scripts/studio_screenshot.py [--checkpoint CK] [--out build/studio.png]
 
@@ -41,13 +41,15 @@ def main():
         text.send_keys("We are friends.")
         text.send_keys(Keys.CONTROL, Keys.ENTER)
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#results .result .translation"))
-        # the grid: a row per layer, each its 4 heads and their average
-        wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#attention-grid .thumb")) >= 5)
+        # the grid: a row per layer, each its heads and their average
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#attention-grid .thumb"))
         cross = d.find_element(By.CSS_SELECTOR, "input[type=radio][value=decoder_cross]")
         d.execute_script("arguments[0].click()", cross)
         time.sleep(0.5)
-        thumbs = d.find_elements(By.CSS_SELECTOR, "#attention-grid .thumb")
-        d.execute_script("arguments[0].click()", thumbs[len(thumbs) - 5 + 2])  # the last layer, head 3
+        layers = len(d.find_elements(By.CSS_SELECTOR, "#attention-grid .row-head"))
+        heads = len(d.find_elements(By.CSS_SELECTOR, "#attention-grid .col-head")) - 1  # and "average"
+        name = f"Layer {layers}, head {min(3, heads)}"  # the last layer, head 3 (or its last)
+        d.execute_script("arguments[0].click()", d.find_element(By.CSS_SELECTOR, f'#attention-grid .thumb[aria-label="{name}"]'))
         d.execute_script("window.scrollTo(0, 0)")
         time.sleep(0.5)
         full = "build/studio-screenshot.png"
