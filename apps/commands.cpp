@@ -807,6 +807,10 @@ int run_train(const TrainArgs& a) {
     const tasks::RunPlan plan = on_every_rank([&] { return resolve_plan(a); });  // a refusal ends every rank together
     if (dist::size() > 1) dist::check_same_settings(rank_settings(plan));
     const auto out_dir = on_every_rank([&] { return prepare_run(plan, a.overwrite); });  // held until the run ends
+    if (plan.train.resume)  // a resume that differs is refused before the data is read and the vocabulary trained
+        dist::together([&] {
+            if (dist::is_root()) tasks::check_resume_settings(plan.train, plan.model, plan.train.total_steps);
+        });
     switch (plan.pipeline) {
         case tasks::Pipeline::copy: return train_copy(plan);
         case tasks::Pipeline::d2l: return train_translate_d2l(plan);

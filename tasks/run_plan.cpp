@@ -184,6 +184,8 @@ std::map<std::string, std::string> plan_metadata(const RunPlan& plan) {
             m["val_sentences"] = std::to_string(plan.val_sentences);
             m["sample_size"] = std::to_string(plan.sample_size);
             m["batch_tokens"] = std::to_string(plan.batch_tokens);
+            m["tokenizer"] = plan.tokenizer;
+            m["vocab_size"] = std::to_string(plan.vocab_size);
             break;
     }
     return m;

@@ -159,8 +159,24 @@ std::map<std::string, std::string> saved_settings(const TrainOptions& o, int64_t
                                                {"clip", fmt::format("{}", o.clip)},
                                                {"label_smoothing", fmt::format("{}", o.label_smoothing)},
                                                {"token_mean", o.token_mean ? "true" : "false"}});
-    if (o.schedule == "cosine") s.try_emplace("total_steps", std::to_string(total_steps));
+    if (o.schedule == "cosine" && total_steps > 0) s.try_emplace("total_steps", std::to_string(total_steps));
     return s;
+}
+
+// The saved settings that differ from this run's, as "key value (the checkpoint's: saved)".
+std::vector<std::string> setting_differences(const CheckpointInfo& saved, const TrainOptions& o, int64_t total_steps) {
+    std::vector<std::string> differences;
+    for (const auto& [key, value] : saved_settings(o, total_steps))
+        if (auto it = saved.extra.find(key); it != saved.extra.end() && it->second != value)
+            differences.push_back(fmt::format("{} {} (the checkpoint's: {})", key, value, it->second));
+    return differences;
+}
+
+void fail_resume(const std::string& path, const std::vector<std::string>& differences) {
+    fail<ValueError>(
+        "train: --resume continues the run saved in '{}' where it stopped, but this run differs: {}; "
+        "give the flags of that run, or --overwrite to start a new one",
+        path, fmt::join(differences, ", "));
 }
 
 // A resumed run must be the run that stopped: the same model, the same data
@@ -169,25 +185,36 @@ std::map<std::string, std::string> saved_settings(const TrainOptions& o, int64_t
 // or an update setting (rate, schedule, β2, ...) that differs is refused
 // instead of silently training another run. A checkpoint written before a
 // setting was kept is not checked for it.
+// (with_vocab false: all but the vocabularies' sizes)
+std::vector<std::string> differences(const CheckpointInfo& saved, const ModelConfig& now, const TrainOptions& o,
+                                     int64_t total_steps, bool with_vocab) {
+    std::vector<std::string> found;
+    const nlohmann::json before = nlohmann::json::parse(config_to_json(saved.config));
+    const nlohmann::json after = nlohmann::json::parse(config_to_json(now));
+    for (const auto& [key, value] : after.items()) {
+        if (!with_vocab && (key == "src_vocab_size" || key == "tgt_vocab_size")) continue;
+        if (!before.contains(key) || before[key] != value)
+            found.push_back(fmt::format("{} {} (the checkpoint's: {})", key, value.dump(),
+                                        before.contains(key) ? before[key].dump() : "none"));
+    }
+    for (std::string& d : setting_differences(saved, o, total_steps)) found.push_back(std::move(d));
+    return found;
+}
+
 void check_resume(const CheckpointInfo& saved, const CheckpointInfo& now, const TrainOptions& o, int64_t total_steps,
                   const std::string& path) {
-    std::vector<std::string> differences;
-    const nlohmann::json before = nlohmann::json::parse(config_to_json(saved.config));
-    const nlohmann::json after = nlohmann::json::parse(config_to_json(now.config));
-    for (const auto& [key, value] : after.items())
-        if (!before.contains(key) || before[key] != value)
-            differences.push_back(fmt::format("{} {} (the checkpoint's: {})", key, value.dump(),
-                                              before.contains(key) ? before[key].dump() : "none"));
-    for (const auto& [key, value] : saved_settings(o, total_steps))
-        if (auto it = saved.extra.find(key); it != saved.extra.end() && it->second != value)
-            differences.push_back(fmt::format("{} {} (the checkpoint's: {})", key, value, it->second));
-    if (!differences.empty())
-        fail<ValueError>(
-            "train: --resume continues the run saved in '{}' where it stopped, but this run differs: {}; "
-            "give the flags of that run, or --overwrite to start a new one",
-            path, fmt::join(differences, ", "));
+    const std::vector<std::string> found = differences(saved, now.config, o, total_steps, true);
+    if (!found.empty()) fail_resume(path, found);
 }
 }  // namespace
+
+void check_resume_settings(const TrainOptions& o, const ModelConfig& planned, int64_t total_steps) {
+    if (o.out_dir.empty()) return;
+    const std::string path = (std::filesystem::path(o.out_dir) / "checkpoint.safetensors").string();
+    if (!std::filesystem::exists(path)) return;
+    const std::vector<std::string> found = differences(read_checkpoint_info(path), planned, o, total_steps, false);
+    if (!found.empty()) fail_resume(path, found);
+}
 
 // ---- the loop: its pieces -----------------------------------------------------------------------
 

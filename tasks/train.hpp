@@ -140,6 +140,14 @@ BatchSource translation_source(const NmtSplit& split, int64_t batch_size, int64_
 /// A BatchSource of fresh copy-task batches, seeded by (seed, epoch, index).
 BatchSource copy_source(int64_t batch_size, int64_t length, int64_t vocab, int64_t batches_per_epoch, uint64_t seed);
 
+/// A --resume against its checkpoint before the data is read and the
+/// vocabulary trained: the model (all but its vocabularies' sizes, which the
+/// data decides), the data settings (vocabulary size, batches, sample, seed,
+/// ...) and the update settings, so that a resume train() would refuse is
+/// refused at once. `total_steps` 0: not known yet (train() compares the
+/// run's length). Nothing to compare without a checkpoint: train() says so.
+void check_resume_settings(const TrainOptions& options, const ModelConfig& planned, int64_t total_steps);
+
 /// The training loop. `gen` is the generator the model's dropout layers draw
 /// from (the one build_model was given); its state is saved in checkpoints.
 /// `info` carries the config and vocabularies written into checkpoints.

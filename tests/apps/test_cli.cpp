@@ -158,6 +158,15 @@ TEST_CASE(
     CHECK(other_rate.status == 1);
     CHECK_THAT(other_rate.output, Catch::Contains("this run differs: lr 1e+20 (the checkpoint's: 0.0025)"));
     CHECK(bytes(dir + "/checkpoint.safetensors") == before);
+    // another vocabulary or model is refused before the data is read and a vocabulary trained for it
+    std::string other = tiny;
+    other.replace(other.find("--vocab-size 300"), 16, "--vocab-size 200");
+    Run other_vocab = run_cli(other + " --resume --num-heads 2");
+    CHECK(other_vocab.status == 1);
+    CHECK_THAT(other_vocab.output, Catch::Contains("this run differs: num_heads 2 (the checkpoint's: 4)"));
+    CHECK_THAT(other_vocab.output, Catch::Contains("vocab_size 200 (the checkpoint's: 300)"));
+    CHECK_THAT(other_vocab.output, !Catch::Contains("fra-eng:") && !Catch::Contains("tokenizer:"));
+    CHECK(bytes(dir + "/checkpoint.safetensors") == before);
 
     // only the checkpoint, in a directory of its own, run from there
     const std::string alone = temp_dir("subword-alone");

@@ -125,7 +125,9 @@ TEST_CASE("plan_metadata: what a checkpoint keeps to read the data as the run di
                                                                      {"data_seed", "0"},
                                                                      {"val_sentences", "1500"},
                                                                      {"sample_size", "0"},
-                                                                     {"batch_tokens", "1500"}});
+                                                                     {"batch_tokens", "1500"},
+                                                                     {"tokenizer", "sentencepiece"},
+                                                                     {"vocab_size", "4000"}});
     CHECK(plan_metadata(preset_plan("translate", "d2l")) == Meta{{"preset", "d2l"},
                                                                  {"seed", "1"},
                                                                  {"batch_size", "64"},
