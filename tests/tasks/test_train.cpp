@@ -193,6 +193,20 @@ TEST_CASE(
     other.transformer.dropout = 0.1;
     REQUIRE_THROWS_WITH(train(*model, gen, source, again, info_for(other)),
                         Catch::Contains("this run differs: dropout 0.1 (the checkpoint's: 0.0)"));
+    // check_resume_settings: the same refusals before any data (the vocabularies' sizes, which the data
+    // decides, left out), nothing to compare without a checkpoint
+    again.extra["batch_size"] = "8";
+    REQUIRE_THROWS_WITH(check_resume_settings(again, c, 0),
+                        Catch::Contains("but this run differs: batch_size 8 (the checkpoint's: 4)"));
+    again.extra["batch_size"] = "4";
+    REQUIRE_THROWS_WITH(check_resume_settings(again, other, 0),
+                        Catch::Contains("this run differs: dropout 0.1 (the checkpoint's: 0.0)"));
+    ModelConfig planned = c;
+    planned.src_vocab_size = planned.tgt_vocab_size = 0;
+    CHECK_NOTHROW(check_resume_settings(again, planned, 0));
+    TrainOptions elsewhere = again;
+    elsewhere.out_dir = fresh_dir("resume-nothing-there");
+    CHECK_NOTHROW(check_resume_settings(elsewhere, other, 0));
     CHECK(train(*model, gen, source, again, info_for(c)).steps == 4);  // the same run continues
 
     // another rate, β2, clip or objective would train another run from the saved step
@@ -219,6 +233,9 @@ TEST_CASE(
     decaying.epochs = 2;
     REQUIRE_THROWS_WITH(train(*model, gen, source, decaying, info_for(c)),
                         Catch::Contains("this run differs: total_steps 4 (the checkpoint's: 2)"));
+    REQUIRE_THROWS_WITH(check_resume_settings(decaying, c, 4),
+                        Catch::Contains("this run differs: total_steps 4 (the checkpoint's: 2)"));
+    CHECK_NOTHROW(check_resume_settings(decaying, c, 0));  // a length not known yet is compared by train()
 
     TrainOptions cosine = o;
     cosine.out_dir = fresh_dir("warmup");
