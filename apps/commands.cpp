@@ -251,6 +251,19 @@ double rounded(double value, int decimals) {
 
 // One decoding's evaluation in figures.json, under `decoding` ("beam 4", "greedy"): its BLEU, chrF2 and
 // BLEU by source length (the buckets with a sentence in them, shortest first), as summary.txt rounds them.
+// The held-out loss line: validation pairs against as many training pairs.
+std::string held_out_line(const tasks::HeldOutLoss& h) {
+    return fmt::format(
+        "cross-entropy per token without label smoothing (teacher-forced): validation {:.4f} ({} pairs), "
+        "a sample of the training pairs {:.4f} ({})\n",
+        h.validation.loss, h.validation.pairs, h.train.loss, h.train.pairs);
+}
+
+void add_held_out_figures(json& figures, const tasks::HeldOutLoss& h) {
+    figures["validation_loss"] = rounded(h.validation.loss, 4);
+    figures["training_sample_loss"] = rounded(h.train.loss, 4);
+}
+
 void add_bleu_figures(json& figures, const std::string& decoding, const tasks::BleuReport& r) {
     figures["validation_bleu"][decoding] = rounded(100 * r.bleu.score, 2);
     figures["validation_chrf2"][decoding] = rounded(r.chrf, 2);
@@ -723,6 +736,9 @@ Report corpus_report(nn::EncoderDecoder& model, const CorpusData& d, const tasks
         r.steps, r.seconds, r.tokens_per_second, train_wall, r.final_loss,
         p.train.label_smoothing > 0 ? ", label smoothing included" : "",
         r.averaged > 0 ? fmt::format("; final weights: the mean of the last {} snapshots", r.averaged) : "");
+    const tasks::HeldOutLoss held_out = tasks::held_out_loss(model, d.corpus, d.tok, n, p.batch_tokens, p.seed);
+    summary += held_out_line(held_out);
+    add_held_out_figures(report.figures, held_out);
     const tasks::BleuOptions beam{.max_len = n, .decode = {.beam = 4, .length_penalty = 1.0}};
     const tasks::BleuOptions greedy{.max_len = n, .decode = {.beam = 1}};
     const tasks::BleuReport b_beam = tasks::evaluate_bleu(model, d.tok, d.corpus.val, beam);
@@ -1002,6 +1018,12 @@ int run_eval(const EvalArgs& a) {
     const tasks::TranslateOptions greedy = translate_options(info, {.max_steps = info.config.num_steps});
     if (corpus) {
         const tasks::Corpus val = tasks::load_corpus(corpus_options_from(info.extra, data));
+        if (a.max_sentences == 0) {  // the whole validation split: its loss beside a training sample's
+            const int64_t batch_tokens = info.extra.count("batch_tokens") ? meta_int(info.extra, "batch_tokens") : 1500;
+            fmt::print("{}",
+                       held_out_line(tasks::held_out_loss(*t->model, val, t->tok, info.config.num_steps, batch_tokens,
+                                                          static_cast<uint64_t>(meta_int(info.extra, "data_seed")))));
+        }
         const tasks::BleuReport r = tasks::evaluate_bleu(
             *t->model, t->tok, val.val,
             {.max_len = info.config.num_steps,

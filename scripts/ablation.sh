@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Reruns the tables of docs/training.md: trains one run per row and prints
 # one table row per run (validation BLEU-4 with beam 4 and greedily, chrF2,
-# BLEU-4 on sources of 11-20 words, training seconds).
+# BLEU-4 on sources of 11-20 words, the loss on the validation pairs and on
+# as many training pairs, training seconds).
 #
 #   bash scripts/ablation.sh [TABLE] [JOBS] [extra flags for every run]
 #
@@ -84,6 +85,9 @@ recipe_rows=(
   "default-recipe-12500|--steps 12500 --vocab-size 4000 --lr 0.0025 --adam-beta2 0.98"
   "batch1500-11600-lr0.002|--steps 11600 --batch-tokens 1500 --lr 0.002"
   "l1-11700-lr0.002|--steps 11700 --num-layers 1 --lr 0.002"
+  "lr0.0015-9000|--steps 9000 --lr 0.0015"
+  "lr0.002-9000-no-label-smoothing|--steps 9000 --lr 0.002 --label-smoothing 0"
+  "lr0.002-9000-dropout0.1|--steps 9000 --lr 0.002 --dropout 0.1"
 )
 # the default's time for each: steps = 1,800 x 0.100 s / the row's seconds per step
 short_rows=(
@@ -162,8 +166,8 @@ for row in "${rows[@]}"; do
 done
 wait
 
-printf '| run | flags | BLEU-4 beam 4 | greedy | chrF2 beam 4 | 11-20 words, beam 4 | training (1 core) |\n'
-printf '|---|---|---:|---:|---:|---:|---:|\n'
+printf '| run | flags | BLEU-4 beam 4 | greedy | chrF2 beam 4 | 11-20 words, beam 4 | loss: validation / training pairs | training (1 core) |\n'
+printf '|---|---|---:|---:|---:|---:|---:|---:|\n'
 for row in "${rows[@]}"; do
   name=${row%%|*}; flags=${row#*|}; s=$dir/$name/summary.txt
   beam=$(grep -oP 'BLEU-4, beam 4: \K[0-9.]+' "$s" 2>/dev/null || echo '?')
@@ -171,6 +175,9 @@ for row in "${rows[@]}"; do
   chrf=$(grep -oP 'chrF2 \K[0-9.]+' "$s" 2>/dev/null | head -1 || echo '?')
   mid=$(grep -oP '11-20 words \K[0-9.]+' "$s" 2>/dev/null | head -1 || echo '?')
   secs=$(grep -oP 'steps in \K[0-9.]+ s' "$s" 2>/dev/null || echo '?')
+  loss=$(grep -oP 'teacher-forced\): validation \K[0-9.]+' "$s" 2>/dev/null || echo '?')
+  loss+=" / $(grep -oP 'a sample of the training pairs \K[0-9.]+' "$s" 2>/dev/null || echo '?')"
   # shellcheck disable=SC2016
-  printf '| %s | `%s` | %s | %s | %s | %s | %s |\n' "$name" "${flags:-(none)}" "$beam" "$greedy" "$chrf" "$mid" "$secs"
+  printf '| %s | `%s` | %s | %s | %s | %s | %s | %s |\n' "$name" "${flags:-(none)}" "$beam" "$greedy" "$chrf" "$mid" \
+    "$loss" "$secs"
 done

@@ -4,6 +4,7 @@
 #include "tasks/batch_translate.hpp"
 #include "tasks/chrf.hpp"
 
+#include "autograd/autograd.hpp"
 #include "core/core.hpp"
 
 #include <algorithm>
@@ -98,7 +99,9 @@ Corpus load_corpus(const CorpusOptions& o) {
 
 // ---- encoding ---------------------------------------------------------------------------------
 
-EncodedPairs encode_pairs(const std::vector<TextPair>& pairs, const TokenizerPair& tok, int64_t max_len) {
+namespace {
+// encode_pairs without its refusal when no pair is kept
+EncodedPairs encode_fitting(const std::vector<TextPair>& pairs, const TokenizerPair& tok, int64_t max_len) {
     if (max_len < 2) fail<ValueError>("encode_pairs: max_len must be at least 2 (a token and <eos>), got {}", max_len);
     if (!tok.src || !tok.tgt) fail<ValueError>("encode_pairs: both tokenizers are needed");
     const auto n = static_cast<int64_t>(pairs.size());
@@ -132,8 +135,14 @@ EncodedPairs encode_pairs(const std::vector<TextPair>& pairs, const TokenizerPai
         out.src.push_back(std::move(src[i]));
         out.tgt.push_back(std::move(tgt[i]));
     }
+    return out;
+}
+}  // namespace
+
+EncodedPairs encode_pairs(const std::vector<TextPair>& pairs, const TokenizerPair& tok, int64_t max_len) {
+    EncodedPairs out = encode_fitting(pairs, tok, max_len);
     if (out.src.empty())
-        fail<ValueError>("encode_pairs: every one of the {} pairs is longer than max_len {}", n, max_len);
+        fail<ValueError>("encode_pairs: every one of the {} pairs is longer than max_len {}", pairs.size(), max_len);
     return out;
 }
 
@@ -249,6 +258,50 @@ Batch BucketBatcher::batch(const std::vector<int64_t>& rows) const {
             .dec_in = core::from_vector(dec, {B, T}),
             .label = core::from_vector(label, {B, T}),
             .label_valid = core::from_vector(label_valid, {B})};
+}
+
+// ---- held-out loss ----------------------------------------------------------------------------------
+
+PairLoss pair_loss(nn::EncoderDecoder& model, const std::vector<TextPair>& pairs, const TokenizerPair& tokenizers,
+                   int64_t max_len, int64_t batch_tokens) {
+    auto encoded = std::make_shared<EncodedPairs>(encode_fitting(pairs, tokenizers, max_len));
+    PairLoss out;
+    out.pairs = encoded->size();
+    if (out.pairs == 0) return out;
+    const BucketBatcher batcher(encoded, batch_tokens, 0);
+    struct EvalMode {  // eval mode for the scope, the previous mode restored even on an error
+        nn::Module& m;
+        bool was = m.is_training();
+        ~EvalMode() { m.train(was); }
+    } mode{model};
+    model.eval();
+    autograd::NoGradGuard no_grad;
+    double sum = 0;
+    for (const std::vector<int64_t>& rows : batcher.epoch_plan(0)) {
+        const Batch batch = batcher.batch(rows);
+        sum += fused_output_loss(model, batch, 1.0, 0.0).value().item();  // Σ over the batch's tokens
+        for (int64_t r = 0; r < batch.label_valid.size(0); ++r)
+            out.tokens += static_cast<int64_t>(batch.label_valid.at({r}));
+    }
+    out.loss = sum / static_cast<double>(out.tokens);
+    return out;
+}
+
+HeldOutLoss held_out_loss(nn::EncoderDecoder& model, const Corpus& corpus, const TokenizerPair& tokenizers,
+                          int64_t max_len, int64_t batch_tokens, uint64_t seed) {
+    std::vector<TextPair> val;
+    for (const ValSentence& v : corpus.val)
+        for (const std::string& ref : v.refs) val.push_back({.src = v.src, .tgt = ref});
+    std::vector<int64_t> order(corpus.train.size());
+    std::iota(order.begin(), order.end(), int64_t{0});
+    core::Generator gen(core::mix_seed(seed, 2, 0));
+    core::shuffle(order.begin(), order.end(), gen);
+    order.resize(std::min(order.size(), val.size()));
+    std::vector<TextPair> train;
+    train.reserve(order.size());
+    for (int64_t i : order) train.push_back(corpus.train[static_cast<size_t>(i)]);
+    return {.train = pair_loss(model, train, tokenizers, max_len, batch_tokens),
+            .validation = pair_loss(model, val, tokenizers, max_len, batch_tokens)};
 }
 
 BatchSource BucketBatcher::source(std::shared_ptr<const BucketBatcher> batcher) {

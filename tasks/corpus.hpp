@@ -130,6 +130,33 @@ private:
     double padding_fraction_ = 0;
 };
 
+// ---- held-out loss ----------------------------------------------------------------------------------
+
+/// The model's cross-entropy per target token on whole pairs (teacher
+/// forcing, as in training, but in eval mode, without label smoothing and
+/// without a graph), `<eos>` included.
+struct PairLoss {
+    double loss = 0;     ///< Σ −log p(token) / tokens
+    int64_t pairs = 0;   ///< pairs scored (those that fit the model's length)
+    int64_t tokens = 0;  ///< target tokens scored
+};
+
+/// PairLoss over `pairs`, in length-bucketed batches of `batch_tokens`
+/// (pairs and tokens 0, loss 0, when no pair fits max_len).
+PairLoss pair_loss(nn::EncoderDecoder& model, const std::vector<TextPair>& pairs, const TokenizerPair& tokenizers,
+                   int64_t max_len, int64_t batch_tokens);
+
+/// The same loss on the validation pairs (each sentence with every
+/// reference) and on as many training pairs drawn with `seed`: the gap
+/// between the two shows how much the model learned its training pairs by
+/// heart rather than the language (a gap that grows as training goes on
+/// calls for dropout or more data).
+struct HeldOutLoss {
+    PairLoss train, validation;  ///< a sample of the training pairs; the validation pairs
+};
+HeldOutLoss held_out_loss(nn::EncoderDecoder& model, const Corpus& corpus, const TokenizerPair& tokenizers,
+                          int64_t max_len, int64_t batch_tokens, uint64_t seed);
+
 // ---- validation BLEU ------------------------------------------------------------------------------
 
 /// How to translate the validation sentences.

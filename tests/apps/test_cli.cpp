@@ -142,6 +142,10 @@ TEST_CASE(
             R"((.|\n)*  chrF2 [0-9]+\.[0-9]{2}; BLEU-4 by source length: 1-5 words [0-9.]+ \([0-9]+\),(.|\n)*)"));
     CHECK_THAT(r.output, Catch::Contains("21+ words"));
     CHECK_THAT(r.output, Catch::Contains("the mean of the last 3 snapshots"));
+    // the loss on the validation pairs (20 sentences, 31 references) beside as many training pairs
+    CHECK_THAT(r.output, Catch::Matches(R"((.|\n)*cross-entropy per token without label smoothing \(teacher-forced\): )"
+                                        R"(validation [0-9]+\.[0-9]{4} \(31 pairs\), a sample of the training pairs )"
+                                        R"([0-9]+\.[0-9]{4} \(31\)\n(.|\n)*)"));
 
     // a run that diverges stops with a message and leaves the good checkpoint as it was (a new run over it:
     // --resume with another rate is refused before it trains)
@@ -204,6 +208,10 @@ TEST_CASE(
     CHECK(r.status == 0);
     CHECK_THAT(r.output, Catch::Contains("validation corpus BLEU-4, greedy"));
     CHECK_THAT(r.output, Catch::Contains("on 20 sentences"));
+    CHECK_THAT(r.output, Catch::Contains("(31 pairs), a sample of the training pairs"));  // the whole split only:
+    CHECK_THAT(
+        run_cli("eval --checkpoint " + alone + "/model.safetensors --threads 1 --beam 1 --max-sentences 5").output,
+        !Catch::Contains("teacher-forced"));
 }
 
 TEST_CASE("tformer: flags of the other pipeline and bad decoding options are refused with a pointer", "[apps][cli]") {

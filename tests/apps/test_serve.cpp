@@ -181,6 +181,9 @@ void check_figures_files() {
     CHECK(written["version"] == 1);
     std::ifstream summary_in(run / "summary.txt");
     const std::string summary((std::istreambuf_iterator<char>(summary_in)), std::istreambuf_iterator<char>());
+    CHECK_THAT(summary, Catch::Contains(fmt::format("validation {:.4f} (", written["validation_loss"].get<double>())));
+    CHECK_THAT(summary,
+               Catch::Contains(fmt::format("training pairs {:.4f} (", written["training_sample_loss"].get<double>())));
     for (const char* decoding : {"beam 4", "greedy"})
         CHECK_THAT(summary, Catch::Contains(fmt::format("validation corpus BLEU-4, {}: {:.2f} on", decoding,
                                                         written["validation_bleu"][decoding].get<double>())));

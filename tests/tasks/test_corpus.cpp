@@ -1,7 +1,9 @@
 // tasks/corpus: the honest validation split, encoded pairs, length buckets.
 #include "tasks/corpus.hpp"
 
+#include "autograd/autograd.hpp"
 #include "core/error.hpp"
+#include "nn/loss.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -213,4 +215,78 @@ TEST_CASE("count_words, bleu_by_length: sentences go to the 1-5, 6-10, 11-20 or 
     CHECK(b[0].bleu.precisions[0] == Approx(0.75));
     CHECK(bleu_by_length({}, {}, {})[2].sentences == 0);
     CHECK_THROWS_WITH(bleu_by_length({"a"}, {}, {}), Catch::Contains("1 sources, 0 predictions and 0 reference"));
+}
+
+TEST_CASE("pair_loss: the teacher-forced cross-entropy per target token, in eval mode, pairs too long left out",
+          "[tasks][corpus]") {
+    const std::vector<TextPair> pairs = {{"Go.", "Va !"},
+                                         {"I lost.", "J'ai perdu."},
+                                         {"He's calm.", "Il est calme."},
+                                         {"I see a big red house.", "Je vois une grande maison rouge."},
+                                         {"We are friends.", "Nous sommes amis."}};
+    const TokenizerPair tok = word_tokenizers(pairs);
+    ModelConfig c;
+    c.task = "translate";
+    c.src_vocab_size = tok.src->size();
+    c.tgt_vocab_size = tok.tgt->size();
+    c.num_steps = 10;
+    c.transformer = {.key_size = 8,
+                     .query_size = 8,
+                     .value_size = 8,
+                     .num_hiddens = 8,
+                     .norm_shape = 8,
+                     .ffn_num_input = 8,
+                     .ffn_num_hiddens = 16,
+                     .num_heads = 2,
+                     .num_layers = 1,
+                     .dropout = 0.3,  // eval mode: no dropout, the same figure every call
+                     .fused = true};
+    core::Generator gen(5);
+    auto model = build_model(c, gen);
+    model->train(true);
+
+    // each pair alone through the unfused model and the dense loss: Σ_t −log p / tokens
+    const EncodedPairs encoded = encode_pairs(pairs, tok, c.num_steps);
+    const BucketBatcher one_by_one(std::make_shared<EncodedPairs>(encoded), 2, 0);
+    double sum = 0;
+    int64_t tokens = 0;
+    {
+        model->eval();
+        autograd::NoGradGuard no_grad;
+        for (int64_t i = 0; i < encoded.size(); ++i) {
+            const Batch b = one_by_one.batch({i});
+            const autograd::Variable logits = model->forward(b.enc_X, b.dec_in, b.enc_valid);
+            const double T = static_cast<double>(b.label.size(1));
+            sum += nn::masked_softmax_ce_loss(logits, b.label, b.label_valid).value().item() * T;
+            tokens += static_cast<int64_t>(b.label_valid.at({0}));
+        }
+        model->train(true);
+    }
+    const PairLoss l = pair_loss(*model, pairs, tok, c.num_steps, 30);  // a few pairs per batch
+    CHECK(l.pairs == 5);
+    CHECK(l.tokens == tokens);
+    CHECK(l.loss == Approx(sum / static_cast<double>(tokens)).epsilon(1e-5));
+    CHECK(pair_loss(*model, pairs, tok, c.num_steps, 30).loss == l.loss);
+    CHECK(model->is_training());  // the mode it had
+
+    const PairLoss shorter = pair_loss(*model, pairs, tok, 6, 30);  // the long pair does not fit
+    CHECK(shorter.pairs == 4);
+    CHECK(pair_loss(*model, {}, tok, c.num_steps, 30).pairs == 0);
+    const PairLoss none = pair_loss(*model, {pairs[3]}, tok, 6, 30);  // no pair fits: nothing scored, no error
+    CHECK(none.pairs == 0);
+    CHECK(none.tokens == 0);
+
+    // held_out_loss: every reference of every validation sentence, as many training pairs (drawn by the seed)
+    Corpus corpus;
+    corpus.train = {pairs[0], pairs[1], pairs[2], pairs[3]};
+    corpus.val = {{.src = "We are friends.", .refs = {"Nous sommes amis.", "Va !"}}};
+    const HeldOutLoss h = held_out_loss(*model, corpus, tok, c.num_steps, 30, 7);
+    CHECK(h.validation.pairs == 2);
+    CHECK(h.train.pairs == 2);
+    CHECK(h.validation.loss ==
+          Approx(pair_loss(*model, {{"We are friends.", "Nous sommes amis."}, {"We are friends.", "Va !"}}, tok,
+                           c.num_steps, 30)
+                     .loss)
+              .epsilon(1e-6));
+    CHECK(held_out_loss(*model, corpus, tok, c.num_steps, 30, 7).train.loss == h.train.loss);
 }
