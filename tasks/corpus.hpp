@@ -146,14 +146,18 @@ struct PairLoss {
 PairLoss pair_loss(nn::EncoderDecoder& model, const std::vector<TextPair>& pairs, const TokenizerPair& tokenizers,
                    int64_t max_len, int64_t batch_tokens);
 
+/// PairLoss on training pairs and on held-out ones, side by side.
+struct HeldOutLoss {
+    /// A sample of the training pairs.
+    PairLoss train;
+    PairLoss validation;  ///< The validation pairs.
+};
+
 /// The same loss on the validation pairs (each sentence with every
 /// reference) and on as many training pairs drawn with `seed`: the gap
 /// between the two shows how much the model learned its training pairs by
 /// heart rather than the language (a gap that grows as training goes on
 /// calls for dropout or more data).
-struct HeldOutLoss {
-    PairLoss train, validation;  ///< a sample of the training pairs; the validation pairs
-};
 HeldOutLoss held_out_loss(nn::EncoderDecoder& model, const Corpus& corpus, const TokenizerPair& tokenizers,
                           int64_t max_len, int64_t batch_tokens, uint64_t seed);
 
