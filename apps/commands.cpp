@@ -249,8 +249,6 @@ double rounded(double value, int decimals) {
     return std::round(value * scale) / scale;
 }
 
-// One decoding's evaluation in figures.json, under `decoding` ("beam 4", "greedy"): its BLEU, chrF2 and
-// BLEU by source length (the buckets with a sentence in them, shortest first), as summary.txt rounds them.
 // The held-out loss line: validation pairs against as many training pairs.
 std::string held_out_line(const tasks::HeldOutLoss& h) {
     return fmt::format(
@@ -264,6 +262,8 @@ void add_held_out_figures(json& figures, const tasks::HeldOutLoss& h) {
     figures["training_sample_loss"] = rounded(h.train.loss, 4);
 }
 
+// One decoding's evaluation in figures.json, under `decoding` ("beam 4", "greedy"): its BLEU, chrF2 and
+// BLEU by source length (the buckets with a sentence in them, shortest first), as summary.txt rounds them.
 void add_bleu_figures(json& figures, const std::string& decoding, const tasks::BleuReport& r) {
     figures["validation_bleu"][decoding] = rounded(100 * r.bleu.score, 2);
     figures["validation_chrf2"][decoding] = rounded(r.chrf, 2);

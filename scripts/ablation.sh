@@ -88,6 +88,7 @@ recipe_rows=(
   "lr0.0015-9000|--steps 9000 --lr 0.0015"
   "lr0.002-9000-no-label-smoothing|--steps 9000 --lr 0.002 --label-smoothing 0"
   "lr0.002-9000-dropout0.1|--steps 9000 --lr 0.002 --dropout 0.1"
+  "lr0.002-9000-dropout0.05|--steps 9000 --lr 0.002 --dropout 0.05"
 )
 # the default's time for each: steps = 1,800 x 0.100 s / the row's seconds per step
 short_rows=(

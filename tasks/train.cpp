@@ -163,15 +163,6 @@ std::map<std::string, std::string> saved_settings(const TrainOptions& o, int64_t
     return s;
 }
 
-// The saved settings that differ from this run's, as "key value (the checkpoint's: saved)".
-std::vector<std::string> setting_differences(const CheckpointInfo& saved, const TrainOptions& o, int64_t total_steps) {
-    std::vector<std::string> differences;
-    for (const auto& [key, value] : saved_settings(o, total_steps))
-        if (auto it = saved.extra.find(key); it != saved.extra.end() && it->second != value)
-            differences.push_back(fmt::format("{} {} (the checkpoint's: {})", key, value, it->second));
-    return differences;
-}
-
 void fail_resume(const std::string& path, const std::vector<std::string>& differences) {
     fail<ValueError>(
         "train: --resume continues the run saved in '{}' where it stopped, but this run differs: {}; "
@@ -185,7 +176,8 @@ void fail_resume(const std::string& path, const std::vector<std::string>& differ
 // or an update setting (rate, schedule, β2, ...) that differs is refused
 // instead of silently training another run. A checkpoint written before a
 // setting was kept is not checked for it.
-// (with_vocab false: all but the vocabularies' sizes)
+// The differences as "key value (the checkpoint's: saved)"; with_vocab
+// false: the config's but the vocabularies' sizes (which the data decides).
 std::vector<std::string> differences(const CheckpointInfo& saved, const ModelConfig& now, const TrainOptions& o,
                                      int64_t total_steps, bool with_vocab) {
     std::vector<std::string> found;
@@ -197,7 +189,9 @@ std::vector<std::string> differences(const CheckpointInfo& saved, const ModelCon
             found.push_back(fmt::format("{} {} (the checkpoint's: {})", key, value.dump(),
                                         before.contains(key) ? before[key].dump() : "none"));
     }
-    for (std::string& d : setting_differences(saved, o, total_steps)) found.push_back(std::move(d));
+    for (const auto& [key, value] : saved_settings(o, total_steps))
+        if (auto it = saved.extra.find(key); it != saved.extra.end() && it->second != value)
+            found.push_back(fmt::format("{} {} (the checkpoint's: {})", key, value, it->second));
     return found;
 }
 
