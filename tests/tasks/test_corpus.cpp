@@ -4,6 +4,7 @@
 #include "autograd/autograd.hpp"
 #include "core/error.hpp"
 #include "nn/loss.hpp"
+#include "tasks/small_model.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -230,17 +231,9 @@ TEST_CASE("pair_loss: the teacher-forced cross-entropy per target token, in eval
     c.src_vocab_size = tok.src->size();
     c.tgt_vocab_size = tok.tgt->size();
     c.num_steps = 10;
-    c.transformer = {.key_size = 8,
-                     .query_size = 8,
-                     .value_size = 8,
-                     .num_hiddens = 8,
-                     .norm_shape = 8,
-                     .ffn_num_input = 8,
-                     .ffn_num_hiddens = 16,
-                     .num_heads = 2,
-                     .num_layers = 1,
-                     .dropout = 0.3,  // eval mode: no dropout, the same figure every call
-                     .fused = true};
+    c.transformer = testing::transformer_of_width(8);
+    c.transformer.dropout = 0.3;  // eval mode: no dropout, the same figure every call
+    c.transformer.fused = true;
     core::Generator gen(5);
     auto model = build_model(c, gen);
     model->train(true);
