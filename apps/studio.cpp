@@ -196,7 +196,7 @@ json per_decoding_buckets(const json& given) {
 
 // The figures a training run wrote last (figures.json beside the checkpoint, as `tformer train` writes it
 // with summary.txt), when they are this checkpoint's: validation BLEU per decoding ("beam 4", "greedy"), with
-// chrF2 and BLEU by source length, or the copy task's accuracy. Entries of the wrong type are left out; a file
+// chrF2 and BLEU by source length, and the loss on validation and training pairs; or the copy task's accuracy. Entries of the wrong type are left out; a file
 // that is not a figures file gives none, and a line on stderr.
 json training_figures(const std::string& checkpoint) {
     json figures = json::object();
@@ -215,8 +215,8 @@ json training_figures(const std::string& checkpoint) {
         figures["validation_chrf2"] = per_decoding_numbers(given["validation_chrf2"]);
     if (given.contains("validation_bleu_by_length"))
         figures["validation_bleu_by_length"] = per_decoding_buckets(given["validation_bleu_by_length"]);
-    if (given.contains("exact_sequence_accuracy_percent") && given["exact_sequence_accuracy_percent"].is_number())
-        figures["exact_sequence_accuracy_percent"] = given["exact_sequence_accuracy_percent"];
+    for (const char* key : {"exact_sequence_accuracy_percent", "validation_loss", "training_sample_loss"})
+        if (given.contains(key) && given[key].is_number()) figures[key] = given[key];
     return figures;
 }
 

@@ -9,7 +9,7 @@ layer" with the keyboard and walks through it, makes the server refuse a
 sentence too long for the model, whose message must read in plain words,
 watches the loss of a training run that starts while the page is open, and
 reads a small whole-corpus translator's validation figures (BLEU, chrF2, BLEU
-by source length) on the Model tab.
+by source length, the loss on validation and training pairs) on the Model tab.
 Screenshots go to --out (studio.png: the translation and the attention grid).
 
 Where Chromium, its driver or Selenium cannot start, the test fails: it is
@@ -260,7 +260,7 @@ def check_training(d, tformer, live, out):
 
 
 def check_model_figures(d, out):
-    """The second model's Model tab: the validation figures its summary.txt gives, per decoding."""
+    """The second model's Model tab: the validation figures its summary.txt gives, per decoding, and the loss."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import Select, WebDriverWait
 
@@ -276,6 +276,8 @@ def check_model_figures(d, out):
         m = re.search(rf"BLEU by source length, {decoding} (.*)", info)
         if not m or not re.search(r"(1-5|6-10|11-20|21\+) words: [0-9]+\.[0-9][0-9] \([0-9]+ sentences\)", m.group(1)):
             fail(f"the Model tab does not give BLEU by source length, {decoding}:\n{info}")
+    if not re.search(r"loss per token, validation / training pairs [0-9]+\.[0-9]{4} / [0-9]+\.[0-9]{4}", info):
+        fail(f"the Model tab does not give the loss on validation and training pairs:\n{info}")
     training = [h for h in d.find_elements(By.CSS_SELECTOR, "#model-info h3") if h.text == "Training"]
     if training:
         d.execute_script("arguments[0].scrollIntoView()", training[0])

@@ -210,8 +210,10 @@ void check_figures_files() {
         "validation_bleu": {"beam 4": 40.5, "greedy": "high"}, "validation_chrf2": [1, 2],
         "validation_bleu_by_length": {"beam 4": [{"source_words": "1-5 words", "bleu": 1.5, "sentences": 3},
                                                  {"source_words": "6-10 words", "bleu": "x", "sentences": 2}, 7]},
-        "exact_sequence_accuracy_percent": "100"})");
+        "exact_sequence_accuracy_percent": "100", "validation_loss": 1.25, "training_sample_loss": "low"})");
     CHECK(t["validation_bleu"] == json({{"beam 4", 40.5}}));
+    CHECK(t["validation_loss"] == 1.25);
+    CHECK(!t.contains("training_sample_loss"));
     CHECK(t["validation_chrf2"] == json::object());
     CHECK(t["validation_bleu_by_length"]["beam 4"] ==
           json::parse(R"([{"source_words": "1-5 words", "bleu": 1.5, "sentences": 3}])"));
@@ -248,8 +250,10 @@ TEST_CASE("serve: models, model (with the run's figures.json), tokenize, transla
         CHECK(info["training"]["steps"] == ref.info.step);
         CHECK(info["max_tokens"] == ref.info.config.num_steps);
         CHECK(info["training"].contains("validation_bleu") == (id == 0));  // the d2l run had no validation split
-        if (id == 0) {  // the run's figures.json: BLEU, chrF2 and BLEU by source length per decoding
+        if (id == 0) {  // the run's figures.json: BLEU, chrF2 and BLEU by source length per decoding, the loss
             const json& t = info["training"];
+            CHECK(t["validation_loss"].get<double>() > 0);
+            CHECK(t["training_sample_loss"].get<double>() > 0);
             for (const char* decoding : {"beam 4", "greedy"}) {
                 INFO(decoding << ": " << t.dump());
                 CHECK(t["validation_bleu"][decoding].is_number());

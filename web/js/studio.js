@@ -140,6 +140,10 @@ function renderModelInfo(info) {
   const tt = html("table", { class: "kv" }, left);
   const facts = { steps: number(t.steps), epochs: t.epochs, "final epoch loss": t.final_loss === null ? "— (no epoch finished)" : t.final_loss.toFixed(4) };
   if (t.preset) facts.preset = t.preset;
+  if (t.validation_loss !== undefined && t.training_sample_loss !== undefined) {
+    facts["loss per token, validation / training pairs"] =
+      `${t.validation_loss.toFixed(4)} / ${t.training_sample_loss.toFixed(4)} (teacher-forced, no label smoothing; the gap is what it learned by heart)`;
+  }
   for (const [k, v] of Object.entries(t.validation_bleu || {})) {
     facts[`validation BLEU, ${k}`] = v.toFixed(2);
     const chrf = (t.validation_chrf2 || {})[k];
