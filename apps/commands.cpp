@@ -455,7 +455,7 @@ tasks::RunPlan resolve_plan(const TrainArgs& a) {
     p.train.out_dir = a.out.empty() ? "runs/" + a.task : a.out;
     if (a.resume && a.overwrite)
         fail<ValueError>("train: --resume continues {}, --overwrite replaces it: give one",
-                         (fs::path(p.train.out_dir) / "checkpoint.safetensors").string());
+                         tasks::checkpoint_path(p.train.out_dir));
     apply_data_flags(a, p);
     apply_model_flags(a, p);
     apply_train_flags(a, p);
@@ -473,7 +473,7 @@ std::shared_ptr<core::OutputDirectory> prepare_run(const tasks::RunPlan& p, bool
         fmt::print(stderr,
                    "train: the run that locked --out '{}' (PID {}) ended without unlocking it; taking it over\n", out,
                    out_dir->stale_owner());
-    if (!p.train.resume && !overwrite && fs::exists(fs::path(out) / "checkpoint.safetensors"))
+    if (!p.train.resume && !overwrite && fs::exists(tasks::checkpoint_path(out)))
         fail<ValueError>(
             "train: {} already holds a checkpoint; continue it with --resume, replace it with --overwrite, "
             "or choose another --out",
@@ -1017,12 +1017,12 @@ int run_eval(const EvalArgs& a) {
     const std::string data = a.data.empty() ? default_data_path() : a.data;
     const tasks::TranslateOptions greedy = translate_options(info, {.max_steps = info.config.num_steps});
     if (corpus) {
-        const tasks::Corpus val = tasks::load_corpus(corpus_options_from(info.extra, data));
+        const tasks::CorpusOptions split = corpus_options_from(info.extra, data);
+        const tasks::Corpus val = tasks::load_corpus(split);
         if (a.max_sentences == 0) {  // the whole validation split: its loss beside a training sample's
             const int64_t batch_tokens = info.extra.count("batch_tokens") ? meta_int(info.extra, "batch_tokens") : 1500;
-            fmt::print("{}",
-                       held_out_line(tasks::held_out_loss(*t->model, val, t->tok, info.config.num_steps, batch_tokens,
-                                                          static_cast<uint64_t>(meta_int(info.extra, "data_seed")))));
+            fmt::print("{}", held_out_line(tasks::held_out_loss(*t->model, val, t->tok, info.config.num_steps,
+                                                                batch_tokens, split.seed)));
         }
         const tasks::BleuReport r = tasks::evaluate_bleu(
             *t->model, t->tok, val.val,

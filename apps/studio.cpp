@@ -196,8 +196,8 @@ json per_decoding_buckets(const json& given) {
 
 // The figures a training run wrote last (figures.json beside the checkpoint, as `tformer train` writes it
 // with summary.txt), when they are this checkpoint's: validation BLEU per decoding ("beam 4", "greedy"), with
-// chrF2 and BLEU by source length, and the loss on validation and training pairs; or the copy task's accuracy. Entries of the wrong type are left out; a file
-// that is not a figures file gives none, and a line on stderr.
+// chrF2 and BLEU by source length, and the loss on validation and training pairs; or the copy task's accuracy.
+// Entries of the wrong type are left out; a file that is not a figures file gives none, and a line on stderr.
 json training_figures(const std::string& checkpoint) {
     json figures = json::object();
     const fs::path path = fs::path(checkpoint).parent_path() / "figures.json";

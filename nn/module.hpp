@@ -130,4 +130,20 @@ private:
     std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
 };
 
+/// Evaluation mode for a scope: the module's mode before it is restored on
+/// leaving, also when an error leaves it (decoding, a held-out loss).
+class EvalScope {
+public:
+    /// Puts `m` in evaluation mode, remembering its mode.
+    explicit EvalScope(Module& m) : m_(m), was_training_(m.is_training()) { m_.eval(); }
+    /// Restores the remembered mode.
+    ~EvalScope() { m_.train(was_training_); }
+    EvalScope(const EvalScope&) = delete;
+    EvalScope& operator=(const EvalScope&) = delete;
+
+private:
+    Module& m_;
+    bool was_training_;
+};
+
 }  // namespace tformer::nn

@@ -268,21 +268,13 @@ PairLoss pair_loss(nn::EncoderDecoder& model, const std::vector<TextPair>& pairs
     PairLoss out;
     out.pairs = encoded->size();
     if (out.pairs == 0) return out;
+    for (const std::vector<int32_t>& t : encoded->tgt) out.tokens += static_cast<int64_t>(t.size()) + 1;  // <eos>
     const BucketBatcher batcher(encoded, batch_tokens, 0);
-    struct EvalMode {  // eval mode for the scope, the previous mode restored even on an error
-        nn::Module& m;
-        bool was = m.is_training();
-        ~EvalMode() { m.train(was); }
-    } mode{model};
-    model.eval();
+    nn::EvalScope eval(model);
     autograd::NoGradGuard no_grad;
     double sum = 0;
-    for (const std::vector<int64_t>& rows : batcher.epoch_plan(0)) {
-        const Batch batch = batcher.batch(rows);
-        sum += fused_output_loss(model, batch, 1.0, 0.0).value().item();  // Σ over the batch's tokens
-        for (int64_t r = 0; r < batch.label_valid.size(0); ++r)
-            out.tokens += static_cast<int64_t>(batch.label_valid.at({r}));
-    }
+    for (const std::vector<int64_t>& rows : batcher.epoch_plan(0))  // Σ over each batch's tokens
+        sum += fused_output_loss(model, batcher.batch(rows), 1.0, 0.0).value().item();
     out.loss = sum / static_cast<double>(out.tokens);
     return out;
 }

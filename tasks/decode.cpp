@@ -22,17 +22,6 @@ namespace {
 
 // ---- what both searches share -----------------------------------------------------------------
 
-// Puts the model in eval mode for the scope and restores the previous mode.
-class EvalScope {
-public:
-    explicit EvalScope(nn::Module& m) : m_(m), was_training_(m.is_training()) { m_.eval(); }
-    ~EvalScope() { m_.train(was_training_); }
-
-private:
-    nn::Module& m_;
-    bool was_training_;
-};
-
 void check_source(const Tensor& src, const Tensor& lens, const char* op) {
     if (src.dim() != 2 || src.dtype() != core::DType::int64)
         fail<ShapeError>("{}: source ids must be int64 (batch, steps), got {} {}", op, core::dtype_name(src.dtype()),
@@ -322,7 +311,7 @@ std::vector<Decoded> greedy_decode(nn::EncoderDecoder& model, const Tensor& src,
                                    const DecodeOptions& options) {
     check_source(src, src_valid_len, "greedy_decode");
     check_options(options, "greedy_decode");
-    EvalScope eval(model);
+    nn::EvalScope eval(model);
     autograd::NoGradGuard no_grad;
     const int64_t B = src.size(0), H = model.decoder->options.num_heads;
     SearchState s = encode(model, src, src_valid_len);
@@ -344,7 +333,7 @@ std::vector<Decoded> beam_decode_batch(nn::EncoderDecoder& model, const Tensor& 
                                        const DecodeOptions& options) {
     check_source(src, src_valid_len, "beam_decode");
     check_options(options, "beam_decode");
-    EvalScope eval(model);
+    nn::EvalScope eval(model);
     autograd::NoGradGuard no_grad;
     const int64_t K = options.beam, H = model.decoder->options.num_heads;
     SearchState s = encode(model, src, src_valid_len);  // rows: every sentence's live hypotheses, in order
@@ -381,7 +370,7 @@ namespace reference {
 std::vector<Decoded> greedy_decode(nn::EncoderDecoder& model, const Tensor& src, const Tensor& src_valid_len,
                                    const DecodeOptions& options) {
     check_source(src, src_valid_len, "greedy_decode");
-    EvalScope eval(model);
+    nn::EvalScope eval(model);
     autograd::NoGradGuard no_grad;
     const int64_t B = src.size(0);
     SearchState s = encode(model, src, src_valid_len);
@@ -409,7 +398,7 @@ std::vector<Decoded> beam_decode_batch(nn::EncoderDecoder& model, const Tensor& 
                                        const DecodeOptions& options) {
     check_source(src, src_valid_len, "beam_decode");
     check_options(options, "beam_decode");
-    EvalScope eval(model);
+    nn::EvalScope eval(model);
     autograd::NoGradGuard no_grad;
     const int64_t K = options.beam, H = model.decoder->options.num_heads;
     SearchState s = encode(model, src, src_valid_len);

@@ -202,9 +202,13 @@ void check_resume(const CheckpointInfo& saved, const CheckpointInfo& now, const 
 }
 }  // namespace
 
+std::string checkpoint_path(const std::string& out_dir) {
+    return (std::filesystem::path(out_dir) / "checkpoint.safetensors").string();
+}
+
 void check_resume_settings(const TrainOptions& o, const ModelConfig& planned, int64_t total_steps) {
     if (o.out_dir.empty()) return;
-    const std::string path = (std::filesystem::path(o.out_dir) / "checkpoint.safetensors").string();
+    const std::string path = checkpoint_path(o.out_dir);
     if (!std::filesystem::exists(path)) return;
     const std::vector<std::string> found = differences(read_checkpoint_info(path), planned, o, total_steps, false);
     if (!found.empty()) fail_resume(path, found);
@@ -255,7 +259,7 @@ Plan plan_run(const TrainOptions& o, const BatchSource& source) {
     if (source.batches_per_epoch <= 0) fail<ValueError>("train: an epoch has no batches");
     if (!o.out_dir.empty() && dist::is_root()) fs::create_directories(o.out_dir);  // rank 0 alone writes
     Plan plan;
-    plan.checkpoint = o.out_dir.empty() ? "" : (fs::path(o.out_dir) / "checkpoint.safetensors").string();
+    plan.checkpoint = o.out_dir.empty() ? "" : checkpoint_path(o.out_dir);
     if (o.fused_loss && !o.token_mean)
         fail<ValueError>("train: fused_loss computes the token mean; set token_mean too");
     if (o.total_steps < 0 || o.average < 0)

@@ -140,6 +140,9 @@ BatchSource translation_source(const NmtSplit& split, int64_t batch_size, int64_
 /// A BatchSource of fresh copy-task batches, seeded by (seed, epoch, index).
 BatchSource copy_source(int64_t batch_size, int64_t length, int64_t vocab, int64_t batches_per_epoch, uint64_t seed);
 
+/// Where a run writes its checkpoint: `out_dir`/checkpoint.safetensors.
+std::string checkpoint_path(const std::string& out_dir);
+
 /// A --resume against its checkpoint before the data is read and the
 /// vocabulary trained: the model (all but its vocabularies' sizes, which the
 /// data decides), the data settings (vocabulary size, batches, sample, seed,
