@@ -360,6 +360,11 @@ void check_flags_fit(const TrainArgs& a, const tasks::RunPlan& p) {
             fail<ValueError>("train translate: unknown tokenizer '{}' (expected sentencepiece or word)", a.tokenizer);
         if (!a.batching.empty() && a.batching != "buckets" && a.batching != "random")
             fail<ValueError>("train translate: --batching must be buckets or random, got '{}'", a.batching);
+        if (a.subword_dropout.value_or(0) > 0 && a.tokenizer == "word")
+            fail<ValueError>(
+                "train translate: --subword-dropout {} needs --tokenizer sentencepiece (words have no "
+                "pieces to split)",
+                *a.subword_dropout);
     } else {
         const char* hint = "it belongs to the whole-corpus presets (default, long)";
         refuse(!a.tokenizer.empty(), "--tokenizer", hint);
@@ -368,6 +373,7 @@ void check_flags_fit(const TrainArgs& a, const tasks::RunPlan& p) {
         refuse(a.val_sentences.has_value(), "--val-sentences", hint);
         refuse(a.tie_embeddings != 0, "--tie-embeddings", hint);
         refuse(!a.batching.empty(), "--batching", hint);
+        refuse(a.subword_dropout.has_value(), "--subword-dropout", hint);
     }
 }
 
@@ -390,6 +396,7 @@ void apply_data_flags(const TrainArgs& a, tasks::RunPlan& p) {
         p.vocab_size = pick(a.vocab_size, p.vocab_size);
         p.batch_tokens = pick(a.batch_tokens, p.batch_tokens);
         p.buckets = a.batching.empty() || a.batching == "buckets";
+        p.subword_dropout = pick(a.subword_dropout, p.subword_dropout);
     }
 }
 
@@ -700,14 +707,21 @@ CorpusData load_corpus_data(const tasks::RunPlan& p) {
     d.tok = shared_tokenizers(p.tokenizer, d.corpus.train, p.vocab_size, p.seed);
     const int64_t n = p.model.num_steps;
     auto encoded = std::make_shared<tasks::EncodedPairs>(tasks::encode_pairs(d.corpus.train, d.tok, n));
-    d.batcher = std::make_shared<const tasks::BucketBatcher>(encoded, p.batch_tokens, p.seed, p.buckets);
+    tasks::SubwordDropout subword;
+    subword.p = p.subword_dropout;
+    if (subword.p > 0) {
+        subword.tokenizer = std::dynamic_pointer_cast<const tasks::SentencePieceTokenizer>(d.tok.src);
+        subword.text = std::make_shared<const std::vector<tasks::TextPair>>(d.corpus.train);
+    }
+    d.batcher = std::make_shared<const tasks::BucketBatcher>(encoded, p.batch_tokens, p.seed, p.buckets, subword);
     fmt::print(
         "tokenizer: {}, vocabularies {} / {}; {} training pairs, {} longer than {} tokens left out; "
-        "{} batches{} ({}-{} pairs, {:.1f}% padding)\n",
+        "{} batches{} ({}-{} pairs, {:.1f}% padding){}\n",
         p.tokenizer, d.tok.src->size(), d.tok.tgt->size(), encoded->size(), encoded->dropped, n - 1,
         d.batcher->batches_per_epoch(),
         p.buckets ? fmt::format(" of up to {} tokens", p.batch_tokens) : std::string(" in random order"),
-        d.batcher->min_batch(), d.batcher->max_batch(), 100 * d.batcher->padding_fraction());
+        d.batcher->min_batch(), d.batcher->max_batch(), 100 * d.batcher->padding_fraction(),
+        subword.p > 0 ? fmt::format("; BPE-dropout {}: each epoch spelled anew", subword.p) : std::string());
     return d;
 }
 

@@ -134,6 +134,7 @@ EncodedPairs encode_fitting(const std::vector<TextPair>& pairs, const TokenizerP
         }
         out.src.push_back(std::move(src[i]));
         out.tgt.push_back(std::move(tgt[i]));
+        out.origin.push_back(i);
     }
     return out;
 }
@@ -155,8 +156,9 @@ int64_t tgt_steps(const EncodedPairs& d, int64_t i) {
 }  // + <bos> or <eos>
 }  // namespace
 
-std::vector<int64_t> BucketBatcher::sorted_order(int64_t epoch) const {
-    const EncodedPairs& d = *data_;
+std::vector<int64_t> BucketBatcher::sorted_order(int64_t epoch, const EncodedPairs& d) const {
+    if (d.size() != data_->size())
+        fail<ValueError>("BucketBatcher: a spelling of {} pairs for a batcher of {}", d.size(), data_->size());
     std::vector<int64_t> order(static_cast<size_t>(d.size()));
     std::iota(order.begin(), order.end(), 0);
     core::Generator gen(core::mix_seed(seed_, static_cast<uint64_t>(epoch), 0xb0c));
@@ -170,10 +172,21 @@ std::vector<int64_t> BucketBatcher::sorted_order(int64_t epoch) const {
 }
 
 BucketBatcher::BucketBatcher(std::shared_ptr<const EncodedPairs> data, int64_t batch_tokens, uint64_t seed,
-                             bool by_length)
-    : data_(std::move(data)), seed_(seed), by_length_(true) {
+                             bool by_length, SubwordDropout subword)
+    : data_(std::move(data)), seed_(seed), by_length_(true), subword_(std::move(subword)) {
     if (!data_ || data_->size() == 0) fail<ValueError>("BucketBatcher: no pairs to batch");
     if (batch_tokens < 2) fail<ValueError>("BucketBatcher: batch_tokens must be at least 2, got {}", batch_tokens);
+    if (!(subword_.p >= 0 && subword_.p < 1))
+        fail<ValueError>("BucketBatcher: subword dropout must be in [0, 1), got {}", subword_.p);
+    if (subword_.p > 0) {
+        if (!subword_.tokenizer || !subword_.text)
+            fail<ValueError>("BucketBatcher: subword dropout {} needs the SentencePiece model and the text",
+                             subword_.p);
+        const auto n = static_cast<int64_t>(subword_.text->size());
+        if (data_->origin.size() != data_->src.size() ||
+            std::any_of(data_->origin.begin(), data_->origin.end(), [n](int64_t i) { return i < 0 || i >= n; }))
+            fail<ValueError>("BucketBatcher: subword dropout needs the pairs' origin in the {} text pairs", n);
+    }
     // The lengths along the sorted order are the same in every epoch, so the
     // cut points found here hold for all of them.
     const EncodedPairs& d = *data_;
@@ -183,7 +196,7 @@ BucketBatcher::BucketBatcher(std::shared_ptr<const EncodedPairs> data, int64_t b
         padded += n * (S + T);
         n = S = T = 0;
     };
-    for (int64_t i : sorted_order(0)) {
+    for (int64_t i : sorted_order(0, d)) {
         const int64_t s = src_steps(d, i), t = tgt_steps(d, i);
         if (n > 0 && (n + 1) * (std::max(S, s) + std::max(T, t)) > batch_tokens) close();
         ++n;
@@ -199,7 +212,7 @@ BucketBatcher::BucketBatcher(std::shared_ptr<const EncodedPairs> data, int64_t b
     const int64_t count = d.size(), batches = static_cast<int64_t>(sizes_.size());
     sizes_.clear();
     for (int64_t b = 0; b < batches; ++b) sizes_.push_back((b + 1) * count / batches - b * count / batches);
-    const std::vector<int64_t> order = sorted_order(0);
+    const std::vector<int64_t> order = sorted_order(0, d);
     real = padded = 0;
     auto it = order.begin();
     for (int64_t size : sizes_) {
@@ -214,8 +227,32 @@ BucketBatcher::BucketBatcher(std::shared_ptr<const EncodedPairs> data, int64_t b
     padding_fraction_ = 1.0 - static_cast<double>(real) / static_cast<double>(padded);
 }
 
+std::shared_ptr<const EncodedPairs> BucketBatcher::spelled(int64_t epoch) const {
+    if (subword_.p == 0) return data_;
+    const EncodedPairs& d = *data_;
+    const auto n = static_cast<size_t>(d.size());
+    std::vector<std::string_view> text;  // the sources, then the targets
+    text.reserve(2 * n);
+    for (size_t i = 0; i < n; ++i) text.emplace_back((*subword_.text)[static_cast<size_t>(d.origin[i])].src);
+    for (size_t i = 0; i < n; ++i) text.emplace_back((*subword_.text)[static_cast<size_t>(d.origin[i])].tgt);
+    const std::vector<std::vector<int64_t>> ids = subword_.tokenizer->sample_encode(
+        text, subword_.p, core::mix_seed(seed_, static_cast<uint64_t>(epoch), 0x5b3d));
+    auto out = std::make_shared<EncodedPairs>(d);
+    for (size_t i = 0; i < 2 * n; ++i) {
+        const std::vector<int64_t>& drawn = ids[i];
+        if (drawn.empty() || static_cast<int64_t>(drawn.size()) >= d.max_len) continue;  // keeps its one-best ids
+        std::vector<int32_t>& side = i < n ? out->src[i] : out->tgt[i - n];
+        side.assign(drawn.begin(), drawn.end());
+    }
+    return out;
+}
+
 std::vector<std::vector<int64_t>> BucketBatcher::epoch_plan(int64_t epoch) const {
-    const std::vector<int64_t> order = sorted_order(epoch);
+    return epoch_plan(epoch, *spelled(epoch));
+}
+
+std::vector<std::vector<int64_t>> BucketBatcher::epoch_plan(int64_t epoch, const EncodedPairs& spelling) const {
+    const std::vector<int64_t> order = sorted_order(epoch, spelling);
     std::vector<std::vector<int64_t>> plan;
     plan.reserve(sizes_.size());
     auto it = order.begin();
@@ -234,8 +271,11 @@ double BucketBatcher::mean_batch() const {
     return static_cast<double>(data_->size()) / static_cast<double>(sizes_.size());
 }
 
-Batch BucketBatcher::batch(const std::vector<int64_t>& rows) const {
-    const EncodedPairs& d = *data_;
+Batch BucketBatcher::batch(const std::vector<int64_t>& rows) const { return batch(rows, *data_); }
+
+Batch BucketBatcher::batch(const std::vector<int64_t>& rows, const EncodedPairs& d) const {
+    if (d.size() != data_->size())
+        fail<ValueError>("BucketBatcher: a spelling of {} pairs for a batcher of {}", d.size(), data_->size());
     const auto B = static_cast<int64_t>(rows.size());
     int64_t S = 0, T = 0;
     for (int64_t i : rows) S = std::max(S, src_steps(d, i)), T = std::max(T, tgt_steps(d, i));
@@ -300,14 +340,19 @@ BatchSource BucketBatcher::source(std::shared_ptr<const BucketBatcher> batcher) 
     // the plan of the current epoch, made once per epoch
     struct Cache {
         int64_t epoch = -1;
+        std::shared_ptr<const EncodedPairs> spelling;
         std::vector<std::vector<int64_t>> plan;
     };
     auto cache = std::make_shared<Cache>();
     BatchSource s;
     s.batches_per_epoch = batcher->batches_per_epoch();
     s.get = [batcher, cache](int64_t epoch, int64_t index) {
-        if (cache->epoch != epoch) *cache = {epoch, batcher->epoch_plan(epoch)};
-        return batcher->batch(cache->plan.at(static_cast<size_t>(index)));
+        if (cache->epoch != epoch) {
+            auto spelling = batcher->spelled(epoch);
+            auto plan = batcher->epoch_plan(epoch, *spelling);
+            *cache = {epoch, std::move(spelling), std::move(plan)};
+        }
+        return batcher->batch(cache->plan.at(static_cast<size_t>(index)), *cache->spelling);
     };
     return s;
 }

@@ -78,8 +78,9 @@ Corpus load_corpus(const CorpusOptions& options);
 struct EncodedPairs {
     /// The source sides' ids, one vector per pair.
     std::vector<std::vector<int32_t>> src, tgt;  ///< The target sides' ids.
-    int64_t max_len = 0;  ///< every kept side has at most max_len - 1 ids (room for `<eos>` or `<bos>`)
-    int64_t dropped = 0;  ///< pairs left out because a side was longer
+    int64_t max_len = 0;          ///< every kept side has at most max_len - 1 ids (room for `<eos>` or `<bos>`)
+    int64_t dropped = 0;          ///< pairs left out because a side was longer
+    std::vector<int64_t> origin;  ///< each kept pair's index in the pairs it was encoded from
     /// Number of pairs.
     int64_t size() const { return static_cast<int64_t>(src.size()); }
 };
@@ -88,6 +89,24 @@ struct EncodedPairs {
 /// share the work); pairs with a side of max_len or more ids are dropped and
 /// counted. Throws ValueError when max_len < 2.
 EncodedPairs encode_pairs(const std::vector<TextPair>& pairs, const TokenizerPair& tokenizers, int64_t max_len);
+
+/// Subword regularisation of the training data (BPE-dropout, Provilkov et
+/// al., 2020): every epoch spells the pairs anew with
+/// SentencePieceTokenizer::sample_encode, so a pair met again in a later
+/// epoch comes in other pieces and the model cannot learn its ids by heart.
+/// The epoch's batches are cut from the sampled lengths, with as many pairs
+/// in each as the one-best lengths give (a sampled pair has more pieces, so
+/// a batch holds more tokens than the budget: about a quarter more at p
+/// 0.1); a side whose sample does not fit max_len keeps its one-best ids.
+/// Validation, the held-out loss and translation keep the one-best
+/// segmentation.
+struct SubwordDropout {
+    double p = 0;  ///< the probability of skipping a merge; 0: off
+    /// The joint vocabulary the pairs were encoded with.
+    std::shared_ptr<const SentencePieceTokenizer> tokenizer;
+    /// The text the pairs were encoded from, as EncodedPairs::origin indexes it.
+    std::shared_ptr<const std::vector<TextPair>> text;
+};
 
 /// Batches by length (Marian's and fairseq's way): the pairs are sorted by
 /// (target length, source length), cut into batches of at most
@@ -101,12 +120,20 @@ public:
     /// by_length false: the comparison the README's table measures, batches
     /// of pairs in random order, as many pairs per batch as buckets give on
     /// average, each padded to its longest pair.
-    BucketBatcher(std::shared_ptr<const EncodedPairs> data, int64_t batch_tokens, uint64_t seed, bool by_length = true);
+    /// `subword`: BPE-dropout for the batches of source() (ValueError for a p
+    /// outside [0, 1), or p > 0 without the tokenizer and the text).
+    BucketBatcher(std::shared_ptr<const EncodedPairs> data, int64_t batch_tokens, uint64_t seed, bool by_length = true,
+                  SubwordDropout subword = {});
 
     /// Batches in one epoch (the same every epoch).
     int64_t batches_per_epoch() const { return static_cast<int64_t>(sizes_.size()); }
-    /// The pair indices of each batch of `epoch`, in training order. Every
-    /// pair appears exactly once.
+    /// The pairs as `epoch` spells them: the one-best ids, or with subword
+    /// dropout the epoch's own draw (the same for the same seed and epoch).
+    std::shared_ptr<const EncodedPairs> spelled(int64_t epoch) const;
+    /// The pair indices of each batch of `epoch`, in training order, sorted by
+    /// the lengths of `spelling` (spelled(epoch)). Every pair appears exactly once.
+    std::vector<std::vector<int64_t>> epoch_plan(int64_t epoch, const EncodedPairs& spelling) const;
+    /// epoch_plan(epoch, *spelled(epoch)).
     std::vector<std::vector<int64_t>> epoch_plan(int64_t epoch) const;
     /// Padding positions / all positions (source and target) over an epoch.
     double padding_fraction() const { return padding_fraction_; }
@@ -118,14 +145,17 @@ public:
     /// The batch of pairs `rows`: enc_X (B, S) ids + `<eos>` padded with
     /// `<pad>`, dec_in (B, T) `<bos>` + ids, label (B, T) ids + `<eos>`.
     Batch batch(const std::vector<int64_t>& rows) const;
+    /// The same batch in the ids of `spelling` (spelled(epoch)).
+    Batch batch(const std::vector<int64_t>& rows, const EncodedPairs& spelling) const;
     /// A BatchSource over epoch_plan (it keeps this batcher alive).
     static BatchSource source(std::shared_ptr<const BucketBatcher> batcher);
 
 private:
-    std::vector<int64_t> sorted_order(int64_t epoch) const;
+    std::vector<int64_t> sorted_order(int64_t epoch, const EncodedPairs& spelling) const;
     std::shared_ptr<const EncodedPairs> data_;
     uint64_t seed_;
     bool by_length_;
+    SubwordDropout subword_;
     std::vector<int64_t> sizes_;  ///< pairs per batch, in sorted order (the same every epoch)
     double padding_fraction_ = 0;
 };

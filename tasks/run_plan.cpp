@@ -186,6 +186,7 @@ std::map<std::string, std::string> plan_metadata(const RunPlan& plan) {
             m["batch_tokens"] = std::to_string(plan.batch_tokens);
             m["tokenizer"] = plan.tokenizer;
             m["vocab_size"] = std::to_string(plan.vocab_size);
+            m["subword_dropout"] = fmt::format("{}", plan.subword_dropout);
             break;
     }
     return m;
@@ -235,6 +236,7 @@ std::vector<std::pair<std::string, std::string>> plan_settings(const RunPlan& pl
                                {"--vocab-size", std::to_string(plan.vocab_size)},
                                {"--batch-tokens", std::to_string(plan.batch_tokens)},
                                {"--batching", plan.buckets ? "buckets" : "random"},
+                               {"--subword-dropout", fmt::format("{}", plan.subword_dropout)},
                                {"--tie-embeddings", plan.model.tie_embeddings ? "true" : "false"}});
             break;
     }

@@ -48,15 +48,16 @@ struct RunPlan {
 
     /// @name The data
     /// @{
-    std::string data;           ///< fra.txt (translate)
-    int64_t num_examples = 0;   ///< d2l: the file's first N pairs (0: all)
-    int64_t sample_size = 0;    ///< a seeded random sample of N pairs instead (0: the whole file)
-    double val_fraction = 0;    ///< d2l: share of distinct English sentences held out
-    int64_t val_sentences = 0;  ///< corpus: validation sentences drawn from the whole file
-    std::string tokenizer;      ///< corpus: sentencepiece | word
-    int64_t vocab_size = 0;     ///< corpus: SentencePiece's pieces (source and target together)
-    int64_t batch_tokens = 0;   ///< corpus: positions per batch, source + target, padding included
-    bool buckets = true;        ///< corpus: batches from length buckets (false: random batches)
+    std::string data;            ///< fra.txt (translate)
+    int64_t num_examples = 0;    ///< d2l: the file's first N pairs (0: all)
+    int64_t sample_size = 0;     ///< a seeded random sample of N pairs instead (0: the whole file)
+    double val_fraction = 0;     ///< d2l: share of distinct English sentences held out
+    int64_t val_sentences = 0;   ///< corpus: validation sentences drawn from the whole file
+    std::string tokenizer;       ///< corpus: sentencepiece | word
+    int64_t vocab_size = 0;      ///< corpus: SentencePiece's pieces (source and target together)
+    int64_t batch_tokens = 0;    ///< corpus: positions per batch, source + target, padding included
+    bool buckets = true;         ///< corpus: batches from length buckets (false: random batches)
+    double subword_dropout = 0;  ///< corpus: BPE-dropout of the training batches (tasks::SubwordDropout; 0: off)
     /// @}
 
     ModelConfig model;  ///< the vocabulary sizes are 0: the data sets them

@@ -10,6 +10,9 @@
 
 #include <algorithm>
 #include <array>
+#include <exception>
+#include <mutex>
+#include <thread>
 #include <unordered_map>
 
 namespace tformer::tasks {
@@ -139,6 +142,49 @@ std::vector<std::string> SentencePieceTokenizer::encode_pieces(std::string_view 
     const auto status = impl_->processor.Encode(sentence, &pieces);
     if (!status.ok()) fail<ValueError>("SentencePieceTokenizer::encode_pieces: {}", status.ToString());
     return pieces;
+}
+
+std::vector<std::vector<int64_t>> SentencePieceTokenizer::sample_encode(const std::vector<std::string_view>& sentences,
+                                                                        double dropout, uint64_t seed) const {
+    if (!(dropout >= 0 && dropout < 1))
+        fail<ValueError>("SentencePieceTokenizer::sample_encode: dropout must be in [0, 1), got {}", dropout);
+    for (size_t i = 0; i < sentences.size(); ++i)
+        if (!is_valid_utf8(sentences[i]))
+            fail<ValueError>("SentencePieceTokenizer::sample_encode: sentence {} is not valid UTF-8", i + 1);
+    std::vector<std::vector<int64_t>> out(sentences.size());
+    if (dropout == 0) {
+        for (size_t i = 0; i < sentences.size(); ++i) out[i] = encode(sentences[i]);
+        return out;
+    }
+    // SentencePiece draws from a generator of its own per thread, seeded from
+    // its global seed when the thread first draws. A thread of its own for
+    // each call, started after setting that seed, makes the draws depend on
+    // `seed` alone; the lock keeps two callers from setting the seed at once.
+    // SentencePiece reserves the seed 2^32 - 1 for "random", so it is folded.
+    static std::mutex seed_lock;
+    const std::lock_guard hold(seed_lock);
+    auto s32 = static_cast<uint32_t>(seed ^ (seed >> 32));
+    if (s32 == UINT32_MAX) s32 = 0;
+    std::string error;
+    std::thread worker([&] {
+        try {  // an exception must not leave the thread
+            sentencepiece::SetRandomGeneratorSeed(s32);
+            std::vector<int> ids;
+            for (size_t i = 0; i < sentences.size(); ++i) {
+                const auto status = impl_->processor.SampleEncode(sentences[i], -1, static_cast<float>(dropout), &ids);
+                if (!status.ok()) {
+                    error = status.ToString();
+                    return;
+                }
+                out[i].assign(ids.begin(), ids.end());
+            }
+        } catch (const std::exception& e) {
+            error = e.what();
+        }
+    });
+    worker.join();
+    if (!error.empty()) fail<ValueError>("SentencePieceTokenizer::sample_encode: {}", error);
+    return out;
 }
 
 std::string SentencePieceTokenizer::decode(const std::vector<int64_t>& ids) const {

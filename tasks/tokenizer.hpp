@@ -105,6 +105,16 @@ public:
     std::string piece(int64_t id) const override;
     /// The pieces of a sentence, e.g. "▁I", "'", "m", "▁home", "." (tutorial 15).
     std::vector<std::string> encode_pieces(std::string_view sentence) const;
+    /// Subword regularisation: the ids of each sentence with SentencePiece's
+    /// sampling instead of its one best segmentation. For a BPE model this is
+    /// BPE-dropout (Provilkov et al., 2020): every merge is skipped with
+    /// probability `dropout`, so "▁home" now and then comes out as "▁ho" "me";
+    /// for a unigram model it is Kudo's (2018) sampling with `dropout` as
+    /// SentencePiece's alpha. The same sentences, dropout and seed give the
+    /// same ids, whichever thread asks. Throws ValueError for a dropout
+    /// outside [0, 1) or invalid UTF-8; dropout 0 is encode().
+    std::vector<std::vector<int64_t>> sample_encode(const std::vector<std::string_view>& sentences, double dropout,
+                                                    uint64_t seed) const;
     /// The model as bytes, for a checkpoint.
     const std::string& serialized() const { return serialized_; }
 

@@ -171,6 +171,11 @@ TEST_CASE(
     CHECK_THAT(other_vocab.output, Catch::Contains("vocab_size 200 (the checkpoint's: 300)"));
     CHECK_THAT(other_vocab.output, !Catch::Contains("fra-eng:") && !Catch::Contains("tokenizer:"));
     CHECK(bytes(dir + "/checkpoint.safetensors") == before);
+    // BPE-dropout changes the data a step sees: a resume must keep it
+    Run other_spelling = run_cli(tiny + " --resume --subword-dropout 0.1");
+    CHECK(other_spelling.status == 1);
+    CHECK_THAT(other_spelling.output, Catch::Contains("subword_dropout 0.1 (the checkpoint's: 0)"));
+    CHECK(bytes(dir + "/checkpoint.safetensors") == before);
 
     // only the checkpoint, in a directory of its own, run from there
     const std::string alone = temp_dir("subword-alone");
@@ -232,6 +237,45 @@ TEST_CASE("tformer: flags of the other pipeline and bad decoding options are ref
     r = run_cli("train translate --tokenizer bytes --sample-size 100 --val-sentences 5 --out " + dir);
     CHECK(r.status == 1);
     CHECK_THAT(r.output, Catch::Contains("unknown tokenizer 'bytes'"));
+    r = run_cli("train translate --preset d2l --subword-dropout 0.1 --out " + dir);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("--subword-dropout does not apply to the d2l preset"));
+    r = run_cli("train translate --tokenizer word --subword-dropout 0.1 --out " + dir);
+    CHECK(r.status == 1);
+    CHECK_THAT(r.output, Catch::Contains("--subword-dropout 0.1 needs --tokenizer sentencepiece"));
+    r = run_cli("train translate --subword-dropout 1 --out " + dir);
+    CHECK(r.status != 0);
+    CHECK_THAT(r.output, Catch::Contains("--subword-dropout"));
+    CHECK_THAT(r.output, Catch::Contains("[0, 1)"));
+}
+
+TEST_CASE("tformer train translate --subword-dropout: BPE-dropout trains, is said, and is kept for a resume",
+          "[apps][cli][slow]") {
+    const std::string dir = temp_dir("bpe-dropout");
+    const std::string tiny =
+        "train translate --sample-size 1000 --steps 12 --num-hiddens 32 --ffn-num-hiddens 64 --num-layers 1 "
+        "--vocab-size 200 --val-sentences 10 --warmup 2 --threads 1 --quiet --subword-dropout 0.1 "
+        "--checkpoint-every 6 --out " +
+        dir;
+    Run r = run_cli(tiny);
+    INFO(r.output);
+    REQUIRE(r.status == 0);
+    CHECK_THAT(r.output, Catch::Contains("BPE-dropout 0.1: each epoch spelled anew"));
+    CHECK_THAT(r.output, Catch::Contains("trained 12 steps"));
+    // stopped at step 6 and resumed: the same loss as the run that went through (the draw depends on the epoch)
+    const std::string again = temp_dir("bpe-dropout-resumed");
+    std::string halves = tiny;
+    halves.replace(halves.find(dir), dir.size(), again);
+    REQUIRE(run_cli(halves + " --stop-after-steps 6").status == 0);
+    Run resumed = run_cli(halves + " --resume");
+    INFO(resumed.output);
+    REQUIRE(resumed.status == 0);
+    auto final_loss = [](const std::string& out) {
+        const auto at = out.find("final loss ");
+        return at == std::string::npos ? std::string() : out.substr(at, 20);
+    };
+    CHECK(!final_loss(r.output).empty());
+    CHECK(final_loss(resumed.output) == final_loss(r.output));
 }
 
 TEST_CASE("tformer tutorial: arguments reach the tutorial as they are, never through a shell", "[apps][cli]") {

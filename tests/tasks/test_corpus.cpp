@@ -172,6 +172,71 @@ TEST_CASE("BucketBatcher::batch: <eos> after the source, <bos> before the decode
     CHECK(b.label_valid.to_vector<int64_t>() == std::vector<int64_t>{4, 2});
 }
 
+TEST_CASE("BucketBatcher with subword dropout: every epoch spells the pairs anew, its batches cut from those lengths",
+          "[tasks][corpus]") {
+    const Corpus c = load_corpus({.path = kFraEng, .val_sentences = 50, .seed = 0, .sample_size = 2000});
+    std::vector<std::string> text;
+    for (const TextPair& p : c.train) text.push_back(p.src), text.push_back(p.tgt);
+    const std::shared_ptr<const SentencePieceTokenizer> sp =
+        SentencePieceTokenizer::train(text, {.vocab_size = 300, .threads = 1});
+    const auto data = std::make_shared<EncodedPairs>(encode_pairs(c.train, {sp, sp}, 64));
+    REQUIRE(data->origin.size() == data->src.size());
+    const SubwordDropout subword{
+        .p = 0.1, .tokenizer = sp, .text = std::make_shared<const std::vector<TextPair>>(c.train)};
+    const BucketBatcher plain(data, 400, 5);
+    const BucketBatcher dropped(data, 400, 5, true, subword);
+    CHECK(dropped.batches_per_epoch() == plain.batches_per_epoch());
+    CHECK(plain.spelled(3) == data);  // no dropout: the one-best ids themselves
+    const auto e0 = dropped.spelled(0), e1 = dropped.spelled(1);
+    CHECK(e0->src != e1->src);
+    CHECK(dropped.spelled(1)->src == e1->src);  // the same draw for the same epoch
+    CHECK(dropped.spelled(1)->tgt == e1->tgt);
+    auto ids = [](const std::vector<int32_t>& v) { return std::vector<int64_t>(v.begin(), v.end()); };
+    size_t best = 0, drawn = 0;
+    for (int64_t i = 0; i < data->size(); ++i) {
+        CHECK(data->origin[i] < static_cast<int64_t>(c.train.size()));
+        CHECK(sp->decode(ids(e0->src[i])) == sp->decode(ids(data->src[i])));  // the same text
+        CHECK(sp->decode(ids(e0->tgt[i])) == sp->decode(ids(data->tgt[i])));
+        CHECK((static_cast<int64_t>(e0->src[i].size()) < 64 && static_cast<int64_t>(e0->tgt[i].size()) < 64));
+        best += data->src[i].size() + data->tgt[i].size();
+        drawn += e0->src[i].size() + e0->tgt[i].size();
+    }
+    CHECK(drawn > best);
+    // the epoch's plan: every pair once, sorted by the drawn lengths, so padding stays low
+    const auto plan = dropped.epoch_plan(1, *e1);
+    CHECK(plan == dropped.epoch_plan(1));
+    std::vector<int64_t> seen;
+    double real = 0, padded = 0;
+    for (const auto& rows : plan) {
+        seen.insert(seen.end(), rows.begin(), rows.end());
+        const Batch b = dropped.batch(rows, *e1);
+        const std::vector<int64_t> enc = b.enc_X.to_vector<int64_t>();
+        const int64_t S = b.enc_X.size(1);
+        std::vector<int64_t> first(enc.begin(), enc.begin() + static_cast<int64_t>(e1->src[rows[0]].size()));
+        CHECK(first == ids(e1->src[rows[0]]));  // the epoch's ids, then <eos>
+        CHECK(enc[e1->src[rows[0]].size()] == Tokenizer::kEos);
+        for (const core::Tensor& v : {b.enc_valid, b.label_valid})
+            for (int64_t n : v.to_vector<int64_t>()) real += static_cast<double>(n);
+        padded += static_cast<double>(b.enc_X.size(0) * (S + b.label.size(1)));
+    }
+    std::sort(seen.begin(), seen.end());
+    CHECK(static_cast<int64_t>(seen.size()) == data->size());
+    CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end());
+    CHECK(1 - real / padded < 0.15);
+    // the training source gives the epoch's batches
+    const BatchSource source =
+        BucketBatcher::source(std::make_shared<const BucketBatcher>(data, 400, 5, true, subword));
+    CHECK(source.get(1, 0).enc_X.to_vector<int64_t>() == dropped.batch(plan[0], *e1).enc_X.to_vector<int64_t>());
+    CHECK(source.get(1, 1).label.to_vector<int64_t>() == dropped.batch(plan[1], *e1).label.to_vector<int64_t>());
+    // refused
+    CHECK_THROWS_WITH(BucketBatcher(data, 400, 5, true, {.p = 1.0, .tokenizer = sp, .text = subword.text}),
+                      Catch::Contains("subword dropout must be in [0, 1), got 1"));
+    CHECK_THROWS_WITH(BucketBatcher(data, 400, 5, true, {.p = 0.1, .tokenizer = nullptr, .text = nullptr}),
+                      Catch::Contains("needs the SentencePiece model"));
+    CHECK_THROWS_WITH(BucketBatcher(synthetic({{2, 3}}), 400, 5, true, subword), Catch::Contains("origin"));
+    CHECK_THROWS_WITH(dropped.batch({0}, *synthetic({{2, 3}})), Catch::Contains("a spelling of 1 pairs"));
+}
+
 TEST_CASE("BucketBatcher on the bundled corpus: padding under 15% of tokens", "[tasks][corpus]") {
     const Corpus c = load_corpus({.path = kFraEng, .val_sentences = 100, .seed = 0, .sample_size = 30000});
     const TokenizerPair tok = word_tokenizers(c.train);

@@ -127,7 +127,8 @@ TEST_CASE("plan_metadata: what a checkpoint keeps to read the data as the run di
                                                                      {"sample_size", "0"},
                                                                      {"batch_tokens", "1500"},
                                                                      {"tokenizer", "sentencepiece"},
-                                                                     {"vocab_size", "4000"}});
+                                                                     {"vocab_size", "4000"},
+                                                                     {"subword_dropout", "0"}});
     CHECK(plan_metadata(preset_plan("translate", "d2l")) == Meta{{"preset", "d2l"},
                                                                  {"seed", "1"},
                                                                  {"batch_size", "64"},
@@ -150,11 +151,13 @@ TEST_CASE("plan_settings: each setting named by its flag, the pipeline's own fla
     CHECK(s["--adam-beta2"] == "0.98");
     CHECK(s["--tie-embeddings"] == "true");
     CHECK(s.count("--batch-size") == 0);  // the corpus batches by tokens
+    CHECK(s["--subword-dropout"] == "0");
     p.vocab_size = 300;
     CHECK(settings_map(p)["--vocab-size"] == "300");
     s = settings_map(preset_plan("translate", "d2l"));
     CHECK(s["--num-examples"] == "600");
     CHECK(s.count("--vocab-size") == 0);
+    CHECK(s.count("--subword-dropout") == 0);
     // what only one process uses is not compared
     for (const char* own : {"--out", "--threads", "--quiet", "--max-memory", "--plot-format"}) CHECK(s.count(own) == 0);
 }

@@ -6,7 +6,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <string>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 using namespace tformer;
@@ -122,4 +125,43 @@ TEST_CASE("SentencePieceTokenizer::train: the same sentences and seed give the s
     // more pieces than the text can make: SentencePiece's own message comes through
     CHECK_THROWS_WITH(SentencePieceTokenizer::train({"a b", "b a"}, {.vocab_size = 5000, .threads = 1}),
                       Catch::Contains("SentencePiece says"));
+}
+
+TEST_CASE("SentencePieceTokenizer::sample_encode: BPE-dropout spells the same text in more pieces, the same for a seed",
+          "[tasks][tokenizer]") {
+    const SentencePieceTokenizer& sp = small_model();
+    const std::vector<std::string> text = corpus_sentences(300);
+    const std::vector<std::string_view> views(text.begin(), text.end());
+    std::vector<std::vector<int64_t>> best;
+    for (const std::string& s : text) best.push_back(sp.encode(s));
+    const auto a = sp.sample_encode(views, 0.1, 7);
+    REQUIRE(a.size() == text.size());
+    CHECK(sp.sample_encode(views, 0.1, 7) == a);  // the same seed: the same pieces
+    std::vector<std::vector<int64_t>> from_thread;
+    std::thread([&] { from_thread = sp.sample_encode(views, 0.1, 7); }).join();
+    CHECK(from_thread == a);  // whichever thread asks
+    CHECK(sp.sample_encode(views, 0.1, 8) != a);
+    size_t best_pieces = 0, drawn_pieces = 0, differ = 0;
+    for (size_t i = 0; i < text.size(); ++i) {
+        CHECK(sp.decode(a[i]) == sp.decode(best[i]));  // the same text, in other pieces
+        for (int64_t id : a[i]) CHECK((id > Tokenizer::kEos && id < sp.size()));
+        best_pieces += best[i].size();
+        drawn_pieces += a[i].size();
+        differ += a[i] != best[i] ? 1 : 0;
+    }
+    INFO("pieces: one-best " << best_pieces << ", drawn " << drawn_pieces << "; sentences spelled otherwise "
+                             << differ);
+    CHECK(drawn_pieces > best_pieces);  // a skipped merge leaves smaller pieces
+    CHECK(drawn_pieces < 2 * best_pieces);
+    CHECK(differ > text.size() / 10);
+    CHECK(sp.sample_encode(views, 0, 7) == best);  // dropout 0: the one-best segmentation
+    for (double bad : {-0.1, 1.0, std::nan("")})
+        CHECK_THROWS_WITH(sp.sample_encode(views, bad, 7), Catch::Contains("dropout must be in [0, 1)"));
+    CHECK_THROWS_WITH(sp.sample_encode({"ok", "caf\xc3"}, 0.1, 7), Catch::Contains("sentence 2 is not valid UTF-8"));
+    // a unigram model samples from all its segmentations
+    const auto uni = SentencePieceTokenizer::train(corpus_sentences(1000),
+                                                   {.vocab_size = 200, .model_type = "unigram", .threads = 1});
+    const auto drawn = uni->sample_encode({"I lost my way.", "Je suis perdu."}, 0.1, 3);
+    CHECK(uni->decode(drawn[0]) == "I lost my way.");
+    CHECK(uni->decode(drawn[1]) == "Je suis perdu.");
 }
