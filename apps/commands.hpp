@@ -23,7 +23,7 @@ struct TrainArgs {
     int64_t checkpoint_every = 0, stop_after_steps = 0;
     std::optional<double> lr, adam_beta2, dropout, val_fraction, label_smoothing, clip;
     std::optional<double> max_memory;       ///< GB a run may take (default: what the machine has available)
-    std::optional<double> subword_dropout;  ///< BPE-dropout of the training batches (whole-corpus presets)
+    std::optional<double> subword_dropout;  ///< BPE-dropout of the training pairs (whole-corpus presets)
     std::string schedule;
     std::string tokenizer;  ///< sentencepiece | word (whole-corpus presets)
     std::string batching;   ///< buckets | random (whole-corpus presets)

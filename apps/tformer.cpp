@@ -163,8 +163,8 @@ void add_data_options(CLI::App& cmd, TrainArgs& a, bool translation) {
             "--batching", a.batching,
             "default/long: buckets (pairs of similar length together, the default) or random (for comparison)");
         cmd.add_option("--subword-dropout", a.subword_dropout,
-                       "default/long: BPE-dropout, the chance that a SentencePiece merge is skipped when a training "
-                       "batch is spelled (a pair comes in other pieces each epoch; 0: off)")
+                       "default/long: BPE-dropout, the chance that a SentencePiece merge is skipped when an epoch's "
+                       "training pairs are spelled (a pair comes in other pieces each epoch; 0: off)")
             ->check(probability);
         cmd.add_flag(
             "--tie-embeddings,!--no-tie-embeddings", a.tie_embeddings,

@@ -57,7 +57,7 @@ struct RunPlan {
     int64_t vocab_size = 0;      ///< corpus: SentencePiece's pieces (source and target together)
     int64_t batch_tokens = 0;    ///< corpus: positions per batch, source + target, padding included
     bool buckets = true;         ///< corpus: batches from length buckets (false: random batches)
-    double subword_dropout = 0;  ///< corpus: BPE-dropout of the training batches (tasks::SubwordDropout; 0: off)
+    double subword_dropout = 0;  ///< corpus: BPE-dropout of the training pairs (tasks::SubwordDropout; 0: off)
     /// @}
 
     ModelConfig model;  ///< the vocabulary sizes are 0: the data sets them
