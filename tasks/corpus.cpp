@@ -154,11 +154,16 @@ int64_t src_steps(const EncodedPairs& d, int64_t i) { return static_cast<int64_t
 int64_t tgt_steps(const EncodedPairs& d, int64_t i) {
     return static_cast<int64_t>(d.tgt[i].size()) + 1;
 }  // + <bos> or <eos>
+
+// A spelling of the batcher's pairs must hold as many pairs (spelled() gives one per epoch).
+void check_spelling(const EncodedPairs& spelling, const EncodedPairs& data) {
+    if (spelling.size() != data.size())
+        fail<ValueError>("BucketBatcher: a spelling of {} pairs for a batcher of {}", spelling.size(), data.size());
+}
 }  // namespace
 
 std::vector<int64_t> BucketBatcher::sorted_order(int64_t epoch, const EncodedPairs& d) const {
-    if (d.size() != data_->size())
-        fail<ValueError>("BucketBatcher: a spelling of {} pairs for a batcher of {}", d.size(), data_->size());
+    check_spelling(d, *data_);
     std::vector<int64_t> order(static_cast<size_t>(d.size()));
     std::iota(order.begin(), order.end(), 0);
     core::Generator gen(core::mix_seed(seed_, static_cast<uint64_t>(epoch), 0xb0c));
@@ -274,8 +279,7 @@ double BucketBatcher::mean_batch() const {
 Batch BucketBatcher::batch(const std::vector<int64_t>& rows) const { return batch(rows, *data_); }
 
 Batch BucketBatcher::batch(const std::vector<int64_t>& rows, const EncodedPairs& d) const {
-    if (d.size() != data_->size())
-        fail<ValueError>("BucketBatcher: a spelling of {} pairs for a batcher of {}", d.size(), data_->size());
+    check_spelling(d, *data_);
     const auto B = static_cast<int64_t>(rows.size());
     int64_t S = 0, T = 0;
     for (int64_t i : rows) S = std::max(S, src_steps(d, i)), T = std::max(T, tgt_steps(d, i));

@@ -251,21 +251,19 @@ TEST_CASE("tformer: flags of the other pipeline and bad decoding options are ref
 
 TEST_CASE("tformer train translate --subword-dropout: BPE-dropout trains, is said, and is kept for a resume",
           "[apps][cli][slow]") {
-    const std::string dir = temp_dir("bpe-dropout");
-    const std::string tiny =
-        "train translate --sample-size 1000 --steps 12 --num-hiddens 32 --ffn-num-hiddens 64 --num-layers 1 "
-        "--vocab-size 200 --val-sentences 10 --warmup 2 --threads 1 --quiet --subword-dropout 0.1 "
-        "--checkpoint-every 6 --out " +
-        dir;
-    Run r = run_cli(tiny);
+    auto tiny = [](const std::string& out) {
+        return "train translate --sample-size 1000 --steps 12 --num-hiddens 32 --ffn-num-hiddens 64 --num-layers 1 "
+               "--vocab-size 200 --val-sentences 10 --warmup 2 --threads 1 --quiet --subword-dropout 0.1 "
+               "--checkpoint-every 6 --out " +
+               out;
+    };
+    Run r = run_cli(tiny(temp_dir("bpe-dropout")));
     INFO(r.output);
     REQUIRE(r.status == 0);
     CHECK_THAT(r.output, Catch::Contains("BPE-dropout 0.1: each epoch spelled anew"));
     CHECK_THAT(r.output, Catch::Contains("trained 12 steps"));
     // stopped at step 6 and resumed: the same loss as the run that went through (the draw depends on the epoch)
-    const std::string again = temp_dir("bpe-dropout-resumed");
-    std::string halves = tiny;
-    halves.replace(halves.find(dir), dir.size(), again);
+    const std::string halves = tiny(temp_dir("bpe-dropout-resumed"));
     REQUIRE(run_cli(halves + " --stop-after-steps 6").status == 0);
     Run resumed = run_cli(halves + " --resume");
     INFO(resumed.output);
